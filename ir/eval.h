@@ -1,0 +1,54 @@
+/*
+ * ir/eval.h — the reference evaluator: walks a graph in topological order
+ * and calls each op's eval function (ir/ops/<family>.c, which call the plain C
+ * kernels of runtime/). Obviously correct rather than fast.
+ *
+ *     kn_tensor outs[4] = {0};
+ *     const char *names[] = {"x"};
+ *     if (kn_eval_model(model, 1, names, &x, outs))
+ *         fprintf(stderr, "%s\n", kn_last_error());
+ *     ... outs[i] belongs to the caller: kn_tensor_free(&outs[i]) ...
+ */
+#ifndef KILN_IR_EVAL_H
+#define KILN_IR_EVAL_H
+
+#include "ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs the model's main graph. Inputs are matched by name (every runtime
+ * input of the graph must be given; an initializer that is also an input may
+ * be overridden). Their dtype and rank are checked against the model.
+ * `outputs` must have m->graph->n_outputs zeroed entries; each is filled with
+ * an owned tensor. On failure nothing is left allocated in outputs. */
+int kn_eval_model(kn_model *m, int n_inputs, const char *const *names,
+                  const kn_tensor *inputs, kn_tensor *outputs);
+
+/* For control-flow ops: runs subgraph g with its formal inputs bound to `in`
+ * (n_in must equal g->n_inputs; entries are borrowed) and fills `out`
+ * (g->n_outputs zeroed entries, owned copies). Outer-scope values resolve to
+ * the tensors of the enclosing evaluation. */
+int kn_eval_subgraph(kn_eval_ctx *ctx, const kn_graph *g, int n_in,
+                     const kn_tensor *const *in, kn_tensor *out);
+
+/* ---- helpers for op definitions (ir/ops/<family>.c) --------------------------- */
+
+/* Output i gets input j's dtype and shape. */
+int kn_infer_same_as_input(kn_node *n, int j);
+/* Sets output i's dtype and static shape. */
+void kn_infer_set(kn_node *n, int i, kn_dtype dt, int rank, const int64_t *dims);
+/* Sets output i's dtype and copies a (possibly symbolic) shape. */
+void kn_infer_set_shape(kn_node *n, int i, kn_dtype dt, const kn_shape *s);
+
+/* Reads an integer tensor (any integer dtype) into int64s: returns the count,
+ * or -1 with an error if the dtype is not integer or there are more than max. */
+int kn_tensor_read_ints(const kn_tensor *t, int64_t *out, int max);
+/* Reads element 0 of a numeric tensor as double. */
+double kn_tensor_scalar_f64(const kn_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

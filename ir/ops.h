@@ -1,0 +1,100 @@
+/*
+ * ir/ops.h — the op registry.
+ *
+ * Ops are declared once in ir/ops.def (name, domain, arity). Each is defined
+ * once, in the family file ir/ops/<family>.c that owns it, by an entry of that
+ * family's kn_op_impl table: a type/shape inference function and a reference
+ * evaluation function. ir/registry.c merges the family tables and checks at
+ * start-up that no op is defined twice.
+ *
+ *     const kn_op_info *oi = kn_op_lookup("Conv", "");
+ *     if (!oi || !oi->eval) ... unsupported ...
+ *
+ * Writing an op's definition (in its family file):
+ *
+ *     static int infer_relu(kn_node *n) {  // fill n->outputs[i]->dtype/shape
+ *         return kn_infer_same_as_input(n, 0);
+ *     }
+ *     static int eval_relu(kn_eval_ctx *ctx, const kn_node *n,
+ *                          const kn_tensor *const *in, kn_tensor *out) {
+ *         // in[i] is NULL for an omitted optional input; allocate every
+ *         // present output with kn_tensor_alloc(&out[i], ...) and fill it.
+ *     }
+ *     const kn_op_impl kn_ops_elementwise[] = {
+ *         {KN_OP_Relu, infer_relu, eval_relu},
+ *         {KN_OP_UNKNOWN, NULL, NULL},   // terminator
+ *     };
+ */
+#ifndef KILN_IR_OPS_H
+#define KILN_IR_OPS_H
+
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_VAR 1000 /* "any number" in arity columns */
+
+typedef enum kn_op {
+    KN_OP_UNKNOWN = 0,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out) KN_OP_##name,
+#include "ops.def"
+#undef KN_OP
+    KN_OP_COUNT
+} kn_op;
+
+typedef struct kn_node kn_node;
+typedef struct kn_eval_ctx kn_eval_ctx;
+
+/* Fills the dtype and shape of n's outputs from its inputs and attributes
+ * (constant inputs are visible through inputs[i]->const_data). Unknown dims
+ * stay -1 (or symbolic); fails with a message naming the node when the
+ * inputs are inconsistent. */
+typedef int (*kn_infer_fn)(kn_node *n);
+
+/* Computes n's outputs. in[i] is NULL for omitted optional inputs (and for i
+ * >= n->n_inputs is never read). out has n->n_outputs zeroed entries; the
+ * function allocates (kn_tensor_alloc) and fills each one whose
+ * n->outputs[i] is non-NULL. On failure it returns a status with a message
+ * from kn_node_error(); the caller frees whatever was allocated. */
+typedef int (*kn_eval_fn)(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in,
+                          kn_tensor *out);
+
+typedef struct kn_op_impl {
+    kn_op op;
+    kn_infer_fn infer;
+    kn_eval_fn eval;
+} kn_op_impl;
+
+typedef struct kn_op_info {
+    kn_op op;
+    const char *name;   /* ONNX op_type */
+    const char *domain; /* "" for the default domain */
+    int min_inputs, max_inputs;
+    int min_outputs, max_outputs;
+    kn_infer_fn infer;  /* NULL if not defined yet */
+    kn_eval_fn eval;    /* NULL if not defined yet */
+} kn_op_info;
+
+/* Info for an op; never NULL for op in (KN_OP_UNKNOWN, KN_OP_COUNT). */
+const kn_op_info *kn_op_get(kn_op op);
+/* Looks an op up by ONNX name and domain ("" and "ai.onnx" are the same);
+ * NULL if kiln does not declare it. */
+const kn_op_info *kn_op_lookup(const char *op_type, const char *domain);
+/* The ONNX name of op ("?" for KN_OP_UNKNOWN). */
+const char *kn_op_name(kn_op op);
+
+/* The family tables (each ends with {KN_OP_UNKNOWN}). */
+extern const kn_op_impl kn_ops_elementwise[]; /* unary/binary math, logic, activations, Cast, Where, Clip */
+extern const kn_op_impl kn_ops_nn[];          /* Conv*, pooling, normalizations, LRN */
+extern const kn_op_impl kn_ops_linalg[];      /* MatMul, Gemm, Einsum, Softmax family, quantization ops */
+extern const kn_op_impl kn_ops_reduce[];      /* Reduce*, ArgMax/Min, CumSum, TopK, and friends */
+extern const kn_op_impl kn_ops_movement[];    /* shape and data-movement ops */
+extern const kn_op_impl kn_ops_control[];     /* If, Loop, Scan, Constant, Identity */
+extern const kn_op_impl kn_ops_misc[];        /* everything else (RNNs, windows, losses, ...) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
