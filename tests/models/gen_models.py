@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Generate the model-test networks with random weights and onnxruntime references.
+
+Builds real architectures with onnx.helper (no torch, nothing downloaded),
+laid out the way PyTorch's exporter writes them (un-fused BatchNormalization,
+Clip with min/max inputs, decomposed Gelu, ...):
+
+  resnet50     ResNet-50 v1.5 (torchvision layout), input f32[1,3,224,224]
+  mobilenetv2  MobileNetV2 (torchvision layout),    input f32[1,3,224,224]
+  bert         BERT-base encoder (12 layers, hidden 768, 12 heads, seq 128),
+               inputs input_ids/attention_mask i64[1,128]
+
+Weights are random with a fixed seed and scaled so activations stay O(1).
+Writes into OUT_DIR: model.onnx, input_<name>.npy for every graph input and
+expected_<name>.npy (onnxruntime's output) for every graph output. It does
+nothing if OUT_DIR already holds them for the same version of this script.
+
+Usage: gen_models.py --model {resnet50,mobilenetv2,bert} OUT_DIR [--force]
+"""
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+SEED = {"resnet50": 50, "mobilenetv2": 2, "bert": 768}
+
+
+class Builder:
+    """Accumulates nodes and initializers; names values uniquely."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.count = [], [], {}
+
+    def name(self, base):
+        n = self.count.get(base, 0)
+        self.count[base] = n + 1
+        return f"{base}_{n}" if n else base
+
+    def init(self, base, array):
+        name = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, inputs, base=None, n_out=1, out=None, **attrs):
+        """Appends a node; its output is named after the node unless `out`."""
+        name = self.name(base or op.lower())
+        outs = [name] if n_out == 1 else [f"{name}:{i}" for i in range(n_out)]
+        if out is not None:
+            outs[0] = out
+        self.nodes.append(helper.make_node(op, inputs, outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, base, array):
+        """A Constant node, as PyTorch's exporter emits for literals."""
+        value = numpy_helper.from_array(np.asarray(array), self.name(base + "_value"))
+        return self.node("Constant", [], base, value=value)
+
+    def model(self, graph_name, inputs, outputs):
+        graph = helper.make_graph(self.nodes, graph_name, inputs, outputs, self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="kiln-tests-models")
+        m.ir_version = 8
+        return m
+
+
+# ---------------------------------------------------------------- CNN parts --
+
+def conv_bn(b, x, cin, cout, k, stride=1, groups=1, base="conv", gamma_scale=1.0):
+    """Conv (no bias) + BatchNormalization with statistics near identity.
+
+    He init keeps the second moment of activations constant through
+    Conv+Relu; BN mean/var/gamma/beta get small perturbations so the
+    normalization is not a no-op but does not blow activations up."""
+    fan_in = cin // groups * k * k
+    w = b.rng.standard_normal((cout, cin // groups, k, k)) * np.sqrt(2.0 / fan_in)
+    y = b.node("Conv", [x, b.init(base + ".weight", w.astype(np.float32))], base,
+               kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4,
+               group=groups, dilations=[1, 1])
+    f32 = np.float32
+    gamma = (gamma_scale * (1.0 + 0.1 * b.rng.standard_normal(cout))).astype(f32)
+    beta = (0.1 * b.rng.standard_normal(cout)).astype(f32)
+    mean = (0.1 * b.rng.standard_normal(cout)).astype(f32)
+    var = (1.0 + 0.2 * b.rng.random(cout)).astype(f32)
+    bn = base.replace("conv", "bn")
+    return b.node("BatchNormalization",
+                  [y, b.init(bn + ".weight", gamma), b.init(bn + ".bias", beta),
+                   b.init(bn + ".running_mean", mean), b.init(bn + ".running_var", var)],
+                  bn, epsilon=1e-5, momentum=0.9)
+
+
+def classifier(b, x, cin, classes=1000):
+    """GlobalAveragePool + Flatten + Gemm(transB), as torchvision exports."""
+    p = b.node("GlobalAveragePool", [x], "avgpool")
+    f = b.node("Flatten", [p], "flatten", axis=1)
+    w = b.rng.standard_normal((classes, cin)) * np.sqrt(1.0 / cin)
+    bias = 0.01 * b.rng.standard_normal(classes)
+    return b.node("Gemm", [f, b.init("fc.weight", w.astype(np.float32)),
+                           b.init("fc.bias", bias.astype(np.float32))],
+                  "fc", out="output", alpha=1.0, beta=1.0, transB=1)
+
+
+def image_io():
+    return ([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])])
+
+
+def image_input(rng):
+    # Roughly what an ImageNet-normalized photo looks like: N(0,1) per pixel.
+    return {"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def build_resnet50(b):
+    x = conv_bn(b, "input", 3, 64, 7, stride=2, base="conv1")
+    x = b.node("Relu", [x], "relu")
+    x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2],
+               pads=[1, 1, 1, 1], ceil_mode=0)
+    cin = 64
+    for li, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2),
+                                                 (256, 6, 2), (512, 3, 2)]):
+        for bi in range(blocks):
+            s = stride if bi == 0 else 1
+            pre = f"layer{li + 1}.{bi}."
+            out = width * 4
+            y = b.node("Relu", [conv_bn(b, x, cin, width, 1, base=pre + "conv1")], pre + "relu")
+            # v1.5: the stride sits on the 3x3 conv, not the first 1x1.
+            y = b.node("Relu", [conv_bn(b, y, width, width, 3, s, base=pre + "conv2")], pre + "relu")
+            # A small last-BN gamma keeps the residual sum from doubling the
+            # variance at every block (what zero_init_residual does, softer).
+            y = conv_bn(b, y, width, out, 1, base=pre + "conv3", gamma_scale=0.3)
+            short = x
+            if bi == 0:
+                short = conv_bn(b, x, cin, out, 1, s, base=pre + "downsample.conv")
+            x = b.node("Relu", [b.node("Add", [y, short], pre + "add")], pre + "relu")
+            cin = out
+    classifier(b, x, 2048)
+    return b.model("resnet50", *image_io()), image_input(b.rng)
+
+
+def build_mobilenetv2(b):
+    lo = b.init("clip_min", np.array(0.0, np.float32))
+    hi = b.init("clip_max", np.array(6.0, np.float32))
+
+    def relu6(x, base):
+        return b.node("Clip", [x, lo, hi], base)
+
+    x = relu6(conv_bn(b, "input", 3, 32, 3, stride=2, base="features.0.conv"), "features.0.clip")
+    cin, idx = 32, 1
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+    for t, c, n, s in settings:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            pre = f"features.{idx}."
+            hidden = cin * t
+            y = x
+            if t != 1:
+                y = relu6(conv_bn(b, y, cin, hidden, 1, base=pre + "conv.0"), pre + "clip")
+            y = relu6(conv_bn(b, y, hidden, hidden, 3, stride, groups=hidden,
+                              base=pre + "conv.1"), pre + "clip")
+            residual = stride == 1 and cin == c
+            # Linear bottleneck: no activation after the projection.
+            y = conv_bn(b, y, hidden, c, 1, base=pre + "conv.2",
+                        gamma_scale=0.5 if residual else 1.0)
+            x = b.node("Add", [x, y], pre + "add") if residual else y
+            cin, idx = c, idx + 1
+    x = relu6(conv_bn(b, x, cin, 1280, 1, base=f"features.{idx}.conv"), f"features.{idx}.clip")
+    classifier(b, x, 1280)
+    return b.model("mobilenetv2", *image_io()), image_input(b.rng)
+
+
+# --------------------------------------------------------------------- BERT --
+
+BERT = dict(vocab=30522, hidden=768, heads=12, layers=12, ffn=3072, seq=128,
+            max_pos=512, types=2, std=0.02)
+
+
+def linear(b, x, cin, cout, base):
+    """nn.Linear on a 3-D input: MatMul by W^T (stored transposed) + Add bias."""
+    w = (b.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32)
+    bias = (0.02 * b.rng.standard_normal(cout)).astype(np.float32)
+    y = b.node("MatMul", [x, b.init(base + ".weight", w)], base + ".matmul")
+    return b.node("Add", [b.init(base + ".bias", bias), y], base + ".add")
+
+
+def layer_norm(b, x, n, base, out=None):
+    g = (1.0 + 0.05 * b.rng.standard_normal(n)).astype(np.float32)
+    beta = (0.05 * b.rng.standard_normal(n)).astype(np.float32)
+    return b.node("LayerNormalization", [x, b.init(base + ".weight", g),
+                                         b.init(base + ".bias", beta)],
+                  base, out=out, axis=-1, epsilon=1e-12)
+
+
+def bert_layer(b, x, mask, i, last=False):
+    c = BERT
+    h, nh, seq = c["hidden"], c["heads"], c["seq"]
+    d = h // nh
+    pre = f"encoder.layer.{i}."
+    heads_shape = b.const(pre + "shape_heads", np.array([1, seq, nh, d], np.int64))
+
+    def split_heads(t, perm, base):
+        r = b.node("Reshape", [t, heads_shape], base + ".reshape")
+        return b.node("Transpose", [r], base + ".transpose", perm=perm)
+
+    q = split_heads(linear(b, x, h, h, pre + "attention.self.query"), [0, 2, 1, 3], pre + "q")
+    # key.transpose(-1, -2) after the head permute: the exporter folds both
+    # into one Transpose.
+    k = split_heads(linear(b, x, h, h, pre + "attention.self.key"), [0, 2, 3, 1], pre + "k")
+    v = split_heads(linear(b, x, h, h, pre + "attention.self.value"), [0, 2, 1, 3], pre + "v")
+    scores = b.node("MatMul", [q, k], pre + "scores")
+    scores = b.node("Div", [scores, b.const(pre + "sqrt_d", np.array(np.sqrt(d), np.float32))],
+                    pre + "scale")
+    scores = b.node("Add", [scores, mask], pre + "mask_add")
+    probs = b.node("Softmax", [scores], pre + "softmax", axis=-1)
+    ctx = b.node("MatMul", [probs, v], pre + "context")
+    ctx = b.node("Transpose", [ctx], pre + "context.transpose", perm=[0, 2, 1, 3])
+    ctx = b.node("Reshape", [ctx, b.const(pre + "shape_hidden", np.array([1, seq, h], np.int64))],
+                 pre + "context.reshape")
+    att = linear(b, ctx, h, h, pre + "attention.output.dense")
+    att = b.node("Add", [att, x], pre + "attention.residual")
+    att = layer_norm(b, att, h, pre + "attention.output.LayerNorm")
+
+    ff = linear(b, att, h, c["ffn"], pre + "intermediate.dense")
+    # Gelu as exported: x * 0.5 * (1 + erf(x / sqrt(2))).
+    g = b.node("Div", [ff, b.const(pre + "sqrt2", np.array(np.sqrt(2.0), np.float32))], pre + "gelu.div")
+    g = b.node("Erf", [g], pre + "gelu.erf")
+    g = b.node("Add", [g, b.const(pre + "one", np.array(1.0, np.float32))], pre + "gelu.add")
+    g = b.node("Mul", [ff, g], pre + "gelu.mul")
+    g = b.node("Mul", [g, b.const(pre + "half", np.array(0.5, np.float32))], pre + "gelu.mul_half")
+    out = linear(b, g, c["ffn"], h, pre + "output.dense")
+    out = b.node("Add", [out, att], pre + "output.residual")
+    return layer_norm(b, out, h, pre + "output.LayerNorm",
+                      out="last_hidden_state" if last else None)
+
+
+def build_bert(b):
+    c = BERT
+    h, seq, std = c["hidden"], c["seq"], c["std"]
+    f32 = np.float32
+    word = b.init("embeddings.word_embeddings.weight",
+                  (std * b.rng.standard_normal((c["vocab"], h))).astype(f32))
+    pos = b.init("embeddings.position_embeddings.weight",
+                 (std * b.rng.standard_normal((c["max_pos"], h))).astype(f32))
+    typ = b.init("embeddings.token_type_embeddings.weight",
+                 (std * b.rng.standard_normal((c["types"], h))).astype(f32))
+    pos_ids = b.init("embeddings.position_ids", np.arange(seq, dtype=np.int64)[None])
+    type_ids = b.init("embeddings.token_type_ids", np.zeros((1, seq), np.int64))
+    e = b.node("Gather", [word, "input_ids"], "embeddings.word", axis=0)
+    e = b.node("Add", [e, b.node("Gather", [typ, type_ids], "embeddings.type", axis=0)],
+               "embeddings.add_type")
+    e = b.node("Add", [e, b.node("Gather", [pos, pos_ids], "embeddings.position", axis=0)],
+               "embeddings.add_position")
+    x = layer_norm(b, e, h, "embeddings.LayerNorm")
+
+    # Extended attention mask: (1 - mask[:, None, None, :]) * -10000.
+    m = b.node("Unsqueeze", ["attention_mask", b.const("mask_axis1", np.array([1], np.int64))],
+               "mask.unsqueeze1")
+    m = b.node("Unsqueeze", [m, b.const("mask_axis2", np.array([2], np.int64))], "mask.unsqueeze2")
+    m = b.node("Cast", [m], "mask.cast", to=TensorProto.FLOAT)
+    m = b.node("Sub", [b.const("mask_one", np.array(1.0, f32)), m], "mask.sub")
+    mask = b.node("Mul", [m, b.const("mask_min", np.array(-10000.0, f32))], "mask.mul")
+
+    for i in range(c["layers"]):
+        x = bert_layer(b, x, mask, i, last=i == c["layers"] - 1)
+
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq])]
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, seq, h])]
+    ids = b.rng.integers(1000, c["vocab"], size=(1, seq), dtype=np.int64)
+    ids[0, 0], ids[0, 99] = 101, 102          # [CLS] ... [SEP]
+    ids[0, 100:] = 0                           # padding
+    mask_in = np.zeros((1, seq), np.int64)
+    mask_in[0, :100] = 1
+    return b.model("bert_base", inputs, outputs), {"input_ids": ids, "attention_mask": mask_in}
+
+
+BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert": build_bert}
+
+
+# ------------------------------------------------------------------- driver --
+
+def stamp_of(model_name):
+    with open(os.path.abspath(__file__), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return f"{model_name} {digest} onnx={onnx.__version__}\n"
+
+
+def up_to_date(out, model_name):
+    try:
+        with open(os.path.join(out, "stamp")) as f:
+            if f.read() != stamp_of(model_name):
+                return False
+    except OSError:
+        return False
+    return os.path.exists(os.path.join(out, "model.onnx"))
+
+
+def run_ort(path, feeds):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    # The reference is the graph as written: no fusions that reorder math.
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def generate(model_name, out):
+    t0 = time.time()
+    model, feeds = BUILDERS[model_name](Builder(SEED[model_name]))
+    onnx.checker.check_model(model)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    path = os.path.join(tmp, "model.onnx")
+    onnx.save(model, path)
+    n_params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    del model
+    outputs = run_ort(path, feeds)
+    for name, value in feeds.items():
+        np.save(os.path.join(tmp, f"input_{name}.npy"), value)
+    for name, value in outputs.items():
+        if not np.all(np.isfinite(value)):
+            sys.exit(f"{model_name}: onnxruntime output {name} is not finite")
+        np.save(os.path.join(tmp, f"expected_{name}.npy"), value)
+        print(f"{model_name}: {name} {value.dtype}{list(value.shape)} "
+              f"mean {value.mean():.4g} std {value.std():.4g} max|x| {np.abs(value).max():.4g}")
+    with open(os.path.join(tmp, "stamp"), "w") as f:
+        f.write(stamp_of(model_name))
+    # Replace the old directory only once the new one is complete.
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    print(f"{model_name}: {n_params / 1e6:.1f}M parameters, wrote {out} in {time.time() - t0:.1f}s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, choices=sorted(BUILDERS))
+    ap.add_argument("out_dir")
+    ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
+    args = ap.parse_args()
+    out = os.path.abspath(args.out_dir)
+    if not args.force and up_to_date(out, args.model):
+        print(f"{args.model}: {out} is up to date")
+        return
+    generate(args.model, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+# Model tests: real architectures with random weights, generated into the build
+# folder by gen_models.py (a fixture), run by kiln and compared with
+# onnxruntime's outputs. Included from tests/CMakeLists.txt.
+set(KILN_MODELS_SRC ${CMAKE_SOURCE_DIR}/tests/models)
+foreach(model resnet50 mobilenetv2 bert)
+  set(dir ${CMAKE_BINARY_DIR}/models/${model})
+  add_test(NAME models/${model}_generate
+           COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/gen_models.py --model ${model} ${dir})
+  set_tests_properties(models/${model}_generate PROPERTIES
+    FIXTURES_SETUP model_${model} LABELS models TIMEOUT 900)
+  add_test(NAME models/${model}
+           COMMAND ${KILN_MODELS_SRC}/run_model_test.sh $<TARGET_FILE:kiln> ${KILN_PYTHON} ${dir})
+  set_tests_properties(models/${model} PROPERTIES
+    FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
+endforeach()
+
+# The demo: the bundled digits model must reach its known accuracy (>= 290/300).
+add_test(NAME models/demo COMMAND ${CMAKE_SOURCE_DIR}/scripts/demo ${CMAKE_BINARY_DIR})
+set_tests_properties(models/demo PROPERTIES
+  LABELS models TIMEOUT 300
+  ENVIRONMENT "KILN_PYTHON=${KILN_PYTHON}"
+  PASS_REGULAR_EXPRESSION "digits: (29[0-9]|300)/300 correct")
