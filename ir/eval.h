@@ -26,6 +26,17 @@ extern "C" {
 int kn_eval_model(kn_model *m, int n_inputs, const char *const *names,
                   const kn_tensor *inputs, kn_tensor *outputs);
 
+typedef struct kn_eval_options {
+    /* Compare every computed output with the dtype/shape that inference
+     * recorded on its value, and fail on a disagreement (conformance runs). */
+    unsigned check_infer;
+} kn_eval_options;
+
+/* kn_eval_model with options (NULL = defaults). */
+int kn_eval_model_opts(kn_model *m, int n_inputs, const char *const *names,
+                       const kn_tensor *inputs, kn_tensor *outputs,
+                       const kn_eval_options *opts);
+
 /* For control-flow ops: runs subgraph g with its formal inputs bound to `in`
  * (n_in must equal g->n_inputs; entries are borrowed) and fills `out`
  * (g->n_outputs zeroed entries, owned copies). Outer-scope values resolve to

@@ -1,0 +1,410 @@
+/* `kiln conformance`: runs the ONNX backend node test suite.
+ *
+ * Each case (a folder with model.onnx and test_data_set_*) runs in a forked
+ * child, so a crash or a hang in one case is reported as that case's failure
+ * instead of ending the run. The child sends back one status letter and a
+ * message through a pipe. */
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <glob.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "eval.h"
+#include "onnx_import.h"
+
+#define CASE_TIMEOUT_S 120
+#define MAX_SETS 16
+#define MAX_IO 64
+
+enum { R_PASS = 'P', R_FAIL = 'F', R_UNSUPPORTED = 'U' };
+
+typedef struct case_result {
+    char *name;
+    char code;
+    char *msg;
+} case_result;
+
+static void conf_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kiln conformance [--backend reference] [DIR] [--list-failures] [--filter GLOB]... [-j N]\n"
+            "\n"
+            "Runs every case of the ONNX backend node test suite in DIR (default: the one\n"
+            "shipped in the project venv's onnx package): imports model.onnx, runs each\n"
+            "test_data_set_* and compares with the expected outputs (rtol 1e-3, atol 1e-7;\n"
+            "integers and bools exactly). Inferred output types and shapes are checked\n"
+            "against the computed ones as well. Ends with one line:\n"
+            "  conformance: P passed, F failed, U unsupported (of T)\n"
+            "\n"
+            "  --backend B       reference (the only backend built so far)\n"
+            "  --list-failures   print every failed and unsupported case with its reason\n"
+            "  --filter GLOB     only cases whose folder name matches (repeatable)\n"
+            "  -j N              cases run in parallel (default: number of CPUs)\n");
+}
+
+static char *default_dir(void)
+{
+    const char *env = getenv("KILN_ONNX_NODE_DIR");
+    if (env && *env) return strdup(env);
+    glob_t g;
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%s/.venv/lib/python3*/site-packages/onnx/backend/test/data/node", KILN_SOURCE_DIR);
+    char *res = NULL;
+    if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) res = strdup(g.gl_pathv[0]);
+    globfree(&g);
+    return res;
+}
+
+/* ---- comparing ----------------------------------------------------------- */
+
+static int compare(const char *what, const kn_tensor *want, const kn_tensor *got, char *msg, size_t len)
+{
+    char ws[256], gs[256];
+    if (want->dtype != got->dtype || want->rank != got->rank ||
+        memcmp(want->dims, got->dims, sizeof(int64_t) * (size_t)want->rank) != 0) {
+        snprintf(msg, len, "%s: expected %s[%s], got %s[%s]", what, kn_dtype_name(want->dtype),
+                 kn_shape_str(want->rank, want->dims, ws, sizeof ws), kn_dtype_name(got->dtype),
+                 kn_shape_str(got->rank, got->dims, gs, sizeof gs));
+        return 1;
+    }
+    int64_t n = kn_tensor_numel(want);
+    bool is_float = kn_dtype_info(want->dtype)->is_float;
+    int64_t bad = 0, first = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool ok;
+        if (is_float) {
+            double a = kn_load_f64(want->dtype, want->data, (size_t)i);
+            double b = kn_load_f64(got->dtype, got->data, (size_t)i);
+            if (isnan(a) || isnan(b)) ok = isnan(a) && isnan(b);
+            else if (isinf(a) || isinf(b)) ok = a == b;
+            else {
+                double d = fabs(a - b);
+                ok = d <= 1e-7 + 1e-3 * fabs(a);
+                if (d > worst) worst = d;
+            }
+        } else {
+            ok = kn_load_u64(want->dtype, want->data, (size_t)i) == kn_load_u64(got->dtype, got->data, (size_t)i);
+        }
+        if (!ok) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    }
+    if (!bad) return 0;
+    if (is_float)
+        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %.7g, got %.7g; max abs diff %.3g)",
+                 what, (long long)bad, (long long)n, (long long)first,
+                 kn_load_f64(want->dtype, want->data, (size_t)first), kn_load_f64(got->dtype, got->data, (size_t)first),
+                 worst);
+    else
+        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %lld, got %lld)", what,
+                 (long long)bad, (long long)n, (long long)first,
+                 (long long)kn_load_i64(want->dtype, want->data, (size_t)first),
+                 (long long)kn_load_i64(got->dtype, got->data, (size_t)first));
+    return 1;
+}
+
+/* ---- one case, in the child ---------------------------------------------- */
+
+static char status_code(int st) { return st == KN_ERR_UNSUPPORTED ? R_UNSUPPORTED : R_FAIL; }
+
+static int count_files(const char *dir, const char *prefix)
+{
+    int n = 0;
+    for (;; n++) {
+        char p[4096];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s_%d.pb", dir, prefix, n);
+        if (stat(p, &sb) != 0) return n;
+    }
+}
+
+static char run_set(kn_model *m, const char *set_dir, char *msg, size_t len)
+{
+    kn_graph *g = m->graph;
+    int n_in = count_files(set_dir, "input"), n_out = count_files(set_dir, "output");
+    if (n_in > MAX_IO || n_out > MAX_IO) {
+        snprintf(msg, len, "too many inputs/outputs");
+        return R_FAIL;
+    }
+    kn_tensor in[MAX_IO] = {0}, want[MAX_IO] = {0}, got[MAX_IO] = {0};
+    const char *names[MAX_IO];
+    char *tnames[MAX_IO] = {0};
+    char code = R_PASS;
+    /* runtime inputs in graph order (constants excluded) */
+    const kn_value *formal[MAX_IO];
+    int n_formal = 0;
+    for (int i = 0; i < g->n_inputs && n_formal < MAX_IO; i++)
+        if (!g->inputs[i]->const_data) formal[n_formal++] = g->inputs[i];
+    for (int i = 0; i < n_in; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/input_%d.pb", set_dir, i);
+        int st = kn_onnx_load_tensor_file(p, &in[i], &tnames[i]);
+        if (st) {
+            snprintf(msg, len, "input_%d.pb: %s", i, kn_last_error());
+            code = status_code(st);
+            goto out;
+        }
+        const kn_value *v = tnames[i] && *tnames[i] ? kn_graph_lookup_local(g, tnames[i]) : NULL;
+        if (v && (v->flags & KN_VALUE_GRAPH_INPUT)) names[i] = v->name;
+        else if (i < n_formal) names[i] = formal[i]->name;
+        else if (i < g->n_inputs) names[i] = g->inputs[i]->name;
+        else {
+            snprintf(msg, len, "test gives %d inputs, the model has %d", n_in, g->n_inputs);
+            code = R_FAIL;
+            goto out;
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/output_%d.pb", set_dir, i);
+        int st = kn_onnx_load_tensor_file(p, &want[i], NULL);
+        if (st) {
+            snprintf(msg, len, "output_%d.pb: %s", i, kn_last_error());
+            code = status_code(st);
+            goto out;
+        }
+    }
+    if (n_out != g->n_outputs) {
+        snprintf(msg, len, "test expects %d outputs, the model has %d", n_out, g->n_outputs);
+        code = R_FAIL;
+        goto out;
+    }
+    kn_eval_options opts = {.check_infer = 1};
+    int st = kn_eval_model_opts(m, n_in, names, in, got, &opts);
+    if (st) {
+        snprintf(msg, len, "%s", kn_last_error());
+        code = status_code(st);
+        goto out;
+    }
+    for (int i = 0; i < n_out && code == R_PASS; i++) {
+        char what[300];
+        snprintf(what, sizeof what, "output '%s'", g->outputs[i]->name);
+        if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
+    }
+out:
+    for (int i = 0; i < MAX_IO; i++) {
+        kn_tensor_free(&in[i]);
+        kn_tensor_free(&want[i]);
+        kn_tensor_free(&got[i]);
+        free(tnames[i]);
+    }
+    return code;
+}
+
+static char run_case(const char *case_dir, char *msg, size_t len)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.onnx", case_dir);
+    kn_model *m = NULL;
+    int st = kn_onnx_load_file(p, &m);
+    if (!st) st = kn_onnx_check_supported(m);
+    if (!st) {
+        st = kn_graph_infer(m->graph);
+        if (st) kn_error_prefix("type/shape inference: ");
+    }
+    if (st) {
+        snprintf(msg, len, "%s", kn_last_error());
+        kn_model_free(m);
+        return status_code(st);
+    }
+    char code = R_PASS;
+    int sets = 0;
+    for (int s = 0; s < MAX_SETS && code == R_PASS; s++) {
+        char sd[4096];
+        struct stat sb;
+        snprintf(sd, sizeof sd, "%s/test_data_set_%d", case_dir, s);
+        if (stat(sd, &sb) != 0) break;
+        sets++;
+        code = run_set(m, sd, msg, len);
+    }
+    if (!sets) {
+        snprintf(msg, len, "no test_data_set_* folder");
+        code = R_FAIL;
+    }
+    kn_model_free(m);
+    return code;
+}
+
+/* ---- the driver ----------------------------------------------------------- */
+
+typedef struct running {
+    pid_t pid;
+    int fd;
+    int index;
+    char buf[4096];
+    size_t used;
+} running;
+
+static void finish(running *r, case_result *res)
+{
+    int status = 0;
+    waitpid(r->pid, &status, 0);
+    close(r->fd);
+    r->buf[r->used < sizeof r->buf ? r->used : sizeof r->buf - 1] = '\0';
+    case_result *c = &res[r->index];
+    if (WIFSIGNALED(status)) {
+        c->code = R_FAIL;
+        char m[128];
+        if (WTERMSIG(status) == SIGALRM) snprintf(m, sizeof m, "timed out after %d s", CASE_TIMEOUT_S);
+        else snprintf(m, sizeof m, "crashed (%s)", strsignal(WTERMSIG(status)));
+        c->msg = strdup(m);
+    } else if (r->used >= 1 && (r->buf[0] == R_PASS || r->buf[0] == R_FAIL || r->buf[0] == R_UNSUPPORTED)) {
+        c->code = r->buf[0];
+        c->msg = strdup(r->buf + 1);
+    } else {
+        c->code = R_FAIL;
+        c->msg = strdup("the case exited without a result");
+    }
+    r->pid = 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int kn_cmd_conformance(int argc, char **argv)
+{
+    const char *dir_arg = NULL;
+    bool list = false;
+    int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *filters[64];
+    int n_filters = 0;
+    for (int i = 1; i < argc; i++) {
+        if (kn_cli_is_help(argv[i])) {
+            conf_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+            const char *b = argv[++i];
+            if (strcmp(b, "reference") != 0) {
+                fprintf(stderr, "kiln conformance: backend '%s' is not available (only 'reference' is built)\n", b);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--list-failures")) {
+            list = true;
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc && n_filters < 64) {
+            filters[n_filters++] = argv[++i];
+        } else if (!strcmp(argv[i], "-j") && i + 1 < argc) {
+            jobs = atoi(argv[++i]);
+        } else if (argv[i][0] == '-' || dir_arg) {
+            fprintf(stderr, "kiln conformance: unexpected argument '%s'\n", argv[i]);
+            conf_usage(stderr);
+            return 2;
+        } else {
+            dir_arg = argv[i];
+        }
+    }
+    if (jobs < 1) jobs = 1;
+    char *dir = dir_arg ? strdup(dir_arg) : default_dir();
+    if (!dir) {
+        fprintf(stderr, "kiln conformance: no suite folder given and none found in the project venv "
+                        "(run scripts/install-deps, or pass DIR)\n");
+        return 2;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "kiln conformance: cannot open '%s': %s\n", dir, strerror(errno));
+        free(dir);
+        return 2;
+    }
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s/model.onnx", dir, e->d_name);
+        if (stat(p, &sb) != 0) continue;
+        bool match = n_filters == 0;
+        for (int f = 0; f < n_filters && !match; f++) match = fnmatch(filters[f], e->d_name, 0) == 0;
+        if (!match) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            names = realloc(names, sizeof *names * (size_t)cap);
+            if (!names) abort();
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    case_result *res = calloc((size_t)n + 1, sizeof *res);
+    running *slots = calloc((size_t)jobs, sizeof *slots);
+    if (!res || !slots) abort();
+    bool tty = isatty(2);
+    int next = 0, done = 0, active = 0;
+    fflush(NULL);
+    while (done < n) {
+        while (active < jobs && next < n) {
+            int fds[2];
+            if (pipe(fds) != 0) abort();
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(fds[0]);
+                alarm(CASE_TIMEOUT_S);
+                char p[4096], msg[2048] = "";
+                snprintf(p, sizeof p, "%s/%s", dir, names[next]);
+                char code = run_case(p, msg, sizeof msg);
+                char out[2100];
+                int len = snprintf(out, sizeof out, "%c%s", code, msg);
+                if (write(fds[1], out, (size_t)len) < 0) _exit(3);
+                _exit(0);
+            }
+            close(fds[1]);
+            for (int s = 0; s < jobs; s++)
+                if (!slots[s].pid) {
+                    slots[s] = (running){.pid = pid, .fd = fds[0], .index = next};
+                    break;
+                }
+            res[next].name = names[next];
+            next++;
+            active++;
+        }
+        struct pollfd pfd[64];
+        int map[64], np = 0;
+        for (int s = 0; s < jobs && np < 64; s++)
+            if (slots[s].pid) pfd[np] = (struct pollfd){.fd = slots[s].fd, .events = POLLIN}, map[np++] = s;
+        if (poll(pfd, (nfds_t)np, -1) < 0 && errno != EINTR) break;
+        for (int k = 0; k < np; k++) {
+            if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            running *r = &slots[map[k]];
+            ssize_t got = read(r->fd, r->buf + r->used, sizeof r->buf - 1 - r->used);
+            if (got > 0) {
+                r->used += (size_t)got;
+                if (r->used < sizeof r->buf - 1) continue;
+            }
+            finish(r, res);
+            active--;
+            done++;
+            if (tty) fprintf(stderr, "\r[%d/%d] %-60.60s", done, n, res[r->index].name);
+        }
+    }
+    if (tty) fprintf(stderr, "\r%*s\r", 80, "");
+    int pass = 0, fail = 0, unsup = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].code == R_PASS) pass++;
+        else if (res[i].code == R_UNSUPPORTED) unsup++;
+        else fail++;
+        if (list && res[i].code != R_PASS)
+            printf("%s %s: %s\n", res[i].code == R_FAIL ? "FAIL" : "UNSUPPORTED", res[i].name, res[i].msg);
+    }
+    printf("conformance: %d passed, %d failed, %d unsupported (of %d)\n", pass, fail, unsup, n);
+    for (int i = 0; i < n; i++) {
+        free(res[i].msg);
+        free(names[i]);
+    }
+    free(names);
+    free(res);
+    free(slots);
+    free(dir);
+    return fail ? 1 : 0;
+}

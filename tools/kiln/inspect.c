@@ -1,0 +1,221 @@
+/* `kiln inspect`: what a model is — opsets, I/O, op histogram, parameters,
+ * an estimate of its FLOPs — and optionally its graph as Graphviz DOT. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "eval.h"
+#include "onnx_import.h"
+#include "text.h"
+
+static void inspect_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kiln inspect MODEL.onnx [--dot FILE]\n"
+            "\n"
+            "Prints the model's opset imports, inputs and outputs with shapes, a histogram of\n"
+            "its ops (unsupported ones marked), parameter count and bytes, and an estimate\n"
+            "of the floating-point operations of one run (multiply-add = 2).\n"
+            "\n"
+            "  --dot FILE   also write the graph in Graphviz DOT format\n");
+}
+
+static void print_type(const kn_value *v)
+{
+    printf("%s[", kn_dtype_name(v->dtype));
+    if (v->shape.rank < 0) printf("?");
+    for (int i = 0; i < v->shape.rank; i++) {
+        if (i) printf(",");
+        if (v->shape.dims[i] >= 0) printf("%lld", (long long)v->shape.dims[i]);
+        else printf("%s", v->shape.sym[i] ? v->shape.sym[i] : "?");
+    }
+    printf("]");
+}
+
+typedef struct op_count {
+    const char *name;
+    const char *domain;
+    int count;
+    bool supported;
+} op_count;
+
+static int count_ops(const kn_graph *g, op_count *hist, int n)
+{
+    for (int k = 0; k < g->n_nodes; k++) {
+        const kn_node *node = g->nodes[k];
+        int j = 0;
+        while (j < n && (strcmp(hist[j].name, node->op_type) || strcmp(hist[j].domain, node->domain))) j++;
+        if (j == n) {
+            const kn_op_info *oi = node->op ? kn_op_get(node->op) : NULL;
+            hist[n++] = (op_count){node->op_type, node->domain, 0, oi && oi->eval};
+        }
+        hist[j].count++;
+        for (int a = 0; a < node->n_attrs; a++) {
+            const kn_attr *at = &node->attrs[a];
+            if (at->kind == KN_ATTR_GRAPH && at->g) n = count_ops(at->g, hist, n);
+            for (int s = 0; at->kind == KN_ATTR_GRAPHS && s < at->n; s++) n = count_ops(at->graphs[s], hist, n);
+        }
+    }
+    return n;
+}
+
+static int count_nodes(const kn_graph *g)
+{
+    int n = g->n_nodes;
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int a = 0; a < g->nodes[k]->n_attrs; a++) {
+            const kn_attr *at = &g->nodes[k]->attrs[a];
+            if (at->kind == KN_ATTR_GRAPH && at->g) n += count_nodes(at->g);
+            for (int s = 0; at->kind == KN_ATTR_GRAPHS && s < at->n; s++) n += count_nodes(at->graphs[s]);
+        }
+    return n;
+}
+
+static int cmp_count(const void *a, const void *b)
+{
+    const op_count *x = a, *y = b;
+    if (x->count != y->count) return y->count - x->count;
+    return strcmp(x->name, y->name);
+}
+
+static int64_t numel_of(const kn_value *v)
+{
+    return v && kn_shape_is_static(&v->shape) ? kn_shape_numel(v->shape.rank, v->shape.dims) : -1;
+}
+
+/* FLOPs of one node from inferred shapes; -1 when shapes are unknown. */
+static double node_flops(const kn_node *n)
+{
+    const kn_value *y = n->n_outputs ? n->outputs[0] : NULL;
+    int64_t out = numel_of(y);
+    if (out < 0) return -1;
+    switch (n->op) {
+    case KN_OP_Conv:
+    case KN_OP_ConvInteger:
+    case KN_OP_ConvTranspose: {
+        const kn_value *w = kn_node_input(n, 1);
+        if (!w || !kn_shape_is_static(&w->shape) || w->shape.rank < 2) return -1;
+        /* per output element: Cin/group * prod(kernel) multiply-adds */
+        int64_t per = 1;
+        for (int i = 1; i < w->shape.rank; i++) per *= w->shape.dims[i];
+        if (n->op == KN_OP_ConvTranspose) {
+            int64_t x = numel_of(kn_node_input(n, 0));
+            per = w->shape.dims[1];
+            for (int i = 2; i < w->shape.rank; i++) per *= w->shape.dims[i];
+            return x < 0 ? -1 : 2.0 * (double)x * (double)per;
+        }
+        return 2.0 * (double)out * (double)per;
+    }
+    case KN_OP_MatMul:
+    case KN_OP_MatMulInteger:
+    case KN_OP_Gemm: {
+        const kn_value *a = kn_node_input(n, 0);
+        if (!a || a->shape.rank < 1 || a->shape.dims[a->shape.rank - 1] < 0) return -1;
+        int64_t k = a->shape.dims[a->shape.rank - 1];
+        if (n->op == KN_OP_Gemm && kn_attr_int(n, "transA", 0) && a->shape.rank == 2) k = a->shape.dims[0];
+        return 2.0 * (double)out * (double)k;
+    }
+    default:
+        return (double)out; /* one op per output element is a fair estimate */
+    }
+}
+
+int kn_cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL, *dot = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (kn_cli_is_help(argv[i])) {
+            inspect_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
+            dot = argv[++i];
+        } else if (argv[i][0] == '-' || path) {
+            fprintf(stderr, "kiln inspect: unexpected argument '%s'\n", argv[i]);
+            inspect_usage(stderr);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        inspect_usage(stderr);
+        return 2;
+    }
+    kn_model *m = NULL;
+    if (kn_cli_load_model(path, false, &m)) {
+        kn_cli_report(NULL);
+        return 1;
+    }
+    kn_graph *g = m->graph;
+    bool inferred = kn_graph_infer(g) == KN_OK;
+    if (!inferred) fprintf(stderr, "kiln inspect: warning: shape inference stopped: %s\n", kn_last_error());
+
+    printf("model: %s\n", path);
+    printf("ir_version: %lld   producer: %s %s\n", (long long)m->ir_version,
+           m->producer_name ? m->producer_name : "?", m->producer_version ? m->producer_version : "");
+    printf("opsets:");
+    for (int i = 0; i < m->n_opsets; i++)
+        printf(" %s=%lld", m->opsets[i].domain[0] ? m->opsets[i].domain : "ai.onnx", (long long)m->opsets[i].version);
+    printf("\n\ninputs:\n");
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i]->const_data) continue;
+        printf("  %-24s ", g->inputs[i]->name);
+        print_type(g->inputs[i]);
+        printf("\n");
+    }
+    printf("outputs:\n");
+    for (int i = 0; i < g->n_outputs; i++) {
+        printf("  %-24s ", g->outputs[i]->name);
+        print_type(g->outputs[i]);
+        printf("\n");
+    }
+
+    int total_nodes = count_nodes(g);
+    op_count *hist = calloc((size_t)total_nodes + 1, sizeof *hist);
+    int n_hist = hist ? count_ops(g, hist, 0) : 0;
+    qsort(hist, (size_t)n_hist, sizeof *hist, cmp_count);
+    printf("\nops: %d nodes, %d distinct\n", total_nodes, n_hist);
+    int unsupported = 0;
+    for (int i = 0; i < n_hist; i++) {
+        printf("  %6d  %s%s%s%s\n", hist[i].count, hist[i].domain[0] ? hist[i].domain : "",
+               hist[i].domain[0] ? "." : "", hist[i].name, hist[i].supported ? "" : "   (unsupported)");
+        if (!hist[i].supported) unsupported++;
+    }
+    free(hist);
+
+    int64_t params = 0, bytes = 0;
+    int tensors = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (!(v->flags & KN_VALUE_INITIALIZER) || !v->const_data) continue;
+        tensors++;
+        params += kn_tensor_numel(v->const_data);
+        bytes += (int64_t)v->const_data->nbytes;
+    }
+    printf("\nparameters: %lld in %d tensors, %.2f MB\n", (long long)params, tensors, (double)bytes / 1e6);
+
+    double flops = 0;
+    bool exact = inferred;
+    for (int k = 0; k < g->n_nodes; k++) {
+        double f = node_flops(g->nodes[k]);
+        if (f < 0) exact = false;
+        else flops += f;
+    }
+    printf("FLOPs: %s%.3g (%.3f GFLOP)%s\n", exact ? "" : ">= ", flops, flops / 1e9,
+           exact ? "" : "  [some shapes unknown; pin dims to count them all]");
+    if (unsupported) printf("\n%d op type(s) are not supported yet: `kiln run` will refuse this model\n", unsupported);
+
+    int rc = 0;
+    if (dot) {
+        FILE *f = fopen(dot, "w");
+        if (!f || kn_ir_write_dot(m, f)) {
+            fprintf(stderr, "kiln inspect: error: cannot write '%s'%s%s\n", dot, f ? ": " : "", f ? kn_last_error() : "");
+            rc = 1;
+        }
+        if (f && fclose(f) != 0) rc = 1;
+        if (!rc) printf("graph written to %s\n", dot);
+    }
+    kn_model_free(m);
+    return rc;
+}
