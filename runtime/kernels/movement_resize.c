@@ -1,0 +1,252 @@
+/*
+ * Reference Resize kernel (see k_movement.h). Interpolation is separable:
+ * for each axis and each output coordinate we precompute a small window of
+ * (input index, weight) pairs, then every output element is the sum over the
+ * product of its axes' windows. This follows the ONNX reference semantics:
+ * neighbours come from an edge-padded input, the fractional "ratio" lies in
+ * (0, 1], and tf_crop_and_resize returns the extrapolation value outside
+ * the crop.
+ */
+#include "k_movement.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct axis_win {
+    int wn;             /* window slots per output coordinate */
+    int *cnt;           /* [out] used slots (zero weights dropped) */
+    int64_t *idx;       /* [out * wn] clamped input indices */
+    double *w;          /* [out * wn] weights */
+    unsigned char *oor; /* [out] 1 where tf_crop_and_resize extrapolates */
+} axis_win;
+
+/* Input coordinate of output coordinate x along one axis. */
+static double original_coord(const kn_resize_params *p, int axis, int rank, double x, int64_t in, int64_t out)
+{
+    double scale = p->scales[axis];
+    double ow = scale * (double)in; /* the reference uses the real-valued output length */
+    switch (p->coord) {
+    case KN_COORD_ALIGN_CORNERS: return ow == 1 ? 0.0 : x * (double)(in - 1) / (ow - 1);
+    case KN_COORD_ASYMMETRIC: return x / scale;
+    case KN_COORD_TF_CROP_AND_RESIZE: {
+        double s = p->roi[axis], e = p->roi[rank + axis];
+        double xo = ow == 1 ? (e - s) * (double)(in - 1) / 2 : x * (e - s) * (double)(in - 1) / (ow - 1);
+        return xo + s * (double)(in - 1);
+    }
+    case KN_COORD_PYTORCH_HALF_PIXEL: return ow == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    case KN_COORD_HALF_PIXEL_SYMMETRIC: {
+        double adjustment = (double)out / ow;
+        double offset = (double)in / 2 * (1 - adjustment);
+        return offset + (x + 0.5) / scale - 0.5;
+    }
+    case KN_COORD_HALF_PIXEL:
+    default: return (x + 0.5) / scale - 0.5;
+    }
+}
+
+static double cubic_w(double x, double a)
+{
+    x = fabs(x);
+    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0.0;
+}
+
+/* Fills weights w[0..n) for input indices base+start+j given the ratio in
+ * (0, 1]; returns the window start relative to base (floor of x). */
+static int coeffs(const kn_resize_params *p, double ratio, double scale, double *w, int *n)
+{
+    if (p->mode == KN_RESIZE_NEAREST) {
+        bool up;
+        if (ratio == 1.0) up = true; /* x is integral: take x itself */
+        else switch (p->nearest) {
+            case KN_NEAREST_ROUND_PREFER_CEIL: up = ratio >= 0.5; break;
+            case KN_NEAREST_FLOOR: up = false; break;
+            case KN_NEAREST_CEIL: up = true; break;
+            case KN_NEAREST_SIMPLE: up = scale < 1.0; break;
+            case KN_NEAREST_ROUND_PREFER_FLOOR:
+            default: up = ratio > 0.5; break;
+            }
+        w[0] = up ? 0.0 : 1.0;
+        w[1] = up ? 1.0 : 0.0;
+        *n = 2;
+        return 0;
+    }
+    double s = p->antialias ? fmin(scale, 1.0) : 1.0;
+    int start;
+    if (p->mode == KN_RESIZE_LINEAR) start = (int)floor(-1.0 / s) + 1;
+    else start = (int)floor(-2.0 / s) + 1;
+    *n = 2 - 2 * start;
+    double sum = 0;
+    for (int j = 0; j < *n; j++) {
+        double d = ((double)(start + j) - ratio) * s;
+        double v;
+        if (p->mode == KN_RESIZE_LINEAR) v = fmax(0.0, fmin(1.0, 1 - fabs(d)));
+        else v = cubic_w(d, p->cubic_a);
+        w[j] = v;
+        sum += v;
+    }
+    /* Without antialias the cubic kernel already sums to 1; dividing keeps
+     * the antialiased filters normalized as the reference does. */
+    if (p->antialias && sum != 0)
+        for (int j = 0; j < *n; j++) w[j] /= sum;
+    return start;
+}
+
+static int window_size(const kn_resize_params *p, double scale)
+{
+    if (p->mode == KN_RESIZE_NEAREST) return 2;
+    double s = p->antialias ? fmin(scale, 1.0) : 1.0;
+    int start = p->mode == KN_RESIZE_LINEAR ? (int)floor(-1.0 / s) + 1 : (int)floor(-2.0 / s) + 1;
+    return 2 - 2 * start;
+}
+
+static void free_win(axis_win *a)
+{
+    free(a->cnt);
+    free(a->idx);
+    free(a->w);
+    free(a->oor);
+}
+
+static int build_axis(const kn_resize_params *p, int axis, int rank, int64_t in, int64_t out, axis_win *a)
+{
+    double scale = p->scales[axis];
+    if (!(scale > 0) || !isfinite(scale)) return kn_error(KN_ERR_INVALID, "resize scale %g on axis %d must be positive", scale, axis);
+    int wn = window_size(p, scale);
+    if (wn <= 0 || wn > (1 << 20)) return kn_error(KN_ERR_INVALID, "resize filter for scale %g is too wide", scale);
+    a->wn = wn;
+    a->cnt = calloc((size_t)out, sizeof *a->cnt);
+    a->idx = calloc((size_t)out * (size_t)wn, sizeof *a->idx);
+    a->w = calloc((size_t)out * (size_t)wn, sizeof *a->w);
+    a->oor = calloc((size_t)out, 1);
+    double *tmp = calloc((size_t)wn, sizeof *tmp);
+    if (!a->cnt || !a->idx || !a->w || !a->oor || !tmp) {
+        free(tmp);
+        return kn_error(KN_ERR_NOMEM, "out of memory building resize windows");
+    }
+    for (int64_t x = 0; x < out; x++) {
+        double xo = original_coord(p, axis, rank, (double)x, in, out);
+        if (p->coord == KN_COORD_TF_CROP_AND_RESIZE && (xo < 0 || xo > (double)(in - 1))) {
+            a->oor[x] = 1;
+            continue;
+        }
+        /* The window is anchored at floor(xo), except that an integral xo
+         * counts as ratio 1 from the index below it. */
+        double fl = floor(xo);
+        int64_t xi = (int64_t)fl;
+        double ratio = xo - fl;
+        if (ratio == 0) {
+            ratio = 1.0;
+            xi -= 1;
+        }
+        int n = 0;
+        int start = coeffs(p, ratio, scale, tmp, &n);
+        if (p->exclude_outside) {
+            double sum = 0;
+            for (int j = 0; j < n; j++) {
+                int64_t id = xi + start + j;
+                if (id < 0 || id >= in) tmp[j] = 0;
+                sum += tmp[j];
+            }
+            if (sum != 0)
+                for (int j = 0; j < n; j++) tmp[j] /= sum;
+        }
+        int c = 0;
+        for (int j = 0; j < n && j < wn; j++) {
+            if (tmp[j] == 0) continue;
+            int64_t id = xi + start + j;
+            id = id < 0 ? 0 : id >= in ? in - 1 : id;
+            a->idx[x * wn + c] = id;
+            a->w[x * wn + c] = tmp[j];
+            c++;
+        }
+        a->cnt[x] = c;
+    }
+    free(tmp);
+    return KN_OK;
+}
+
+/* Sum over the product of the axes' windows at output index `o`. */
+static double interpolate(const kn_tensor *x, const axis_win *aw, const int64_t *xs, const int64_t *o)
+{
+    int r = x->rank;
+    int pos[KN_MAX_RANK] = {0};
+    for (int k = 0; k < r; k++)
+        if (aw[k].cnt[o[k]] == 0) return 0.0;
+    double acc = 0;
+    for (;;) {
+        double w = 1;
+        int64_t off = 0;
+        for (int k = 0; k < r; k++) {
+            size_t slot = (size_t)(o[k] * aw[k].wn + pos[k]);
+            w *= aw[k].w[slot];
+            off += aw[k].idx[slot] * xs[k];
+        }
+        acc += w * kn_load_f64(x->dtype, x->data, (size_t)off);
+        int k = r - 1;
+        for (; k >= 0; k--) {
+            if (++pos[k] < aw[k].cnt[o[k]]) break;
+            pos[k] = 0;
+        }
+        if (k < 0) break;
+    }
+    return acc;
+}
+
+/* Integer outputs round to nearest and saturate, so a cubic overshoot never
+ * wraps around. */
+static void store_value(kn_tensor *out, size_t i, double v)
+{
+    const kn_dtype_traits *tr = kn_dtype_info(out->dtype);
+    if (tr->is_float) {
+        kn_store_f64(out->dtype, out->data, i, v);
+        return;
+    }
+    double lo = 0, hi = 0;
+    switch (out->dtype) {
+    case KN_I8: lo = INT8_MIN; hi = INT8_MAX; break;
+    case KN_U8: lo = 0; hi = UINT8_MAX; break;
+    case KN_I16: lo = INT16_MIN; hi = INT16_MAX; break;
+    case KN_U16: lo = 0; hi = UINT16_MAX; break;
+    case KN_I32: lo = INT32_MIN; hi = INT32_MAX; break;
+    case KN_U32: lo = 0; hi = UINT32_MAX; break;
+    case KN_BOOL: lo = 0; hi = 1; break;
+    case KN_U64: lo = 0; hi = 1.8446744073709550e19; break;
+    default: lo = -9.2233720368547748e18; hi = 9.2233720368547748e18; break;
+    }
+    v = nearbyint(v);
+    if (isnan(v)) v = 0;
+    v = v < lo ? lo : v > hi ? hi : v;
+    if (out->dtype == KN_U64) kn_store_u64(out->dtype, out->data, i, (uint64_t)v);
+    else kn_store_i64(out->dtype, out->data, i, (int64_t)v);
+}
+
+int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
+{
+    int r = x->rank;
+    if (!kn_dtype_valid(x->dtype) || kn_dtype_size(x->dtype) == 0 || x->dtype == KN_STRING)
+        return kn_error(KN_ERR_UNSUPPORTED, "resize of dtype %s is not supported", kn_dtype_name(x->dtype));
+    if (out->rank != r || out->dtype != x->dtype) return kn_error(KN_ERR_INTERNAL, "resize: output does not match input");
+    if (kn_tensor_numel(out) == 0) return KN_OK;
+    if (kn_tensor_numel(x) == 0) return kn_error(KN_ERR_INVALID, "cannot resize an empty tensor to a non-empty one");
+    axis_win aw[KN_MAX_RANK];
+    memset(aw, 0, sizeof aw);
+    int st = KN_OK;
+    for (int k = 0; k < r && !st; k++) st = build_axis(p, k, r, x->dims[k], out->dims[k], &aw[k]);
+    if (!st) {
+        int64_t xs[KN_MAX_RANK];
+        kn_shape_strides(r, x->dims, xs);
+        kn_index it;
+        kn_index_init(&it, r, out->dims);
+        size_t i = 0;
+        do {
+            bool oor = false;
+            for (int k = 0; k < r; k++) oor |= aw[k].oor[it.idx[k]] != 0;
+            store_value(out, i++, oor ? p->extrapolation : interpolate(x, aw, xs, it.idx));
+        } while (kn_index_next(&it));
+    }
+    for (int k = 0; k < r; k++) free_win(&aw[k]);
+    return st;
+}
