@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Checks kiln's command-line contract: every verb has --help, and bad input
+# gets a clear message on stderr and a non-zero exit.
+set -uo pipefail
+kiln="$1"; python="$2"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+model="$root/samples/digits/digits.onnx"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+fails=0; passes=0
+
+# expect RC SUBSTRING -- command...: exit status and a substring of stdout+stderr
+expect() {
+  local want_rc="$1" want="$2"; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want_rc" ] || ! grep -qF -- "$want" <<<"$out"; then
+    echo "FAIL: $*"; echo "  want rc=$want_rc and '$want'"; echo "  got rc=$rc: $(head -5 <<<"$out")"
+    fails=$((fails + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect 0 "usage: kiln <verb>" -- "$kiln" --help
+expect 2 "unknown verb 'frobnicate'" -- "$kiln" frobnicate
+for verb in inspect run conformance; do
+  expect 0 "usage: kiln $verb" -- "$kiln" "$verb" --help
+done
+expect 1 "nonexistent.onnx" -- "$kiln" inspect "$tmp/nonexistent.onnx"
+expect 0 "Conv" -- "$kiln" inspect "$model"
+expect 0 "digraph" -- "$kiln" inspect "$model" --dot "$tmp/g.dot"
+grep -q "digraph" "$tmp/g.dot" || { echo "FAIL: DOT file not written"; fails=$((fails + 1)); }
+
+"$python" - "$tmp" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+np.save(f"{d}/wrong_shape.npy", np.zeros((2, 1, 7, 8), np.float32))
+np.save(f"{d}/wrong_dtype.npy", np.zeros((2, 1, 8, 8), np.float64))
+np.save(f"{d}/good.npy", np.zeros((2, 1, 8, 8), np.float32))
+open(f"{d}/garbage.npy", "wb").write(b"not numpy at all")
+PY
+expect 1 "input 'image': expected f32[N,1,8,8], got shape 2x1x7x8" -- "$kiln" run "$model" --input "image=$tmp/wrong_shape.npy"
+expect 1 "input 'image': expected dtype f32, got f64" -- "$kiln" run "$model" --input "image=$tmp/wrong_dtype.npy"
+expect 1 "garbage.npy: not a .npy file (bad magic)" -- "$kiln" run "$model" --input "image=$tmp/garbage.npy"
+expect 1 "the model has no input named 'img'" -- "$kiln" run "$model" --input "img=$tmp/good.npy"
+expect 1 "input 'image' was not given" -- "$kiln" run "$model"
+expect 0 "probs: f32[2x10]" -- "$kiln" run "$model" --input "$tmp/good.npy" --output-dir "$tmp/out"
+[ -f "$tmp/out/probs.npy" ] || { echo "FAIL: probs.npy not written"; fails=$((fails + 1)); }
+printf 'garbage' > "$tmp/bad.onnx"
+expect 1 "bad.onnx" -- "$kiln" run "$tmp/bad.onnx"
+
+echo "cli: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
