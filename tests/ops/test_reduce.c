@@ -1,0 +1,263 @@
+/* Unit tests of the 'reduce' op family (ir/ops/reduce*.c) through the
+ * reference evaluator: reductions, ArgMax ties, TopK, Range, NonZero, and
+ * the error for an out-of-range axis. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "eval.h"
+#include "ir.h"
+
+/* A one-node model: inputs x0..x{n-1} (given as tensors), n_out outputs. */
+typedef struct one_node {
+    kn_model *m;
+    kn_node *node;
+} one_node;
+
+static one_node make_model(kn_op op, int opset, int n_in, const kn_tensor *ins, int n_out)
+{
+    one_node r = {kn_model_create(), NULL};
+    assert_non_null(r.m);
+    assert_int_equal(kn_model_set_opset(r.m, "", opset), 0);
+    kn_value *vals[8];
+    for (int i = 0; i < n_in; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "x%d", i);
+        kn_shape s = {.rank = ins[i].rank};
+        memcpy(s.dims, ins[i].dims, sizeof s.dims);
+        vals[i] = kn_graph_add_input(r.m->graph, name, ins[i].dtype, &s);
+        assert_non_null(vals[i]);
+    }
+    r.node = kn_node_create(r.m->graph, op, "n0", n_in, vals, n_out);
+    assert_non_null(r.node);
+    for (int i = 0; i < n_out; i++) assert_int_equal(kn_graph_add_output(r.m->graph, r.node->outputs[i]), 0);
+    return r;
+}
+
+static void set_int_attr(kn_node *n, const char *name, int64_t v)
+{
+    kn_attr *a = kn_node_add_attr(n, name, KN_ATTR_INT);
+    assert_non_null(a);
+    a->i = v;
+}
+
+/* Runs the model (after inference) on ins; outs get the results. */
+static int run(one_node *r, int n_in, const kn_tensor *ins, kn_tensor *outs)
+{
+    const char *names[8] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"};
+    int st = kn_graph_infer(r->m->graph);
+    if (st) return st;
+    kn_eval_options o = {0};
+    o.check_infer = 1;
+    return kn_eval_model_opts(r->m, n_in, names, ins, outs, &o);
+}
+
+static kn_tensor f32_tensor(int rank, const int64_t *dims, const float *v)
+{
+    kn_tensor t;
+    assert_int_equal(kn_tensor_alloc(&t, KN_F32, rank, dims), 0);
+    if (v) memcpy(t.data, v, t.nbytes);
+    return t;
+}
+
+static kn_tensor i64_tensor(int rank, const int64_t *dims, const int64_t *v)
+{
+    kn_tensor t;
+    assert_int_equal(kn_tensor_alloc(&t, KN_I64, rank, dims), 0);
+    if (v) memcpy(t.data, v, t.nbytes);
+    return t;
+}
+
+static const float k_x23[6] = {1, 2, 3, 4, 5, 6}; /* [[1,2,3],[4,5,6]] */
+
+static void check_reduce(kn_op op, int64_t axis, int keepdims, int out_rank, const int64_t *out_dims,
+                         const float *want, int n_want)
+{
+    int64_t d[2] = {2, 3}, one = 1;
+    kn_tensor ins[2] = {f32_tensor(2, d, k_x23), i64_tensor(1, &one, &axis)};
+    one_node r = make_model(op, 18, 2, ins, 1);
+    set_int_attr(r.node, "keepdims", keepdims);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    assert_int_equal(out[0].rank, out_rank);
+    for (int i = 0; i < out_rank; i++) assert_int_equal(out[0].dims[i], out_dims[i]);
+    for (int i = 0; i < n_want; i++) assert_float_equal(((float *)out[0].data)[i], want[i], 1e-5);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+static void test_reduce_keepdims(void **state)
+{
+    (void)state;
+    check_reduce(KN_OP_ReduceSum, 1, 1, 2, (int64_t[]){2, 1}, (float[]){6, 15}, 2);
+    check_reduce(KN_OP_ReduceMean, 0, 1, 2, (int64_t[]){1, 3}, (float[]){2.5f, 3.5f, 4.5f}, 3);
+    check_reduce(KN_OP_ReduceMax, 1, 1, 2, (int64_t[]){2, 1}, (float[]){3, 6}, 2);
+    check_reduce(KN_OP_ReduceL2, 1, 1, 2, (int64_t[]){2, 1}, (float[]){3.7416574f, 8.7749643f}, 2);
+}
+
+static void test_reduce_negative_axis_no_keepdims(void **state)
+{
+    (void)state;
+    check_reduce(KN_OP_ReduceSum, -1, 0, 1, (int64_t[]){2}, (float[]){6, 15}, 2);
+    check_reduce(KN_OP_ReduceProd, -2, 0, 1, (int64_t[]){3}, (float[]){4, 10, 18}, 3);
+    check_reduce(KN_OP_ReduceMin, -2, 0, 1, (int64_t[]){3}, (float[]){1, 2, 3}, 3);
+    check_reduce(KN_OP_ReduceLogSumExp, -1, 0, 1, (int64_t[]){2}, (float[]){3.4076059f, 6.4076059f}, 2);
+}
+
+static void test_reduce_empty_set(void **state)
+{
+    (void)state;
+    /* Reducing an axis of size 0 gives the identity: 0 for sums, +inf for min. */
+    int64_t d[2] = {2, 0}, one = 1, axis = 1;
+    kn_tensor ins[2] = {f32_tensor(2, d, NULL), i64_tensor(1, &one, &axis)};
+    one_node r = make_model(KN_OP_ReduceSum, 18, 2, ins, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    assert_int_equal(out[0].dims[0], 2);
+    assert_int_equal(out[0].dims[1], 1);
+    assert_float_equal(((float *)out[0].data)[1], 0.0f, 0);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+static void check_argmax(int select_last, int64_t want0, int64_t want1)
+{
+    int64_t d[2] = {2, 3};
+    const float v[6] = {5, 1, 5, 2, 7, 7};
+    kn_tensor x = f32_tensor(2, d, v);
+    one_node r = make_model(KN_OP_ArgMax, 13, 1, &x, 1);
+    set_int_attr(r.node, "axis", 1);
+    set_int_attr(r.node, "keepdims", 0);
+    set_int_attr(r.node, "select_last_index", select_last);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 1, &x, out), 0);
+    assert_int_equal(out[0].dtype, KN_I64);
+    assert_int_equal(out[0].rank, 1);
+    assert_int_equal(((int64_t *)out[0].data)[0], want0);
+    assert_int_equal(((int64_t *)out[0].data)[1], want1);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&x);
+    kn_model_free(r.m);
+}
+
+static void test_argmax_ties(void **state)
+{
+    (void)state;
+    check_argmax(0, 0, 1);
+    check_argmax(1, 2, 2);
+}
+
+static void test_topk(void **state)
+{
+    (void)state;
+    int64_t d[2] = {2, 4}, one = 1, k = 2;
+    const float v[8] = {3, 1, 3, 2, 0, -1, 4, 4};
+    kn_tensor ins[2] = {f32_tensor(2, d, v), i64_tensor(1, &one, &k)};
+    one_node r = make_model(KN_OP_TopK, 11, 2, ins, 2);
+    kn_tensor out[2] = {{0}};
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    const float wv[4] = {3, 3, 4, 4};
+    const int64_t wi[4] = {0, 2, 2, 3}; /* ties: lower index first */
+    assert_int_equal(out[0].dims[1], 2);
+    for (int i = 0; i < 4; i++) {
+        assert_float_equal(((float *)out[0].data)[i], wv[i], 0);
+        assert_int_equal(((int64_t *)out[1].data)[i], wi[i]);
+    }
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&out[1]);
+    /* smallest */
+    kn_model_free(r.m);
+    r = make_model(KN_OP_TopK, 11, 2, ins, 2);
+    set_int_attr(r.node, "largest", 0);
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    const int64_t ws[4] = {1, 3, 1, 0};
+    for (int i = 0; i < 4; i++) assert_int_equal(((int64_t *)out[1].data)[i], ws[i]);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&out[1]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+static void test_range(void **state)
+{
+    (void)state;
+    int64_t s = 10, l = 3, dl = -3;
+    kn_tensor ins[3] = {i64_tensor(0, NULL, &s), i64_tensor(0, NULL, &l), i64_tensor(0, NULL, &dl)};
+    one_node r = make_model(KN_OP_Range, 11, 3, ins, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 3, ins, out), 0);
+    assert_int_equal(out[0].rank, 1);
+    assert_int_equal(out[0].dims[0], 3);
+    const int64_t want[3] = {10, 7, 4};
+    for (int i = 0; i < 3; i++) assert_int_equal(((int64_t *)out[0].data)[i], want[i]);
+    kn_tensor_free(&out[0]);
+    for (int i = 0; i < 3; i++) kn_tensor_free(&ins[i]);
+    kn_model_free(r.m);
+}
+
+static void test_nonzero(void **state)
+{
+    (void)state;
+    int64_t d[2] = {2, 2};
+    const float v[4] = {1, 0, 0, 3};
+    kn_tensor x = f32_tensor(2, d, v);
+    one_node r = make_model(KN_OP_NonZero, 13, 1, &x, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 1, &x, out), 0);
+    assert_int_equal(out[0].dims[0], 2);
+    assert_int_equal(out[0].dims[1], 2);
+    const int64_t want[4] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) assert_int_equal(((int64_t *)out[0].data)[i], want[i]);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&x);
+    kn_model_free(r.m);
+}
+
+static void test_axis_out_of_range_names_node(void **state)
+{
+    (void)state;
+    int64_t d[2] = {2, 3}, one = 1, axis = 2;
+    kn_tensor ins[2] = {f32_tensor(2, d, k_x23), i64_tensor(1, &one, &axis)};
+    /* Axes as a run-time input: inference cannot see it, evaluation must fail cleanly. */
+    one_node r = make_model(KN_OP_ReduceSum, 13, 2, ins, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_not_equal(run(&r, 2, ins, out), 0);
+    assert_non_null(strstr(kn_last_error(), "node 'n0' (ReduceSum)"));
+    assert_non_null(strstr(kn_last_error(), "axis 2"));
+    assert_null(out[0].data);
+    kn_model_free(r.m);
+    /* Attribute axis: caught by inference already. */
+    r = make_model(KN_OP_ArgMin, 13, 1, ins, 1);
+    set_int_attr(r.node, "axis", -3);
+    assert_int_not_equal(run(&r, 1, ins, out), 0);
+    assert_non_null(strstr(kn_last_error(), "node 'n0' (ArgMin)"));
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reduce_keepdims),
+        cmocka_unit_test(test_reduce_negative_axis_no_keepdims),
+        cmocka_unit_test(test_reduce_empty_set),
+        cmocka_unit_test(test_argmax_ties),
+        cmocka_unit_test(test_topk),
+        cmocka_unit_test(test_range),
+        cmocka_unit_test(test_nonzero),
+        cmocka_unit_test(test_axis_out_of_range_names_node),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
