@@ -1,8 +1,552 @@
-/* ONNX ModelProto → kiln IR (placeholder until the importer lands). */
+/*
+ * frontend/onnx/onnx_import.c — ONNX ModelProto → kiln IR.
+ *
+ * A graph is imported in passes so that nodes may appear in any order (ONNX
+ * requires topological order; we are lenient and sort afterwards):
+ *   1. initializers, then inputs (an input that is also an initializer stays
+ *      a constant but is listed as an overridable runtime input);
+ *   2. every node with its outputs (so every name of this graph exists);
+ *   3. every node's attributes (subgraphs recursively — they may refer to
+ *      any value of this graph) and inputs;
+ *   4. value_info types, graph outputs, then kn_graph_toposort().
+ * The protobuf-c message is freed before returning; tensors are copied.
+ */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "onnx_import.h"
+#include "onnx_internal.h"
+
+/* Subgraphs nested deeper than this are refused (real models use 2-3). */
+#define MAX_GRAPH_DEPTH 32
+
+typedef struct importer {
+    kn_model *m;
+    const char *base_dir; /* external data folder; NULL if none */
+} importer;
+
+static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+static int import_graph(importer *im, const Onnx__GraphProto *gp, kn_graph *g, int depth);
+
+/* ---- types -------------------------------------------------------------- */
+
+/* Reads a ValueInfo's tensor type into (dt, shape). `strict` (graph inputs
+ * and outputs) turns what kiln cannot represent into an error; value_info
+ * hints are simply dropped then. */
+static int read_type(importer *im, const Onnx__ValueInfoProto *vi, const char *what, bool strict,
+                     kn_dtype *out_dt, kn_shape *out_shape)
+{
+    *out_dt = KN_DT_UNDEFINED;
+    *out_shape = kn_shape_unknown();
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return KN_OK;
+    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+        if (!strict) return KN_OK;
+        const char *kind = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "sequence"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE    ? "map"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "sparse tensor"
+                                                                                   : "non-tensor";
+        return kn_error(KN_ERR_UNSUPPORTED, "%s is a %s; kiln supports only tensor values", what, kind);
+    }
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int dt = tt && tt->has_elem_type ? tt->elem_type : 0;
+    if (dt != KN_DT_UNDEFINED && !kn_dtype_valid(dt)) {
+        if (!strict) return KN_OK;
+        const char *name = kn_onnx_dtype_name(dt);
+        if (name) return kn_error(KN_ERR_UNSUPPORTED, "%s has dtype %s, which kiln does not support", what, name);
+        return kn_error(KN_ERR_UNSUPPORTED, "%s has unknown dtype %d", what, dt);
+    }
+    if (!tt || !tt->shape) {
+        *out_dt = (kn_dtype)dt;
+        return KN_OK;
+    }
+    const Onnx__TensorShapeProto *sp = tt->shape;
+    if (sp->n_dim > KN_MAX_RANK) {
+        if (!strict) return KN_OK;
+        return kn_error(KN_ERR_UNSUPPORTED, "%s has rank %zu, over kiln's maximum of %d", what, sp->n_dim, KN_MAX_RANK);
+    }
+    kn_shape s = kn_shape_unknown();
+    s.rank = (int)sp->n_dim;
+    for (int i = 0; i < s.rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
+        s.dims[i] = -1;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            /* -1 is a common exporter spelling of "unknown"; others are bad */
+            if (d->dim_value < -1 || d->dim_value > ((int64_t)1 << 40)) {
+                if (!strict) return KN_OK;
+                return kn_error(KN_ERR_INVALID, "%s has an absurd dim %d (%lld)", what, i, (long long)d->dim_value);
+            }
+            s.dims[i] = d->dim_value;
+        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                   *d->dim_param) {
+            s.sym[i] = kn_arena_strdup(&im->m->arena, d->dim_param);
+            if (!s.sym[i]) return kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (kn_shape_is_static(&s) && kn_shape_numel(s.rank, s.dims) < 0) {
+        if (!strict) return KN_OK;
+        return kn_error(KN_ERR_INVALID, "%s has an absurd shape (element count overflows)", what);
+    }
+    *out_dt = (kn_dtype)dt;
+    *out_shape = s;
+    return KN_OK;
+}
+
+/* Appends v to g's runtime inputs (for initializers that are also inputs,
+ * which kn_graph_add_input cannot express since the value already exists). */
+static int append_input(kn_graph *g, kn_value *v)
+{
+    if (g->n_inputs == g->cap_inputs) {
+        int cap = g->cap_inputs ? g->cap_inputs * 2 : 8;
+        kn_value **p = kn_arena_alloc(&g->model->arena, sizeof *p * (size_t)cap);
+        if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
+        if (g->n_inputs) memcpy(p, g->inputs, sizeof *p * (size_t)g->n_inputs);
+        g->inputs = p;
+        g->cap_inputs = cap;
+    }
+    g->inputs[g->n_inputs++] = v;
+    v->flags |= KN_VALUE_GRAPH_INPUT;
+    return KN_OK;
+}
+
+/* ---- initializers and inputs -------------------------------------------- */
+
+/* Converts a TensorProto into a heap kn_tensor for kn_graph_add_constant /
+ * kn_model_adopt_tensor (which then own it). */
+static int new_tensor(importer *im, const Onnx__TensorProto *tp, const char *what, kn_tensor **out)
+{
+    *out = NULL;
+    kn_tensor *t = calloc(1, sizeof *t);
+    if (!t) return kn_error(KN_ERR_NOMEM, "out of memory");
+    int st = kn_onnx_tensor_from_proto(tp, what, im->base_dir, t);
+    if (st) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    return KN_OK;
+}
+
+static int import_initializers(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
+{
+    if (gp->n_sparse_initializer) {
+        const Onnx__SparseTensorProto *sp = gp->sparse_initializer[0];
+        const char *name = sp->values && sp->values->name ? sp->values->name : "";
+        return kn_error(KN_ERR_UNSUPPORTED, "sparse initializer '%s' is not supported", name);
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        char what[320];
+        if (!tp->name || !*tp->name) return kn_error(KN_ERR_INVALID, "initializer #%zu has no name", i);
+        snprintf(what, sizeof what, "initializer '%s'", tp->name);
+        if (kn_graph_lookup_local(g, tp->name))
+            return kn_error(KN_ERR_INVALID, "initializer '%s' is defined more than once", tp->name);
+        kn_tensor *t;
+        int st = new_tensor(im, tp, what, &t);
+        if (st) return st;
+        kn_value *v = kn_graph_add_constant(g, tp->name, t);
+        if (!v) return KN_ERR_NOMEM; /* t is owned by the model now */
+        v->flags |= KN_VALUE_INITIALIZER;
+    }
+    return KN_OK;
+}
+
+static int import_inputs(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
+{
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !*vi->name) return kn_error(KN_ERR_INVALID, "graph input #%zu has no name", i);
+        kn_value *v = kn_graph_lookup_local(g, vi->name);
+        if (v && (v->flags & KN_VALUE_INITIALIZER) && !(v->flags & KN_VALUE_GRAPH_INPUT)) {
+            int st = append_input(g, v);
+            if (st) return st;
+            continue;
+        }
+        if (v) return kn_error(KN_ERR_INVALID, "graph input '%s' is listed more than once", vi->name);
+        char what[320];
+        snprintf(what, sizeof what, "input '%s'", vi->name);
+        kn_dtype dt;
+        kn_shape s;
+        int st = read_type(im, vi, what, true, &dt, &s);
+        if (st) return st;
+        if (!kn_graph_add_input(g, vi->name, dt, &s)) return KN_ERR_NOMEM;
+    }
+    return KN_OK;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+/* Old files may leave AttributeProto.type unset; the filled field tells. */
+static int attr_kind(const Onnx__AttributeProto *ap)
+{
+    if (ap->has_type && ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return (int)ap->type;
+    if (ap->has_f) return KN_ATTR_FLOAT;
+    if (ap->has_i) return KN_ATTR_INT;
+    if (ap->has_s) return KN_ATTR_STRING;
+    if (ap->t) return KN_ATTR_TENSOR;
+    if (ap->g) return KN_ATTR_GRAPH;
+    if (ap->n_floats) return KN_ATTR_FLOATS;
+    if (ap->n_ints) return KN_ATTR_INTS;
+    if (ap->n_strings) return KN_ATTR_STRINGS;
+    if (ap->n_tensors) return KN_ATTR_TENSORS;
+    if (ap->n_graphs) return KN_ATTR_GRAPHS;
+    if (ap->sparse_tensor) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR;
+    if (ap->tp) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO;
+    return KN_ATTR_UNDEFINED;
+}
+
+static int attr_tensor(importer *im, kn_node *n, const char *aname, const Onnx__TensorProto *tp, kn_tensor **out)
+{
+    char what[600];
+    snprintf(what, sizeof what, "node '%s' (%s): attribute '%s': tensor '%s'", n->name, n->op_type, aname,
+             str_or_empty(tp->name));
+    kn_tensor *t;
+    int st = new_tensor(im, tp, what, &t);
+    if (st) return st;
+    *out = kn_model_adopt_tensor(im->m, t);
+    return *out ? KN_OK : KN_ERR_NOMEM;
+}
+
+static int attr_graph(importer *im, kn_node *n, const char *aname, const Onnx__GraphProto *gp, int depth,
+                      kn_graph **out)
+{
+    if (depth >= MAX_GRAPH_DEPTH)
+        return kn_node_error(n, KN_ERR_UNSUPPORTED, "attribute '%s': subgraphs nested deeper than %d levels", aname,
+                             MAX_GRAPH_DEPTH);
+    kn_graph *sub = kn_graph_create_sub(n->graph, gp->name && *gp->name ? gp->name : aname);
+    if (!sub) return KN_ERR_NOMEM;
+    sub->parent_node = n;
+    int st = import_graph(im, gp, sub, depth + 1);
+    if (st) {
+        kn_error_prefix("node '%s' (%s): attribute '%s': ", n->name, n->op_type, aname);
+        return st;
+    }
+    *out = sub;
+    return KN_OK;
+}
+
+/* Arena array of `count` elements of `size` bytes (count may be 0). */
+static void *arena_array(importer *im, size_t count, size_t size)
+{
+    if (count > INT_MAX) return NULL;
+    return kn_arena_alloc(&im->m->arena, size * (count ? count : 1));
+}
+
+static int import_list_attr(importer *im, kn_node *n, const Onnx__AttributeProto *ap, kn_attr *a, int depth)
+{
+    switch (a->kind) {
+    case KN_ATTR_FLOATS:
+        a->floats = arena_array(im, ap->n_floats, sizeof(float));
+        if (!a->floats) goto oom;
+        if (ap->n_floats) memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
+        a->n = (int)ap->n_floats;
+        return KN_OK;
+    case KN_ATTR_INTS:
+        a->ints = arena_array(im, ap->n_ints, sizeof(int64_t));
+        if (!a->ints) goto oom;
+        if (ap->n_ints) memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
+        a->n = (int)ap->n_ints;
+        return KN_OK;
+    case KN_ATTR_STRINGS:
+        a->strings = arena_array(im, ap->n_strings, sizeof(char *));
+        if (!a->strings) goto oom;
+        for (size_t k = 0; k < ap->n_strings; k++) {
+            a->strings[k] = kn_arena_strndup(&im->m->arena, (const char *)ap->strings[k].data, ap->strings[k].len);
+            if (!a->strings[k]) goto oom;
+        }
+        a->n = (int)ap->n_strings;
+        return KN_OK;
+    case KN_ATTR_TENSORS:
+        a->tensors = arena_array(im, ap->n_tensors, sizeof(kn_tensor *));
+        if (!a->tensors) goto oom;
+        for (size_t k = 0; k < ap->n_tensors; k++) {
+            int st = attr_tensor(im, n, a->name, ap->tensors[k], &a->tensors[k]);
+            if (st) return st;
+            a->n = (int)k + 1;
+        }
+        return KN_OK;
+    case KN_ATTR_GRAPHS:
+        a->graphs = arena_array(im, ap->n_graphs, sizeof(kn_graph *));
+        if (!a->graphs) goto oom;
+        for (size_t k = 0; k < ap->n_graphs; k++) {
+            int st = attr_graph(im, n, a->name, ap->graphs[k], depth, &a->graphs[k]);
+            if (st) return st;
+            a->n = (int)k + 1;
+        }
+        return KN_OK;
+    default:
+        return kn_error(KN_ERR_INTERNAL, "import_list_attr: kind %d", (int)a->kind);
+    }
+oom:
+    return kn_error(KN_ERR_NOMEM, "out of memory");
+}
+
+static const char *unsupported_attr_kind(int kind)
+{
+    switch (kind) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: return "SPARSE_TENSOR";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS: return "SPARSE_TENSORS";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: return "TYPE_PROTO";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS: return "TYPE_PROTOS";
+    default: return NULL;
+    }
+}
+
+static int import_attr(importer *im, kn_node *n, const Onnx__AttributeProto *ap, int depth)
+{
+    if (!ap->name || !*ap->name) return kn_node_error(n, KN_ERR_INVALID, "has an attribute with no name");
+    if (ap->ref_attr_name && *ap->ref_attr_name)
+        return kn_node_error(n, KN_ERR_INVALID,
+                             "attribute '%s' refers to function attribute '%s' (ref_attr_name), which is only valid inside a function",
+                             ap->name, ap->ref_attr_name);
+    int kind = attr_kind(ap);
+    if (unsupported_attr_kind(kind))
+        return kn_node_error(n, KN_ERR_UNSUPPORTED, "attribute '%s' has type %s, which kiln does not support", ap->name,
+                             unsupported_attr_kind(kind));
+    if (kind <= KN_ATTR_UNDEFINED || kind > KN_ATTR_GRAPHS)
+        return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' has %s type %d", ap->name,
+                             kind == KN_ATTR_UNDEFINED ? "no value and no" : "unknown", kind);
+    kn_attr *a = kn_node_add_attr(n, ap->name, (kn_attr_kind)kind);
+    if (!a) return KN_ERR_INVALID;
+    switch (a->kind) {
+    case KN_ATTR_FLOAT: a->f = ap->f; return KN_OK;
+    case KN_ATTR_INT: a->i = ap->i; return KN_OK;
+    case KN_ATTR_STRING:
+        a->s = kn_arena_strndup(&im->m->arena, ap->s.data ? (const char *)ap->s.data : "", ap->s.len);
+        a->s_len = ap->s.len;
+        return a->s ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    case KN_ATTR_TENSOR:
+        if (!ap->t) return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' of type TENSOR holds no tensor", ap->name);
+        return attr_tensor(im, n, a->name, ap->t, &a->t);
+    case KN_ATTR_GRAPH:
+        if (!ap->g) return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' of type GRAPH holds no graph", ap->name);
+        return attr_graph(im, n, a->name, ap->g, depth, &a->g);
+    default:
+        return import_list_attr(im, n, ap, a, depth);
+    }
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+/* A label for a node in messages before the kn_node exists. */
+static void node_label(const Onnx__NodeProto *np, size_t k, char *buf, size_t len)
+{
+    if (np->name && *np->name) snprintf(buf, len, "node '%s' (%s)", np->name, str_or_empty(np->op_type));
+    else snprintf(buf, len, "node #%zu (%s)", k, str_or_empty(np->op_type));
+}
+
+/* Says who already defines `v` ("node 'a'", "graph input", "initializer"). */
+static void definer(const kn_value *v, char *buf, size_t len)
+{
+    if (v->producer) snprintf(buf, len, "already produced by node '%s'", v->producer->name);
+    else if (v->flags & KN_VALUE_INITIALIZER) snprintf(buf, len, "already an initializer");
+    else snprintf(buf, len, "already a graph input");
+}
+
+/* Pass 2: a node and its outputs, inputs left unset. */
+static int create_node(kn_graph *g, const Onnx__NodeProto *np, size_t k)
+{
+    char label[400];
+    node_label(np, k, label, sizeof label);
+    if (!np->op_type || !*np->op_type) return kn_error(KN_ERR_INVALID, "%s has no op_type", label);
+    if (np->n_input > INT_MAX / 2 || np->n_output > INT_MAX / 2)
+        return kn_error(KN_ERR_INVALID, "%s has too many inputs or outputs", label);
+    for (size_t i = 0; i < np->n_output; i++) {
+        const char *o = np->output[i];
+        if (!o || !*o) continue;
+        const kn_value *v = kn_graph_lookup_local(g, o);
+        char who[400];
+        if (v) {
+            definer(v, who, sizeof who);
+            return kn_error(KN_ERR_INVALID, "%s: output '%s' is %s", label, o, who);
+        }
+        for (size_t j = 0; j < i; j++)
+            if (np->output[j] && strcmp(np->output[j], o) == 0)
+                return kn_error(KN_ERR_INVALID, "%s: output '%s' is listed twice", label, o);
+    }
+    kn_node *n = kn_node_create_named(g, np->op_type, str_or_empty(np->domain), np->name, (int)np->n_input, NULL,
+                                      (int)np->n_output, (const char *const *)np->output);
+    return n ? KN_OK : KN_ERR_NOMEM;
+}
+
+/* Pass 3: attributes (and subgraphs), then inputs resolved by name. */
+static int wire_node(importer *im, kn_node *n, const Onnx__NodeProto *np, int depth)
+{
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        int st = import_attr(im, n, np->attribute[i], depth);
+        if (st) return st;
+    }
+    for (size_t i = 0; i < np->n_input; i++) {
+        const char *name = np->input[i];
+        if (!name || !*name) continue; /* omitted optional input */
+        kn_value *v = kn_graph_lookup(n->graph, name);
+        if (!v) return kn_node_error(n, KN_ERR_INVALID, "input '%s' is not defined", name);
+        kn_node_set_input(n, (int)i, v);
+    }
+    return KN_OK;
+}
+
+/* ---- graph outputs and value_info --------------------------------------- */
+
+static void set_declared_type(kn_value *v, kn_dtype dt, const kn_shape *s)
+{
+    /* only fill what nothing else knows: inputs and constants carry their own */
+    if (v->const_data || (v->flags & KN_VALUE_GRAPH_INPUT) || v->dtype != KN_DT_UNDEFINED) return;
+    v->dtype = dt;
+    v->shape = *s;
+}
+
+static int import_value_info(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
+{
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        kn_value *v = vi->name ? kn_graph_lookup_local(g, vi->name) : NULL;
+        if (!v) continue; /* a hint about a value nothing computes: harmless */
+        kn_dtype dt;
+        kn_shape s;
+        int st = read_type(im, vi, "value_info", false, &dt, &s);
+        if (st) return st;
+        set_declared_type(v, dt, &s);
+    }
+    return KN_OK;
+}
+
+static int import_outputs(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
+{
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        if (!vi->name || !*vi->name) return kn_error(KN_ERR_INVALID, "graph output #%zu has no name", i);
+        char what[320];
+        snprintf(what, sizeof what, "output '%s'", vi->name);
+        kn_dtype dt;
+        kn_shape s;
+        int st = read_type(im, vi, what, true, &dt, &s);
+        if (st) return st;
+        kn_value *v = kn_graph_lookup_local(g, vi->name);
+        if (!v && g->parent && kn_graph_lookup(g->parent, vi->name)) {
+            /* a subgraph may return an outer value as is; give it a local
+             * producer so the outer value's flags stay untouched */
+            kn_value *outer = kn_graph_lookup(g->parent, vi->name);
+            const char *oname = vi->name;
+            kn_node *id = kn_node_create_named(g, "Identity", "", NULL, 1, &outer, 1, &oname);
+            if (!id) return KN_ERR_NOMEM;
+            v = id->outputs[0];
+        }
+        if (!v) return kn_error(KN_ERR_INVALID, "graph output '%s' is not produced by any node, input or initializer",
+                                vi->name);
+        set_declared_type(v, dt, &s);
+        st = kn_graph_add_output(g, v);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+/* ---- graphs and models -------------------------------------------------- */
+
+static int import_graph(importer *im, const Onnx__GraphProto *gp, kn_graph *g, int depth)
+{
+    int st = import_initializers(im, gp, g);
+    if (!st) st = import_inputs(im, gp, g);
+    if (st) return st;
+    int first = g->n_nodes;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        st = create_node(g, gp->node[k], k);
+        if (st) return st;
+    }
+    for (size_t k = 0; k < gp->n_node; k++) {
+        st = wire_node(im, g->nodes[first + (int)k], gp->node[k], depth);
+        if (st) return st;
+    }
+    st = import_value_info(im, gp, g);
+    if (!st) st = import_outputs(im, gp, g);
+    if (!st) st = kn_graph_toposort(g);
+    return st;
+}
+
+static int import_model(importer *im, const Onnx__ModelProto *mp)
+{
+    kn_model *m = im->m;
+    if (!mp->graph) return kn_error(KN_ERR_INVALID, "model has no graph");
+    m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    m->producer_name = kn_arena_strdup(&m->arena, str_or_empty(mp->producer_name));
+    m->producer_version = kn_arena_strdup(&m->arena, str_or_empty(mp->producer_version));
+    if (!m->producer_name || !m->producer_version) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        int st = kn_model_set_opset(m, str_or_empty(o->domain), o->has_version ? o->version : 0);
+        if (st) return st;
+    }
+    return import_graph(im, mp->graph, m->graph, 0);
+}
+
+static int load_bytes_named(const void *data, size_t len, const char *base_dir, const char *name,
+                            kn_model **out_model)
+{
+    *out_model = NULL;
+    if (len > KN_ONNX_MAX_PROTO_BYTES)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: %zu bytes is over the 2 GiB protobuf limit (store weights as external data)",
+                        name, len);
+    int st = kn_onnx_check_nesting(data, len);
+    if (st) {
+        kn_error_prefix("%s: ", name);
+        return st;
+    }
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
+    if (!mp) return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX ModelProto (protobuf parse failed)", name);
+    importer im = {.m = kn_model_create(), .base_dir = base_dir};
+    if (!im.m) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return kn_error(KN_ERR_NOMEM, "%s: out of memory", name);
+    }
+    st = import_model(&im, mp);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (st) {
+        kn_error_prefix("%s: ", name);
+        kn_model_free(im.m);
+        return st;
+    }
+    *out_model = im.m;
+    return KN_OK;
+}
+
+int kn_onnx_load_bytes(const void *data, size_t len, const char *base_dir, kn_model **out_model)
+{
+    return load_bytes_named(data, len, base_dir, "<memory>", out_model);
+}
 
 int kn_onnx_load_file(const char *path, kn_model **out_model)
 {
     *out_model = NULL;
-    return kn_error(KN_ERR_UNSUPPORTED, "%s: ONNX import is not built yet", path);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int st = kn_onnx_read_file(path, KN_ONNX_MAX_PROTO_BYTES, &buf, &len);
+    if (st) return st;
+    char *dir = strdup(path);
+    if (!dir) {
+        free(buf);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    }
+    char *slash = strrchr(dir, '/');
+    const char *base = ".";
+    if (slash) {
+        *slash = '\0';
+        base = dir[0] ? dir : "/";
+    }
+    st = load_bytes_named(buf, len, base, path, out_model);
+    free(buf);
+    free(dir);
+    if (!st) {
+        (*out_model)->path = kn_arena_strdup(&(*out_model)->arena, path);
+        if (!(*out_model)->path) {
+            kn_model_free(*out_model);
+            *out_model = NULL;
+            return kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+    }
+    return st;
 }

@@ -35,6 +35,12 @@ int kn_onnx_load_bytes(const void *data, size_t len, const char *base_dir, kn_mo
  * of the tensor's name ("" if none) if out_name is non-NULL. */
 int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name);
 
+/* Checks that every node of m (subgraphs included) has an op kiln declares.
+ * On failure (KN_ERR_UNSUPPORTED) one message lists them all, grouped:
+ * "model.onnx: 2 unsupported ops (3 nodes): Foo (2 nodes: 'a', 'b'), Bar (1 node: 'c')".
+ * kn_onnx_load_* succeed on such models so that `kiln inspect` can show them. */
+int kn_onnx_check_supported(const kn_model *m);
+
 #ifdef __cplusplus
 }
 #endif
