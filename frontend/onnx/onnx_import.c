@@ -51,7 +51,7 @@ static int read_type(importer *im, const Onnx__ValueInfoProto *vi, const char *w
                            : tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
                            : tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "sparse tensor"
                                                                                    : "non-tensor";
-        return kn_error(KN_ERR_UNSUPPORTED, "%s is a %s; kiln supports only tensor values", what, kind);
+        return kn_error(KN_ERR_UNSUPPORTED, "%s has %s type; kiln supports only tensors", what, kind);
     }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int dt = tt && tt->has_elem_type ? tt->elem_type : 0;

@@ -336,39 +336,34 @@ static int wire_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
 }
 
 /* SequenceProto and OptionalProto (onnx-data.proto) share the layout
- * {1: name, 2: elem_type, 3+: values} and can half-parse as a TensorProto.
- * A real TensorProto has a data field (4-7, 9-11, 13) unless it is empty,
- * and never uses field 3 (segment) in practice; a sequence/optional has no
- * data field, and its field 1 is a printable name rather than packed dims. */
+ * {1: name, 2: elem_type (0-5), 3..7: values} and can half-parse as a
+ * TensorProto. Called only after the TensorProto reading failed, to say
+ * what the file really holds. */
 static bool looks_like_sequence(const uint8_t *p, size_t len)
 {
     size_t pos = 0;
-    bool has_data = false, has_3 = false, name_like = false;
+    bool has_elem_type = false;
     while (pos < len) {
         uint64_t key, v;
         if (wire_varint(p, len, &pos, &key)) return false;
         unsigned field = (unsigned)(key >> 3), wt = key & 7;
-        if (wt == 0) {
-            if (wire_varint(p, len, &pos, &v)) return false;
-        } else if (wt == 1 || wt == 5) {
-            size_t w = wt == 1 ? 8 : 4;
-            if (len - pos < w) return false;
-            pos += w;
-        } else if (wt == 2) {
+        if (field == 2 && wt == 0) {
+            if (wire_varint(p, len, &pos, &v) || v > 5) return false;
+            has_elem_type = true;
+        } else if (field >= 1 && field <= 7 && field != 2 && wt == 2) {
             if (wire_varint(p, len, &pos, &v) || v > len - pos) return false;
-            if (field == 1 && v > 0) {
-                name_like = true;
-                for (size_t i = 0; i < v; i++)
-                    if (p[pos + i] < 0x20 || p[pos + i] > 0x7e) name_like = false;
-            }
             pos += (size_t)v;
         } else {
             return false;
         }
-        if ((field >= 4 && field <= 7) || (field >= 9 && field <= 11) || field == 13) has_data = true;
-        if (field == 3 || field > 14) has_3 = true;
     }
-    return !has_data && (has_3 || name_like);
+    return has_elem_type;
+}
+
+static int seq_error(const char *path)
+{
+    return kn_error(KN_ERR_UNSUPPORTED,
+                    "%s: holds a SequenceProto or OptionalProto, not a TensorProto; kiln supports only tensors", path);
 }
 
 int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name)
@@ -379,14 +374,13 @@ int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name)
     size_t len = 0;
     int st = kn_onnx_read_file(path, KN_ONNX_MAX_PROTO_BYTES, &buf, &len);
     if (st) return st;
-    if (looks_like_sequence(buf, len)) {
-        free(buf);
-        return kn_error(KN_ERR_UNSUPPORTED,
-                        "%s: holds a SequenceProto or OptionalProto, not a TensorProto; kiln supports only tensors", path);
-    }
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+    bool seq = looks_like_sequence(buf, len);
     free(buf);
-    if (!tp) return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX TensorProto (protobuf parse failed)", path);
+    if (!tp) {
+        if (seq) return seq_error(path);
+        return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX TensorProto (protobuf parse failed)", path);
+    }
     char what[300];
     snprintf(what, sizeof what, "tensor '%s'", tp->name ? tp->name : "");
     /* external data of a tensor file lives beside it, like a model's */
@@ -407,6 +401,7 @@ int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name)
     }
     free(dir);
     onnx__tensor_proto__free_unpacked(tp, NULL);
+    if (st && seq) return seq_error(path); /* the tensor reading was nonsense */
     if (st) kn_error_prefix("%s: ", path);
     return st;
 }
