@@ -55,6 +55,27 @@ int kn_k_compress(const kn_tensor *x, const kn_tensor *cond, int axis, kn_tensor
  * occurrence. */
 int kn_k_unique(const kn_tensor *x, int axis, bool sorted, kn_tensor out[4]);
 
+/* ---- 'misc' ops ---------------------------------------------------------------- */
+
+typedef enum kn_loss_reduction { KN_LOSS_NONE, KN_LOSS_SUM, KN_LOSS_MEAN } kn_loss_reduction;
+
+/* Negative log-likelihood: x is (N, C, d1..dk) log-probabilities, target
+ * (N, d1..dk) integer classes, weight (C) or NULL. Targets equal to
+ * ignore_index (when has_ignore) contribute 0 and no weight; any other
+ * target outside [0, C) is an error. out is preallocated: target's shape for
+ * KN_LOSS_NONE, a scalar otherwise (mean divides by the summed weights). */
+int kn_k_nll_loss(const kn_tensor *x, const kn_tensor *target, const kn_tensor *weight,
+                  bool has_ignore, int64_t ignore_index, kn_loss_reduction red, kn_tensor *out);
+
+/* log(softmax(x)) along axis 1 into the preallocated out (x's shape). */
+int kn_k_log_softmax_axis1(const kn_tensor *x, kn_tensor *out);
+
+typedef enum kn_window_kind { KN_WINDOW_HANN, KN_WINDOW_HAMMING, KN_WINDOW_BLACKMAN } kn_window_kind;
+
+/* Fills the preallocated 1-D out with a window of its length (periodic: the
+ * denominator is N, else N - 1). */
+int kn_k_window(kn_window_kind kind, bool periodic, kn_tensor *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -303,3 +303,84 @@ done:
     free(rank_of);
     return st;
 }
+
+/* ---- losses --------------------------------------------------------------------------- */
+
+int kn_k_nll_loss(const kn_tensor *x, const kn_tensor *target, const kn_tensor *weight,
+                  bool has_ignore, int64_t ignore_index, kn_loss_reduction red, kn_tensor *out)
+{
+    if (x->rank < 2 || target->rank != x->rank - 1)
+        return kn_error(KN_ERR_INVALID, "loss: input rank %d and target rank %d do not fit (N, C, ...) / (N, ...)",
+                        x->rank, target->rank);
+    if (target->dims[0] != x->dims[0])
+        return kn_error(KN_ERR_INVALID, "loss: target batch %lld differs from input batch %lld",
+                        (long long)target->dims[0], (long long)x->dims[0]);
+    for (int i = 2; i < x->rank; i++)
+        if (target->dims[i - 1] != x->dims[i])
+            return kn_error(KN_ERR_INVALID, "loss: target dim %d is %lld, input has %lld", i - 1,
+                            (long long)target->dims[i - 1], (long long)x->dims[i]);
+    int64_t N = x->dims[0], C = x->dims[1], D = 1;
+    for (int i = 2; i < x->rank; i++) D *= x->dims[i];
+    if (weight && (weight->rank != 1 || weight->dims[0] != C))
+        return kn_error(KN_ERR_INVALID, "loss: weight must have shape (%lld)", (long long)C);
+    double sum = 0, wsum = 0;
+    for (int64_t nn = 0; nn < N; nn++)
+        for (int64_t d = 0; d < D; d++) {
+            size_t ti = (size_t)(nn * D + d);
+            int64_t t = kn_load_i64(target->dtype, target->data, ti);
+            double l = 0, w = 0;
+            if (!(has_ignore && t == ignore_index)) {
+                if (t < 0 || t >= C)
+                    return kn_error(KN_ERR_INVALID, "loss: target %lld is outside [0, %lld)", (long long)t, (long long)C);
+                w = weight ? kn_load_f64(weight->dtype, weight->data, (size_t)t) : 1.0;
+                l = -kn_load_f64(x->dtype, x->data, (size_t)((nn * C + t) * D + d)) * w;
+            }
+            if (red == KN_LOSS_NONE) kn_store_f64(out->dtype, out->data, ti, l);
+            sum += l;
+            wsum += w;
+        }
+    if (red == KN_LOSS_SUM) kn_store_f64(out->dtype, out->data, 0, sum);
+    if (red == KN_LOSS_MEAN) kn_store_f64(out->dtype, out->data, 0, sum / wsum);
+    return KN_OK;
+}
+
+int kn_k_log_softmax_axis1(const kn_tensor *x, kn_tensor *out)
+{
+    if (x->rank < 2) return kn_error(KN_ERR_INVALID, "log-softmax: rank %d, expected >= 2", x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], D = 1;
+    for (int i = 2; i < x->rank; i++) D *= x->dims[i];
+    for (int64_t nn = 0; nn < N; nn++)
+        for (int64_t d = 0; d < D; d++) {
+            double m = -INFINITY, s = 0;
+            for (int64_t c = 0; c < C; c++) {
+                double v = kn_load_f64(x->dtype, x->data, (size_t)((nn * C + c) * D + d));
+                if (v > m) m = v;
+            }
+            for (int64_t c = 0; c < C; c++)
+                s += exp(kn_load_f64(x->dtype, x->data, (size_t)((nn * C + c) * D + d)) - m);
+            double ls = m + log(s);
+            for (int64_t c = 0; c < C; c++) {
+                size_t k = (size_t)((nn * C + c) * D + d);
+                kn_store_f64(out->dtype, out->data, k, kn_load_f64(x->dtype, x->data, k) - ls);
+            }
+        }
+    return KN_OK;
+}
+
+/* ---- windows -------------------------------------------------------------------------- */
+
+int kn_k_window(kn_window_kind kind, bool periodic, kn_tensor *out)
+{
+    int64_t n = kn_tensor_numel(out);
+    double den = (double)(periodic ? n : n - 1);
+    for (int64_t i = 0; i < n; i++) {
+        double a = 2 * M_PI * (double)i / den, v;
+        if (kind == KN_WINDOW_HANN) v = 0.5 - 0.5 * cos(a);
+        else if (kind == KN_WINDOW_HAMMING) v = 25.0 / 46.0 - (21.0 / 46.0) * cos(a);
+        else v = 0.42 - 0.5 * cos(a) + 0.08 * cos(2 * a);
+        /* A one-point symmetric window divides 0 by 0; torch gives 1. */
+        if (den == 0) v = 1.0;
+        kn_store_f64(out->dtype, out->data, (size_t)i, v);
+    }
+    return KN_OK;
+}
