@@ -229,7 +229,8 @@ static int put_attr_value(printer *p, const kn_attr *a, int ind)
     }
     fputc('[', p->f);
     for (int i = 0; i < a->n; i++) {
-        if (i) fputs(", ", p->f);
+        /* int lists read like shapes ([3,3]); other lists get a space */
+        if (i) fputs(a->kind == KN_ATTR_INTS ? "," : ", ", p->f);
         if (a->kind == KN_ATTR_FLOATS) put_float(p, a->floats[i], false);
         else if (a->kind == KN_ATTR_INTS) fprintf(p->f, "%" PRId64, a->ints[i]);
         else if (a->kind == KN_ATTR_STRINGS) put_str(p, a->strings[i]);
