@@ -76,6 +76,32 @@ typedef enum kn_window_kind { KN_WINDOW_HANN, KN_WINDOW_HAMMING, KN_WINDOW_BLACK
  * denominator is N, else N - 1). */
 int kn_k_window(kn_window_kind kind, bool periodic, kn_tensor *out);
 
+/* Center crop / zero pad of x to out's shape (same rank): along each axis the
+ * window starts at floor((in - out) / 2) (crop) or is placed at
+ * floor((out - in) / 2) (pad). */
+int kn_k_center_crop_pad(const kn_tensor *x, kn_tensor *out);
+
+/* Reverses the first lens[b] steps along time_axis of each batch b (along
+ * batch_axis); lens is an integer tensor of dims[batch_axis] entries. */
+int kn_k_reverse_sequence(const kn_tensor *x, const kn_tensor *lens, int batch_axis, int time_axis,
+                          kn_tensor *out);
+
+typedef enum kn_gs_mode { KN_GS_NEAREST, KN_GS_LINEAR, KN_GS_CUBIC } kn_gs_mode;
+typedef enum kn_gs_pad { KN_GS_ZEROS, KN_GS_BORDER, KN_GS_REFLECTION } kn_gs_pad;
+
+/* GridSample: x (N, C, D1..Dk), grid (N, O1..Ok, k) with coordinates in
+ * [-1, 1] ordered innermost dim first; out (N, C, O1..Ok) preallocated. */
+int kn_k_grid_sample(const kn_tensor *x, const kn_tensor *grid, kn_gs_mode mode, kn_gs_pad pad,
+                     bool align_corners, kn_tensor *out);
+
+/* NonMaxSuppression: boxes (B, S, 4), scores (B, C, S). Allocates out
+ * (i64 [count, 3] of batch, class, box). Only boxes scoring above
+ * score_threshold (when has_score_threshold) are candidates; a candidate is
+ * dropped when its IoU with a kept box exceeds iou_threshold. */
+int kn_k_nms(const kn_tensor *boxes, const kn_tensor *scores, int64_t max_per_class,
+             double iou_threshold, bool has_score_threshold, double score_threshold,
+             bool center_point_box, kn_tensor *out);
+
 #ifdef __cplusplus
 }
 #endif
