@@ -62,6 +62,12 @@ static int alloc_out(const kn_node *n, kn_tensor *out, int i, kn_dtype dt, int r
     return st ? kn_node_error(n, st, "output %d: %s", i, kn_last_error()) : KN_OK;
 }
 
+/* Output i if the node produces it (allocated by alloc_out), else NULL. */
+static kn_tensor *opt_out(const kn_node *n, kn_tensor *out, int i)
+{
+    return i < n->n_outputs && n->outputs[i] && out[i].data ? &out[i] : NULL;
+}
+
 /* Status of a kernel call, with the node named in the message. */
 static int kernel_status(const kn_node *n, int st)
 {
@@ -500,7 +506,7 @@ static int eval_batchnorm(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *c
     if ((st = alloc_out(n, out, 0, x->dtype, x->rank, x->dims))) return st;
     if ((st = alloc_out(n, out, 1, in[3]->dtype, 1, &C))) return st;
     if ((st = alloc_out(n, out, 2, in[4]->dtype, 1, &C))) return st;
-    kn_tensor *rm = out[1].data ? &out[1] : NULL, *rv = out[2].data ? &out[2] : NULL;
+    kn_tensor *rm = opt_out(n, out, 1), *rv = opt_out(n, out, 2);
     if (kn_attr_int(n, "training_mode", 0))
         return kernel_status(n, kn_k_batchnorm_train(x, in[1], in[2], in[3], in[4], eps, mom, &out[0], rm, rv));
     /* Inference: the running statistics pass through unchanged. */
@@ -571,8 +577,8 @@ static int eval_layernorm(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *c
         (st = alloc_out(n, out, 2, sdt, x->rank, md)))
         return st;
     double eps = kn_attr_float(n, "epsilon", 1e-5f);
-    return kernel_status(n, kn_k_layernorm(x, axis, sc, b, eps, &out[0], out[1].data ? &out[1] : NULL,
-                                           out[2].data ? &out[2] : NULL));
+    return kernel_status(n, kn_k_layernorm(x, axis, sc, b, eps, &out[0], opt_out(n, out, 1),
+                                           opt_out(n, out, 2)));
 }
 
 /* ---- Instance / Group normalization, LRN, LpNormalization, MVN ----------------------- */
