@@ -160,8 +160,11 @@ static int read_exact(int fd, void *buf, size_t n, off_t off)
     return 0;
 }
 
-/* Fills t->data (already allocated, t->nbytes long) from the external file. */
-static int ext_load(const Onnx__TensorProto *tp, const char *what, const char *base_dir, kn_tensor *t)
+/* Allocates *t (shape from tp, nbytes long) and fills it from the external
+ * file, after checking that the file holds that many bytes: a hostile shape
+ * must not make us allocate before the data is known to exist. */
+static int ext_load(const Onnx__TensorProto *tp, const char *what, const char *base_dir, size_t nbytes,
+                    kn_tensor *t)
 {
     ext_info e;
     int st = ext_parse(tp, what, &e);
@@ -169,9 +172,9 @@ static int ext_load(const Onnx__TensorProto *tp, const char *what, const char *b
     if (!base_dir)
         return kn_error(KN_ERR_INVALID, "%s: external data '%s' but the model was not loaded from a file", what,
                         e.location);
-    if (e.length >= 0 && (uint64_t)e.length != t->nbytes)
+    if (e.length >= 0 && (uint64_t)e.length != nbytes)
         return kn_error(KN_ERR_INVALID, "%s: external data length is %lld bytes, expected %zu for its shape", what,
-                        (long long)e.length, t->nbytes);
+                        (long long)e.length, nbytes);
     char *path = NULL;
     st = ext_resolve(base_dir, e.location, what, &path);
     if (st) return st;
@@ -180,10 +183,12 @@ static int ext_load(const Onnx__TensorProto *tp, const char *what, const char *b
     if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         st = kn_error(KN_ERR_IO, "%s: external data file '%s' cannot be read%s%s", what, e.location,
                       fd < 0 ? ": " : " (not a regular file)", fd < 0 ? strerror(errno) : "");
-    } else if ((uint64_t)e.offset > (uint64_t)sb.st_size || t->nbytes > (uint64_t)sb.st_size - (uint64_t)e.offset) {
+    } else if ((uint64_t)e.offset > (uint64_t)sb.st_size || nbytes > (uint64_t)sb.st_size - (uint64_t)e.offset) {
         st = kn_error(KN_ERR_IO, "%s: external data file '%s' is too short (%lld bytes; need %zu at offset %lld)", what,
-                      e.location, (long long)sb.st_size, t->nbytes, (long long)e.offset);
-    } else if (t->nbytes && read_exact(fd, t->data, t->nbytes, (off_t)e.offset)) {
+                      e.location, (long long)sb.st_size, nbytes, (long long)e.offset);
+    } else if ((st = kn_tensor_alloc(t, (kn_dtype)tp->data_type, (int)tp->n_dims, tp->dims)) != KN_OK) {
+        kn_error_prefix("%s: ", what);
+    } else if (nbytes && read_exact(fd, t->data, nbytes, (off_t)e.offset)) {
         st = kn_error(KN_ERR_IO, "%s: reading external data file '%s' failed", what, e.location);
     }
     if (fd >= 0) close(fd);
@@ -199,7 +204,23 @@ static int count_mismatch(const char *what, const char *field, size_t have, int6
                     (long long)want);
 }
 
-/* Copies the typed field that ONNX uses for t's dtype into t->data. */
+/* The typed field ONNX uses for dt: its value count and name. */
+static size_t typed_count(const Onnx__TensorProto *tp, kn_dtype dt, const char **field)
+{
+    switch (dt) {
+    case KN_F32: *field = "float_data"; return tp->n_float_data;
+    case KN_F64: *field = "double_data"; return tp->n_double_data;
+    case KN_I64: *field = "int64_data"; return tp->n_int64_data;
+    case KN_U32:
+    case KN_U64: *field = "uint64_data"; return tp->n_uint64_data;
+    case KN_INT4:
+    case KN_UINT4: *field = "int32_data (packed 4-bit)"; return tp->n_int32_data;
+    default: *field = "int32_data"; return tp->n_int32_data;
+    }
+}
+
+/* Copies the typed field that ONNX uses for t's dtype into t->data (the
+ * counts were checked by the caller; the checks here are a second guard). */
 static int load_typed(const Onnx__TensorProto *tp, const char *what, kn_tensor *t, int64_t n)
 {
     kn_dtype dt = t->dtype;
@@ -261,21 +282,24 @@ int kn_onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *what, con
     int64_t n = 0;
     st = check_shape(tp, what, &n);
     if (st) return st;
-    st = kn_tensor_alloc(out, (kn_dtype)tp->data_type, (int)tp->n_dims, tp->dims);
-    if (st) {
-        kn_error_prefix("%s: ", what);
-        return st;
-    }
+    kn_dtype dt = (kn_dtype)tp->data_type;
+    size_t nbytes = kn_dtype_nbytes(dt, (size_t)n);
+    /* every source is size-checked before the tensor is allocated */
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        st = ext_load(tp, what, base_dir, out);
+        st = ext_load(tp, what, base_dir, nbytes, out);
     } else if (tp->has_raw_data) {
-        if (tp->raw_data.len != out->nbytes)
-            st = kn_error(KN_ERR_INVALID, "%s: raw_data has %zu bytes, expected %zu for %s", what, tp->raw_data.len,
-                          out->nbytes, kn_dtype_name(out->dtype));
-        else if (out->nbytes)
-            memcpy(out->data, tp->raw_data.data, out->nbytes);
+        if (tp->raw_data.len != nbytes)
+            return kn_error(KN_ERR_INVALID, "%s: raw_data has %zu bytes, expected %zu for %s", what, tp->raw_data.len,
+                            nbytes, kn_dtype_name(dt));
+        st = kn_tensor_alloc(out, dt, (int)tp->n_dims, tp->dims);
+        if (!st && nbytes) memcpy(out->data, tp->raw_data.data, nbytes);
     } else {
-        st = load_typed(tp, what, out, n);
+        const char *field;
+        size_t have = typed_count(tp, dt, &field);
+        size_t want = (dt == KN_INT4 || dt == KN_UINT4) ? nbytes : (size_t)n;
+        if (have != want) return count_mismatch(what, field, have, (int64_t)want);
+        st = kn_tensor_alloc(out, dt, (int)tp->n_dims, tp->dims);
+        if (!st) st = load_typed(tp, what, out, n);
     }
     if (!st && out->dtype == KN_BOOL) /* keep bools 0/1 whatever the file held */
         for (size_t i = 0; i < out->nbytes; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
