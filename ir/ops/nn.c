@@ -675,33 +675,53 @@ static int eval_mvn(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
 
 /* ---- MaxUnpool --------------------------------------------------------------------- */
 
-/* Output dims of MaxUnpool: from the output_shape input (os, -1 if absent /
- * unknown) or from the pooling attributes. */
-static int unpool_geometry(const kn_node *n, int rank, const int64_t *xd, const kn_tensor *os, int64_t *od)
+/* Dims of MaxUnpool: `nat` is the shape the pooling attributes imply (the
+ * space the indices address); od is the output_shape input's value when
+ * given (os non-NULL), else nat. */
+static int unpool_geometry(const kn_node *n, int rank, const int64_t *xd, const kn_tensor *os, int64_t *nat,
+                           int64_t *od)
 {
     int nsp = rank - 2, st = check_nchw(n, rank, "X");
     if (st) return st;
-    if (os) {
-        int64_t v[KN_MAX_RANK];
-        int c = kn_tensor_read_ints(os, v, KN_MAX_RANK);
-        if (c < 0) return kn_node_error(n, KN_ERR_INVALID, "output_shape: %s", kn_last_error());
-        if (c != rank) return kn_node_error(n, KN_ERR_INVALID, "output_shape has %d values, expected %d", c, rank);
-        for (int d = 0; d < rank; d++) {
-            if (v[d] < 0) return kn_node_error(n, KN_ERR_INVALID, "output_shape[%d] is negative", d);
-            od[d] = v[d];
-        }
-        return KN_OK;
-    }
     kn_nn_window w;
     const int64_t *ks;
     if (kn_attr_ints(n, "kernel_shape", &ks) != nsp)
         return kn_node_error(n, KN_ERR_INVALID, "kernel_shape must have %d values", nsp);
     if ((st = window_ints(n, "kernel_shape", nsp, 1, 1, w.kernel)) || (st = read_window(n, nsp, &w))) return st;
-    od[0] = xd[0];
-    od[1] = xd[1];
-    for (int d = 0; d < nsp; d++)
-        od[2 + d] = xd[2 + d] < 0 ? -1 : (xd[2 + d] - 1) * w.strides[d] + w.kernel[d] - w.pads[d] - w.pads[nsp + d];
+    nat[0] = xd[0];
+    nat[1] = xd[1];
+    for (int d = 0; d < nsp; d++) {
+        nat[2 + d] = xd[2 + d] < 0 ? -1 : (xd[2 + d] - 1) * w.strides[d] + w.kernel[d] - w.pads[d] - w.pads[nsp + d];
+        if (xd[2 + d] >= 0 && nat[2 + d] < 0)
+            return kn_node_error(n, KN_ERR_INVALID, "spatial axis %d: pads exceed the unpooled size", d);
+    }
+    memcpy(od, nat, sizeof(int64_t) * (size_t)rank);
+    if (!os) return KN_OK;
+    int64_t v[KN_MAX_RANK];
+    int c = kn_tensor_read_ints(os, v, KN_MAX_RANK);
+    if (c < 0) return kn_node_error(n, KN_ERR_INVALID, "output_shape: %s", kn_last_error());
+    if (c != rank) return kn_node_error(n, KN_ERR_INVALID, "output_shape has %d values, expected %d", c, rank);
+    for (int d = 0; d < rank; d++) {
+        if (v[d] < 0) return kn_node_error(n, KN_ERR_INVALID, "output_shape[%d] is negative", d);
+        od[d] = v[d];
+    }
     return KN_OK;
+}
+
+/* Copies the overlapping corner (from index 0 on every axis) of src into dst. */
+static void copy_corner(const kn_tensor *src, kn_tensor *dst)
+{
+    int64_t dims[KN_MAX_RANK], ss[KN_MAX_RANK], ds[KN_MAX_RANK];
+    size_t es = kn_dtype_size(src->dtype);
+    for (int d = 0; d < src->rank; d++) dims[d] = src->dims[d] < dst->dims[d] ? src->dims[d] : dst->dims[d];
+    int64_t cnt = kn_shape_numel(src->rank, dims);
+    kn_shape_strides(src->rank, src->dims, ss);
+    kn_shape_strides(dst->rank, dst->dims, ds);
+    kn_index it;
+    kn_index_init(&it, src->rank, dims);
+    for (int64_t i = 0; i < cnt; i++, kn_index_next(&it))
+        memcpy((char *)dst->data + (size_t)kn_index_offset(&it, ds) * es,
+               (const char *)src->data + (size_t)kn_index_offset(&it, ss) * es, es);
 }
 
 static int infer_maxunpool(kn_node *n)
@@ -711,14 +731,12 @@ static int infer_maxunpool(kn_node *n)
     int xr = in_dims(n, 0, xd, &dt);
     kn_value *osv = kn_node_input(n, 2);
     if (xr < 0 || (osv && !osv->const_data)) {
-        set_out(n, 0, dt, xr, NULL);
-        if (xr >= 0) {
-            for (int d = 0; d < xr; d++) od[d] = -1;
-            set_out(n, 0, dt, xr, od);
-        }
+        for (int d = 0; d < xr; d++) od[d] = -1; /* rank known, dims from runtime data */
+        set_out(n, 0, dt, xr, od);
         return KN_OK;
     }
-    int st = unpool_geometry(n, xr, xd, osv ? osv->const_data : NULL, od);
+    int64_t nat[KN_MAX_RANK];
+    int st = unpool_geometry(n, xr, xd, osv ? osv->const_data : NULL, nat, od);
     if (st) return st;
     set_out(n, 0, dt, xr, od);
     return KN_OK;
@@ -732,10 +750,20 @@ static int eval_maxunpool(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *c
     if (!kn_dtype_info(in[1]->dtype)->is_integer)
         return kn_node_error(n, KN_ERR_INVALID, "indices have dtype %s, expected an integer type", kn_dtype_name(in[1]->dtype));
     if (!kn_dtype_size(in[0]->dtype)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "packed dtypes are not supported");
-    int64_t od[KN_MAX_RANK];
-    if ((st = unpool_geometry(n, in[0]->rank, in[0]->dims, kn_node_input(n, 2) ? in[2] : NULL, od))) return st;
-    if ((st = alloc_out(n, out, 0, in[0]->dtype, in[0]->rank, od))) return st;
-    return kernel_status(n, kn_k_maxunpool(in[0], in[1], &out[0]));
+    int64_t od[KN_MAX_RANK], nat[KN_MAX_RANK];
+    const kn_tensor *x = in[0];
+    if ((st = unpool_geometry(n, x->rank, x->dims, kn_node_input(n, 2) ? in[2] : NULL, nat, od))) return st;
+    if ((st = alloc_out(n, out, 0, x->dtype, x->rank, od))) return st;
+    if (!memcmp(nat, od, sizeof(int64_t) * (size_t)x->rank))
+        return kernel_status(n, kn_k_maxunpool(x, in[1], &out[0]));
+    /* Indices address the attribute-implied shape; output_shape only pads
+     * (or crops) that result at the end of each axis, as onnxruntime does. */
+    kn_tensor tmp = {0};
+    if ((st = kn_tensor_alloc(&tmp, x->dtype, x->rank, nat))) return kn_node_error(n, st, "%s", kn_last_error());
+    st = kernel_status(n, kn_k_maxunpool(x, in[1], &tmp));
+    if (!st) copy_corner(&tmp, &out[0]);
+    kn_tensor_free(&tmp);
+    return st;
 }
 
 /* ---- MaxRoiPool and RoiAlign -------------------------------------------------------- */
