@@ -8,6 +8,7 @@
  * and to the class of dtypes it accepts. Attributes become kernel parameters
  * here, so the kernels never see the IR.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -201,6 +202,28 @@ static int bin_kop(const kn_node *n, const bin_desc *d, kn_binary_op *out)
     return KN_OK;
 }
 
+/* Before opset 7, arithmetic, logic and comparisons broadcast B only when
+ * broadcast=1, aligning B's dims with A's from `axis` on (default: the
+ * trailing dims, as numpy does). Gives in *out_dims B's dims padded with
+ * trailing 1s so that numpy broadcasting does the rest; false if the node
+ * uses numpy rules as is. */
+static bool legacy_bcast(const kn_node *n, int rank_a, int rank_b, int *out_rank, int64_t *out_dims,
+                         const int64_t *dims_b, int *st)
+{
+    *st = KN_OK;
+    if (kn_node_opset(n) >= 7 || !kn_attr_int(n, "broadcast", 0) || !kn_node_attr(n, "axis")) return false;
+    int64_t axis = kn_attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank_a;
+    if (axis < 0 || axis + rank_b > rank_a) {
+        *st = kn_node_error(n, KN_ERR_INVALID, "axis %lld does not fit B of rank %d in A of rank %d",
+                            (long long)kn_attr_int(n, "axis", 0), rank_b, rank_a);
+        return false;
+    }
+    *out_rank = rank_a - (int)axis;
+    for (int i = 0; i < *out_rank; i++) out_dims[i] = i < rank_b ? dims_b[i] : 1;
+    return true;
+}
+
 static int infer_binary(kn_node *n)
 {
     const bin_desc *d = bin_find(n->op);
@@ -219,7 +242,20 @@ static int infer_binary(kn_node *n)
         st = common_dtype(n, 0, 2, d->ty, &dt);
     }
     if (st) return st;
-    return infer_bcast(n, 0, 2, dt == KN_DT_UNDEFINED ? dt : kn_k_binary_out_dtype(k, dt));
+    dt = dt == KN_DT_UNDEFINED ? dt : kn_k_binary_out_dtype(k, dt);
+    const kn_shape *sa = &n->inputs[0]->shape, *sb = &n->inputs[1]->shape;
+    if (sa->rank >= 0 && sb->rank >= 0 && kn_node_opset(n) < 7) {
+        kn_shape b = *sb;
+        if (legacy_bcast(n, sa->rank, sb->rank, &b.rank, b.dims, sb->dims, &st)) {
+            for (int i = sb->rank; i < b.rank; i++) b.sym[i] = NULL;
+            kn_shape o = *sa;
+            st = merge_shape(n, &o, &b);
+            if (!st) kn_infer_set_shape(n, 0, dt, &o);
+            return st;
+        }
+        if (st) return st;
+    }
+    return infer_bcast(n, 0, 2, dt);
 }
 
 static int eval_binary(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
@@ -232,8 +268,17 @@ static int eval_binary(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *cons
     int st = bin_kop(n, d, &k);
     if (!st) st = check_ty(n, 0, in[0]->dtype, d->ty);
     if (st) return st;
-    st = kn_k_broadcast_alloc(2, in, kn_k_binary_out_dtype(k, in[0]->dtype), &out[0]);
-    if (!st) st = kn_k_binary(k, in[0], in[1], &out[0]);
+    kn_tensor b_view;
+    const kn_tensor *ab[2] = {in[0], in[1]};
+    int64_t dims[KN_MAX_RANK];
+    int rank;
+    if (legacy_bcast(n, in[0]->rank, in[1]->rank, &rank, dims, in[1]->dims, &st)) {
+        st = kn_tensor_view(&b_view, in[1], rank, dims);
+        ab[1] = &b_view;
+    }
+    if (st) return st;
+    st = kn_k_broadcast_alloc(2, ab, kn_k_binary_out_dtype(k, in[0]->dtype), &out[0]);
+    if (!st) st = kn_k_binary(k, ab[0], ab[1], &out[0]);
     return st ? kernel_fail(n, st) : KN_OK;
 }
 
@@ -437,21 +482,17 @@ static int eval_clip(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const 
     int st = check_ty(n, 0, in[0]->dtype, TY_NUM);
     if (st) return st;
     const kn_tensor *lo = n->n_inputs > 1 ? in[1] : NULL, *hi = n->n_inputs > 2 ? in[2] : NULL;
-    /* before opset 11 the bounds are float attributes */
-    float flo = 0, fhi = 0;
+    /* before opset 11 the bounds are float attributes whose defaults are
+     * the float range (so they do clip infinities) */
+    float flo = -FLT_MAX, fhi = FLT_MAX;
     kn_tensor tlo, thi;
     if (kn_node_opset(n) < 11) {
-        const kn_attr *a = kn_node_attr(n, "min"), *b = kn_node_attr(n, "max");
-        if (a) {
-            flo = a->f;
-            tlo = (kn_tensor){.dtype = KN_F32, .rank = 0, .data = &flo, .nbytes = sizeof flo};
-            lo = &tlo;
-        }
-        if (b) {
-            fhi = b->f;
-            thi = (kn_tensor){.dtype = KN_F32, .rank = 0, .data = &fhi, .nbytes = sizeof fhi};
-            hi = &thi;
-        }
+        flo = kn_attr_float(n, "min", flo);
+        fhi = kn_attr_float(n, "max", fhi);
+        tlo = (kn_tensor){.dtype = KN_F32, .rank = 0, .data = &flo, .nbytes = sizeof flo};
+        thi = (kn_tensor){.dtype = KN_F32, .rank = 0, .data = &fhi, .nbytes = sizeof fhi};
+        lo = &tlo;
+        hi = &thi;
     }
     st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
     if (!st) st = kn_k_clip(in[0], lo, hi, &out[0]);
@@ -481,13 +522,33 @@ static int eval_where(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const
 
 /* ---- Cast, CastLike --------------------------------------------------------------------- */
 
+/* The ONNX type code of a TensorProto.DataType name; -1 if unknown. */
+static int64_t legacy_type_code(const char *name)
+{
+    static const struct { const char *name; kn_dtype dt; } k_names[] = {
+        {"FLOAT", KN_F32}, {"UINT8", KN_U8}, {"INT8", KN_I8}, {"UINT16", KN_U16}, {"INT16", KN_I16},
+        {"INT32", KN_I32}, {"INT64", KN_I64}, {"BOOL", KN_BOOL}, {"FLOAT16", KN_F16}, {"DOUBLE", KN_F64},
+        {"UINT32", KN_U32}, {"UINT64", KN_U64}, {"BFLOAT16", KN_BF16},
+    };
+    for (size_t i = 0; name && i < sizeof k_names / sizeof k_names[0]; i++)
+        if (strcmp(k_names[i].name, name) == 0) return k_names[i].dt;
+    return -1;
+}
+
 /* The target dtype of a Cast / CastLike node (from attribute 'to' or input 1). */
 static int cast_target(const kn_node *n, kn_dtype like, kn_dtype *out)
 {
     int64_t to = like;
     if (n->op == KN_OP_Cast) {
-        if (!kn_node_attr(n, "to")) return kn_node_error(n, KN_ERR_INVALID, "attribute 'to' is required");
-        to = kn_attr_int(n, "to", 0);
+        const kn_attr *a = kn_node_attr(n, "to");
+        if (!a) return kn_node_error(n, KN_ERR_INVALID, "attribute 'to' is required");
+        if (a->kind == KN_ATTR_STRING) {
+            /* before opset 6, 'to' named the type ("FLOAT") */
+            to = legacy_type_code(a->s);
+            if (to < 0) return kn_node_error(n, KN_ERR_UNSUPPORTED, "cast to type '%s' is not supported", a->s);
+        } else {
+            to = kn_attr_int(n, "to", 0);
+        }
     }
     *out = (kn_dtype)to;
     if (to == KN_DT_UNDEFINED) return KN_OK; /* CastLike whose target is not known yet */

@@ -407,8 +407,8 @@ static double un_f(kn_unary_op op, const kn_unary_params *p, double x)
     case KN_UN_RELU: return x > 0 ? x : isnan(x) ? x : 0.0;
     case KN_UN_LEAKYRELU: return x < 0 ? p->alpha * x : x;
     case KN_UN_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case KN_UN_HARDSIGMOID: return fmax(0.0, fmin(1.0, p->alpha * x + p->beta));
-    case KN_UN_HARDSWISH: return x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5));
+    case KN_UN_HARDSIGMOID: return isnan(x) ? x : fmax(0.0, fmin(1.0, p->alpha * x + p->beta));
+    case KN_UN_HARDSWISH: return isnan(x) ? x : x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5));
     case KN_UN_TANH: return tanh(x);
     case KN_UN_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case KN_UN_GELU_TANH:
