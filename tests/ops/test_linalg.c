@@ -1,0 +1,411 @@
+/* Unit tests of the linalg kernels and op definitions: hand-checked matrix
+ * products (broadcasting, 1-D operands, transposes), the blocked float32 GEMM
+ * against a naive loop, softmax family, einsum, Det, quantization round
+ * trips and rounding, integer products and convolution, error messages. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "eval.h"
+#include "ir.h"
+#include "k_linalg.h"
+
+/* A borrowed tensor over caller data. */
+static kn_tensor view(kn_dtype dt, void *data, int rank, const int64_t *dims)
+{
+    kn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+    t.data = data;
+    t.nbytes = kn_dtype_nbytes(dt, (size_t)kn_shape_numel(rank, dims));
+    return t;
+}
+
+static kn_tensor run_matmul(const kn_tensor *a, const kn_tensor *b)
+{
+    int r;
+    int64_t d[KN_MAX_RANK];
+    kn_tensor y;
+    assert_int_equal(kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, d), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&y, a->dtype, r, d), KN_OK);
+    if (kn_k_matmul(a, b, &y)) fail_msg("%s", kn_last_error());
+    return y;
+}
+
+static void test_matmul_2d_and_1d(void **state)
+{
+    (void)state;
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12}, v[3] = {1, 0, -1};
+    kn_tensor ta = view(KN_F32, a, 2, (int64_t[]){2, 3}), tb = view(KN_F32, b, 2, (int64_t[]){3, 2});
+    kn_tensor y = run_matmul(&ta, &tb);
+    assert_int_equal(y.rank, 2);
+    const float want[4] = {58, 64, 139, 154};
+    for (int i = 0; i < 4; i++) assert_true(((float *)y.data)[i] == want[i]);
+    kn_tensor_free(&y);
+
+    /* [2,3] @ [3] → [2]; [3] @ [3,2] → [2]; [3] @ [3] → scalar */
+    kn_tensor tv = view(KN_F32, v, 1, (int64_t[]){3});
+    y = run_matmul(&ta, &tv);
+    assert_int_equal(y.rank, 1);
+    assert_true(((float *)y.data)[0] == -2 && ((float *)y.data)[1] == -2);
+    kn_tensor_free(&y);
+    y = run_matmul(&tv, &tb);
+    assert_int_equal(y.rank, 1);
+    assert_true(((float *)y.data)[0] == -4 && ((float *)y.data)[1] == -4);
+    kn_tensor_free(&y);
+    y = run_matmul(&tv, &tv);
+    assert_int_equal(y.rank, 0);
+    assert_true(((float *)y.data)[0] == 2);
+    kn_tensor_free(&y);
+}
+
+static void test_matmul_broadcast_int(void **state)
+{
+    (void)state;
+    /* a [2,1,2,2] @ b [3,2,2] → [2,3,2,2]; b[j] = j*I, so y[i][j] = j * a[i] */
+    int32_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[12] = {0, 0, 0, 0, 1, 0, 0, 1, 2, 0, 0, 2};
+    kn_tensor ta = view(KN_I32, a, 4, (int64_t[]){2, 1, 2, 2}), tb = view(KN_I32, b, 3, (int64_t[]){3, 2, 2});
+    kn_tensor y = run_matmul(&ta, &tb);
+    assert_int_equal(y.rank, 4);
+    assert_int_equal(y.dims[0], 2);
+    assert_int_equal(y.dims[1], 3);
+    const int32_t *p = y.data;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) assert_int_equal(p[(i * 3 + j) * 4 + k], j * a[i * 4 + k]);
+    kn_tensor_free(&y);
+    /* int32 products wrap like two's complement instead of being UB */
+    int32_t big[2] = {INT32_MAX, 2}, two[2] = {2, 0};
+    kn_tensor tbig = view(KN_I32, big, 1, (int64_t[]){2}), ttwo = view(KN_I32, two, 1, (int64_t[]){2});
+    y = run_matmul(&tbig, &ttwo);
+    assert_int_equal(((int32_t *)y.data)[0], -2);
+    kn_tensor_free(&y);
+}
+
+static void test_matmul_shape_errors(void **state)
+{
+    (void)state;
+    int r;
+    int64_t d[KN_MAX_RANK];
+    assert_int_equal(kn_k_matmul_shape(2, (int64_t[]){2, 3}, 2, (int64_t[]){4, 5}, &r, d), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "inner"));
+    assert_int_equal(kn_k_matmul_shape(3, (int64_t[]){2, 2, 3}, 3, (int64_t[]){3, 3, 5}, &r, d), KN_ERR_INVALID);
+    assert_int_equal(kn_k_matmul_shape(0, NULL, 1, (int64_t[]){3}, &r, d), KN_ERR_INVALID);
+    /* unknown dims pass through */
+    assert_int_equal(kn_k_matmul_shape(3, (int64_t[]){-1, 4, -1}, 2, (int64_t[]){7, 5}, &r, d), KN_OK);
+    assert_int_equal(r, 3);
+    assert_true(d[0] == -1 && d[1] == 4 && d[2] == 5);
+}
+
+/* The blocked GEMM against a naive double loop, across block edges and all
+ * four transpose combinations. */
+static void test_sgemm_blocked(void **state)
+{
+    (void)state;
+    const int64_t M = 37, N = 530, K = 300;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N);
+    assert_true(A && B && C);
+    srand(7);
+    for (int64_t i = 0; i < M * K; i++) A[i] = (float)(rand() % 200 - 100) / 37.0f;
+    for (int64_t i = 0; i < K * N; i++) B[i] = (float)(rand() % 200 - 100) / 41.0f;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        for (int64_t i = 0; i < M * N; i++) C[i] = 1.0f;
+        int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        assert_int_equal(kn_k_sgemm(M, N, K, 0.5f, A, lda, ta, B, ldb, tb, C, N), KN_OK);
+        for (int64_t i = 0; i < M; i += 5)
+            for (int64_t j = 0; j < N; j += 7) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+                double want = 1.0 + 0.5 * s;
+                assert_true(fabs(C[i * N + j] - want) <= 1e-3 * (1 + fabs(want)));
+            }
+    }
+    free(A);
+    free(B);
+    free(C);
+}
+
+static void test_gemm_transposes_bias(void **state)
+{
+    (void)state;
+    /* transA of [[1,2],[3,4]]; transB of [[1,0],[0,1],[2,3]] (stored [N=3, K=2]) */
+    float a[4] = {1, 2, 3, 4}, bt[6] = {1, 0, 0, 1, 2, 3}, c[3] = {10, 20, 30};
+    kn_tensor ta = view(KN_F32, a, 2, (int64_t[]){2, 2}), tb = view(KN_F32, bt, 2, (int64_t[]){3, 2});
+    kn_tensor tc = view(KN_F32, c, 1, (int64_t[]){3}), y;
+    assert_int_equal(kn_tensor_alloc(&y, KN_F32, 2, (int64_t[]){2, 3}), KN_OK);
+    /* op(A) = [[1,3],[2,4]], op(B) = [[1,0,2],[0,1,3]] → [[1,3,11],[2,4,16]] */
+    assert_int_equal(kn_k_gemm(&ta, &tb, &tc, true, true, 2.0, 0.5, &y), KN_OK);
+    const float want[6] = {2 + 5, 6 + 10, 22 + 15, 4 + 5, 8 + 10, 32 + 15};
+    for (int i = 0; i < 6; i++) assert_true(((float *)y.data)[i] == want[i]);
+    kn_tensor_free(&y);
+    /* the same in f64 goes through the generic path */
+    double ad[4] = {1, 2, 3, 4}, bd[6] = {1, 0, 0, 1, 2, 3}, cd[3] = {10, 20, 30};
+    kn_tensor tad = view(KN_F64, ad, 2, (int64_t[]){2, 2}), tbd = view(KN_F64, bd, 2, (int64_t[]){3, 2});
+    kn_tensor tcd = view(KN_F64, cd, 1, (int64_t[]){3});
+    assert_int_equal(kn_tensor_alloc(&y, KN_F64, 2, (int64_t[]){2, 3}), KN_OK);
+    assert_int_equal(kn_k_gemm(&tad, &tbd, &tcd, true, true, 2.0, 0.5, &y), KN_OK);
+    for (int i = 0; i < 6; i++) assert_true(((double *)y.data)[i] == want[i]);
+    kn_tensor_free(&y);
+    /* a bias that cannot broadcast is an error, not a crash */
+    float bad[2] = {0, 0};
+    kn_tensor tbad = view(KN_F32, bad, 1, (int64_t[]){2});
+    assert_int_equal(kn_tensor_alloc(&y, KN_F32, 2, (int64_t[]){2, 3}), KN_OK);
+    assert_int_equal(kn_k_gemm(&ta, &tb, &tbad, true, true, 1.0, 1.0, &y), KN_ERR_INVALID);
+    kn_tensor_free(&y);
+}
+
+static void test_softmax_family(void **state)
+{
+    (void)state;
+    float x[6] = {1, 2, 3, -1, 1000, 1000};
+    kn_tensor tx = view(KN_F32, x, 2, (int64_t[]){2, 3}), y;
+    assert_int_equal(kn_tensor_alloc(&y, KN_F32, 2, tx.dims), KN_OK);
+    assert_int_equal(kn_k_softmax(&tx, 2, 3, 1, KN_K_SOFTMAX, &y), KN_OK);
+    const float *p = y.data;
+    for (int r = 0; r < 2; r++) assert_true(fabsf(p[3 * r] + p[3 * r + 1] + p[3 * r + 2] - 1.0f) < 1e-6f);
+    assert_true(p[2] > p[1] && p[1] > p[0]);
+    assert_true(fabsf(p[4] - 0.5f) < 1e-6f); /* large inputs do not overflow */
+    assert_int_equal(kn_k_softmax(&tx, 2, 3, 1, KN_K_LOGSOFTMAX, &y), KN_OK);
+    assert_true(fabsf(p[4] - logf(0.5f)) < 1e-6f);
+    /* along axis 0 of [2,3]: outer 1, n 2, inner 3; first max wins for hardmax */
+    float h[6] = {1, 5, 2, 1, 0, 7};
+    kn_tensor th = view(KN_F32, h, 2, (int64_t[]){2, 3});
+    assert_int_equal(kn_k_softmax(&th, 1, 2, 3, KN_K_HARDMAX, &y), KN_OK);
+    const float want[6] = {1, 1, 0, 0, 0, 1};
+    for (int i = 0; i < 6; i++) assert_true(p[i] == want[i]);
+    kn_tensor_free(&y);
+}
+
+static kn_tensor run_einsum(const char *eq, int n, const kn_tensor *const *in)
+{
+    int ranks[4], r;
+    const int64_t *dims[4];
+    int64_t d[KN_MAX_RANK];
+    for (int i = 0; i < n; i++) ranks[i] = in[i]->rank, dims[i] = in[i]->dims;
+    if (kn_k_einsum_shape(eq, n, ranks, dims, &r, d)) fail_msg("%s", kn_last_error());
+    kn_tensor y;
+    assert_int_equal(kn_tensor_alloc(&y, in[0]->dtype, r, d), KN_OK);
+    if (kn_k_einsum(eq, n, in, &y)) fail_msg("%s", kn_last_error());
+    return y;
+}
+
+static void test_einsum(void **state)
+{
+    (void)state;
+    double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12}, sq[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    kn_tensor ta = view(KN_F64, a, 2, (int64_t[]){2, 3}), tb = view(KN_F64, b, 2, (int64_t[]){3, 2});
+    kn_tensor ts = view(KN_F64, sq, 2, (int64_t[]){3, 3});
+    const kn_tensor *ab[2] = {&ta, &tb}, *s1[1] = {&ts}, *a1[1] = {&ta};
+    kn_tensor y = run_einsum("ij,jk", 2, ab); /* implicit output "ik" */
+    assert_int_equal(y.rank, 2);
+    assert_true(((double *)y.data)[0] == 58 && ((double *)y.data)[3] == 154);
+    kn_tensor_free(&y);
+    y = run_einsum("ii->i", 1, s1);
+    assert_true(((double *)y.data)[0] == 1 && ((double *)y.data)[1] == 5 && ((double *)y.data)[2] == 9);
+    kn_tensor_free(&y);
+    y = run_einsum("ii", 1, s1); /* trace */
+    assert_int_equal(y.rank, 0);
+    assert_true(((double *)y.data)[0] == 15);
+    kn_tensor_free(&y);
+    y = run_einsum("...j->j...", 1, a1);
+    assert_int_equal(y.dims[0], 3);
+    assert_true(((double *)y.data)[1] == 4);
+    kn_tensor_free(&y);
+    y = run_einsum("i j -> ", 1, a1);
+    assert_true(((double *)y.data)[0] == 21);
+    kn_tensor_free(&y);
+    int ranks[2] = {2, 2};
+    const int64_t *dims[2] = {ta.dims, ta.dims};
+    int r;
+    int64_t d[KN_MAX_RANK];
+    assert_int_equal(kn_k_einsum_shape("ij,jk->ik", 2, ranks, dims, &r, d), KN_ERR_INVALID);
+    assert_int_equal(kn_k_einsum_shape("ij->iz", 1, ranks, dims, &r, d), KN_ERR_INVALID);
+    assert_int_equal(kn_k_einsum_shape("i#", 1, ranks, dims, &r, d), KN_ERR_INVALID);
+}
+
+static void test_det(void **state)
+{
+    (void)state;
+    float m[2 * 9] = {2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 1, 0, 1, 0, 0, 0, 0, 1};
+    kn_tensor tm = view(KN_F32, m, 3, (int64_t[]){2, 3, 3}), y;
+    assert_int_equal(kn_tensor_alloc(&y, KN_F32, 1, (int64_t[]){2}), KN_OK);
+    assert_int_equal(kn_k_det(&tm, &y), KN_OK);
+    assert_true(fabsf(((float *)y.data)[0] - 24) < 1e-5f);
+    assert_true(fabsf(((float *)y.data)[1] + 1) < 1e-6f);
+    kn_tensor_free(&y);
+}
+
+static void test_quantize_round_trip(void **state)
+{
+    (void)state;
+    /* round half to even, saturation, zero point */
+    float x[6] = {0.5f, 1.5f, 2.5f, -3.0f, 1000.0f, -1000.0f}, s = 1.0f;
+    uint8_t zp = 10;
+    kn_tensor tx = view(KN_F32, x, 1, (int64_t[]){6}), ts = view(KN_F32, &s, 0, NULL);
+    kn_tensor tz = view(KN_U8, &zp, 0, NULL), q, back;
+    assert_int_equal(kn_tensor_alloc(&q, KN_U8, 1, tx.dims), KN_OK);
+    assert_int_equal(kn_k_quantize(&tx, &ts, &tz, 1, 0, &q), KN_OK);
+    const uint8_t want[6] = {10, 12, 12, 7, 255, 0};
+    for (int i = 0; i < 6; i++) assert_int_equal(((uint8_t *)q.data)[i], want[i]);
+    kn_tensor_free(&q);
+
+    /* per-axis int8: quantize then dequantize recovers values to within scale/2 */
+    float v[6] = {-1.0f, 0.3f, 0.9f, 10.0f, -7.5f, 3.3f}, sc[2] = {0.01f, 0.1f};
+    int8_t z2[2] = {0, -3};
+    kn_tensor tv = view(KN_F32, v, 2, (int64_t[]){2, 3}), tsc = view(KN_F32, sc, 1, (int64_t[]){2});
+    kn_tensor tz2 = view(KN_I8, z2, 1, (int64_t[]){2});
+    assert_int_equal(kn_tensor_alloc(&q, KN_I8, 2, tv.dims), KN_OK);
+    assert_int_equal(kn_k_quantize(&tv, &tsc, &tz2, 0, 0, &q), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&back, KN_F32, 2, tv.dims), KN_OK);
+    assert_int_equal(kn_k_dequantize(&q, &tsc, &tz2, 0, 0, &back), KN_OK);
+    for (int i = 0; i < 6; i++) assert_true(fabsf(((float *)back.data)[i] - v[i]) <= sc[i / 3] / 2 + 1e-6f);
+    kn_tensor_free(&back);
+    /* a per-axis scale of the wrong length is rejected */
+    float sc3[3] = {1, 1, 1};
+    kn_tensor tsc3 = view(KN_F32, sc3, 1, (int64_t[]){3});
+    assert_int_equal(kn_k_quantize(&tv, &tsc3, NULL, 0, 0, &q), KN_ERR_INVALID);
+    kn_tensor_free(&q);
+
+    /* dynamic quantization covers 0 and maps the range onto 0..255 */
+    float dx[4] = {-1.0f, 0.0f, 1.0f, 2.0f};
+    kn_tensor tdx = view(KN_F32, dx, 1, (int64_t[]){4}), y, ys, yz;
+    assert_int_equal(kn_tensor_alloc(&y, KN_U8, 1, tdx.dims), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&ys, KN_F32, 0, NULL), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&yz, KN_U8, 0, NULL), KN_OK);
+    assert_int_equal(kn_k_dynamic_quantize(&tdx, &y, &ys, &yz), KN_OK);
+    assert_true(fabsf(((float *)ys.data)[0] - 3.0f / 255) < 1e-7f);
+    assert_int_equal(((uint8_t *)yz.data)[0], 85);
+    assert_int_equal(((uint8_t *)y.data)[0], 0);
+    assert_int_equal(((uint8_t *)y.data)[3], 255);
+    kn_tensor_free(&y);
+    kn_tensor_free(&ys);
+    kn_tensor_free(&yz);
+}
+
+static void test_integer_products(void **state)
+{
+    (void)state;
+    /* (a - [1,2] per row) @ (b - [0,1] per column) */
+    uint8_t a[4] = {2, 3, 4, 5}, b[4] = {1, 2, 3, 4}, azp[2] = {1, 2}, bzp[2] = {0, 1};
+    kn_tensor ta = view(KN_U8, a, 2, (int64_t[]){2, 2}), tb = view(KN_U8, b, 2, (int64_t[]){2, 2});
+    kn_tensor tza = view(KN_U8, azp, 1, (int64_t[]){2}), tzb = view(KN_U8, bzp, 1, (int64_t[]){2}), y;
+    assert_int_equal(kn_tensor_alloc(&y, KN_I32, 2, (int64_t[]){2, 2}), KN_OK);
+    assert_int_equal(kn_k_matmul_integer(&ta, &tb, &tza, &tzb, &y), KN_OK);
+    /* A' = [[1,2],[2,3]], B' = [[1,1],[3,3]] */
+    const int32_t want[4] = {7, 7, 11, 11};
+    for (int i = 0; i < 4; i++) assert_int_equal(((int32_t *)y.data)[i], want[i]);
+    kn_tensor_free(&y);
+
+    /* ConvInteger: 1x1x3x3 input, 2x2 kernel of ones, x_zp 1, pads 1 on top/left */
+    uint8_t x[9] = {2, 2, 2, 2, 2, 2, 2, 2, 2}, w[4] = {1, 1, 1, 1}, xz = 1;
+    kn_tensor tx = view(KN_U8, x, 4, (int64_t[]){1, 1, 3, 3}), tw = view(KN_U8, w, 4, (int64_t[]){1, 1, 2, 2});
+    kn_tensor txz = view(KN_U8, &xz, 0, NULL);
+    kn_k_conv_params p = {.nsp = 2, .group = 1, .kernel = {2, 2}, .strides = {1, 1}, .dilations = {1, 1},
+                          .pad_begin = {1, 1}, .pad_end = {0, 0}};
+    int64_t od[2];
+    assert_int_equal(kn_k_conv_out_dims(&p, tx.dims + 2, od), KN_OK);
+    assert_true(od[0] == 3 && od[1] == 3);
+    assert_int_equal(kn_tensor_alloc(&y, KN_I32, 4, (int64_t[]){1, 1, 3, 3}), KN_OK);
+    assert_int_equal(kn_k_conv_integer(&tx, &tw, &txz, NULL, NULL, &p, &y), KN_OK);
+    const int32_t wc[9] = {1, 2, 2, 2, 4, 4, 2, 4, 4};
+    for (int i = 0; i < 9; i++) assert_int_equal(((int32_t *)y.data)[i], wc[i]);
+    kn_tensor_free(&y);
+    /* a kernel bigger than the padded input is an error */
+    kn_k_conv_params big = p;
+    big.kernel[0] = 9;
+    assert_int_equal(kn_k_conv_out_dims(&big, tx.dims + 2, od), KN_ERR_INVALID);
+}
+
+/* Through the IR: a mismatched inner dim is reported with the node's name by
+ * inference and by evaluation, and a good graph evaluates. */
+static void test_graph_matmul_errors(void **state)
+{
+    (void)state;
+    kn_model *m = kn_model_create();
+    assert_non_null(m);
+    kn_model_set_opset(m, "", 17);
+    kn_graph *g = m->graph;
+    kn_shape sa = {2, {-1, 3}, {"batch", NULL}}, sb = {2, {4, 5}, {NULL, NULL}};
+    kn_value *ins[2] = {kn_graph_add_input(g, "a", KN_F32, &sa), kn_graph_add_input(g, "b", KN_F32, &sb)};
+    kn_node *n = kn_node_create(g, KN_OP_MatMul, "proj_7", 2, ins, 1);
+    assert_non_null(n);
+    kn_graph_add_output(g, n->outputs[0]);
+    assert_int_not_equal(kn_graph_infer(g), KN_OK);
+    assert_non_null(strstr(kn_last_error(), "proj_7"));
+    assert_non_null(strstr(kn_last_error(), "inner"));
+    kn_model_free(m);
+
+    m = kn_model_create();
+    kn_model_set_opset(m, "", 17);
+    g = m->graph;
+    kn_shape sb2 = {2, {3, 2}, {NULL, NULL}};
+    kn_value *ok[2] = {kn_graph_add_input(g, "a", KN_F32, &sa), kn_graph_add_input(g, "b", KN_F32, &sb2)};
+    n = kn_node_create(g, KN_OP_MatMul, "mm", 2, ok, 1);
+    kn_graph_add_output(g, n->outputs[0]);
+    assert_int_equal(kn_graph_infer(g), KN_OK);
+    assert_int_equal(n->outputs[0]->shape.rank, 2);
+    assert_string_equal(n->outputs[0]->shape.sym[0], "batch");
+    assert_int_equal(n->outputs[0]->shape.dims[1], 2);
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12};
+    kn_tensor t[2] = {view(KN_F32, a, 2, (int64_t[]){2, 3}), view(KN_F32, b, 2, (int64_t[]){3, 2})};
+    const char *names[2] = {"a", "b"};
+    kn_tensor out[1];
+    memset(out, 0, sizeof out);
+    int st = kn_eval_model(m, 2, names, t, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_true(((float *)out[0].data)[3] == 154);
+    kn_tensor_free(&out[0]);
+    kn_model_free(m);
+}
+
+/* Prints (does not assert) the float32 GEMM speed on a BERT-sized product. */
+static void test_sgemm_speed_report(void **state)
+{
+    (void)state;
+    const int64_t M = 128, N = 768, K = 768;
+    float *A = calloc((size_t)(M * K), 4), *B = calloc((size_t)(K * N), 4), *C = calloc((size_t)(M * N), 4);
+    assert_true(A && B && C);
+    for (int64_t i = 0; i < M * K; i++) A[i] = (float)(i % 13) * 0.1f;
+    for (int64_t i = 0; i < K * N; i++) B[i] = (float)(i % 7) * 0.1f;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < 5; r++) assert_int_equal(kn_k_sgemm(M, N, K, 1.0f, A, K, false, B, N, false, C, N), KN_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("sgemm 128x768x768: %.2f GFLOP/s\n", 5 * 2.0 * M * N * K / s / 1e9);
+    free(A);
+    free(B);
+    free(C);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_2d_and_1d),
+        cmocka_unit_test(test_matmul_broadcast_int),
+        cmocka_unit_test(test_matmul_shape_errors),
+        cmocka_unit_test(test_sgemm_blocked),
+        cmocka_unit_test(test_gemm_transposes_bias),
+        cmocka_unit_test(test_softmax_family),
+        cmocka_unit_test(test_einsum),
+        cmocka_unit_test(test_det),
+        cmocka_unit_test(test_quantize_round_trip),
+        cmocka_unit_test(test_integer_products),
+        cmocka_unit_test(test_graph_matmul_errors),
+        cmocka_unit_test(test_sgemm_speed_report),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
