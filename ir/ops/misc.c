@@ -5,6 +5,7 @@
  * C kernels of runtime/kernels/misc.c.
  */
 #include <string.h>
+#include <strings.h>
 
 #include "../eval.h"
 #include "k_misc.h"
@@ -258,6 +259,113 @@ static int eval_nms(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
                                  kn_attr_int(n, "center_point_box", 0) != 0, &out[0]));
 }
 
+/* ---- RNN / GRU / LSTM ------------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    kn_rnn_act act;
+    int n_params; /* alpha, then beta, consumed from the attribute lists */
+    double alpha, beta;
+} k_acts[] = {
+    {"Tanh", KN_ACT_TANH, 0, 0, 0},           {"Sigmoid", KN_ACT_SIGMOID, 0, 0, 0},
+    {"Relu", KN_ACT_RELU, 0, 0, 0},           {"Affine", KN_ACT_AFFINE, 2, 1, 0},
+    {"LeakyRelu", KN_ACT_LEAKYRELU, 1, 0.01, 0}, {"ThresholdedRelu", KN_ACT_THRESHOLDEDRELU, 1, 1, 0},
+    {"ScaledTanh", KN_ACT_SCALEDTANH, 2, 1, 1}, {"HardSigmoid", KN_ACT_HARDSIGMOID, 2, 0.2, 0.5},
+    {"Elu", KN_ACT_ELU, 1, 1, 0},             {"Softsign", KN_ACT_SOFTSIGN, 0, 0, 0},
+    {"Softplus", KN_ACT_SOFTPLUS, 0, 0, 0},
+};
+
+/* Reads the attributes of an RNN/GRU/LSTM node into p. */
+static int rnn_params(const kn_node *n, kn_rnn_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = n->op == KN_OP_RNN ? KN_RNN_SIMPLE : n->op == KN_OP_GRU ? KN_RNN_GRU : KN_RNN_LSTM;
+    p->hidden = kn_attr_int(n, "hidden_size", -1);
+    const char *dir = kn_attr_string(n, "direction", "forward");
+    if (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) p->num_dir = 1;
+    else if (!strcmp(dir, "bidirectional")) p->num_dir = 2;
+    else return kn_node_error(n, KN_ERR_INVALID, "unknown direction '%s'", dir);
+    p->reverse = !strcmp(dir, "reverse");
+    p->layout = (int)kn_attr_int(n, "layout", 0);
+    p->linear_before_reset = kn_attr_int(n, "linear_before_reset", 0) != 0;
+    p->input_forget = kn_attr_int(n, "input_forget", 0) != 0;
+    p->clip = kn_attr_float(n, "clip", 0);
+    int per = p->kind == KN_RNN_SIMPLE ? 1 : p->kind == KN_RNN_GRU ? 2 : 3;
+    static const kn_rnn_act defaults[3] = {KN_ACT_SIGMOID, KN_ACT_TANH, KN_ACT_TANH};
+    const kn_attr *acts = kn_node_attr(n, "activations");
+    int nacts = acts && acts->kind == KN_ATTR_STRINGS ? acts->n : 0;
+    if (nacts && nacts != per * p->num_dir)
+        return kn_node_error(n, KN_ERR_INVALID, "%d activations given, expected %d", nacts, per * p->num_dir);
+    const float *al, *be;
+    int nal = kn_attr_floats(n, "activation_alpha", &al), nbe = kn_attr_floats(n, "activation_beta", &be);
+    int ia = 0, ib = 0;
+    for (int d = 0; d < p->num_dir; d++)
+        for (int k = 0; k < per; k++) {
+            p->act[d][k] = p->kind == KN_RNN_SIMPLE ? KN_ACT_TANH : defaults[k];
+            if (!nacts) continue;
+            const char *name = acts->strings[d * per + k];
+            size_t e = 0;
+            while (e < sizeof k_acts / sizeof k_acts[0] && strcasecmp(k_acts[e].name, name)) e++;
+            if (e == sizeof k_acts / sizeof k_acts[0])
+                return kn_node_error(n, KN_ERR_UNSUPPORTED, "activation '%s' is not supported", name);
+            p->act[d][k] = k_acts[e].act;
+            p->alpha[d][k] = k_acts[e].alpha;
+            p->beta[d][k] = k_acts[e].beta;
+            if (k_acts[e].n_params >= 1 && ia < nal) p->alpha[d][k] = al[ia++];
+            if (k_acts[e].n_params >= 2 && ib < nbe) p->beta[d][k] = be[ib++];
+        }
+    return KN_OK;
+}
+
+static int infer_rnn(kn_node *n)
+{
+    kn_rnn_params p;
+    int st = rnn_params(n, &p);
+    if (st) return st;
+    kn_value *x = n->inputs[0];
+    kn_shape y = kn_shape_unknown(), h = kn_shape_unknown();
+    if (x->shape.rank == 3) {
+        int64_t T = x->shape.dims[p.layout ? 1 : 0], B = x->shape.dims[p.layout ? 0 : 1];
+        y.rank = 4;
+        h.rank = 3;
+        int64_t yd[4] = {T, p.num_dir, B, p.hidden}, ydb[4] = {B, T, p.num_dir, p.hidden};
+        int64_t hd[3] = {p.num_dir, B, p.hidden}, hdb[3] = {B, p.num_dir, p.hidden};
+        memcpy(y.dims, p.layout ? ydb : yd, sizeof yd);
+        memcpy(h.dims, p.layout ? hdb : hd, sizeof hd);
+    }
+    kn_infer_set_shape(n, 0, x->dtype, &y);
+    kn_infer_set_shape(n, 1, x->dtype, &h);
+    kn_infer_set_shape(n, 2, x->dtype, &h);
+    return KN_OK;
+}
+
+static int eval_rnn(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    (void)ctx;
+    kn_rnn_params p;
+    int st = rnn_params(n, &p);
+    if (st) return st;
+    const kn_tensor *x = in[0];
+    if (x->rank != 3) return kn_node_error(n, KN_ERR_INVALID, "X rank %d, expected 3", x->rank);
+    if (p.hidden <= 0) return kn_node_error(n, KN_ERR_INVALID, "hidden_size must be given and positive");
+    int64_t T = x->dims[p.layout ? 1 : 0], B = x->dims[p.layout ? 0 : 1];
+    int64_t yd[4] = {T, p.num_dir, B, p.hidden}, ydb[4] = {B, T, p.num_dir, p.hidden};
+    int64_t hd[3] = {p.num_dir, B, p.hidden}, hdb[3] = {B, p.num_dir, p.hidden};
+    kn_tensor *outs[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n->n_outputs && i < 3; i++) {
+        if (!n->outputs[i]) continue;
+        st = i == 0 ? kn_tensor_alloc(&out[0], x->dtype, 4, p.layout ? ydb : yd)
+                    : kn_tensor_alloc(&out[i], x->dtype, 3, p.layout ? hdb : hd);
+        if (st) return node_fail(n, st);
+        outs[i] = &out[i];
+    }
+    const kn_tensor *opt[8] = {0};
+    for (int i = 3; i < n->n_inputs && i < 8; i++) opt[i] = kn_node_input(n, i) ? in[i] : NULL;
+    bool lstm = p.kind == KN_RNN_LSTM;
+    return node_fail(n, kn_k_rnn(&p, x, in[1], in[2], opt[3], opt[4], opt[5], lstm ? opt[6] : NULL,
+                                 lstm ? opt[7] : NULL, outs[0], outs[1], lstm ? outs[2] : NULL));
+}
+
 const kn_op_impl kn_ops_misc[] = {
     {KN_OP_NegativeLogLikelihoodLoss, infer_loss, eval_nll},
     {KN_OP_SoftmaxCrossEntropyLoss, infer_loss, eval_sce},
@@ -268,5 +376,8 @@ const kn_op_impl kn_ops_misc[] = {
     {KN_OP_ReverseSequence, infer_same0, eval_revseq},
     {KN_OP_GridSample, infer_gridsample, eval_gridsample},
     {KN_OP_NonMaxSuppression, infer_nms, eval_nms},
+    {KN_OP_RNN, infer_rnn, eval_rnn},
+    {KN_OP_GRU, infer_rnn, eval_rnn},
+    {KN_OP_LSTM, infer_rnn, eval_rnn},
     {KN_OP_UNKNOWN, NULL, NULL},
 };
