@@ -61,13 +61,6 @@ static int check_value(verifier *V, const kn_graph *g, const kn_value *v)
                             g->name, v->name, kn_dtype_name(v->dtype), v->shape.rank,
                             kn_dtype_name(t->dtype), t->rank);
     }
-    if (v->producer) {
-        const kn_node *p = v->producer;
-        if (v->producer_index < 0 || v->producer_index >= p->n_outputs ||
-            p->outputs[v->producer_index] != v)
-            return kn_error(KN_ERR_INVALID, "graph '%s': value '%s' names node '%s' as its producer, "
-                            "which does not output it", g->name, v->name, p->name);
-    }
     for (int k = 0; k < v->n_users; k++) {
         const kn_use *u = &v->users[k];
         if (!u->node || u->node->id < 0 || u->node->id >= V->m->n_node_ids || !V->live[u->node->id])
@@ -100,6 +93,11 @@ static int check_input(verifier *V, const kn_graph *g, const kn_node *n, int i)
         return kn_node_error(n, KN_ERR_INVALID, "input %d '%s' is not defined in graph '%s' or an enclosing graph",
                              i, v->name, g->name);
     if (!id_ok(V, v)) return kn_node_error(n, KN_ERR_INVALID, "input %d '%s' has a bad id", i, v->name);
+    /* a value left behind when a rewrite gave its node a new output */
+    const kn_node *p = v->producer;
+    if (p && (v->producer_index < 0 || v->producer_index >= p->n_outputs || p->outputs[v->producer_index] != v))
+        return kn_node_error(n, KN_ERR_INVALID, "input %d '%s' names node '%s' as its producer, which does not output it",
+                             i, v->name, p->name);
     if (!V->defined[v->id]) {
         if (v->producer && (v->producer->id < 0 || v->producer->id >= V->m->n_node_ids ||
                             !V->live[v->producer->id]))
