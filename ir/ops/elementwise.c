@@ -486,7 +486,7 @@ static int eval_clip(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const 
      * the float range (so they do clip infinities) */
     float flo = -FLT_MAX, fhi = FLT_MAX;
     kn_tensor tlo, thi;
-    if (kn_node_opset(n) < 11) {
+    if (kn_node_opset(n) < 11 && n->n_inputs == 1) {
         flo = kn_attr_float(n, "min", flo);
         fhi = kn_attr_float(n, "max", fhi);
         tlo = (kn_tensor){.dtype = KN_F32, .rank = 0, .data = &flo, .nbytes = sizeof flo};

@@ -32,7 +32,10 @@ static kkind kind_of(kn_dtype dt)
 static kval load(kn_dtype dt, kkind k, const void *p, int64_t i)
 {
     kval v;
-    if (k == KF) v.f = kn_load_f64(dt, p, (size_t)i);
+    /* the common cases inline; kn_load_* handles every dtype and conversion */
+    if (k == KF && dt == KN_F32) v.f = ((const float *)p)[i];
+    else if (k == KI && dt == KN_I64) v.i = ((const int64_t *)p)[i];
+    else if (k == KF) v.f = kn_load_f64(dt, p, (size_t)i);
     else if (k == KU) v.u = kn_load_u64(dt, p, (size_t)i);
     else v.i = kn_load_i64(dt, p, (size_t)i);
     return v;
@@ -79,6 +82,8 @@ static void store(kn_dtype dt, kkind k, void *p, int64_t i, kval v)
 
 static int check_data(const kn_tensor *t, const char *what)
 {
+    if (t->rank < 0 || t->rank > KN_MAX_RANK)
+        return kn_error(KN_ERR_INVALID, "%s has rank %d, outside [0, %d]", what, t->rank, KN_MAX_RANK);
     int64_t n = kn_tensor_numel(t);
     char buf[160];
     if (n < 0)
@@ -635,7 +640,10 @@ static void cast_row(void *vctx, int64_t len, int64_t o, const int64_t *off, con
 int kn_k_cast(const kn_tensor *x, kn_tensor *out)
 {
     char sa[160], sb[160];
-    if (x->rank != out->rank || memcmp(x->dims, out->dims, sizeof(int64_t) * (size_t)(x->rank > 0 ? x->rank : 0)))
+    int st = check_data(x, "input");
+    if (!st) st = check_data(out, "output");
+    if (st) return st;
+    if (x->rank != out->rank || memcmp(x->dims, out->dims, sizeof(int64_t) * (size_t)x->rank))
         return kn_error(KN_ERR_INVALID, "output shape %s differs from input shape %s",
                         kn_shape_str(out->rank, out->dims, sa, sizeof sa),
                         kn_shape_str(x->rank, x->dims, sb, sizeof sb));

@@ -308,6 +308,74 @@ static void test_graph_add(void **state)
     kn_model_free(m);
 }
 
+/* Builds a model at `opset` whose graph is one node of op on inputs named
+ * x (and y) typed like t[]; the caller adds attributes, then infers. */
+static void make_node1(int opset, kn_op op, kn_node **out_node, kn_model **out_m, int n_in, const kn_tensor *t)
+{
+    kn_model *m = kn_model_create();
+    kn_model_set_opset(m, "", opset);
+    kn_value *ins[2];
+    const char *names[2] = {"x", "y"};
+    for (int i = 0; i < n_in; i++) {
+        kn_shape s;
+        memset(&s, 0, sizeof s);
+        kn_shape_set(&s, t[i].rank, t[i].dims);
+        ins[i] = kn_graph_add_input(m->graph, names[i], t[i].dtype, &s);
+    }
+    kn_node *n = kn_node_create(m->graph, op, "n0", n_in, ins, 1);
+    kn_graph_add_output(m->graph, n->outputs[0]);
+    *out_node = n;
+    *out_m = m;
+}
+
+static void test_legacy_attributes(void **state)
+{
+    (void)state;
+    /* Add-6 with broadcast=1, axis=1: B (3) lines up with A's axis 1 */
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30};
+    kn_tensor t[2] = {view(KN_F32, a, 3, (int64_t[]){1, 3, 2}), view(KN_F32, b, 1, (int64_t[]){3})};
+    kn_node *n;
+    kn_model *m;
+    kn_tensor out[1];
+    memset(out, 0, sizeof out);
+    make_node1(6, KN_OP_Add, &n, &m, 2, t);
+    kn_node_add_attr(n, "broadcast", KN_ATTR_INT)->i = 1;
+    kn_node_add_attr(n, "axis", KN_ATTR_INT)->i = 1;
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    assert_int_equal(n->outputs[0]->shape.rank, 3);
+    const char *names[2] = {"x", "y"};
+    int st = kn_eval_model(m, 2, names, t, out);
+    if (st) fail_msg("%s", kn_last_error());
+    const float want[6] = {11, 12, 23, 24, 35, 36};
+    for (int i = 0; i < 6; i++) assert_true(((float *)out[0].data)[i] == want[i]);
+    kn_tensor_free(&out[0]);
+    kn_model_free(m);
+
+    /* Clip-6: bounds are attributes; the missing one is the float range */
+    float x[3] = {-5, 0.5f, INFINITY};
+    kn_tensor tx = view(KN_F32, x, 1, (int64_t[]){3});
+    make_node1(6, KN_OP_Clip, &n, &m, 1, &tx);
+    kn_node_add_attr(n, "min", KN_ATTR_FLOAT)->f = -1.0f;
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    st = kn_eval_model(m, 1, names, &tx, out);
+    if (st) fail_msg("%s", kn_last_error());
+    const float *y = out[0].data;
+    assert_true(y[0] == -1.0f && y[1] == 0.5f && y[2] == 3.40282347e38f);
+    kn_tensor_free(&out[0]);
+    kn_model_free(m);
+
+    /* Cast-1 names the target type */
+    make_node1(1, KN_OP_Cast, &n, &m, 1, &tx);
+    kn_attr *to = kn_node_add_attr(n, "to", KN_ATTR_STRING);
+    to->s = "INT8";
+    to->s_len = 4;
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    assert_int_equal(n->outputs[0]->dtype, KN_I8);
+    to->s = "STRING";
+    assert_int_equal(kn_graph_infer(m->graph), KN_ERR_UNSUPPORTED);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_clip_where),
         cmocka_unit_test(test_half_rounding),
         cmocka_unit_test(test_graph_add),
+        cmocka_unit_test(test_legacy_attributes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
