@@ -366,6 +366,164 @@ static int eval_rnn(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
                                  lstm ? opt[7] : NULL, outs[0], outs[1], lstm ? outs[2] : NULL));
 }
 
+/* ---- DFT / STFT / MelWeightMatrix ---------------------------------------------------------- */
+
+/* Integer scalar of an optional input; `def` when absent, -2 when present but
+ * not known (inference), -1 with an error when malformed. */
+static int64_t opt_scalar(const kn_node *n, const kn_tensor *t, bool present, int64_t def, const char *what)
+{
+    if (!present) return def;
+    if (!t) return -2;
+    if (kn_tensor_numel(t) != 1) {
+        kn_node_error(n, KN_ERR_INVALID, "%s must be a scalar", what);
+        return -1;
+    }
+    return kn_dtype_info(t->dtype)->is_float ? (int64_t)kn_load_f64(t->dtype, t->data, 0)
+                                             : kn_load_i64(t->dtype, t->data, 0);
+}
+
+/* DFT's axis: an input from opset 20 (default -2), an attribute before (default 1). */
+static int dft_axis(const kn_node *n, const kn_tensor *axis_t, bool present, int rank, int *out)
+{
+    int64_t a = kn_node_opset(n) >= 20 ? -2 : kn_attr_int(n, "axis", 1);
+    if (present) {
+        if (!axis_t) return 1; /* unknown */
+        if (kn_tensor_numel(axis_t) != 1) return kn_node_error(n, KN_ERR_INVALID, "axis must be a scalar");
+        a = kn_load_i64(axis_t->dtype, axis_t->data, 0);
+    }
+    int na = kn_norm_axis(a, rank);
+    if (na < 0 || na == rank - 1)
+        return kn_node_error(n, KN_ERR_INVALID, "axis %lld is invalid for rank %d (the last axis holds re/im)", (long long)a, rank);
+    *out = na;
+    return KN_OK;
+}
+
+static int infer_dft(kn_node *n)
+{
+    kn_value *x = n->inputs[0], *lv = kn_node_input(n, 1), *av = kn_node_input(n, 2);
+    kn_shape s = x->shape;
+    if (s.rank >= 2) {
+        int axis;
+        int st = dft_axis(n, av ? av->const_data : NULL, av != NULL, s.rank, &axis);
+        if (st == 1) {
+            for (int i = 0; i < s.rank - 1; i++) s.dims[i] = -1;
+        } else if (st) {
+            return st;
+        } else {
+            int64_t L = opt_scalar(n, lv ? lv->const_data : NULL, lv != NULL, s.dims[axis], "dft_length");
+            if (L == -1 && lv && lv->const_data) return KN_ERR_INVALID;
+            bool one = kn_attr_int(n, "onesided", 0) != 0;
+            s.dims[axis] = L < 0 ? -1 : one ? L / 2 + 1 : L;
+            s.sym[axis] = NULL;
+        }
+        s.dims[s.rank - 1] = 2;
+        s.sym[s.rank - 1] = NULL;
+    }
+    kn_infer_set_shape(n, 0, x->dtype, &s);
+    return KN_OK;
+}
+
+static int eval_dft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    (void)ctx;
+    const kn_tensor *x = in[0];
+    if (x->rank < 2) return kn_node_error(n, KN_ERR_INVALID, "input rank %d, expected >= 2", x->rank);
+    bool has_axis = kn_node_input(n, 2) != NULL, has_len = kn_node_input(n, 1) != NULL;
+    int axis;
+    int st = dft_axis(n, has_axis ? in[2] : NULL, has_axis, x->rank, &axis);
+    if (st) return st;
+    int64_t L = opt_scalar(n, has_len ? in[1] : NULL, has_len, x->dims[axis], "dft_length");
+    if (L <= 0) return kn_node_error(n, KN_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
+    bool one = kn_attr_int(n, "onesided", 0) != 0;
+    int64_t dims[KN_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    dims[axis] = one ? L / 2 + 1 : L;
+    dims[x->rank - 1] = 2;
+    st = kn_tensor_alloc(&out[0], x->dtype, x->rank, dims);
+    if (st) return node_fail(n, st);
+    return node_fail(n, kn_k_dft(x, axis, L, kn_attr_int(n, "inverse", 0) != 0, one, &out[0]));
+}
+
+/* STFT's frame length: input 3, else the window's length, else the signal's. */
+static int64_t stft_frame_length(const kn_node *n, const kn_tensor *fl, bool has_fl, const kn_shape *wshape,
+                                 int64_t sig_len)
+{
+    if (has_fl) return opt_scalar(n, fl, true, 0, "frame_length");
+    if (wshape) return wshape->rank == 1 ? wshape->dims[0] : -1;
+    return sig_len;
+}
+
+static int infer_stft(kn_node *n)
+{
+    kn_value *x = n->inputs[0], *sv = n->inputs[1], *wv = kn_node_input(n, 2), *fv = kn_node_input(n, 3);
+    kn_shape s = kn_shape_unknown();
+    if (x->shape.rank == 3) {
+        int64_t len = x->shape.dims[1];
+        int64_t fl = stft_frame_length(n, fv ? fv->const_data : NULL, fv != NULL, wv ? &wv->shape : NULL, len);
+        int64_t step = opt_scalar(n, sv->const_data, true, 0, "frame_step");
+        bool one = kn_attr_int(n, "onesided", 1) != 0;
+        s.rank = 4;
+        s.dims[0] = x->shape.dims[0];
+        s.sym[0] = x->shape.sym[0];
+        s.dims[1] = fl > 0 && step > 0 && len >= fl ? 1 + (len - fl) / step : -1;
+        s.dims[2] = fl > 0 ? (one ? fl / 2 + 1 : fl) : -1;
+        s.dims[3] = 2;
+    }
+    kn_infer_set_shape(n, 0, x->dtype, &s);
+    return KN_OK;
+}
+
+static int eval_stft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    (void)ctx;
+    const kn_tensor *x = in[0];
+    const kn_tensor *w = kn_node_input(n, 2) ? in[2] : NULL;
+    if (x->rank != 3) return kn_node_error(n, KN_ERR_INVALID, "signal rank %d, expected 3", x->rank);
+    kn_shape ws = {0};
+    if (w) {
+        ws.rank = w->rank;
+        memcpy(ws.dims, w->dims, sizeof ws.dims);
+    }
+    bool has_fl = kn_node_input(n, 3) != NULL;
+    int64_t fl = stft_frame_length(n, has_fl ? in[3] : NULL, has_fl, w ? &ws : NULL, x->dims[1]);
+    int64_t step = opt_scalar(n, in[1], true, 0, "frame_step");
+    if (fl <= 0 || step <= 0 || fl > x->dims[1])
+        return kn_node_error(n, KN_ERR_INVALID, "frame_length %lld / frame_step %lld invalid for signal length %lld",
+                             (long long)fl, (long long)step, (long long)x->dims[1]);
+    bool one = kn_attr_int(n, "onesided", 1) != 0;
+    int64_t dims[4] = {x->dims[0], 1 + (x->dims[1] - fl) / step, one ? fl / 2 + 1 : fl, 2};
+    int st = kn_tensor_alloc(&out[0], x->dtype, 4, dims);
+    if (st) return node_fail(n, st);
+    return node_fail(n, kn_k_stft(x, step, fl, w, one, &out[0]));
+}
+
+static int infer_mel(kn_node *n)
+{
+    kn_dtype dt = (kn_dtype)kn_attr_int(n, "output_datatype", KN_F32);
+    if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output_datatype %d", (int)dt);
+    int64_t nb = opt_scalar(n, n->inputs[0]->const_data, true, 0, "num_mel_bins");
+    int64_t dl = opt_scalar(n, n->inputs[1]->const_data, true, 0, "dft_length");
+    int64_t dims[2] = {dl >= 0 ? dl / 2 + 1 : -1, nb >= 0 ? nb : -1};
+    kn_infer_set(n, 0, dt, 2, dims);
+    return KN_OK;
+}
+
+static int eval_mel(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    (void)ctx;
+    for (int i = 0; i < 5; i++)
+        if (kn_tensor_numel(in[i]) != 1) return kn_node_error(n, KN_ERR_INVALID, "input %d must be a scalar", i);
+    int64_t nb = kn_load_i64(in[0]->dtype, in[0]->data, 0), dl = kn_load_i64(in[1]->dtype, in[1]->data, 0);
+    if (nb <= 0 || dl <= 0 || nb > (1 << 20) || dl > ((int64_t)1 << 30))
+        return kn_node_error(n, KN_ERR_INVALID, "num_mel_bins %lld / dft_length %lld out of range", (long long)nb, (long long)dl);
+    int64_t dims[2] = {dl / 2 + 1, nb};
+    int st = kn_tensor_alloc(&out[0], (kn_dtype)kn_attr_int(n, "output_datatype", KN_F32), 2, dims);
+    if (st) return node_fail(n, st);
+    return node_fail(n, kn_k_mel_weight_matrix(nb, dl, kn_load_f64(in[2]->dtype, in[2]->data, 0),
+                                               kn_load_f64(in[3]->dtype, in[3]->data, 0),
+                                               kn_load_f64(in[4]->dtype, in[4]->data, 0), &out[0]));
+}
+
 const kn_op_impl kn_ops_misc[] = {
     {KN_OP_NegativeLogLikelihoodLoss, infer_loss, eval_nll},
     {KN_OP_SoftmaxCrossEntropyLoss, infer_loss, eval_sce},
@@ -379,5 +537,8 @@ const kn_op_impl kn_ops_misc[] = {
     {KN_OP_RNN, infer_rnn, eval_rnn},
     {KN_OP_GRU, infer_rnn, eval_rnn},
     {KN_OP_LSTM, infer_rnn, eval_rnn},
+    {KN_OP_DFT, infer_dft, eval_dft},
+    {KN_OP_STFT, infer_stft, eval_stft},
+    {KN_OP_MelWeightMatrix, infer_mel, eval_mel},
     {KN_OP_UNKNOWN, NULL, NULL},
 };

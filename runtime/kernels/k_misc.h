@@ -132,6 +132,24 @@ int kn_k_rnn(const kn_rnn_params *p, const kn_tensor *X, const kn_tensor *W, con
              const kn_tensor *B, const kn_tensor *seq_lens, const kn_tensor *init_h,
              const kn_tensor *init_c, const kn_tensor *P, kn_tensor *Y, kn_tensor *Y_h, kn_tensor *Y_c);
 
+/* ---- spectral ------------------------------------------------------------------------------- */
+
+/* DFT of x (..., n along axis, ..., 1 or 2 real/imaginary) with length L
+ * along `axis` (zero-padded or truncated); inverse divides by L. out is
+ * preallocated: x's dims with dims[axis] = onesided ? L/2+1 : L, last = 2. */
+int kn_k_dft(const kn_tensor *x, int axis, int64_t L, bool inverse, bool onesided, kn_tensor *out);
+
+/* STFT of signal (B, len, 1 or 2): frames of frame_length every step,
+ * weighted by window (frame_length entries) or 1 if NULL. out preallocated
+ * (B, frames, onesided ? frame_length/2+1 : frame_length, 2). */
+int kn_k_stft(const kn_tensor *signal, int64_t step, int64_t frame_length, const kn_tensor *window,
+              bool onesided, kn_tensor *out);
+
+/* The mel filter bank of ONNX's MelWeightMatrix into the preallocated out
+ * (dft_length/2+1, num_mel_bins). */
+int kn_k_mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, double sample_rate,
+                           double lower_hz, double upper_hz, kn_tensor *out);
+
 #ifdef __cplusplus
 }
 #endif
