@@ -104,7 +104,7 @@ static int window_ints(const kn_node *n, const char *name, int count, int64_t de
         if (out[d] < min)
             return kn_node_error(n, KN_ERR_INVALID, "attribute '%s'[%d] is %lld, must be at least %lld", name,
                                  d, (long long)out[d], (long long)min);
-        if (out[d] > ((int64_t)1 << 40))
+        if (out[d] > ((int64_t)1 << 24)) /* keeps window arithmetic far from overflow */
             return kn_node_error(n, KN_ERR_INVALID, "attribute '%s'[%d] is absurdly large (%lld)", name, d,
                                  (long long)out[d]);
     }
@@ -271,7 +271,7 @@ static int convt_geometry(const kn_node *n, int rank, const int64_t *xd, const i
     for (int d = 0; d < nsp && oc; d++) oshape[d] = os[oc - nsp + d];
     const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
     bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
-    bool have_pads = kn_node_attr(n, "pads") != NULL && !same;
+    bool have_pads = kn_node_attr(n, "pads") != NULL; /* explicit pads win, as in the ONNX reference */
     od[0] = xd[0];
     od[1] = wd && wd[1] >= 0 ? wd[1] * *group : -1;
     for (int d = 0; d < nsp; d++) {
@@ -852,7 +852,7 @@ static int eval_roialign(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *co
     if (strcmp(ctm, "half_pixel") && strcmp(ctm, "output_half_pixel"))
         return kn_node_error(n, KN_ERR_INVALID, "unknown coordinate_transformation_mode '%s'", ctm);
     int64_t sr = kn_attr_int(n, "sampling_ratio", 0);
-    if (sr < 0) return kn_node_error(n, KN_ERR_INVALID, "sampling_ratio is negative");
+    if (sr < 0 || sr > 4096) return kn_node_error(n, KN_ERR_INVALID, "sampling_ratio %lld is out of range", (long long)sr);
     if ((st = alloc_out(n, out, 0, in[0]->dtype, 4, od))) return st;
     return kernel_status(n, kn_k_roialign(in[0], in[1], in[2], !strcmp(mode, "max"), sr,
                                           kn_attr_float(n, "spatial_scale", 1.0f), !strcmp(ctm, "half_pixel"), &out[0]));

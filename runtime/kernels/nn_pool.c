@@ -169,10 +169,15 @@ int kn_k_maxroipool(const kn_tensor *x, const kn_tensor *rois, double spatial_sc
         if (!(bv >= 0) || b >= B)
             return kn_error(KN_ERR_INVALID, "MaxRoiPool: roi %lld has batch index %g, batch is %lld",
                             (long long)r, bv, (long long)B);
-        int64_t sw = (int64_t)llround(kn_load_f64(rois->dtype, rois->data, rb + 1) * spatial_scale);
-        int64_t sh = (int64_t)llround(kn_load_f64(rois->dtype, rois->data, rb + 2) * spatial_scale);
-        int64_t ew = (int64_t)llround(kn_load_f64(rois->dtype, rois->data, rb + 3) * spatial_scale);
-        int64_t eh = (int64_t)llround(kn_load_f64(rois->dtype, rois->data, rb + 4) * spatial_scale);
+        double box[4];
+        for (int i = 0; i < 4; i++) {
+            box[i] = kn_load_f64(rois->dtype, rois->data, rb + 1 + (size_t)i) * spatial_scale;
+            if (!isfinite(box[i]) || fabs(box[i]) > 1e15)
+                return kn_error(KN_ERR_INVALID, "MaxRoiPool: roi %lld has a non-finite or absurd coordinate",
+                                (long long)r);
+        }
+        int64_t sw = (int64_t)llround(box[0]), sh = (int64_t)llround(box[1]);
+        int64_t ew = (int64_t)llround(box[2]), eh = (int64_t)llround(box[3]);
         double bin_h = (double)(eh - sh + 1 > 1 ? eh - sh + 1 : 1) / (double)PH;
         double bin_w = (double)(ew - sw + 1 > 1 ? ew - sw + 1 : 1) / (double)PW;
         for (int64_t c = 0; c < C; c++) {
@@ -243,9 +248,21 @@ int kn_k_roialign(const kn_tensor *x, const kn_tensor *rois, const kn_tensor *ba
             rw = rw > 1.0 ? rw : 1.0;
             rh = rh > 1.0 ? rh : 1.0;
         }
+        /* Non-finite or absurd boxes would make the sampling grid unbounded. */
+        if (!isfinite(rw) || !isfinite(rh) || !isfinite(rc[0]) || !isfinite(rc[1]) ||
+            fabs(rw) > 1e7 || fabs(rh) > 1e7) {
+            free(xd);
+            return kn_error(KN_ERR_INVALID, "RoiAlign: roi %lld is not finite or absurdly large (%g x %g)",
+                            (long long)r, rw, rh);
+        }
         double bh = rh / (double)OH, bw = rw / (double)OW;
         int64_t gh = sampling_ratio > 0 ? sampling_ratio : (int64_t)ceil(rh / (double)OH);
         int64_t gw = sampling_ratio > 0 ? sampling_ratio : (int64_t)ceil(rw / (double)OW);
+        if (gh * gw > ((int64_t)1 << 24)) {
+            free(xd);
+            return kn_error(KN_ERR_INVALID, "RoiAlign: roi %lld needs %lldx%lld samples per bin; too many",
+                            (long long)r, (long long)gh, (long long)gw);
+        }
         double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
         for (int64_t c = 0; c < C; c++) {
             const double *xp = xd + (b * C + c) * H * W;
