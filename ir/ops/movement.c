@@ -215,6 +215,8 @@ static int reshape_fill(const kn_node *n, const kn_shape *x, kn_shape *o, int in
     for (int i = 0; i < o->rank; i++) {
         if (i == infer_at) continue;
         if (o->dims[i] < 0) known = false;
+        else if (o->dims[i] && rest > INT64_MAX / o->dims[i])
+            return kn_node_error(n, KN_ERR_INVALID, "target shape has too many elements");
         else rest *= o->dims[i];
     }
     if (!known) return KN_OK;
@@ -529,7 +531,8 @@ static int split_sizes(const kn_mv_args *a, int axis, int64_t *sizes)
         int64_t sum = 0;
         if (cnt != n_out) st = kn_node_error(n, KN_ERR_INVALID, "split has %d entries for %d outputs", cnt, n_out);
         for (int i = 0; !st && i < cnt; i++) {
-            if (given[i] < 0) st = kn_node_error(n, KN_ERR_INVALID, "split[%d] = %lld is negative", i, (long long)given[i]);
+            if (given[i] < 0 || given[i] > INT64_MAX - sum)
+                st = kn_node_error(n, KN_ERR_INVALID, "split[%d] = %lld is out of range", i, (long long)given[i]);
             sizes[i] = given[i];
             sum += given[i];
         }
@@ -1000,8 +1003,10 @@ static int shape_depth_to_space(const kn_mv_args *a, kn_shape *o)
             return kn_node_error(a->n, KN_ERR_INVALID, "channels %lld are not a multiple of blocksize^2", (long long)x->dims[1]);
         o->dims[1] = x->dims[1] / (b * b);
     }
-    o->dims[2] = x->dims[2] >= 0 ? x->dims[2] * b : -1;
-    o->dims[3] = x->dims[3] >= 0 ? x->dims[3] * b : -1;
+    for (int i = 2; i < 4; i++) {
+        if (x->dims[i] > INT64_MAX / b) return kn_node_error(a->n, KN_ERR_INVALID, "dim %d is too large", i);
+        o->dims[i] = x->dims[i] >= 0 ? x->dims[i] * b : -1;
+    }
     return KN_OK;
 }
 
@@ -1014,6 +1019,7 @@ static int shape_space_to_depth(const kn_mv_args *a, kn_shape *o)
     kn_mv_sh_init(o, 4);
     if (x->rank < 0) return KN_OK;
     sh_copy_dim(o, 0, x, 0);
+    if (x->dims[1] > INT64_MAX / (b * b)) return kn_node_error(a->n, KN_ERR_INVALID, "channel dim is too large");
     o->dims[1] = x->dims[1] >= 0 ? x->dims[1] * b * b : -1;
     for (int i = 2; i < 4; i++) {
         if (x->dims[i] >= 0 && x->dims[i] % b)
@@ -1071,16 +1077,19 @@ static int eval_space_to_depth(kn_eval_ctx *ctx, const kn_node *n, const kn_tens
     return block_transpose(n, in[0], &out[0], xd, yd, perm);
 }
 
-/* ---- Dropout (inference: identity) -------------------------------------- */
+/* ---- Dropout ------------------------------------------------------------- */
 
-static int dropout_check(const kn_mv_args *a)
+/* Inference mode is the identity; training mode (opset 12+, training_mode
+ * input true) drops with numpy's generator so reference data matches. */
+static int dropout_mode(const kn_mv_args *a, bool *training, double *ratio)
 {
-    if (kn_node_opset(a->n) < 12 || !a->has[2] || !a->val[2]) return KN_OK;
-    bool training = kn_tensor_numel(a->val[2]) > 0 && kn_load_i64(a->val[2]->dtype, a->val[2]->data, 0) != 0;
-    double ratio = 0.5;
-    if (a->val[1] && kn_tensor_numel(a->val[1]) > 0) ratio = kn_load_f64(a->val[1]->dtype, a->val[1]->data, 0);
-    if (training && ratio != 0)
-        return kn_node_error(a->n, KN_ERR_UNSUPPORTED, "training_mode with ratio %g is not supported (inference only)", ratio);
+    *training = false;
+    *ratio = 0.5;
+    if (kn_node_opset(a->n) < 12) return KN_OK;
+    if (a->val[1] && kn_tensor_numel(a->val[1]) > 0) *ratio = kn_load_f64(a->val[1]->dtype, a->val[1]->data, 0);
+    if (a->val[2] && kn_tensor_numel(a->val[2]) > 0) *training = kn_load_i64(a->val[2]->dtype, a->val[2]->data, 0) != 0;
+    if (*training && !(*ratio >= 0 && *ratio < 1))
+        return kn_node_error(a->n, KN_ERR_INVALID, "ratio %g must be in [0, 1)", *ratio);
     return KN_OK;
 }
 
@@ -1090,7 +1099,9 @@ static int infer_dropout(kn_node *n)
 {
     kn_mv_args a;
     kn_mv_args_from_node(n, &a);
-    int st = dropout_check(&a);
+    bool training;
+    double ratio;
+    int st = dropout_mode(&a, &training, &ratio);
     if (st) return st;
     kn_mv_set_out(n, 0, a.dt[0], &a.shp[0]);
     kn_mv_set_out(n, 1, mask_dtype(n, a.dt[0]), &a.shp[0]);
@@ -1103,13 +1114,20 @@ static int eval_dropout(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *con
     if (!in[0]) return kn_node_error(n, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_eval(n, in, &a);
-    int st = dropout_check(&a);
+    bool training, want_mask = n->n_outputs > 1 && n->outputs[1];
+    double ratio;
+    int st = dropout_mode(&a, &training, &ratio);
     if (st) return st;
-    if ((st = kn_tensor_copy(&out[0], in[0]))) return kn_mv_fail(n, st);
-    if (n->n_outputs < 2 || !n->outputs[1]) return KN_OK;
     kn_dtype mdt = mask_dtype(n, in[0]->dtype);
-    if ((st = kn_tensor_alloc(&out[1], mdt, in[0]->rank, in[0]->dims))) return kn_mv_fail(n, st);
-    int64_t cnt = kn_tensor_numel(in[0]);
+    if (want_mask && (st = kn_tensor_alloc(&out[1], mdt, in[0]->rank, in[0]->dims))) return kn_mv_fail(n, st);
+    if (training && ratio != 0) {
+        if ((st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims))) return kn_mv_fail(n, st);
+        uint32_t seed = (uint32_t)kn_attr_int(n, "seed", 0);
+        st = kn_k_dropout_train(in[0], ratio, seed, &out[0], want_mask ? &out[1] : NULL);
+        return st ? kn_mv_fail(n, st) : KN_OK;
+    }
+    if ((st = kn_tensor_copy(&out[0], in[0]))) return kn_mv_fail(n, st);
+    int64_t cnt = want_mask ? kn_tensor_numel(in[0]) : 0;
     for (int64_t i = 0; i < cnt; i++) kn_store_f64(mdt, out[1].data, (size_t)i, 1.0);
     return KN_OK;
 }

@@ -247,8 +247,10 @@ static int resize_from_sizes(const kn_mv_args *a, const int *axes, int na, kn_re
     for (int i = 0; policy && i < na; i++) {
         int64_t in = x->dims[axes[i]];
         if (in < 0) continue;
+        double d = keep * (double)in + 0.5;
+        if (!(d < 9.0e15)) return kn_node_error(n, KN_ERR_INVALID, "resized axis %d is absurdly large", axes[i]);
         p->scales[axes[i]] = keep;
-        o->dims[axes[i]] = (int64_t)(keep * (double)in + 0.5);
+        o->dims[axes[i]] = (int64_t)d;
     }
     return KN_OK;
 }

@@ -110,6 +110,12 @@ typedef struct kn_resize_params {
  * computed in double and stored with a C cast. */
 int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out);
 
+/* Training-mode Dropout: out = mask ? x / (1 - ratio) : 0 with mask drawn
+ * as numpy's RandomState(seed).uniform(0, 1, shape) >= ratio, so results
+ * match the ONNX reference bit for bit. Float dtypes; mask (bool, same
+ * shape) may be NULL. ratio in [0, 1). */
+int kn_k_dropout_train(const kn_tensor *x, double ratio, uint32_t seed, kn_tensor *out, kn_tensor *mask);
+
 #ifdef __cplusplus
 }
 #endif
