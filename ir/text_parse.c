@@ -793,11 +793,15 @@ static int parse_graph(parser *P, kn_graph *parent, kn_node *owner, kn_graph **o
         if ((st = parse_stmt(P, g))) return st;
     }
     if ((st = next(P))) return st;
-    for (int i = 0; !is_punct(P, "}"); i++) {
-        if (i && (st = expect_punct(P, ","))) return st;
-        if (P->t.k != T_VALUE) return expected(P, i ? "a graph output (%name)" : "a graph output or '}'");
+    int n_out = 0;
+    for (int i = 0; P->t.k == T_VALUE; i++, n_out++) {
         if ((st = add_pending(P, g, NULL, i, &P->t)) || (st = next(P))) return st;
+        if (!is_punct(P, ",")) break;
+        if ((st = next(P))) return st;
+        if (P->t.k != T_VALUE) return expected(P, "a graph output (%name) after ','");
     }
+    if (!is_punct(P, "}"))
+        return expected(P, n_out ? "',' or '}' after a graph output" : "a graph output (%name) or '}'");
     return next(P);
 }
 
