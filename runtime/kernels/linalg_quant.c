@@ -159,16 +159,12 @@ int kn_k_dynamic_quantize(const kn_tensor *x, kn_tensor *y, kn_tensor *y_scale, 
         if (xs[i] < mn) mn = xs[i];
         if (xs[i] > mx) mx = xs[i];
     }
-    float scale = (mx - mn) / 255.0f;
+    /* An all-zero input gets scale 1 (as onnxruntime does) rather than 0/0. */
+    float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
     uint8_t *ys = y->data;
     ((float *)y_scale->data)[0] = scale;
-    if (!(scale > 0.0f) || !isfinite(scale)) { /* all zeros (or non-finite): everything maps to 0 */
-        ((uint8_t *)y_zp->data)[0] = 0;
-        memset(ys, 0, (size_t)n);
-        return KN_OK;
-    }
     float zf = 0.0f - mn / scale;
-    zf = zf < 0.0f ? 0.0f : zf > 255.0f ? 255.0f : zf;
+    zf = !(zf >= 0.0f) ? 0.0f : zf > 255.0f ? 255.0f : zf; /* NaN (infinite range) → 0 */
     int64_t zp = (int64_t)rintf(zf);
     ((uint8_t *)y_zp->data)[0] = (uint8_t)zp;
     for (int64_t i = 0; i < n; i++) ys[i] = (uint8_t)q_saturate(xs[i] / scale, zp, 0, 255);
