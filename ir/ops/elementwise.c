@@ -535,6 +535,21 @@ static int64_t legacy_type_code(const char *name)
     return -1;
 }
 
+/* A name for ONNX type codes kiln cannot compute on, for messages. */
+static const char *onnx_type_name(int64_t code)
+{
+    switch (code) {
+    case 8: return "string";
+    case 14: return "complex64";
+    case 15: return "complex128";
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    default: return code > 0 && code < KN_DT_COUNT ? kn_dtype_name((int)code) : "an unknown type";
+    }
+}
+
 /* The target dtype of a Cast / CastLike node (from attribute 'to' or input 1). */
 static int cast_target(const kn_node *n, kn_dtype like, kn_dtype *out)
 {
@@ -554,15 +569,15 @@ static int cast_target(const kn_node *n, kn_dtype like, kn_dtype *out)
     if (to == KN_DT_UNDEFINED) return KN_OK; /* CastLike whose target is not known yet */
     if (to < 0 || to >= KN_DT_COUNT || !kn_dtype_valid((int)to))
         return kn_node_error(n, KN_ERR_UNSUPPORTED, "cast to %s (ONNX type %lld) is not supported",
-                             kn_dtype_name((int)to), (long long)to);
+                             onnx_type_name(to), (long long)to);
     return KN_OK;
 }
 
 static int check_cast_source(const kn_node *n, kn_dtype dt)
 {
     if (dt == KN_DT_UNDEFINED || kn_dtype_valid(dt)) return KN_OK;
-    return kn_node_error(n, KN_ERR_UNSUPPORTED, "cast from %s (ONNX type %d) is not supported", kn_dtype_name(dt),
-                         (int)dt);
+    return kn_node_error(n, KN_ERR_UNSUPPORTED, "cast from %s (ONNX type %d) is not supported",
+                         onnx_type_name(dt), (int)dt);
 }
 
 static int infer_cast(kn_node *n)
