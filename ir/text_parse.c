@@ -794,8 +794,8 @@ static int parse_graph(parser *P, kn_graph *parent, kn_node *owner, kn_graph **o
     }
     if ((st = next(P))) return st;
     int n_out = 0;
-    for (int i = 0; P->t.k == T_VALUE; i++, n_out++) {
-        if ((st = add_pending(P, g, NULL, i, &P->t)) || (st = next(P))) return st;
+    while (P->t.k == T_VALUE) {
+        if ((st = add_pending(P, g, NULL, n_out++, &P->t)) || (st = next(P))) return st;
         if (!is_punct(P, ",")) break;
         if ((st = next(P))) return st;
         if (P->t.k != T_VALUE) return expected(P, "a graph output (%name) after ','");
