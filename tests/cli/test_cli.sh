@@ -28,7 +28,7 @@ for verb in inspect run conformance; do
 done
 expect 1 "nonexistent.onnx" -- "$kiln" inspect "$tmp/nonexistent.onnx"
 expect 0 "Conv" -- "$kiln" inspect "$model"
-expect 0 "digraph" -- "$kiln" inspect "$model" --dot "$tmp/g.dot"
+expect 0 "graph written to" -- "$kiln" inspect "$model" --dot "$tmp/g.dot"
 grep -q "digraph" "$tmp/g.dot" || { echo "FAIL: DOT file not written"; fails=$((fails + 1)); }
 
 "$python" - "$tmp" <<'PY'
