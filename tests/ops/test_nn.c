@@ -280,13 +280,76 @@ static void test_conv_bad_weight(void **state)
     kn_model_free(r.m);
 }
 
+
+/* Malformed attributes and data: each must be a clear error naming the node. */
+static void expect_error(one_node *r, int n_in, const kn_tensor *ins, const char *needle)
+{
+    kn_tensor out[2] = {{0}, {0}};
+    const char *names[8] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"};
+    kn_eval_options o = {0};
+    int st = kn_graph_infer(r->m->graph);
+    if (!st) st = kn_eval_model_opts(r->m, n_in, names, ins, out, &o);
+    if (st == KN_OK) fail_msg("expected an error containing '%s'", needle);
+    const char *msg = kn_last_error();
+    if (!strstr(msg, r->node->name) || !strstr(msg, needle)) fail_msg("unexpected message: %s", msg);
+    kn_model_free(r->m);
+}
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    kn_tensor x = f32_tensor(4, (int64_t[]){1, 2, 4, 4}, NULL);
+    kn_tensor w = f32_tensor(4, (int64_t[]){2, 2, 3, 3}, NULL);
+
+    one_node r = make_model(KN_OP_MaxPool, "pool_nokernel", 1, &x, 1);
+    expect_error(&r, 1, &x, "kernel_shape");
+
+    kn_tensor cw[2] = {x, w};
+    r = make_model(KN_OP_Conv, "conv_strides", 2, cw, 1);
+    set_ints(r.node, "strides", 3, (const int64_t[]){1, 1, 1});
+    expect_error(&r, 2, cw, "strides");
+
+    r = make_model(KN_OP_Conv, "conv_big_kernel", 2, cw, 1);
+    set_ints(r.node, "dilations", 2, (const int64_t[]){3, 3});
+    expect_error(&r, 2, cw, "larger than the padded input");
+
+    r = make_model(KN_OP_AveragePool, "pool_autopad", 1, &x, 1);
+    set_ints(r.node, "kernel_shape", 2, (const int64_t[]){2, 2});
+    kn_attr *a = kn_node_add_attr(r.node, "auto_pad", KN_ATTR_STRING);
+    a->s = "SIDEWAYS";
+    a->s_len = 8;
+    expect_error(&r, 1, &x, "auto_pad");
+
+    /* MaxUnpool with an index past the output. */
+    float xv[1] = {1};
+    int64_t iv[1] = {999};
+    kn_tensor ui[2] = {f32_tensor(4, (int64_t[]){1, 1, 1, 1}, xv), {0}};
+    assert_int_equal(kn_tensor_alloc(&ui[1], KN_I64, 4, (int64_t[]){1, 1, 1, 1}), 0);
+    memcpy(ui[1].data, iv, sizeof iv);
+    r = make_model(KN_OP_MaxUnpool, "unpool_oob", 2, ui, 1);
+    set_ints(r.node, "kernel_shape", 2, (const int64_t[]){2, 2});
+    set_ints(r.node, "strides", 2, (const int64_t[]){2, 2});
+    expect_error(&r, 2, ui, "outside the output");
+
+    /* BatchNormalization with a scale of the wrong length. */
+    kn_tensor bn[5] = {x, f32_tensor(1, (int64_t[]){3}, NULL), f32_tensor(1, (int64_t[]){2}, NULL),
+                       f32_tensor(1, (int64_t[]){2}, NULL), f32_tensor(1, (int64_t[]){2}, NULL)};
+    r = make_model(KN_OP_BatchNormalization, "bn_bad", 5, bn, 1);
+    expect_error(&r, 5, bn, "scale");
+
+    free_all(ui, 2);
+    free_all(bn + 1, 4);
+    kn_tensor_free(&x);
+    kn_tensor_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_small),      cmocka_unit_test(test_conv_group_padding),
         cmocka_unit_test(test_conv_matches_naive), cmocka_unit_test(test_maxpool_indices),
         cmocka_unit_test(test_batchnorm),       cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_conv_bad_weight),
+        cmocka_unit_test(test_conv_bad_weight), cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
