@@ -319,10 +319,30 @@ typedef struct bin_ctx {
     bool float_result; /* POW with an integer base and a float exponent */
 } bin_ctx;
 
+/* f32 add/sub/mul/div, the bulk of most models' elementwise work, without
+ * the generic load/store. Same results: double arithmetic rounded to float
+ * is float arithmetic for these four ops. */
+static bool bin_row_f32(const bin_ctx *c, int64_t len, int64_t o, const int64_t *off, const int64_t *step)
+{
+    if (c->a->dtype != KN_F32 || c->b->dtype != KN_F32 || c->out->dtype != KN_F32) return false;
+    if (c->op != KN_BIN_ADD && c->op != KN_BIN_SUB && c->op != KN_BIN_MUL && c->op != KN_BIN_DIV) return false;
+    const float *a = (const float *)c->a->data + off[0], *b = (const float *)c->b->data + off[1];
+    float *y = (float *)c->out->data + o;
+    int64_t sa = step[0], sb = step[1];
+    switch (c->op) {
+    case KN_BIN_ADD: for (int64_t j = 0; j < len; j++) y[j] = a[j * sa] + b[j * sb]; break;
+    case KN_BIN_SUB: for (int64_t j = 0; j < len; j++) y[j] = a[j * sa] - b[j * sb]; break;
+    case KN_BIN_MUL: for (int64_t j = 0; j < len; j++) y[j] = a[j * sa] * b[j * sb]; break;
+    default: for (int64_t j = 0; j < len; j++) y[j] = a[j * sa] / b[j * sb]; break;
+    }
+    return true;
+}
+
 static void bin_row(void *vctx, int64_t len, int64_t o, const int64_t *off, const int64_t *step)
 {
     bin_ctx *c = vctx;
     kn_dtype da = c->a->dtype, db = c->b->dtype, dout = c->out->dtype;
+    if (bin_row_f32(c, len, o, off, step)) return;
     for (int64_t j = 0; j < len; j++) {
         kval a = load(da, c->ka, c->a->data, off[0] + j * step[0]);
         kval b = load(db, c->kb, c->b->data, off[1] + j * step[1]);
