@@ -378,8 +378,7 @@ static int64_t opt_scalar(const kn_node *n, const kn_tensor *t, bool present, in
         kn_node_error(n, KN_ERR_INVALID, "%s must be a scalar", what);
         return -1;
     }
-    return kn_dtype_info(t->dtype)->is_float ? (int64_t)kn_load_f64(t->dtype, t->data, 0)
-                                             : kn_load_i64(t->dtype, t->data, 0);
+    return kn_load_i64(t->dtype, t->data, 0); /* floats truncate, saturating */
 }
 
 /* DFT's axis: an input from opset 20 (default -2), an attribute before (default 1). */
@@ -434,6 +433,8 @@ static int eval_dft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
     if (st) return st;
     int64_t L = opt_scalar(n, has_len ? in[1] : NULL, has_len, x->dims[axis], "dft_length");
     if (L <= 0) return kn_node_error(n, KN_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
+    /* The reference DFT is O(L^2) and its angle index j*k must fit in int64. */
+    if (L > (1 << 24)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "dft_length %lld is too large for the reference DFT", (long long)L);
     bool one = kn_attr_int(n, "onesided", 0) != 0;
     int64_t dims[KN_MAX_RANK];
     memcpy(dims, x->dims, sizeof dims);

@@ -83,8 +83,7 @@ int kn_k_onehot(const kn_tensor *indices, int64_t depth, const kn_tensor *values
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             size_t k = (size_t)(o * inner + i);
-            int64_t v = is_float(indices->dtype) ? (int64_t)kn_load_f64(indices->dtype, indices->data, k)
-                                                 : kn_load_i64(indices->dtype, indices->data, k);
+            int64_t v = kn_load_i64(indices->dtype, indices->data, k); /* floats truncate, saturating */
             if (v < 0) v += depth;
             if (v < 0 || v >= depth) continue;
             copy_elem(values, 1, out, (size_t)((o * depth + v) * inner + i), esz);
@@ -453,18 +452,15 @@ int kn_k_reverse_sequence(const kn_tensor *x, const kn_tensor *lens, int batch_a
 static double gs_reflect(double x, double lo, double hi)
 {
     double rng = hi - lo;
-    if (rng <= 0) return lo;
+    if (rng <= 0 || !isfinite(x)) return lo;
+    /* Parity of the number of folds decides which border the rest is measured from. */
     if (x < lo) {
-        double dx = lo - x;
-        int64_t n = (int64_t)(dx / rng);
-        double r = dx - (double)n * rng;
-        return n % 2 == 0 ? lo + r : hi - r;
+        double dx = lo - x, n = floor(dx / rng), r = dx - n * rng;
+        return fmod(n, 2.0) == 0 ? lo + r : hi - r;
     }
     if (x > hi) {
-        double dx = x - hi;
-        int64_t n = (int64_t)(dx / rng);
-        double r = dx - (double)n * rng;
-        return n % 2 == 0 ? hi - r : lo + r;
+        double dx = x - hi, n = floor(dx / rng), r = dx - n * rng;
+        return fmod(n, 2.0) == 0 ? hi - r : lo + r;
     }
     return x;
 }
@@ -579,7 +575,8 @@ int kn_k_grid_sample(const kn_tensor *x, const kn_tensor *grid, kn_gs_mode mode,
                     if (pad == KN_GS_BORDER) p = p < 0 ? 0 : p > len - 1 ? len - 1 : p;
                     else if (pad == KN_GS_REFLECTION) p = gs_reflect(p, g.lo[d], g.hi[d]);
                 }
-                if (!isfinite(p)) p = -2; /* NaN/inf coordinates read padding */
+                /* Far-out (or NaN) coordinates only read padding; keep them in int64 range. */
+                if (!(fabs(p) < 1e9)) p = -1e9;
                 pos[d] = p;
             }
             for (int64_t c = 0; c < C; c++) {
@@ -963,7 +960,12 @@ int kn_k_mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, double samp
     double step = (hi - lo) / (double)(num_mel_bins + 2);
     for (int64_t i = 0; i < num_mel_bins + 2; i++) {
         double hz = 700 * (pow(10, ((double)i * step + lo) / 2595) - 1);
-        fb[i] = (int64_t)floor((double)(dft_length + 1) * hz / sample_rate);
+        double bin = floor((double)(dft_length + 1) * hz / sample_rate);
+        if (!(fabs(bin) < 1e15)) {
+            free(fb);
+            return kn_error(KN_ERR_INVALID, "MelWeightMatrix: edge frequencies give no finite bins");
+        }
+        fb[i] = (int64_t)bin;
     }
     for (int64_t i = 0; i < num_mel_bins; i++) {
         int64_t l = fb[i], c = fb[i + 1], h = fb[i + 2];
