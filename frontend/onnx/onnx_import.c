@@ -446,6 +446,140 @@ static int import_outputs(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
     return KN_OK;
 }
 
+/* ---- ordering ----------------------------------------------------------- */
+
+typedef struct dep_list {
+    int *v;
+    int n, cap;
+} dep_list;
+
+static int dep_push(dep_list *d, int pos)
+{
+    if (d->n == d->cap) {
+        int cap = d->cap ? d->cap * 2 : 64;
+        int *p = realloc(d->v, sizeof *p * (size_t)cap);
+        if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
+        d->v = p;
+        d->cap = cap;
+    }
+    d->v[d->n++] = pos;
+    return KN_OK;
+}
+
+/* Values of g that node n needs first: its inputs and the outer-scope values
+ * its subgraphs use (at any depth). Appends their producers' positions. */
+static int node_deps(const kn_node *n, const kn_graph *g, const int *pos_of_value, dep_list *d)
+{
+    for (int i = 0; i < n->n_inputs; i++) {
+        const kn_value *v = n->inputs[i];
+        if (v && v->graph == g && v->producer && dep_push(d, pos_of_value[v->id])) return KN_ERR_NOMEM;
+    }
+    for (int a = 0; a < n->n_attrs; a++) {
+        const kn_attr *at = &n->attrs[a];
+        int cnt = at->kind == KN_ATTR_GRAPH ? (at->g != NULL) : at->kind == KN_ATTR_GRAPHS ? at->n : 0;
+        for (int k = 0; k < cnt; k++) {
+            const kn_graph *sub = at->kind == KN_ATTR_GRAPH ? at->g : at->graphs[k];
+            for (int j = 0; j < sub->n_nodes; j++)
+                if (node_deps(sub->nodes[j], g, pos_of_value, d)) return KN_ERR_NOMEM;
+            for (int j = 0; j < sub->n_outputs; j++) {
+                const kn_value *v = sub->outputs[j];
+                if (v->graph == g && v->producer && dep_push(d, pos_of_value[v->id])) return KN_ERR_NOMEM;
+            }
+        }
+    }
+    return KN_OK;
+}
+
+/* Min-heap of node positions: Kahn's algorithm taking the earliest ready
+ * node keeps file order whenever it is already topological. */
+static void heap_push(int *h, int *n, int x)
+{
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > x) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static int heap_pop(int *h, int *n)
+{
+    int top = h[0], x = h[--*n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = x;
+    return top;
+}
+
+/* Reorders g->nodes topologically in O(edges log n) before
+ * kn_graph_toposort (which sweeps repeatedly, quadratic on a file in reverse
+ * order) checks the result. Nodes on a cycle stay at the end in file order,
+ * for kn_graph_toposort to report. */
+static int presort(kn_graph *g)
+{
+    int n = g->n_nodes, nv = g->model->n_value_ids;
+    if (n < 2) return KN_OK;
+    int *pos_of_value = calloc((size_t)nv, sizeof *pos_of_value);
+    int *start = calloc((size_t)n + 1, sizeof *start), *indeg = calloc((size_t)n, sizeof *indeg);
+    int *heap = malloc(sizeof *heap * (size_t)n), *order = malloc(sizeof *order * (size_t)n);
+    kn_node **sorted = malloc(sizeof *sorted * (size_t)n);
+    char *placed = calloc((size_t)n, 1);
+    dep_list d = {0};
+    int *succ = NULL, *fill = NULL;
+    int st = KN_ERR_NOMEM;
+    if (!pos_of_value || !start || !indeg || !heap || !order || !sorted || !placed) goto out;
+    for (int k = 0; k < n; k++)
+        for (int o = 0; o < g->nodes[k]->n_outputs; o++)
+            if (g->nodes[k]->outputs[o]) pos_of_value[g->nodes[k]->outputs[o]->id] = k;
+    /* the producers node k waits for are d.v[start[k] .. start[k + 1]) */
+    for (int k = 0; k < n; k++) {
+        if (node_deps(g->nodes[k], g, pos_of_value, &d)) goto out;
+        start[k + 1] = d.n;
+    }
+    /* successor lists (CSR) from the dependency lists */
+    int *scount = calloc((size_t)n + 1, sizeof *scount);
+    succ = malloc(sizeof *succ * (size_t)(d.n ? d.n : 1));
+    fill = scount;
+    if (!scount || !succ) goto out;
+    for (int e = 0; e < d.n; e++) scount[d.v[e] + 1]++;
+    for (int k = 0; k < n; k++) scount[k + 1] += scount[k];
+    int *cursor = malloc(sizeof *cursor * (size_t)n);
+    if (!cursor) goto out;
+    memcpy(cursor, scount, sizeof *cursor * (size_t)n);
+    for (int k = 0; k < n; k++)
+        for (int e = start[k]; e < start[k + 1]; e++) {
+            succ[cursor[d.v[e]]++] = k;
+            indeg[k]++;
+        }
+    free(cursor);
+    int hn = 0, done = 0;
+    for (int k = 0; k < n; k++)
+        if (!indeg[k]) heap_push(heap, &hn, k);
+    while (hn) {
+        int k = heap_pop(heap, &hn);
+        order[done++] = k;
+        placed[k] = 1;
+        for (int e = scount[k]; e < scount[k + 1]; e++)
+            if (--indeg[succ[e]] == 0) heap_push(heap, &hn, succ[e]);
+    }
+    for (int k = 0; k < n; k++)
+        if (!placed[k]) order[done++] = k;
+    for (int k = 0; k < n; k++) sorted[k] = g->nodes[order[k]];
+    memcpy(g->nodes, sorted, sizeof *sorted * (size_t)n);
+    st = KN_OK;
+out:
+    if (st) kn_error(KN_ERR_NOMEM, "out of memory");
+    free(pos_of_value), free(start), free(indeg), free(heap), free(order), free(sorted), free(placed);
+    free(d.v), free(succ), free(fill);
+    return st;
+}
+
 /* ---- graphs and models -------------------------------------------------- */
 
 static int import_graph(importer *im, const Onnx__GraphProto *gp, kn_graph *g, int depth)
@@ -464,6 +598,7 @@ static int import_graph(importer *im, const Onnx__GraphProto *gp, kn_graph *g, i
     }
     st = import_value_info(im, gp, g);
     if (!st) st = import_outputs(im, gp, g);
+    if (!st) st = presort(g);
     if (!st) st = kn_graph_toposort(g);
     return st;
 }
