@@ -315,6 +315,12 @@ static int infer_scan(kn_node *n)
     int n_state = n->n_inputs - m_in;
     if (n_state < 0 || body->n_outputs != n->n_outputs)
         return kn_node_error(n, KN_ERR_INVALID, "body signature does not match the node");
+    if (kn_node_opset(n) < 9) {
+        /* batched form: dtypes from the body, shapes left to evaluation */
+        kn_shape unknown = kn_shape_unknown();
+        for (int i = 0; i < n->n_outputs; i++) kn_infer_set_shape(n, i, body->outputs[i]->dtype, &unknown);
+        return KN_OK;
+    }
     for (int i = 0; i < n->n_outputs; i++) {
         const kn_value *bv = body->outputs[i];
         if (i < n_state) {
@@ -364,81 +370,150 @@ static int take_slice(const kn_tensor *t, int axis, int64_t k, kn_tensor *out)
     return KN_OK;
 }
 
-static int eval_scan(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+/* One scan: states and scan inputs (sliced along axes[j], reversed where
+ * in_rev[j]) through the body; scan outputs stacked along out_axes[j]. */
+typedef struct scan_spec {
+    int n_state, m_in, n_scan_out;
+    const int *axes, *in_rev, *out_axes, *out_rev;
+} scan_spec;
+
+static int run_scan(kn_eval_ctx *ctx, const kn_node *n, const kn_graph *body, const scan_spec *sp,
+                    const kn_tensor *const *states, const kn_tensor *const *scans, kn_tensor *out)
 {
-    if (kn_node_opset(n) < 9)
-        return kn_node_error(n, KN_ERR_UNSUPPORTED, "Scan before opset 9 (batched form) is not supported");
-    const kn_graph *body;
-    int st = need_graph(n, "body", &body);
-    if (st) return st;
-    int m_in = (int)kn_attr_int(n, "num_scan_inputs", 0);
-    int n_state = n->n_inputs - m_in;
-    int n_scan_out = body->n_outputs - n_state;
-    if (m_in < 1 || n_state < 0 || n_scan_out < 0 || body->n_inputs != n->n_inputs ||
-        n->n_outputs != body->n_outputs)
-        return kn_node_error(n, KN_ERR_INVALID, "body signature does not match the node");
+    int st = KN_OK;
     int64_t len = -1;
-    int axes[KN_VAR];
-    for (int j = 0; j < m_in; j++) {
-        const kn_tensor *t = in[n_state + j];
-        if (!t) return kn_node_error(n, KN_ERR_INVALID, "scan input %d is missing", j);
-        int ax = kn_norm_axis(scan_attr_axis(n, "scan_input_axes", j, 0), t->rank);
-        if (ax < 0) return kn_node_error(n, KN_ERR_INVALID, "scan_input_axes[%d] out of range", j);
+    for (int j = 0; j < sp->m_in; j++) {
+        const kn_tensor *t = scans[j];
         if (!kn_dtype_size(t->dtype)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "packed dtype scan input");
-        axes[j] = ax;
-        if (len >= 0 && t->dims[ax] != len)
+        if (len >= 0 && t->dims[sp->axes[j]] != len)
             return kn_node_error(n, KN_ERR_INVALID, "scan inputs have different lengths (%lld and %lld)",
-                                 (long long)len, (long long)t->dims[ax]);
-        len = t->dims[ax];
+                                 (long long)len, (long long)t->dims[sp->axes[j]]);
+        len = t->dims[sp->axes[j]];
     }
-    kn_tensor *state = calloc((size_t)n_state + 1, sizeof *state);
-    kn_tensor *slices = calloc((size_t)m_in + 1, sizeof *slices);
+    kn_tensor *state = calloc((size_t)sp->n_state + 1, sizeof *state);
+    kn_tensor *slices = calloc((size_t)sp->m_in + 1, sizeof *slices);
     kn_tensor *bout = calloc((size_t)body->n_outputs + 1, sizeof *bout);
     const kn_tensor **bin = calloc((size_t)body->n_inputs + 1, sizeof *bin);
-    scan_acc *acc = calloc((size_t)n_scan_out + 1, sizeof *acc);
+    scan_acc *acc = calloc((size_t)sp->n_scan_out + 1, sizeof *acc);
     if (!state || !slices || !bout || !bin || !acc) {
         st = kn_error(KN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n_state && !st; i++) st = kn_tensor_copy(&state[i], in[i]);
+    for (int i = 0; i < sp->n_state && !st; i++) st = kn_tensor_copy(&state[i], states[i]);
     for (int64_t it = 0; !st && it < len; it++) {
-        for (int j = 0; j < m_in && !st; j++) {
-            bool rev = scan_attr_axis(n, "scan_input_directions", j, 0) != 0;
+        for (int j = 0; j < sp->m_in && !st; j++) {
             kn_tensor_free(&slices[j]);
-            st = take_slice(in[n_state + j], axes[j], rev ? len - 1 - it : it, &slices[j]);
+            st = take_slice(scans[j], sp->axes[j], sp->in_rev[j] ? len - 1 - it : it, &slices[j]);
         }
         if (st) break;
-        for (int i = 0; i < n_state; i++) bin[i] = &state[i];
-        for (int j = 0; j < m_in; j++) bin[n_state + j] = &slices[j];
+        for (int i = 0; i < sp->n_state; i++) bin[i] = &state[i];
+        for (int j = 0; j < sp->m_in; j++) bin[sp->n_state + j] = &slices[j];
         st = kn_eval_subgraph(ctx, body, body->n_inputs, bin, bout);
         if (st) {
             kn_error_prefix("node '%s' (Scan) iteration %lld: ", n->name, (long long)it);
             break;
         }
-        for (int i = 0; i < n_state; i++) {
+        for (int i = 0; i < sp->n_state; i++) {
             kn_tensor_free(&state[i]);
             state[i] = bout[i];
             memset(&bout[i], 0, sizeof bout[i]);
         }
-        for (int j = 0; j < n_scan_out && !st; j++) st = acc_push(&acc[j], &bout[n_state + j]);
+        for (int j = 0; j < sp->n_scan_out && !st; j++) st = acc_push(&acc[j], &bout[sp->n_state + j]);
         free_all(bout, body->n_outputs);
     }
-    for (int i = 0; !st && i < n_state; i++) {
+    for (int i = 0; !st && i < sp->n_state; i++) {
         out[i] = state[i];
         memset(&state[i], 0, sizeof state[i]);
     }
-    for (int j = 0; !st && j < n_scan_out; j++) {
-        int ax = scan_attr_axis(n, "scan_output_axes", j, 0);
-        bool rev = scan_attr_axis(n, "scan_output_directions", j, 0) != 0;
-        st = acc_stack(n, &acc[j], ax, rev, body->outputs[n_state + j]->dtype, &out[n_state + j]);
-    }
+    for (int j = 0; !st && j < sp->n_scan_out; j++)
+        st = acc_stack(n, &acc[j], sp->out_axes[j], sp->out_rev[j] != 0, body->outputs[sp->n_state + j]->dtype,
+                       &out[sp->n_state + j]);
 done:
-    if (state) free_all(state, n_state);
-    if (slices) free_all(slices, m_in);
+    if (state) free_all(state, sp->n_state);
+    if (slices) free_all(slices, sp->m_in);
     if (bout) free_all(bout, body->n_outputs);
-    for (int j = 0; acc && j < n_scan_out; j++) acc_free(&acc[j]);
+    for (int j = 0; acc && j < sp->n_scan_out; j++) acc_free(&acc[j]);
     free(state), free(slices), free(bout), free(bin), free(acc);
     return st;
+}
+
+/* Scan-8 has a leading batch axis on every state and scan input (and an
+ * optional sequence_lens input first): it is Scan-9 run once per batch row. */
+static int eval_scan8(kn_eval_ctx *ctx, const kn_node *n, const kn_graph *body, const kn_tensor *const *in,
+                      kn_tensor *out)
+{
+    int m_in = (int)kn_attr_int(n, "num_scan_inputs", 0);
+    int n_state = n->n_inputs - 1 - m_in;
+    int n_scan_out = body->n_outputs - n_state;
+    if (m_in < 1 || n_state < 0 || n_scan_out < 0 || body->n_inputs != n_state + m_in ||
+        n->n_outputs != body->n_outputs)
+        return kn_node_error(n, KN_ERR_INVALID, "body signature does not match the node");
+    const kn_tensor *const *xs = in + 1;
+    int64_t batch = -1;
+    for (int i = 0; i < n_state + m_in; i++) {
+        if (!xs[i] || xs[i]->rank < 1) return kn_node_error(n, KN_ERR_INVALID, "input %d needs a batch axis", i + 1);
+        if (batch >= 0 && xs[i]->dims[0] != batch) return kn_node_error(n, KN_ERR_INVALID, "inputs disagree on the batch size");
+        batch = xs[i]->dims[0];
+    }
+    if (in[0]) {
+        for (int64_t b = 0; b < kn_tensor_numel(in[0]); b++)
+            if (kn_load_i64(in[0]->dtype, in[0]->data, (size_t)b) != xs[n_state]->dims[1])
+                return kn_node_error(n, KN_ERR_UNSUPPORTED, "sequence_lens shorter than the scan length");
+    }
+    int zeros[KN_VAR] = {0}, dirs[KN_VAR] = {0};
+    for (int j = 0; j < m_in; j++) dirs[j] = scan_attr_axis(n, "directions", j, 0);
+    scan_spec sp = {n_state, m_in, n_scan_out, zeros, dirs, zeros, zeros};
+    int nout = n->n_outputs;
+    scan_acc *acc = calloc((size_t)nout + 1, sizeof *acc);
+    kn_tensor *row_in = calloc((size_t)(n_state + m_in) + 1, sizeof *row_in);
+    kn_tensor *row_out = calloc((size_t)nout + 1, sizeof *row_out);
+    const kn_tensor **ptrs = calloc((size_t)(n_state + m_in) + 1, sizeof *ptrs);
+    int st = (!acc || !row_in || !row_out || !ptrs) ? kn_error(KN_ERR_NOMEM, "out of memory") : KN_OK;
+    for (int64_t b = 0; !st && b < batch; b++) {
+        for (int i = 0; i < n_state + m_in && !st; i++) {
+            kn_tensor_free(&row_in[i]);
+            st = take_slice(xs[i], 0, b, &row_in[i]);
+            ptrs[i] = &row_in[i];
+        }
+        if (!st) st = run_scan(ctx, n, body, &sp, ptrs, ptrs + n_state, row_out);
+        for (int k = 0; !st && k < nout; k++) st = acc_push(&acc[k], &row_out[k]);
+        free_all(row_out, nout);
+    }
+    for (int k = 0; !st && k < nout; k++) st = acc_stack(n, &acc[k], 0, false, body->outputs[k]->dtype, &out[k]);
+    for (int k = 0; acc && k < nout; k++) acc_free(&acc[k]);
+    if (row_in) free_all(row_in, n_state + m_in);
+    free(acc), free(row_in), free(row_out), free(ptrs);
+    return st;
+}
+
+static int eval_scan(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    const kn_graph *body;
+    int st = need_graph(n, "body", &body);
+    if (st) return st;
+    if (kn_node_opset(n) < 9) return eval_scan8(ctx, n, body, in, out);
+    int m_in = (int)kn_attr_int(n, "num_scan_inputs", 0);
+    int n_state = n->n_inputs - m_in;
+    int n_scan_out = body->n_outputs - n_state;
+    if (m_in < 1 || m_in > KN_VAR || n_state < 0 || n_scan_out < 0 || body->n_inputs != n->n_inputs ||
+        n->n_outputs != body->n_outputs)
+        return kn_node_error(n, KN_ERR_INVALID, "body signature does not match the node");
+    int axes[KN_VAR], in_rev[KN_VAR], out_axes[KN_VAR], out_rev[KN_VAR];
+    for (int j = 0; j < m_in; j++) {
+        const kn_tensor *t = in[n_state + j];
+        if (!t) return kn_node_error(n, KN_ERR_INVALID, "scan input %d is missing", j);
+        axes[j] = kn_norm_axis(scan_attr_axis(n, "scan_input_axes", j, 0), t->rank);
+        if (axes[j] < 0) return kn_node_error(n, KN_ERR_INVALID, "scan_input_axes[%d] out of range", j);
+        in_rev[j] = scan_attr_axis(n, "scan_input_directions", j, 0);
+    }
+    for (int j = 0; j < n_scan_out && j < KN_VAR; j++) {
+        out_axes[j] = scan_attr_axis(n, "scan_output_axes", j, 0);
+        out_rev[j] = scan_attr_axis(n, "scan_output_directions", j, 0);
+    }
+    for (int i = 0; i < n_state; i++)
+        if (!in[i]) return kn_node_error(n, KN_ERR_INVALID, "state input %d is missing", i);
+    scan_spec sp = {n_state, m_in, n_scan_out, axes, in_rev, out_axes, out_rev};
+    return run_scan(ctx, n, body, &sp, in, in + n_state, out);
 }
 
 const kn_op_impl kn_ops_control[] = {
