@@ -3,7 +3,8 @@
  * core), the softmax family, determinants and einsum. See k_linalg.h.
  *
  * Float32 products go through kn_k_sgemm, a small GotoBLAS-style blocked GEMM
- * (pack a KCxNC panel of B and an MCxKC panel of A, then a 4x8 register tile),
+ * (pack a KCxNC panel of B and an MCxKC panel of A, then a register tile:
+ * 6x16 with AVX2/FMA when the CPU has them, else a portable 4x8),
  * because whole transformer encoders run through this path. Every other dtype
  * goes through a generic loop that widens to double (floats) or wraps in
  * uint64 (integers, so overflow is two's complement and never UB).
@@ -17,17 +18,23 @@
 
 /* ---- float32 GEMM core ---------------------------------------------------- */
 
-enum { MR = 4, NR = 8, KC = 256, MC = 96, NC = 512 };
+/* Blocking: an MCxKC panel of A and a KCxNC panel of B are packed so that
+ * the micro-kernel streams both contiguously; MC and NC are multiples of
+ * every micro-kernel's MR and NR. */
+enum { KC = 256, MC = 96, NC = 512 };
 
 typedef float v4f __attribute__((vector_size(16)));
+
+/* C[0:mr, 0:nr] += alpha * Apanel[kc][MR] x Bpanel[kc][NR]. */
+typedef void (*micro_fn)(int64_t kc, const float *ap, const float *bp, float *C, int64_t ldc, int64_t mr,
+                         int64_t nr, float alpha);
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-/* Packs op(B)[k0:k0+kc, j0:j0+nc] as nc/NR panels of [kc][NR], zero-padded,
- * so the micro-kernel streams B contiguously whatever B's layout. */
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] as panels of [kc][NR], zero-padded. */
 static void pack_b(const float *B, int64_t ldb, bool tb, int64_t k0, int64_t kc, int64_t j0,
-                   int64_t nc, float *dst)
+                   int64_t nc, int64_t NR, float *dst)
 {
     for (int64_t jp = 0; jp < nc; jp += NR) {
         int64_t nr = min64(NR, nc - jp);
@@ -42,9 +49,9 @@ static void pack_b(const float *B, int64_t ldb, bool tb, int64_t k0, int64_t kc,
     }
 }
 
-/* Packs op(A)[i0:i0+mc, k0:k0+kc] as mc/MR panels of [kc][MR], zero-padded. */
+/* Packs op(A)[i0:i0+mc, k0:k0+kc] as panels of [kc][MR], zero-padded. */
 static void pack_a(const float *A, int64_t lda, bool ta, int64_t i0, int64_t mc, int64_t k0,
-                   int64_t kc, float *dst)
+                   int64_t kc, int64_t MR, float *dst)
 {
     for (int64_t ip = 0; ip < mc; ip += MR) {
         int64_t mr = min64(MR, mc - ip);
@@ -56,8 +63,7 @@ static void pack_a(const float *A, int64_t lda, bool ta, int64_t i0, int64_t mc,
     }
 }
 
-/* C[0:mr, 0:nr] += alpha * Apanel[kc][MR] x Bpanel[kc][NR], accumulated in
- * 8 vector registers; the tail rows/columns are simply not stored. */
+/* Portable 4x8 tile in 8 SSE-sized registers (any target GCC/clang support). */
 static void micro_4x8(int64_t kc, const float *ap, const float *bp, float *C, int64_t ldc,
                       int64_t mr, int64_t nr, float alpha)
 {
@@ -65,7 +71,7 @@ static void micro_4x8(int64_t kc, const float *ap, const float *bp, float *C, in
     const v4f *b = (const v4f *)bp;
     for (int64_t k = 0; k < kc; k++) {
         v4f b0 = b[2 * k], b1 = b[2 * k + 1];
-        const float *a = ap + MR * k;
+        const float *a = ap + 4 * k;
         c00 += a[0] * b0;
         c01 += a[0] * b1;
         c10 += a[1] * b0;
@@ -75,7 +81,7 @@ static void micro_4x8(int64_t kc, const float *ap, const float *bp, float *C, in
         c30 += a[3] * b0;
         c31 += a[3] * b1;
     }
-    float t[MR][NR];
+    float t[4][8];
     memcpy(&t[0][0], &c00, 16);
     memcpy(&t[0][4], &c01, 16);
     memcpy(&t[1][0], &c10, 16);
@@ -88,6 +94,73 @@ static void micro_4x8(int64_t kc, const float *ap, const float *bp, float *C, in
         for (int64_t j = 0; j < nr; j++) C[i * ldc + j] += alpha * t[i][j];
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define KN_SGEMM_AVX2 1
+
+/* 6x16 tile in 12 AVX registers with FMA, chosen at run time when the CPU
+ * has AVX2 and FMA (the build itself targets baseline x86-64). */
+__attribute__((target("avx2,fma"))) static void micro_6x16_avx2(int64_t kc, const float *ap, const float *bp,
+                                                               float *C, int64_t ldc, int64_t mr, int64_t nr,
+                                                               float alpha)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < kc; k++, ap += 6, bp += 16) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8), a;
+        a = _mm256_broadcast_ss(ap + 0);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    float t[6][16];
+    _mm256_storeu_ps(&t[0][0], c00);
+    _mm256_storeu_ps(&t[0][8], c01);
+    _mm256_storeu_ps(&t[1][0], c10);
+    _mm256_storeu_ps(&t[1][8], c11);
+    _mm256_storeu_ps(&t[2][0], c20);
+    _mm256_storeu_ps(&t[2][8], c21);
+    _mm256_storeu_ps(&t[3][0], c30);
+    _mm256_storeu_ps(&t[3][8], c31);
+    _mm256_storeu_ps(&t[4][0], c40);
+    _mm256_storeu_ps(&t[4][8], c41);
+    _mm256_storeu_ps(&t[5][0], c50);
+    _mm256_storeu_ps(&t[5][8], c51);
+    for (int64_t i = 0; i < mr; i++)
+        for (int64_t j = 0; j < nr; j++) C[i * ldc + j] += alpha * t[i][j];
+}
+#endif
+
+/* The micro-kernel for this CPU; KILN_SGEMM_GENERIC=1 forces the portable
+ * one (so tests can cover both on one machine). */
+static micro_fn pick_micro(int64_t *MR, int64_t *NR)
+{
+#ifdef KN_SGEMM_AVX2
+    const char *env = getenv("KILN_SGEMM_GENERIC");
+    __builtin_cpu_init();
+    if (!(env && *env == '1') && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *MR = 6, *NR = 16;
+        return micro_6x16_avx2;
+    }
+#endif
+    *MR = 4, *NR = 8;
+    return micro_4x8;
+}
+
 static float *alloc_floats(int64_t n)
 {
     size_t bytes = (size_t)round_up(n * (int64_t)sizeof(float), 64);
@@ -98,6 +171,8 @@ int kn_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int
                bool trans_a, const float *B, int64_t ldb, bool trans_b, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0 || K <= 0) return KN_OK;
+    int64_t MR, NR;
+    micro_fn micro = pick_micro(&MR, &NR);
     int64_t kcap = min64(KC, K), ncap = round_up(min64(NC, N), NR), mcap = round_up(min64(MC, M), MR);
     float *bpack = alloc_floats(kcap * ncap);
     float *apack = alloc_floats(mcap * kcap);
@@ -111,14 +186,14 @@ int kn_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int
         int64_t nc = min64(NC, N - jc);
         for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = min64(KC, K - pc);
-            pack_b(B, ldb, trans_b, pc, kc, jc, nc, bpack);
+            pack_b(B, ldb, trans_b, pc, kc, jc, nc, NR, bpack);
             for (int64_t ic = 0; ic < M; ic += MC) {
                 int64_t mc = min64(MC, M - ic);
-                pack_a(A, lda, trans_a, ic, mc, pc, kc, apack);
+                pack_a(A, lda, trans_a, ic, mc, pc, kc, MR, apack);
                 for (int64_t jr = 0; jr < nc; jr += NR)
                     for (int64_t ir = 0; ir < mc; ir += MR)
-                        micro_4x8(kc, apack + ir * kc, bpack + jr * kc, C + (ic + ir) * ldc + jc + jr,
-                                  ldc, min64(MR, mc - ir), min64(NR, nc - jr), alpha);
+                        micro(kc, apack + ir * kc, bpack + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
+                              min64(MR, mc - ir), min64(NR, nc - jr), alpha);
             }
         }
     }

@@ -108,7 +108,7 @@ static void test_matmul_shape_errors(void **state)
 }
 
 /* The blocked GEMM against a naive double loop, across block edges and all
- * four transpose combinations. */
+ * four transpose combinations, with each micro-kernel. */
 static void test_sgemm_blocked(void **state)
 {
     (void)state;
@@ -119,8 +119,10 @@ static void test_sgemm_blocked(void **state)
     srand(7);
     for (int64_t i = 0; i < M * K; i++) A[i] = (float)(rand() % 200 - 100) / 37.0f;
     for (int64_t i = 0; i < K * N; i++) B[i] = (float)(rand() % 200 - 100) / 41.0f;
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < 8; t++) {
         bool ta = t & 1, tb = t & 2;
+        /* the second round forces the portable micro-kernel */
+        if (t == 4) setenv("KILN_SGEMM_GENERIC", "1", 1);
         for (int64_t i = 0; i < M * N; i++) C[i] = 1.0f;
         int64_t lda = ta ? M : K, ldb = tb ? K : N;
         assert_int_equal(kn_k_sgemm(M, N, K, 0.5f, A, lda, ta, B, ldb, tb, C, N), KN_OK);
@@ -133,6 +135,7 @@ static void test_sgemm_blocked(void **state)
                 assert_true(fabs(C[i * N + j] - want) <= 1e-3 * (1 + fabs(want)));
             }
     }
+    unsetenv("KILN_SGEMM_GENERIC");
     free(A);
     free(B);
     free(C);
