@@ -247,6 +247,90 @@ static void test_axis_out_of_range_names_node(void **state)
     kn_model_free(r.m);
 }
 
+static void test_cumsum_exclusive_reverse(void **state)
+{
+    (void)state;
+    int64_t d = 4, ax = 0;
+    const float v[4] = {1, 2, 3, 4};
+    kn_tensor ins[2] = {f32_tensor(1, &d, v), i64_tensor(0, NULL, &ax)};
+    one_node r = make_model(KN_OP_CumSum, 14, 2, ins, 1);
+    set_int_attr(r.node, "exclusive", 1);
+    set_int_attr(r.node, "reverse", 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    const float want[4] = {9, 7, 4, 0};
+    for (int i = 0; i < 4; i++) assert_float_equal(((float *)out[0].data)[i], want[i], 0);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+static void test_unique_unsorted(void **state)
+{
+    (void)state;
+    int64_t d = 6;
+    const float v[6] = {2, 1, 1, 3, 4, 3};
+    kn_tensor x = f32_tensor(1, &d, v);
+    one_node r = make_model(KN_OP_Unique, 11, 1, &x, 4);
+    set_int_attr(r.node, "sorted", 0);
+    kn_tensor out[4] = {{0}};
+    assert_int_equal(run(&r, 1, &x, out), 0);
+    const float wy[4] = {2, 1, 3, 4};
+    const int64_t wi[4] = {0, 1, 3, 4}, winv[6] = {0, 1, 1, 2, 3, 2}, wc[4] = {1, 2, 2, 1};
+    assert_int_equal(out[0].dims[0], 4);
+    for (int i = 0; i < 4; i++) {
+        assert_float_equal(((float *)out[0].data)[i], wy[i], 0);
+        assert_int_equal(((int64_t *)out[1].data)[i], wi[i]);
+        assert_int_equal(((int64_t *)out[3].data)[i], wc[i]);
+    }
+    for (int i = 0; i < 6; i++) assert_int_equal(((int64_t *)out[2].data)[i], winv[i]);
+    for (int i = 0; i < 4; i++) kn_tensor_free(&out[i]);
+    kn_tensor_free(&x);
+    kn_model_free(r.m);
+}
+
+static void test_topk_k_too_large(void **state)
+{
+    (void)state;
+    int64_t d = 3, one = 1, k = 4;
+    const float v[3] = {1, 2, 3};
+    kn_tensor ins[2] = {f32_tensor(1, &d, v), i64_tensor(1, &one, &k)};
+    one_node r = make_model(KN_OP_TopK, 11, 2, ins, 2);
+    kn_tensor out[2] = {{0}};
+    assert_int_not_equal(run(&r, 2, ins, out), 0);
+    assert_non_null(strstr(kn_last_error(), "node 'n0' (TopK)"));
+    assert_null(out[0].data);
+    assert_null(out[1].data);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
+static void test_nll_target_out_of_range(void **state)
+{
+    (void)state;
+    int64_t xd[2] = {2, 3}, td = 2;
+    const float v[6] = {-1, -2, -3, -4, -5, -6};
+    const int64_t t[2] = {1, 7};
+    kn_tensor ins[2] = {f32_tensor(2, xd, v), i64_tensor(1, &td, t)};
+    one_node r = make_model(KN_OP_NegativeLogLikelihoodLoss, 13, 2, ins, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_not_equal(run(&r, 2, ins, out), 0);
+    assert_non_null(strstr(kn_last_error(), "node 'n0' (NegativeLogLikelihoodLoss)"));
+    assert_non_null(strstr(kn_last_error(), "target 7"));
+    kn_model_free(r.m);
+    /* In range: mean of -x[n, t[n]] = (2 + 4) / 2 after fixing the target. */
+    ((int64_t *)ins[1].data)[1] = 0;
+    r = make_model(KN_OP_NegativeLogLikelihoodLoss, 13, 2, ins, 1);
+    assert_int_equal(run(&r, 2, ins, out), 0);
+    assert_float_equal(*(float *)out[0].data, 3.0f, 1e-6);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+    kn_model_free(r.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +342,10 @@ int main(void)
         cmocka_unit_test(test_range),
         cmocka_unit_test(test_nonzero),
         cmocka_unit_test(test_axis_out_of_range_names_node),
+        cmocka_unit_test(test_cumsum_exclusive_reverse),
+        cmocka_unit_test(test_unique_unsorted),
+        cmocka_unit_test(test_topk_k_too_large),
+        cmocka_unit_test(test_nll_target_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
