@@ -123,6 +123,16 @@ def if_outer():
                  [vi("y", TensorProto.FLOAT, [2])], [w])
 
 
+def if_passthrough():
+    """The then-branch returns the outer value 'x' itself, with no node."""
+    then_g = helper.make_graph([], "then", [], [vi("x", TensorProto.FLOAT, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="else_neg")], "else",
+                               [], [vi("e_out", TensorProto.FLOAT, [2])])
+    n = helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)
+    return model([n], [vi("cond", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [2])],
+                 [vi("y", TensorProto.FLOAT, [2])])
+
+
 def unsupported_ops():
     nodes = [
         helper.make_node("Foo", ["x"], ["a"], name="a"),
@@ -205,6 +215,7 @@ def main():
     save(out, "encodings.onnx", encodings())
     save(out, "attrs.onnx", attrs())
     save(out, "if_outer.onnx", if_outer())
+    save(out, "if_passthrough.onnx", if_passthrough())
     save(out, "unsupported.onnx", unsupported_ops())
     bad_models(out)
     external(out)

@@ -213,6 +213,22 @@ static void test_if_outer_scope(void **state)
     kn_model_free(m);
 }
 
+static void test_if_passthrough(void **state)
+{
+    (void)state;
+    kn_model *m = load_ok("if_passthrough.onnx");
+    const kn_value *x = kn_graph_lookup(m->graph, "x");
+    const kn_graph *then_g = kn_node_attr(m->graph->nodes[0], "then_branch")->g;
+    /* an Identity gives the branch its own output; the outer x is untouched */
+    assert_int_equal(then_g->n_nodes, 1);
+    assert_int_equal(then_g->nodes[0]->op, KN_OP_Identity);
+    assert_ptr_equal(then_g->nodes[0]->inputs[0], x);
+    assert_string_equal(then_g->outputs[0]->name, "x");
+    assert_ptr_equal(then_g->outputs[0]->graph, then_g);
+    assert_false(x->flags & KN_VALUE_GRAPH_OUTPUT);
+    kn_model_free(m);
+}
+
 static void test_external_data(void **state)
 {
     (void)state;
@@ -286,6 +302,94 @@ static void test_truncated_and_garbage(void **state)
 
     assert_int_equal(kn_onnx_load_file(path_of("does_not_exist.onnx"), &m), KN_ERR_IO);
     assert_null(m);
+}
+
+/* ---- hand-built protobuf bytes: nesting ---------------------------------- */
+
+typedef struct buf {
+    unsigned char *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *data, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void put_varint(buf *b, uint64_t v)
+{
+    unsigned char c;
+    do {
+        c = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v) c |= 0x80;
+        put(b, &c, 1);
+    } while (v);
+}
+
+/* Wraps `inner` as length-delimited field `field` of a new message. */
+static buf wrap(unsigned field, const buf *inner, const buf *prefix)
+{
+    buf b = {0};
+    if (prefix) put(&b, prefix->p, prefix->n);
+    put_varint(&b, (uint64_t)field << 3 | 2);
+    put_varint(&b, inner->n);
+    if (inner->n) put(&b, inner->p, inner->n);
+    return b;
+}
+
+/* ModelProto whose graph holds an If whose then_branch holds an If ...,
+ * `levels` graphs deep. */
+static buf nested_model(int levels)
+{
+    buf g = {0};
+    for (int i = 0; i < levels; i++) {
+        buf attr = {0}, name = {0}, op = {0};
+        put(&name, "then_branch", 11);
+        attr = wrap(1, &name, NULL);              /* AttributeProto.name */
+        put_varint(&attr, 20 << 3 | 0);           /* .type = GRAPH */
+        put_varint(&attr, 5);
+        buf attr2 = wrap(6, &g, &attr);           /* .g */
+        put(&op, "If", 2);
+        buf node = wrap(4, &op, NULL);            /* NodeProto.op_type */
+        buf node2 = wrap(5, &attr2, &node);       /* .attribute */
+        free(g.p);
+        g = wrap(1, &node2, NULL);                /* GraphProto.node */
+        free(attr.p), free(name.p), free(op.p), free(attr2.p), free(node.p), free(node2.p);
+    }
+    buf m = wrap(7, &g, NULL); /* ModelProto.graph */
+    free(g.p);
+    return m;
+}
+
+static void test_nesting_limits(void **state)
+{
+    (void)state;
+    kn_model *m = NULL;
+    buf ok = nested_model(5);
+    assert_int_equal(kn_onnx_load_bytes(ok.p, ok.n, NULL, &m), KN_OK);
+    kn_model_free(m);
+    free(ok.p);
+
+    buf deep = nested_model(40);
+    assert_int_equal(kn_onnx_load_bytes(deep.p, deep.n, NULL, &m), KN_ERR_UNSUPPORTED);
+    assert_null(m);
+    const char *msg = kn_last_error();
+    assert_true(strncmp(msg, "<memory>: node 'If_0' (If): attribute 'then_branch': node 'If_1' (If): ", 71) == 0);
+    assert_non_null(strstr(msg, "attribute 'then_branch': subgraphs nested deeper than 32 levels"));
+    free(deep.p);
+
+    /* deeper than protobuf-c may safely recurse: refused before unpacking */
+    buf hostile = nested_model(5000);
+    assert_int_equal(kn_onnx_load_bytes(hostile.p, hostile.n, NULL, &m), KN_ERR_UNSUPPORTED);
+    assert_string_equal(kn_last_error(), "<memory>: graphs or types are nested more than 200 messages deep");
+    free(hostile.p);
 }
 
 static void test_graph_errors(void **state)
@@ -364,7 +468,9 @@ int main(void)
         cmocka_unit_test(test_encodings),
         cmocka_unit_test(test_attrs),
         cmocka_unit_test(test_if_outer_scope),
+        cmocka_unit_test(test_if_passthrough),
         cmocka_unit_test(test_external_data),
+        cmocka_unit_test(test_nesting_limits),
         cmocka_unit_test(test_tensor_files),
         cmocka_unit_test(test_truncated_and_garbage),
         cmocka_unit_test(test_graph_errors),
