@@ -736,6 +736,98 @@ static int ein_strides(const ein_plan *p, const kn_tensor *const *in, ein_walk *
     return KN_OK;
 }
 
+/* dst[idx over dst_labels] = src[sum idx * stride_by_label]: a transpose
+ * (gather) of a float32 tensor whose axes each carry a distinct label. */
+static void ein_gather_f32(const float *src, const int64_t *stride_by_label, int r, const int *labels,
+                           const int64_t *sizes, float *dst)
+{
+    int64_t dims[EIN_LABELS], st[EIN_LABELS], idx[EIN_LABELS] = {0};
+    int64_t total = 1;
+    for (int i = 0; i < r; i++) {
+        dims[i] = sizes[labels[i]];
+        st[i] = stride_by_label[labels[i]];
+        total *= dims[i];
+    }
+    int64_t off = 0;
+    for (int64_t e = 0; e < total; e++) {
+        dst[e] = src[off];
+        for (int i = r - 1; i >= 0; i--) { /* odometer that keeps the source offset in step */
+            off += st[i];
+            if (++idx[i] < dims[i]) break;
+            off -= st[i] * dims[i];
+            idx[i] = 0;
+        }
+    }
+}
+
+/* Element stride of each label of operand o (distinct labels, no broadcast). */
+static void ein_label_strides(const ein_plan *p, int o, const kn_tensor *t, int64_t *by_label)
+{
+    int64_t es[KN_MAX_RANK];
+    kn_shape_strides(t->rank, t->dims, es);
+    for (int a = 0; a < t->rank; a++) by_label[p->label[o][a]] = es[a];
+}
+
+/* Two float32 operands whose labels are each batch (A, B, out), M (A, out),
+ * N (B, out) or K (A, B): transpose both to [batch, M, K] and [batch, K, N],
+ * run the blocked GEMM, and transpose back. *done is false (and nothing is
+ * written) for anything else: diagonals, broadcasts, labels summed within
+ * one operand; the generic loop handles those. */
+static int ein_matmul_f32(const ein_plan *p, const kn_tensor *const *in, kn_tensor *out, bool *done)
+{
+    *done = false;
+    bool ina[EIN_LABELS] = {0}, inb[EIN_LABELS] = {0}, ino[EIN_LABELS] = {0};
+    for (int o = 0; o < 2; o++)
+        for (int a = 0; a < in[o]->rank; a++) {
+            bool *seen = o ? inb : ina;
+            int l = p->label[o][a];
+            if (seen[l] || in[o]->dims[a] != p->size[l]) return KN_OK;
+            seen[l] = true;
+        }
+    for (int i = 0; i < p->out_rank; i++) ino[p->out_label[i]] = true;
+    int lb[EIN_LABELS], lm[EIN_LABELS], ln[EIN_LABELS], lk[EIN_LABELS], nb = 0, nm = 0, nn = 0, nk = 0;
+    int64_t B = 1, M = 1, N = 1, K = 1;
+    for (int l = 0; l < EIN_LABELS; l++) {
+        if (!ina[l] && !inb[l]) continue;
+        int64_t sz = p->size[l];
+        if (ina[l] && inb[l] && ino[l]) lb[nb++] = l, B *= sz;
+        else if (ina[l] && ino[l]) lm[nm++] = l, M *= sz;
+        else if (inb[l] && ino[l]) ln[nn++] = l, N *= sz;
+        else if (ina[l] && inb[l]) lk[nk++] = l, K *= sz;
+        else return KN_OK; /* summed within one operand */
+    }
+    int la[EIN_LABELS], lbb[EIN_LABELS], lc[EIN_LABELS], ra = 0, rb = 0, rc = 0;
+    for (int i = 0; i < nb; i++) la[ra++] = lbb[rb++] = lc[rc++] = lb[i];
+    for (int i = 0; i < nm; i++) la[ra++] = lc[rc++] = lm[i];
+    for (int i = 0; i < nk; i++) la[ra++] = lbb[rb++] = lk[i];
+    for (int i = 0; i < nn; i++) lbb[rb++] = lc[rc++] = ln[i];
+    float *ap = malloc(sizeof(float) * (size_t)(B * M * K + 1)), *bp = malloc(sizeof(float) * (size_t)(B * K * N + 1));
+    float *cp = calloc((size_t)(B * M * N + 1), sizeof(float));
+    int st = KN_OK;
+    if (!ap || !bp || !cp) st = kn_error(KN_ERR_NOMEM, "out of memory for an einsum product");
+    int64_t sa[EIN_LABELS] = {0}, sb[EIN_LABELS] = {0}, sc[EIN_LABELS] = {0}, so[EIN_LABELS] = {0};
+    if (!st) {
+        ein_label_strides(p, 0, in[0], sa);
+        ein_label_strides(p, 1, in[1], sb);
+        ein_gather_f32(in[0]->data, sa, ra, la, p->size, ap);
+        ein_gather_f32(in[1]->data, sb, rb, lbb, p->size, bp);
+        for (int64_t b = 0; b < B && !st; b++)
+            st = kn_k_sgemm(M, N, K, 1.0f, ap + b * M * K, K, false, bp + b * K * N, N, false, cp + b * M * N, N);
+    }
+    if (!st) {
+        /* cp is row-major over lc; read it back in the output's label order */
+        int64_t s = 1;
+        for (int i = rc - 1; i >= 0; i--) sc[lc[i]] = s, s *= p->size[lc[i]];
+        for (int i = 0; i < p->out_rank; i++) so[p->out_label[i]] = sc[p->out_label[i]];
+        ein_gather_f32(cp, so, p->out_rank, p->out_label, p->size, out->data);
+        *done = true;
+    }
+    free(ap);
+    free(bp);
+    free(cp);
+    return st;
+}
+
 int kn_k_einsum(const char *eq, int n, const kn_tensor *const *in, kn_tensor *out)
 {
     int ranks[EIN_MAX_OPS];
@@ -757,6 +849,11 @@ int kn_k_einsum(const char *eq, int n, const kn_tensor *const *in, kn_tensor *ou
     if (out->rank != p->out_rank || kn_shape_numel(out->rank, odims) != kn_tensor_numel(out)) {
         st = kn_error(KN_ERR_INTERNAL, "Einsum output was allocated with the wrong shape");
         goto done;
+    }
+    if (n == 2 && out->dtype == KN_F32) {
+        bool fast;
+        st = ein_matmul_f32(p, in, out, &fast);
+        if (st || fast) goto done;
     }
     w->n = n;
     w->in = in;

@@ -230,6 +230,24 @@ static void test_einsum(void **state)
     y = run_einsum("i j -> ", 1, a1);
     assert_true(((double *)y.data)[0] == 21);
     kn_tensor_free(&y);
+    /* float32 two-operand einsums take the transpose+GEMM path: check one
+     * with batch, free and contracted labels in scrambled orders */
+    float x[2 * 3 * 4], z[4 * 2 * 5];
+    for (int i = 0; i < 24; i++) x[i] = (float)(i % 7) - 3;
+    for (int i = 0; i < 40; i++) z[i] = (float)(i % 5) - 2;
+    kn_tensor tx = view(KN_F32, x, 3, (int64_t[]){2, 3, 4}), tz = view(KN_F32, z, 3, (int64_t[]){4, 2, 5});
+    const kn_tensor *xz[2] = {&tx, &tz};
+    y = run_einsum("bik,kbj->jbi", 2, xz);
+    assert_int_equal(y.rank, 3);
+    assert_true(y.dims[0] == 5 && y.dims[1] == 2 && y.dims[2] == 3);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 5; j++) {
+                float want = 0;
+                for (int k = 0; k < 4; k++) want += x[(b * 3 + i) * 4 + k] * z[(k * 2 + b) * 5 + j];
+                assert_true(((float *)y.data)[(j * 2 + b) * 3 + i] == want);
+            }
+    kn_tensor_free(&y);
     int ranks[2] = {2, 2};
     const int64_t *dims[2] = {ta.dims, ta.dims};
     int r;
