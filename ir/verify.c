@@ -165,8 +165,10 @@ static int check_arity(const kn_node *n)
     if (n->n_outputs < oi->min_outputs || (!var_out && n->n_outputs > oi->max_outputs))
         return kn_node_error(n, KN_ERR_INVALID, "has %d outputs, expected %d to %d", n->n_outputs,
                              oi->min_outputs, oi->max_outputs);
-    /* Loop's first two inputs (M, cond) are optional despite being counted. */
-    for (int i = 0; n->op != KN_OP_Loop && i < oi->min_inputs; i++)
+    /* Loop's M and cond, and opset-8 Scan's sequence_lens, are optional
+     * inputs that the arity still counts. */
+    bool leading_optional = n->op == KN_OP_Loop || n->op == KN_OP_Scan;
+    for (int i = 0; !leading_optional && i < oi->min_inputs; i++)
         if (!n->inputs[i]) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
     return KN_OK;
 }
