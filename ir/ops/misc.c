@@ -10,13 +10,25 @@
 #include "../eval.h"
 #include "k_misc.h"
 
+/* Fails naming the node if one of its first k inputs is missing (an empty
+ * name in the model), so no definition below dereferences a NULL input. */
+static int need_inputs(const kn_node *n, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    return KN_OK;
+}
+
 static int node_fail(const kn_node *n, int st)
 {
     if (st) kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
     return st;
 }
 
-static int infer_same0(kn_node *n) { return kn_infer_same_as_input(n, 0); }
+static int infer_same0(kn_node *n)
+{
+    return need_inputs(n, 2) ? KN_ERR_INVALID : kn_infer_same_as_input(n, 0);
+}
 
 /* ---- losses --------------------------------------------------------------------------- */
 
@@ -32,6 +44,7 @@ static int loss_reduction(const kn_node *n, kn_loss_reduction *out)
 
 static int infer_loss(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_loss_reduction red;
     int st = loss_reduction(n, &red);
     if (st) return st;
@@ -60,12 +73,14 @@ static int run_nll(const kn_node *n, const kn_tensor *lp, const kn_tensor *targe
 
 static int eval_nll(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     return run_nll(n, in[0], in[1], kn_node_input(n, 2) ? in[2] : NULL, &out[0]);
 }
 
 static int eval_sce(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     kn_tensor lp = {0};
     int st = kn_tensor_alloc(&lp, in[0]->dtype, in[0]->rank, in[0]->dims);
@@ -90,6 +105,7 @@ static kn_window_kind window_kind(kn_op op)
 
 static int infer_window(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_dtype dt = (kn_dtype)kn_attr_int(n, "output_datatype", KN_F32);
     if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output_datatype %d", (int)dt);
     int64_t len = -1;
@@ -101,6 +117,7 @@ static int infer_window(kn_node *n)
 
 static int eval_window(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)ctx;
     if (kn_tensor_numel(in[0]) != 1) return kn_node_error(n, KN_ERR_INVALID, "size must be a scalar");
     int64_t len = kn_load_i64(in[0]->dtype, in[0]->data, 0);
@@ -136,6 +153,7 @@ static int ccp_dims(const kn_node *n, int rank, const int64_t *xdims, const kn_t
 
 static int infer_ccp(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0], *sv = n->inputs[1];
     kn_shape s = x->shape;
     if (s.rank >= 0 && sv->const_data) {
@@ -155,6 +173,7 @@ static int infer_ccp(kn_node *n)
 
 static int eval_ccp(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     int64_t dims[KN_MAX_RANK];
     int st = ccp_dims(n, in[0]->rank, in[0]->dims, in[1], dims);
@@ -166,6 +185,7 @@ static int eval_ccp(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
 
 static int eval_revseq(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     int rank = in[0]->rank;
     int64_t ba = kn_attr_int(n, "batch_axis", 1), ta = kn_attr_int(n, "time_axis", 0);
@@ -197,6 +217,7 @@ static int gs_params(const kn_node *n, kn_gs_mode *mode, kn_gs_pad *pad)
 
 static int infer_gridsample(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_gs_mode mode;
     kn_gs_pad pad;
     int st = gs_params(n, &mode, &pad);
@@ -219,6 +240,7 @@ static int infer_gridsample(kn_node *n)
 
 static int eval_gridsample(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     kn_gs_mode mode;
     kn_gs_pad pad;
@@ -247,6 +269,7 @@ static int infer_nms(kn_node *n)
 
 static int eval_nms(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *mo = kn_node_input(n, 2) ? in[2] : NULL;
     const kn_tensor *iou = kn_node_input(n, 3) ? in[3] : NULL;
@@ -319,6 +342,7 @@ static int rnn_params(const kn_node *n, kn_rnn_params *p)
 
 static int infer_rnn(kn_node *n)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     kn_rnn_params p;
     int st = rnn_params(n, &p);
     if (st) return st;
@@ -341,6 +365,7 @@ static int infer_rnn(kn_node *n)
 
 static int eval_rnn(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     (void)ctx;
     kn_rnn_params p;
     int st = rnn_params(n, &p);
@@ -399,6 +424,7 @@ static int dft_axis(const kn_node *n, const kn_tensor *axis_t, bool present, int
 
 static int infer_dft(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0], *lv = kn_node_input(n, 1), *av = kn_node_input(n, 2);
     kn_shape s = x->shape;
     if (s.rank >= 2) {
@@ -424,6 +450,7 @@ static int infer_dft(kn_node *n)
 
 static int eval_dft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     if (x->rank < 2) return kn_node_error(n, KN_ERR_INVALID, "input rank %d, expected >= 2", x->rank);
@@ -456,6 +483,7 @@ static int64_t stft_frame_length(const kn_node *n, const kn_tensor *fl, bool has
 
 static int infer_stft(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0], *sv = n->inputs[1], *wv = kn_node_input(n, 2), *fv = kn_node_input(n, 3);
     kn_shape s = kn_shape_unknown();
     if (x->shape.rank == 3) {
@@ -476,6 +504,7 @@ static int infer_stft(kn_node *n)
 
 static int eval_stft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     const kn_tensor *w = kn_node_input(n, 2) ? in[2] : NULL;
@@ -500,6 +529,7 @@ static int eval_stft(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const 
 
 static int infer_mel(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_dtype dt = (kn_dtype)kn_attr_int(n, "output_datatype", KN_F32);
     if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output_datatype %d", (int)dt);
     int64_t nb = opt_scalar(n, n->inputs[0]->const_data, true, 0, "num_mel_bins");
@@ -511,6 +541,7 @@ static int infer_mel(kn_node *n)
 
 static int eval_mel(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 5)) return KN_ERR_INVALID;
     (void)ctx;
     for (int i = 0; i < 5; i++)
         if (kn_tensor_numel(in[i]) != 1) return kn_node_error(n, KN_ERR_INVALID, "input %d must be a scalar", i);

@@ -32,6 +32,15 @@ int kn_rg_infer_unique(kn_node *n);
 int kn_rg_eval_unique(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
 
 /* Adds the node's name to a kernel's message. */
+/* Fails naming the node if one of its first k inputs is missing (an empty
+ * name in the model), so no definition below dereferences a NULL input. */
+static int need_inputs(const kn_node *n, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    return KN_OK;
+}
+
 static int node_fail(const kn_node *n, int st)
 {
     if (st) kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
@@ -133,6 +142,7 @@ static void reduced_shape(const kn_shape *x, uint32_t mask, bool keepdims, kn_sh
 
 static int infer_reduce(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     kn_value *av = kn_node_input(n, 1);
     bool keepdims = kn_attr_int(n, "keepdims", 1) != 0;
@@ -165,6 +175,7 @@ static int infer_reduce(kn_node *n)
 
 static int eval_reduce(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     bool have_input = kn_node_input(n, 1) != NULL;
@@ -186,6 +197,7 @@ static int eval_reduce(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *cons
 
 static int infer_arg(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     if (x->shape.rank < 0) {
         kn_shape u = kn_shape_unknown();
@@ -205,6 +217,7 @@ static int infer_arg(kn_node *n)
 
 static int eval_arg(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     int64_t axis = kn_attr_int(n, "axis", 0);
@@ -223,10 +236,14 @@ static int eval_arg(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
 
 /* ---- CumSum ------------------------------------------------------------------ */
 
-static int infer_cumsum(kn_node *n) { return kn_infer_same_as_input(n, 0); }
+static int infer_cumsum(kn_node *n)
+{
+    return need_inputs(n, 2) ? KN_ERR_INVALID : kn_infer_same_as_input(n, 0);
+}
 
 static int eval_cumsum(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     int64_t axis;
@@ -256,6 +273,7 @@ static int64_t topk_k(const kn_node *n, const kn_tensor *kt, bool have_input)
 
 static int infer_topk(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     kn_value *kv = kn_node_input(n, 1);
     kn_shape s = x->shape;
@@ -278,6 +296,7 @@ static int infer_topk(kn_node *n)
 
 static int eval_topk(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)ctx;
     const kn_tensor *x = in[0];
     bool have_input = kn_node_input(n, 1) != NULL;

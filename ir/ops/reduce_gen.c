@@ -30,6 +30,15 @@ int kn_rg_eval_compress(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const
 int kn_rg_infer_unique(kn_node *n);
 int kn_rg_eval_unique(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
 
+/* Fails naming the node if one of its first k inputs is missing (an empty
+ * name in the model), so no definition below dereferences a NULL input. */
+static int need_inputs(const kn_node *n, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    return KN_OK;
+}
+
 static int node_fail(const kn_node *n, int st)
 {
     if (st) kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
@@ -73,6 +82,7 @@ static void shape_window(const kn_node *n, int rank, int64_t *s, int64_t *e)
 
 int kn_rg_infer_shape(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     int rank = n->inputs[0]->shape.rank;
     int64_t s = 0, e = -1;
     if (rank >= 0) shape_window(n, rank, &s, &e);
@@ -82,6 +92,7 @@ int kn_rg_infer_shape(kn_node *n)
 
 int kn_rg_eval_shape(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     int64_t s, e;
     shape_window(n, in[0]->rank, &s, &e);
@@ -100,6 +111,7 @@ int kn_rg_infer_size(kn_node *n)
 
 int kn_rg_eval_size(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     int st = kn_tensor_alloc(&out[0], KN_I64, 0, NULL);
     if (st) return node_fail(n, st);
@@ -135,6 +147,7 @@ static int read_shape(const kn_node *n, const kn_tensor *t, int64_t *dims)
 
 int kn_rg_infer_constantofshape(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     const kn_tensor *v = cos_value(n);
     kn_dtype dt = v ? v->dtype : KN_F32;
     kn_value *sv = n->inputs[0];
@@ -153,6 +166,7 @@ int kn_rg_infer_constantofshape(kn_node *n)
 
 int kn_rg_eval_constantofshape(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     const kn_tensor *v = cos_value(n);
     if (v && (kn_tensor_numel(v) != 1 || kn_dtype_size(v->dtype) == 0))
@@ -199,6 +213,7 @@ static int range_count(const kn_node *n, const kn_tensor *const *in, int64_t *ou
 
 int kn_rg_infer_range(kn_node *n)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     int64_t len = -1;
     const kn_tensor *c[3];
     bool all = true;
@@ -213,6 +228,7 @@ int kn_rg_infer_range(kn_node *n)
 
 int kn_rg_eval_range(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     (void)c;
     int64_t len;
     int st = range_count(n, in, &len);
@@ -235,6 +251,7 @@ static kn_dtype eyelike_dtype(const kn_node *n, kn_dtype in_dt)
 
 int kn_rg_infer_eyelike(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     kn_dtype dt = eyelike_dtype(n, x->dtype);
     if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "dtype %d is not supported", (int)dt);
@@ -246,6 +263,7 @@ int kn_rg_infer_eyelike(kn_node *n)
 
 int kn_rg_eval_eyelike(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     if (in[0]->rank != 2) return kn_node_error(n, KN_ERR_INVALID, "input rank %d, expected 2", in[0]->rank);
     int st = kn_tensor_alloc(&out[0], eyelike_dtype(n, in[0]->dtype), 2, in[0]->dims);
@@ -255,6 +273,7 @@ int kn_rg_eval_eyelike(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const 
 
 int kn_rg_infer_trilu(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     if (x->shape.rank >= 0 && x->shape.rank < 2)
         return kn_node_error(n, KN_ERR_INVALID, "input rank %d, expected at least 2", x->shape.rank);
@@ -263,6 +282,7 @@ int kn_rg_infer_trilu(kn_node *n)
 
 int kn_rg_eval_trilu(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     int64_t k = 0;
     if (kn_node_input(n, 1) && scalar_int(n, in[1], "k", &k)) return KN_ERR_INVALID;
@@ -276,6 +296,7 @@ int kn_rg_eval_trilu(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *i
 
 int kn_rg_infer_onehot(kn_node *n)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     kn_value *idx = n->inputs[0], *dv = n->inputs[1], *vals = n->inputs[2];
     kn_shape s = kn_shape_unknown();
     if (idx->shape.rank >= 0 && idx->shape.rank < KN_MAX_RANK) {
@@ -298,6 +319,7 @@ int kn_rg_infer_onehot(kn_node *n)
 
 int kn_rg_eval_onehot(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 3)) return KN_ERR_INVALID;
     (void)c;
     const kn_tensor *idx = in[0];
     int64_t depth;
@@ -319,6 +341,7 @@ int kn_rg_eval_onehot(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *
 
 int kn_rg_infer_nonzero(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     int r = n->inputs[0]->shape.rank;
     kn_shape s = {.rank = 2, .dims = {r, -1}};
     kn_infer_set_shape(n, 0, KN_I64, &s);
@@ -327,6 +350,7 @@ int kn_rg_infer_nonzero(kn_node *n)
 
 int kn_rg_eval_nonzero(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     return node_fail(n, kn_k_nonzero(in[0], &out[0]));
 }
@@ -346,6 +370,7 @@ static int compress_axis(const kn_node *n, int rank)
 
 int kn_rg_infer_compress(kn_node *n)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     int a = compress_axis(n, x->shape.rank);
     if (a == -2) return KN_ERR_INVALID;
@@ -364,6 +389,7 @@ int kn_rg_infer_compress(kn_node *n)
 
 int kn_rg_eval_compress(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 2)) return KN_ERR_INVALID;
     (void)c;
     int a = compress_axis(n, in[0]->rank);
     if (a == -2) return KN_ERR_INVALID;
@@ -377,6 +403,7 @@ static int unique_axis(const kn_node *n, int rank)
 
 int kn_rg_infer_unique(kn_node *n)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     int a = unique_axis(n, x->shape.rank);
     if (a == -2) return KN_ERR_INVALID;
@@ -401,6 +428,7 @@ int kn_rg_infer_unique(kn_node *n)
 
 int kn_rg_eval_unique(kn_eval_ctx *c, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
+    if (need_inputs(n, 1)) return KN_ERR_INVALID;
     (void)c;
     int a = unique_axis(n, in[0]->rank);
     if (a == -2) return KN_ERR_INVALID;
