@@ -208,8 +208,7 @@ static int infer_softmax(kn_node *n)
     if (st) return st;
     int r = n->inputs[0]->shape.rank;
     int64_t axis = softmax_axis(n);
-    /* Pre-13, axis == rank is legal (everything in one row). */
-    if (r >= 0 && kn_norm_axis(axis, r) < 0 && !(kn_node_opset(n) < 13 && axis == r))
+    if (r >= 0 && kn_norm_axis(axis, r) < 0)
         return kn_node_error(n, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, r);
     return kn_infer_same_as_input(n, 0);
 }
@@ -218,7 +217,7 @@ static int eval_softmax_mode(const kn_node *n, const kn_tensor *x, int mode, kn_
 {
     int64_t axis = softmax_axis(n);
     bool legacy = kn_node_opset(n) < 13;
-    int a = (legacy && axis == x->rank) ? x->rank : kn_norm_axis(axis, x->rank);
+    int a = kn_norm_axis(axis, x->rank);
     if (a < 0) return kn_node_error(n, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
     if (!is_float(x->dtype)) return kn_node_error(n, KN_ERR_INVALID, "dtype %s; expected a float type", kn_dtype_name(x->dtype));
     int64_t outer = kn_shape_numel(a, x->dims), mid, inner;

@@ -297,6 +297,12 @@ int kn_k_matmul(const kn_tensor *a, const kn_tensor *b, kn_tensor *out)
         return kn_error(KN_ERR_INTERNAL, "MatMul output was allocated with the wrong shape");
     int64_t M = a->rank >= 2 ? a->dims[a->rank - 2] : 1, K = a->dims[a->rank - 1];
     int64_t N = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+    if (a->dtype == KN_F32 && b->rank <= 2 && a->rank > 2) {
+        /* [..., M, K] @ [K, N]: one product with all of A's rows, so B is packed once */
+        int64_t rows = kn_tensor_numel(a) / (K ? K : 1);
+        if (K == 0) rows = kn_shape_numel(a->rank - 1, a->dims);
+        return kn_k_sgemm(rows, N, K, 1.0f, a->data, K, false, b->data, N, false, out->data, N);
+    }
     int ba = a->rank > 2 ? a->rank - 2 : 0, bb = b->rank > 2 ? b->rank - 2 : 0;
     int nb = r - (a->rank >= 2) - (b->rank >= 2);
     int64_t sa[KN_MAX_RANK], sb[KN_MAX_RANK];
@@ -860,6 +866,10 @@ int kn_k_einsum(const char *eq, int n, const kn_tensor *const *in, kn_tensor *ou
     w->is_int = kn_dtype_info(out->dtype)->is_integer;
     ein_strides(p, in, w, ost);
     int64_t total = kn_tensor_numel(out), csize = kn_shape_numel(w->nc, w->cdim);
+    if (csize < 0) {
+        st = kn_error(KN_ERR_INVALID, "Einsum contraction is too large");
+        goto done;
+    }
     if (csize == 0) total = 0; /* an empty contraction sums to zero: out is already zero-filled */
     int64_t idx[KN_MAX_RANK] = {0};
     for (int64_t e = 0; e < total; e++) {

@@ -325,6 +325,10 @@ int kn_k_conv_out_dims(kn_k_conv_params *p, const int64_t *in, int64_t *out)
         if (k < 1 || s < 1 || dl < 1)
             return kn_error(KN_ERR_INVALID, "kernel %lld, stride %lld and dilation %lld must be >= 1 (axis %d)",
                             (long long)k, (long long)s, (long long)dl, d);
+        /* Bounds that keep the window arithmetic below far from int64 overflow. */
+        const int64_t big = (int64_t)1 << 31;
+        if (k > big || s > big || dl > big || p->pad_begin[d] > big || p->pad_end[d] > big)
+            return kn_error(KN_ERR_INVALID, "kernel, stride, dilation or padding too large on spatial axis %d", d);
         int64_t ext = dl * (k - 1) + 1;
         if (p->auto_pad == KN_K_PAD_VALID) p->pad_begin[d] = p->pad_end[d] = 0;
         if (in[d] < 0) {
