@@ -300,6 +300,7 @@ static int eval_topk(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const 
     (void)ctx;
     const kn_tensor *x = in[0];
     bool have_input = kn_node_input(n, 1) != NULL;
+    if (!have_input && kn_node_opset(n) >= 10) return kn_node_error(n, KN_ERR_INVALID, "input K is missing");
     int64_t k = topk_k(n, have_input ? in[1] : NULL, have_input);
     int64_t axis = kn_attr_int(n, "axis", -1);
     int a = kn_norm_axis(axis, x->rank);
