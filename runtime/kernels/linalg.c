@@ -12,9 +12,11 @@
 #include "k_linalg.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- float32 GEMM core ---------------------------------------------------- */
 
@@ -167,8 +169,8 @@ static float *alloc_floats(int64_t n)
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
-int kn_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-               bool trans_a, const float *B, int64_t ldb, bool trans_b, float *C, int64_t ldc)
+static int sgemm_1t(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    bool trans_a, const float *B, int64_t ldb, bool trans_b, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0 || K <= 0) return KN_OK;
     int64_t MR, NR;
@@ -199,6 +201,69 @@ int kn_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int
     }
     free(bpack);
     free(apack);
+    return KN_OK;
+}
+
+/* ---- threads -------------------------------------------------------------------- */
+
+/* Worker threads for large products: KILN_NUM_THREADS, else the online CPUs
+ * (at most 16). Work is split by output columns, and each element is always
+ * computed by the same sequence of operations, so results are bitwise the
+ * same whatever the thread count. */
+static int sgemm_threads(void)
+{
+    const char *env = getenv("KILN_NUM_THREADS");
+    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
+}
+
+typedef struct sgemm_job {
+    int64_t M, N, K, lda, ldb, ldc, j0, j1;
+    float alpha;
+    const float *A, *B;
+    bool ta, tb;
+    float *C;
+    int st;
+} sgemm_job;
+
+static void *sgemm_worker(void *arg)
+{
+    sgemm_job *j = arg;
+    const float *B = j->B + (j->tb ? j->j0 * j->ldb : j->j0);
+    j->st = sgemm_1t(j->M, j->j1 - j->j0, j->K, j->alpha, j->A, j->lda, j->ta, B, j->ldb, j->tb, j->C + j->j0,
+                     j->ldc);
+    return NULL;
+}
+
+int kn_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+               bool trans_a, const float *B, int64_t ldb, bool trans_b, float *C, int64_t ldc)
+{
+    enum { MAX_T = 16, MIN_WORK = 1 << 23 }; /* ~1 ms of work per thread at least */
+    int nt = sgemm_threads();
+    double work = (double)M * (double)N * (double)K;
+    if (work / MIN_WORK < nt) nt = (int)(work / MIN_WORK);
+    if (N / 64 < nt) nt = (int)(N / 64);
+    if (nt <= 1) return sgemm_1t(M, N, K, alpha, A, lda, trans_a, B, ldb, trans_b, C, ldc);
+    sgemm_job jobs[MAX_T];
+    pthread_t tid[MAX_T];
+    bool started[MAX_T] = {0};
+    int64_t chunk = round_up((N + nt - 1) / nt, 16);
+    for (int t = 0; t < nt; t++) {
+        int64_t j0 = min64(N, t * chunk), j1 = min64(N, j0 + chunk);
+        jobs[t] = (sgemm_job){M, N, K, lda, ldb, ldc, j0, j1, alpha, A, B, trans_a, trans_b, C, KN_OK};
+        /* Thread 0 runs on the caller; a thread that fails to start runs inline too. */
+        if (t > 0 && j1 > j0) started[t] = pthread_create(&tid[t], NULL, sgemm_worker, &jobs[t]) == 0;
+    }
+    int st = KN_OK;
+    for (int t = 0; t < nt; t++) {
+        if (!started[t] && jobs[t].j1 > jobs[t].j0) sgemm_worker(&jobs[t]);
+    }
+    for (int t = 0; t < nt; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        if (jobs[t].st && !st) st = jobs[t].st;
+    }
+    if (st) return kn_error(st, "out of memory in a %lldx%lldx%lld matrix product", (long long)M, (long long)N,
+                            (long long)K);
     return KN_OK;
 }
 

@@ -141,6 +141,28 @@ static void test_sgemm_blocked(void **state)
     free(C);
 }
 
+/* Splitting a product over threads must not change a single bit. */
+static void test_sgemm_threads_bitwise(void **state)
+{
+    (void)state;
+    const int64_t M = 100, N = 1000, K = 256;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C1 = calloc((size_t)(M * N), sizeof(float)), *C3 = calloc((size_t)(M * N), sizeof(float));
+    assert_true(A && B && C1 && C3);
+    for (int64_t i = 0; i < M * K; i++) A[i] = sinf((float)i);
+    for (int64_t i = 0; i < K * N; i++) B[i] = cosf((float)i * 0.7f);
+    setenv("KILN_NUM_THREADS", "1", 1);
+    assert_int_equal(kn_k_sgemm(M, N, K, 1.0f, A, K, false, B, N, false, C1, N), KN_OK);
+    setenv("KILN_NUM_THREADS", "3", 1);
+    assert_int_equal(kn_k_sgemm(M, N, K, 1.0f, A, K, false, B, N, false, C3, N), KN_OK);
+    unsetenv("KILN_NUM_THREADS");
+    assert_memory_equal(C1, C3, sizeof(float) * (size_t)(M * N));
+    free(A);
+    free(B);
+    free(C1);
+    free(C3);
+}
+
 static void test_gemm_transposes_bias(void **state)
 {
     (void)state;
@@ -419,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_matmul_broadcast_int),
         cmocka_unit_test(test_matmul_shape_errors),
         cmocka_unit_test(test_sgemm_blocked),
+        cmocka_unit_test(test_sgemm_threads_bitwise),
         cmocka_unit_test(test_gemm_transposes_bias),
         cmocka_unit_test(test_softmax_family),
         cmocka_unit_test(test_einsum),
