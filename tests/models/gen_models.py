@@ -287,9 +287,12 @@ BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert"
 # ------------------------------------------------------------------- driver --
 
 def stamp_of(model_name):
+    """What the generated files depend on: this script and the library versions."""
+    import onnxruntime
     with open(os.path.abspath(__file__), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    return f"{model_name} {digest} onnx={onnx.__version__}\n"
+    return (f"{model_name} {digest} onnx={onnx.__version__} "
+            f"onnxruntime={onnxruntime.__version__} numpy={np.__version__}\n")
 
 
 def up_to_date(out, model_name):
@@ -316,6 +319,9 @@ def generate(model_name, out):
     t0 = time.time()
     model, feeds = BUILDERS[model_name](Builder(SEED[model_name]))
     onnx.checker.check_model(model)
+    # PyTorch's exporter records intermediate shapes as value_info; so do we,
+    # so the importer sees what a real export gives it.
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
