@@ -304,6 +304,9 @@ static int rnn_params(const kn_node *n, kn_rnn_params *p)
     memset(p, 0, sizeof *p);
     p->kind = n->op == KN_OP_RNN ? KN_RNN_SIMPLE : n->op == KN_OP_GRU ? KN_RNN_GRU : KN_RNN_LSTM;
     p->hidden = kn_attr_int(n, "hidden_size", -1);
+    /* Without the attribute, R (num_directions, G*hidden, hidden) still says it. */
+    kn_value *rv = kn_node_input(n, 2);
+    if (!kn_node_attr(n, "hidden_size") && rv && rv->shape.rank == 3) p->hidden = rv->shape.dims[2];
     const char *dir = kn_attr_string(n, "direction", "forward");
     if (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) p->num_dir = 1;
     else if (!strcmp(dir, "bidirectional")) p->num_dir = 2;
@@ -372,7 +375,8 @@ static int eval_rnn(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
     if (st) return st;
     const kn_tensor *x = in[0];
     if (x->rank != 3) return kn_node_error(n, KN_ERR_INVALID, "X rank %d, expected 3", x->rank);
-    if (p.hidden <= 0) return kn_node_error(n, KN_ERR_INVALID, "hidden_size must be given and positive");
+    if (!kn_node_attr(n, "hidden_size") && in[2]->rank == 3) p.hidden = in[2]->dims[2];
+    if (p.hidden <= 0) return kn_node_error(n, KN_ERR_INVALID, "hidden_size must be positive");
     int64_t T = x->dims[p.layout ? 1 : 0], B = x->dims[p.layout ? 0 : 1];
     int64_t yd[4] = {T, p.num_dir, B, p.hidden}, ydb[4] = {B, T, p.num_dir, p.hidden};
     int64_t hd[3] = {p.num_dir, B, p.hidden}, hdb[3] = {B, p.num_dir, p.hidden};
