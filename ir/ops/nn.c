@@ -71,7 +71,12 @@ static kn_tensor *opt_out(const kn_node *n, kn_tensor *out, int i)
 /* Status of a kernel call, with the node named in the message. */
 static int kernel_status(const kn_node *n, int st)
 {
-    return st ? kn_node_error(n, st, "%s", kn_last_error()) : KN_OK;
+    if (!st) return KN_OK;
+    /* Kernel messages start with the op name; the node prefix already says it. */
+    const char *msg = kn_last_error();
+    size_t len = strlen(n->op_type);
+    if (!strncmp(msg, n->op_type, len) && msg[len] == ':' && msg[len + 1] == ' ') msg += len + 2;
+    return kn_node_error(n, st, "%s", msg);
 }
 
 static int need_input(const kn_node *n, const kn_tensor *const *in, int i, const char *what)
