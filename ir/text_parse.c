@@ -638,6 +638,40 @@ static int parse_attrs(parser *P, kn_node *n)
     return st ? st : next(P);
 }
 
+/* ---- quantization parameters ------------------------------------------- */
+
+/* Optional " quant(scale=T, zero_point=T, axis=A, block_size=B)" after a
+ * value's type; every part is optional, axis defaults to -1. */
+static int parse_opt_quant(parser *P, kn_qparams **out)
+{
+    *out = NULL;
+    if (!is_word(P, "quant")) return KN_OK;
+    kn_qparams *q = kn_arena_alloc(P->a, sizeof *q);
+    if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
+    q->axis = -1;
+    int st = next(P);
+    if (!st) st = expect_punct(P, "(");
+    for (int i = 0; !st && !is_punct(P, ")"); i++) {
+        if (i && (st = expect_punct(P, ","))) return st;
+        int line = P->t.line, col = P->t.col;
+        const char *key = NULL;
+        int64_t v;
+        if ((st = take_name(P, "a quant parameter", &key)) || (st = expect_punct(P, "="))) return st;
+        if (!strcmp(key, "scale")) st = parse_tensor(P, &q->scale);
+        else if (!strcmp(key, "zero_point")) st = parse_tensor(P, &q->zero_point);
+        else if (!strcmp(key, "axis") || !strcmp(key, "block_size")) {
+            if ((st = take_int(P, "an integer", &v))) return st;
+            if (v < -KN_MAX_RANK || v > INT32_MAX) return perr_at(P, line, col, "%s %" PRId64 " out of range", key, v);
+            *(key[0] == 'a' ? &q->axis : &q->block_size) = (int)v;
+        } else {
+            return perr_at(P, line, col, "unknown quant parameter '%s' (scale, zero_point, axis, block_size)", key);
+        }
+    }
+    if (st || (st = next(P))) return st;
+    *out = q;
+    return KN_OK;
+}
+
 /* ---- statements --------------------------------------------------------- */
 
 static int add_pending(parser *P, kn_graph *g, kn_node *n, int index, const tok *t)
@@ -652,14 +686,17 @@ typedef struct out_decl {
     const char *name; /* NULL for '_' */
     kn_dtype dt;
     kn_shape shape;
+    kn_qparams *q;
 } out_decl;
 
 /* "%w = const TENSOR": a new constant, or the data of a declared input. */
 static int parse_const(parser *P, kn_graph *g, const tok *name_tok, bool init)
 {
     kn_tensor *t = NULL;
+    kn_qparams *q = NULL;
     int st = next(P);
     if (!st) st = parse_tensor(P, &t);
+    if (!st) st = parse_opt_quant(P, &q);
     if (st) return st;
     kn_value *v = kn_graph_lookup_local(g, name_tok->s);
     if (v && (v->flags & KN_VALUE_GRAPH_INPUT) && !v->const_data) {
@@ -673,6 +710,7 @@ static int parse_const(parser *P, kn_graph *g, const tok *name_tok, bool init)
         v->const_data = t;
     }
     if (init) v->flags |= KN_VALUE_INITIALIZER;
+    if (q) v->q = q;
     return KN_OK;
 }
 
@@ -706,6 +744,7 @@ static int parse_call(parser *P, kn_graph *g, int n_out, const out_decl *outs)
         if (n->outputs[i]) {
             n->outputs[i]->dtype = outs[i].dt;
             n->outputs[i]->shape = outs[i].shape;
+            n->outputs[i]->q = outs[i].q;
         }
     for (int i = 0; i < n_in; i++)
         if (ins[i].k == T_VALUE && (st = add_pending(P, g, n, i, &ins[i]))) return st;
@@ -731,12 +770,14 @@ static int parse_stmt(parser *P, kn_graph *g)
             if ((st = next(P))) return st;
             if (is_word(P, "const") || is_word(P, "init"))
                 return parse_const(P, g, &first, is_word(P, "init"));
-            out_decl d = {first.s, KN_DT_UNDEFINED, kn_shape_unknown()};
+            out_decl d = {first.s, KN_DT_UNDEFINED, kn_shape_unknown(), NULL};
             return parse_call(P, g, 1, &d);
         }
         if ((st = grow(P, (void **)&outs, &cap, 1, sizeof *outs))) return st;
         outs[n_out].name = first.s;
-        if ((st = parse_opt_type(P, &outs[n_out].dt, &outs[n_out].shape))) return st;
+        if ((st = parse_opt_type(P, &outs[n_out].dt, &outs[n_out].shape)) ||
+            (st = parse_opt_quant(P, &outs[n_out].q)))
+            return st;
         n_out++;
     } else if (is_word(P, "_")) {
         /* first output omitted: fall into the list loop below */
@@ -752,13 +793,16 @@ static int parse_stmt(parser *P, kn_graph *g)
         d->dt = KN_DT_UNDEFINED;
         d->shape = kn_shape_unknown();
         d->name = NULL;
+        d->q = NULL;
         if (is_word(P, "_")) {
             if ((st = next(P))) return st;
             continue;
         }
         if (P->t.k != T_VALUE) return expected(P, "an output (%name or _)");
         d->name = P->t.s;
-        if ((st = next(P)) || (st = parse_opt_type(P, &d->dt, &d->shape))) return st;
+        if ((st = next(P)) || (st = parse_opt_type(P, &d->dt, &d->shape)) ||
+            (st = parse_opt_quant(P, &d->q)))
+            return st;
     }
     if ((st = expect_punct(P, "="))) return st;
     return parse_call(P, g, n_out, outs);
@@ -784,8 +828,12 @@ static int parse_graph(parser *P, kn_graph *parent, kn_node *owner, kn_graph **o
         tok nt = P->t;
         kn_dtype dt;
         kn_shape s;
-        if ((st = next(P)) || (st = parse_opt_type(P, &dt, &s))) return st;
-        if (!kn_graph_add_input(g, nt.s, dt, &s)) return at_loc(P, nt.line, nt.col, KN_ERR_INVALID);
+        kn_qparams *q = NULL;
+        if ((st = next(P)) || (st = parse_opt_type(P, &dt, &s)) || (st = parse_opt_quant(P, &q)))
+            return st;
+        kn_value *in = kn_graph_add_input(g, nt.s, dt, &s);
+        if (!in) return at_loc(P, nt.line, nt.col, KN_ERR_INVALID);
+        in->q = q;
     }
     if ((st = next(P)) || (st = expect_punct(P, "{"))) return st;
     while (!is_word(P, "return")) {

@@ -192,6 +192,26 @@ static void put_tensor(printer *p, const kn_tensor *t)
     fputc(']', p->f);
 }
 
+/* " quant(scale=T, zero_point=T, axis=A, block_size=B)" for a value that
+ * carries quantization parameters. */
+static void put_quant(printer *p, const kn_value *v)
+{
+    const kn_qparams *q = v->q;
+    if (!q) return;
+    fputs(" quant(", p->f);
+    if (q->scale) {
+        fputs("scale=", p->f);
+        put_tensor(p, q->scale);
+        fputs(", ", p->f);
+    }
+    if (q->zero_point) {
+        fputs("zero_point=", p->f);
+        put_tensor(p, q->zero_point);
+        fputs(", ", p->f);
+    }
+    fprintf(p->f, "axis=%d, block_size=%d)", q->axis, q->block_size);
+}
+
 /* ---- attributes --------------------------------------------------------- */
 
 static const char *empty_list_name(kn_attr_kind k)
@@ -276,6 +296,7 @@ static int print_node(printer *p, const kn_node *n, int ind)
         }
         put_value_name(p, n->outputs[i]);
         put_value_type(p, n->outputs[i]);
+        put_quant(p, n->outputs[i]);
     }
     if (n->n_outputs) fputs(" = ", p->f);
     if (n->domain && *n->domain) {
@@ -307,6 +328,7 @@ static void print_constants(printer *p, const kn_graph *g, int ind)
         put_value_name(p, v);
         fputs((v->flags & KN_VALUE_INITIALIZER) ? " = init " : " = const ", p->f);
         put_tensor(p, v->const_data);
+        put_quant(p, v);
         fputc('\n', p->f);
     }
 }
@@ -322,6 +344,7 @@ static int print_graph(printer *p, const kn_graph *g, int ind)
         if (i) fputs(", ", p->f);
         put_value_name(p, g->inputs[i]);
         put_value_type(p, g->inputs[i]);
+        put_quant(p, g->inputs[i]);
     }
     fputs(") {\n", p->f);
     print_constants(p, g, ind + 2);

@@ -312,6 +312,8 @@ static const bad_case k_bad[] = {
     {HDR "graph main(%x) {\n  %a, = Split(%x)\n  return %a\n}\n", "t.kir:3:7: expected an output (%name or _), found '='"},
     {HDR "graph main(%x) {\n  %y = If(%x) {g=graph b() {\n    return %nope\n  }}\n  return %y\n}\n",
      "t.kir:4:12: value '%nope' is not defined"},
+    {HDR "graph main(%x: u8[] quant(scale=f32[] [1.0], bits=8)) {\n  return\n}\n",
+     "t.kir:2:46: unknown quant parameter 'bits' (scale, zero_point, axis, block_size)"},
     {HDR "graph main(%x) {\n  [\n}\n", "t.kir:3:3: expected a statement (%name = ..., Op(...), or return), found '['"},
     {HDR "graph main(%x) {\n  %y = Relu(%x)\n  return %y", "t.kir:4:12: expected ',' or '}' after a graph output, found end of input"},
 };
@@ -459,7 +461,7 @@ static void check_mutant(const char *text)
 static void test_mutations(void **state)
 {
     (void)state;
-    static const char *files[] = {"basic.kir", "attrs.kir", "subgraph.kir", "names.kir", "dtypes.kir"};
+    static const char *files[] = {"basic.kir", "attrs.kir", "subgraph.kir", "names.kir", "dtypes.kir", "quant.kir"};
     static const char alphabet[] = "%_\"{}[](),=:#?-.0129aefx\\\n /";
     const char *src = getenv("KILN_SRC");
     uint32_t rng = 7;
