@@ -34,7 +34,8 @@ static double original_coord(const kn_resize_params *p, int axis, int rank, doub
         double xo = ow == 1 ? (e - s) * (double)(in - 1) / 2 : x * (e - s) * (double)(in - 1) / (ow - 1);
         return xo + s * (double)(in - 1);
     }
-    case KN_COORD_PYTORCH_HALF_PIXEL: return ow == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    /* The spec (and onnxruntime) test the integer output length here. */
+    case KN_COORD_PYTORCH_HALF_PIXEL: return out <= 1 ? 0.0 : (x + 0.5) / scale - 0.5;
     case KN_COORD_HALF_PIXEL_SYMMETRIC: {
         double adjustment = (double)out / ow;
         double offset = (double)in / 2 * (1 - adjustment);
