@@ -248,6 +248,21 @@ static int64_t scatter_pos(const kn_nn_window *win, const int64_t *ip, const int
     return flat;
 }
 
+/* Adds one im2col-style row (input positions of one (output channel, kernel
+ * tap) pair) into the output plane it scatters to. */
+static void scatter_row(const kn_nn_window *win, const double *row, int64_t in_prod, const int64_t *in,
+                        const int64_t *kp, const int64_t *out, double *yplane)
+{
+    int64_t ip[KN_NN_MAXSP] = {0};
+    for (int64_t i = 0; i < in_prod; i++) {
+        int64_t o = scatter_pos(win, ip, kp, out);
+        if (o >= 0) yplane[o] += row[i];
+        for (int d = win->nsp - 1; d >= 0 && ++ip[d] == in[d]; d--) ip[d] = 0;
+    }
+}
+
+/* ConvTranspose as GEMM + col2im: col[(m, tap) x in] = W_g^T * X_g, then
+ * each row is scattered into the output. Computed in double. */
 int kn_k_conv_transpose(const kn_tensor *x, const kn_tensor *w, const kn_tensor *b,
                         const kn_nn_window *win, int64_t group, kn_tensor *y)
 {
@@ -259,30 +274,29 @@ int kn_k_conv_transpose(const kn_tensor *x, const kn_tensor *w, const kn_tensor 
         out_prod *= y->dims[2 + d];
         k_prod *= w->dims[2 + d];
     }
+    int64_t R = Mg * k_prod, ny = kn_tensor_numel(y);
     double *xd = kn_nn_to_f64(x), *wd = kn_nn_to_f64(w), *bd = b ? kn_nn_to_f64(b) : NULL;
-    int64_t ny = kn_tensor_numel(y);
     double *yd = calloc((size_t)(ny ? ny : 1), sizeof(double));
+    double *wt = malloc((size_t)(R * Cg * group > 0 ? R * Cg * group : 1) * sizeof(double));
+    double *col = malloc((size_t)(R * in_prod > 0 ? R * in_prod : 1) * sizeof(double));
     int st = KN_OK;
-    if (!xd || !wd || (b && !bd) || !yd) {
+    if (!xd || !wd || (b && !bd) || !yd || !wt || !col) {
         st = kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory");
         goto done;
     }
+    /* W is C x (Mg * taps); each group's block transposed to (Mg * taps) x Cg. */
+    for (int64_t g = 0; g < group; g++)
+        for (int64_t c = 0; c < Cg; c++)
+            for (int64_t r = 0; r < R; r++) wt[(g * R + r) * Cg + c] = wd[(g * Cg + c) * R + r];
     for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++) {
-            int64_t gr = c / Cg;
-            const double *xc = xd + (n * C + c) * in_prod;
-            for (int64_t i = 0; i < in_prod; i++) {
-                int64_t ip[KN_NN_MAXSP], kp[KN_NN_MAXSP];
-                unflatten(i, nsp, x->dims + 2, ip);
-                for (int64_t kk = 0; kk < k_prod; kk++) {
-                    unflatten(kk, nsp, w->dims + 2, kp);
-                    int64_t o = scatter_pos(win, ip, kp, y->dims + 2);
-                    if (o < 0) continue;
-                    for (int64_t m = 0; m < Mg; m++) {
-                        double wv = wd[(c * Mg + m) * k_prod + kk];
-                        yd[(n * M + gr * Mg + m) * out_prod + o] += xc[i] * wv;
-                    }
-                }
+        for (int64_t g = 0; g < group; g++) {
+            memset(col, 0, (size_t)(R * in_prod) * sizeof(double));
+            gemm_f64(R, in_prod, Cg, wt + g * R * Cg, xd + (n * C + g * Cg) * in_prod, col);
+            for (int64_t r = 0; r < R; r++) {
+                int64_t kp[KN_NN_MAXSP];
+                unflatten(r % k_prod, nsp, w->dims + 2, kp);
+                double *yplane = yd + (n * M + g * Mg + r / k_prod) * out_prod;
+                scatter_row(win, col + r * in_prod, in_prod, x->dims + 2, kp, y->dims + 2, yplane);
             }
         }
     if (bd)
@@ -295,6 +309,8 @@ done:
     free(wd);
     free(bd);
     free(yd);
+    free(wt);
+    free(col);
     return st;
 }
 
