@@ -348,8 +348,66 @@ static void definer(const kn_value *v, char *buf, size_t len)
     else snprintf(buf, len, "already a graph input");
 }
 
+/* Node names of one graph, to make them unique: ONNX files often leave
+ * names empty or repeat them, and kiln's messages and verifier need unique
+ * ones. Open addressing over borrowed strings (the nodes' arena names). */
+typedef struct name_set {
+    const char **slots;
+    size_t cap, count;
+} name_set;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool name_has(const name_set *ns, const char *name)
+{
+    if (!ns->cap) return false;
+    for (size_t h = name_hash(name) & (ns->cap - 1); ns->slots[h]; h = (h + 1) & (ns->cap - 1))
+        if (strcmp(ns->slots[h], name) == 0) return true;
+    return false;
+}
+
+static int name_add(name_set *ns, const char *name)
+{
+    if ((ns->count + 1) * 2 > ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        const char **slots = calloc(cap, sizeof *slots);
+        if (!slots) return kn_error(KN_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < ns->cap; i++) {
+            if (!ns->slots[i]) continue;
+            size_t h = name_hash(ns->slots[i]) & (cap - 1);
+            while (slots[h]) h = (h + 1) & (cap - 1);
+            slots[h] = ns->slots[i];
+        }
+        free(ns->slots);
+        ns->slots = slots;
+        ns->cap = cap;
+    }
+    size_t h = name_hash(name) & (ns->cap - 1);
+    while (ns->slots[h]) h = (h + 1) & (ns->cap - 1);
+    ns->slots[h] = name;
+    ns->count++;
+    return KN_OK;
+}
+
+/* The name node #k gets: its own if unused, else "<name or op>_<k>[_<j>]". */
+static void unique_name(const name_set *ns, const Onnx__NodeProto *np, size_t k, char *buf, size_t len)
+{
+    const char *base = np->name && *np->name ? np->name : np->op_type;
+    if (np->name && *np->name && strlen(np->name) < len && !name_has(ns, np->name)) {
+        snprintf(buf, len, "%s", np->name);
+        return;
+    }
+    snprintf(buf, len, "%.200s_%zu", base, k);
+    for (unsigned j = 1; name_has(ns, buf); j++) snprintf(buf, len, "%.200s_%zu_%u", base, k, j);
+}
+
 /* Pass 2: a node and its outputs, inputs left unset. */
-static int create_node(kn_graph *g, const Onnx__NodeProto *np, size_t k)
+static int create_node(kn_graph *g, name_set *ns, const Onnx__NodeProto *np, size_t k)
 {
     char label[400];
     node_label(np, k, label, sizeof label);
@@ -365,13 +423,14 @@ static int create_node(kn_graph *g, const Onnx__NodeProto *np, size_t k)
             definer(v, who, sizeof who);
             return kn_error(KN_ERR_INVALID, "%s: output '%s' is %s", label, o, who);
         }
-        for (size_t j = 0; j < i; j++)
-            if (np->output[j] && strcmp(np->output[j], o) == 0)
-                return kn_error(KN_ERR_INVALID, "%s: output '%s' is listed twice", label, o);
     }
-    kn_node *n = kn_node_create_named(g, np->op_type, str_or_empty(np->domain), np->name, (int)np->n_input, NULL,
+    char name[256];
+    unique_name(ns, np, k, name, sizeof name);
+    /* an output listed twice on this node fails here, named by the graph */
+    kn_node *n = kn_node_create_named(g, np->op_type, str_or_empty(np->domain), name, (int)np->n_input, NULL,
                                       (int)np->n_output, (const char *const *)np->output);
-    return n ? KN_OK : KN_ERR_NOMEM;
+    if (!n) return KN_ERR_INVALID;
+    return name_add(ns, n->name);
 }
 
 /* Pass 3: attributes (and subgraphs), then inputs resolved by name. */
@@ -588,10 +647,10 @@ static int import_graph(importer *im, const Onnx__GraphProto *gp, kn_graph *g, i
     if (!st) st = import_inputs(im, gp, g);
     if (st) return st;
     int first = g->n_nodes;
-    for (size_t k = 0; k < gp->n_node; k++) {
-        st = create_node(g, gp->node[k], k);
-        if (st) return st;
-    }
+    name_set ns = {0};
+    for (size_t k = 0; k < gp->n_node && !st; k++) st = create_node(g, &ns, gp->node[k], k);
+    free(ns.slots);
+    if (st) return st;
     for (size_t k = 0; k < gp->n_node; k++) {
         st = wire_node(im, g->nodes[first + (int)k], gp->node[k], depth);
         if (st) return st;
