@@ -1,6 +1,7 @@
 /* kn_graph_verify: the IR's structural invariants, checked after import and
  * between passes so that a broken rewrite is caught where it happened, with
  * a message naming the node, rather than as a crash much later. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,23 @@ static void mark_live(verifier *V, const kn_graph *g)
 
 static bool id_ok(const verifier *V, const kn_value *v) { return v->id >= 0 && v->id < V->m->n_value_ids; }
 
+/* The contract of kn_qparams (ir.h): a scale, a zero point shaped like it,
+ * an axis inside the value's rank or -1 for per-tensor. */
+static int check_qparams(const kn_graph *g, const kn_value *v)
+{
+    const kn_qparams *q = v->q;
+    if (!q->scale)
+        return kn_error(KN_ERR_INVALID, "graph '%s': value '%s' has quantization parameters without a scale",
+                        g->name, v->name);
+    if (q->zero_point && kn_tensor_numel(q->zero_point) != kn_tensor_numel(q->scale))
+        return kn_error(KN_ERR_INVALID, "graph '%s': value '%s' has %" PRId64 " zero points for %" PRId64 " scales",
+                        g->name, v->name, kn_tensor_numel(q->zero_point), kn_tensor_numel(q->scale));
+    if (q->axis < -1 || (v->shape.rank >= 0 && q->axis >= v->shape.rank) || q->block_size < 0)
+        return kn_error(KN_ERR_INVALID, "graph '%s': value '%s' has quantization axis %d / block size %d "
+                        "outside its rank %d", g->name, v->name, q->axis, q->block_size, v->shape.rank);
+    return KN_OK;
+}
+
 static int check_value(verifier *V, const kn_graph *g, const kn_value *v)
 {
     if (!id_ok(V, v))
@@ -60,6 +78,10 @@ static int check_value(verifier *V, const kn_graph *g, const kn_value *v)
             return kn_error(KN_ERR_INVALID, "graph '%s': constant '%s' is typed %s rank %d but its data is %s rank %d",
                             g->name, v->name, kn_dtype_name(v->dtype), v->shape.rank,
                             kn_dtype_name(t->dtype), t->rank);
+    }
+    if (v->q) {
+        int st = check_qparams(g, v);
+        if (st) return st;
     }
     for (int k = 0; k < v->n_users; k++) {
         const kn_use *u = &v->users[k];

@@ -230,6 +230,31 @@ static void test_constant_mismatch(void **state)
     kn_model_free(c.m);
 }
 
+static void test_qparams(void **state)
+{
+    (void)state;
+    chain c = make_chain();
+    kn_qparams q = {NULL, NULL, -1, 0};
+    c.a->outputs[0]->q = &q;
+    assert_error_contains(kn_graph_verify(c.g), "value 'a:0' has quantization parameters without a scale");
+    kn_tensor scale = {0}, zp = {0};
+    int64_t two = 2;
+    assert_int_equal(kn_tensor_alloc(&scale, KN_F32, 0, NULL), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&zp, KN_I8, 1, &two), KN_OK);
+    q.scale = &scale;
+    assert_int_equal(kn_graph_verify(c.g), KN_OK);
+    q.zero_point = &zp;
+    assert_error_contains(kn_graph_verify(c.g), "value 'a:0' has 2 zero points for 1 scales");
+    q.zero_point = NULL;
+    c.a->outputs[0]->shape = (kn_shape){1, {4}, {NULL}};
+    q.axis = 1;
+    assert_error_contains(kn_graph_verify(c.g), "value 'a:0' has quantization axis 1 / block size 0 outside its rank 1");
+    c.a->outputs[0]->q = NULL;
+    kn_tensor_free(&scale);
+    kn_tensor_free(&zp);
+    kn_model_free(c.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_node_name),
         cmocka_unit_test(test_subgraphs),
         cmocka_unit_test(test_constant_mismatch),
+        cmocka_unit_test(test_qparams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
