@@ -3,4 +3,4 @@
 add_test(NAME conformance/reference
          COMMAND ${CMAKE_SOURCE_DIR}/tests/conformance/check_floor.sh $<TARGET_FILE:kiln> reference
                  ${CMAKE_SOURCE_DIR}/tests/conformance/floor.txt)
-set_tests_properties(conformance/reference PROPERTIES TIMEOUT 1500 LABELS "conformance;no-asan")
+set_tests_properties(conformance/reference PROPERTIES TIMEOUT 1500 LABELS "conformance")
