@@ -33,7 +33,7 @@ typedef struct pending {
 } pending;
 
 typedef struct parser {
-    const char *src, *p, *line_start;
+    const char *src, *p, *line_start, *end;
     const char *name;
     int line;
     unsigned flags;
@@ -447,6 +447,13 @@ static int parse_tensor(parser *P, kn_tensor **out)
     if (st) return st;
     if (dt == KN_DT_UNDEFINED) return perr_at(P, line, col, "a constant needs a dtype");
     if (s.rank < 0) return perr_at(P, line, col, "a constant needs a shape ([] for a scalar)");
+    /* Each inline element takes at least two characters: refuse absurd
+     * shapes before allocating for them. */
+    int64_t want = kn_shape_numel(s.rank, s.dims);
+    if (want < 0) return perr_at(P, line, col, "the number of elements of this %s tensor overflows", kn_dtype_name(dt));
+    if (is_punct(P, "[") && want > (int64_t)(P->end - P->p))
+        return perr_at(P, line, col, "a %s tensor of %" PRId64 " elements does not fit in the text",
+                       kn_dtype_name(dt), want);
     kn_tensor *t = calloc(1, sizeof *t);
     if (!t) return kn_error(KN_ERR_NOMEM, "out of memory");
     if (dt == KN_STRING) {
@@ -925,6 +932,7 @@ int kn_ir_parse_ex(const char *text, const char *source_name, unsigned flags, kn
     parser P;
     memset(&P, 0, sizeof P);
     P.src = P.p = P.line_start = text;
+    P.end = text + strlen(text);
     P.name = source_name ? source_name : "<input>";
     P.line = 1;
     P.flags = flags;
