@@ -394,32 +394,62 @@ static int conv_geometry(const kn_tensor *x, const kn_tensor *w, const kn_k_conv
     return KN_OK;
 }
 
-/* One output element: sum over the group's channels and the kernel window. */
-static int64_t conv_point(const conv_geo *g, const kn_k_conv_params *p, const int32_t *X, const int32_t *W,
-                          int64_t n, int64_t m, const int64_t *o)
+/* acc[o] += wv * x[o*stride - pad + k*dilation] for one kernel position k,
+ * over every output position whose input position is inside the image: the
+ * outer output dims are walked with a counter, the last one as one
+ * contiguous run whose valid range is computed up front. */
+static void conv_accumulate(const conv_geo *g, const kn_k_conv_params *p, const int32_t *xp, int64_t wv,
+                            const int64_t *kidx, int64_t *acc)
 {
-    int nsp = p->nsp;
-    int64_t acc = 0, kidx[KN_MAX_RANK] = {0};
-    int64_t grp = m / g->mg;
-    for (int64_t kp = 0; kp < g->kpix; kp++) {
-        int64_t xoff = 0;
+    int last = p->nsp - 1;
+    int64_t ow_n = g->odims[last], iw = g->idims[last], s = p->strides[last];
+    int64_t shift = kidx[last] * p->dilations[last] - p->pad_begin[last]; /* input col = ow*s + shift */
+    int64_t lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+    int64_t hi = iw - 1 - shift < 0 ? 0 : (iw - 1 - shift) / s + 1;
+    if (hi > ow_n) hi = ow_n;
+    if (lo >= hi) return;
+    int64_t rows = g->opix / ow_n, o[KN_MAX_RANK] = {0};
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t xoff = shift;
         bool inside = true;
-        for (int d = 0; d < nsp && inside; d++) {
+        for (int d = 0; d < last && inside; d++) {
             int64_t pos = o[d] * p->strides[d] - p->pad_begin[d] + kidx[d] * p->dilations[d];
             inside = pos >= 0 && pos < g->idims[d];
             xoff += pos * g->istr[d];
         }
-        if (inside)
-            for (int64_t c = 0; c < g->cg; c++) {
-                int64_t ci = grp * g->cg + c;
-                acc += (int64_t)X[(n * g->C + ci) * g->ipix + xoff] * W[(m * g->cg + c) * g->kpix + kp];
-            }
-        for (int d = nsp - 1; d >= 0; d--) { /* advance the kernel position */
-            if (++kidx[d] < p->kernel[d]) break;
-            kidx[d] = 0;
+        if (inside) {
+            int64_t *ar = acc + r * ow_n;
+            if (s == 1)
+                for (int64_t ow = lo; ow < hi; ow++) ar[ow] += wv * xp[xoff + ow];
+            else
+                for (int64_t ow = lo; ow < hi; ow++) ar[ow] += wv * xp[xoff + ow * s];
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++o[d] < g->odims[d]) break;
+            o[d] = 0;
         }
     }
-    return acc;
+}
+
+/* acc (one output plane of batch n, channel m) = bias + the convolution. */
+static void conv_plane(const conv_geo *g, const kn_k_conv_params *p, const int32_t *X, const int32_t *W,
+                       int64_t n, int64_t m, int64_t bias, int64_t *acc)
+{
+    for (int64_t i = 0; i < g->opix; i++) acc[i] = bias;
+    if (g->opix == 0) return;
+    int64_t grp = m / g->mg;
+    for (int64_t c = 0; c < g->cg; c++) {
+        const int32_t *xp = X + (n * g->C + grp * g->cg + c) * g->ipix;
+        const int32_t *wr = W + (m * g->cg + c) * g->kpix;
+        int64_t kidx[KN_MAX_RANK] = {0};
+        for (int64_t kp = 0; kp < g->kpix; kp++) {
+            if (wr[kp]) conv_accumulate(g, p, xp, wr[kp], kidx, acc);
+            for (int d = p->nsp - 1; d >= 0; d--) {
+                if (++kidx[d] < p->kernel[d]) break;
+                kidx[d] = 0;
+            }
+        }
+    }
 }
 
 /* dst[n, m, o...] (int32, wrapping) = conv of the widened operands + bias[m]. */
@@ -436,25 +466,23 @@ static int conv_int_core(const kn_tensor *x, const kn_tensor *w, const kn_tensor
     int32_t *X = widen(x, x_zp, 1, 1, "x");
     int64_t per_m = g.cg * g.kpix;
     int32_t *W = X ? widen(w, w_zp, per_m > 0 ? per_m : 1, g.M, "w") : NULL;
-    if (!X || !W) {
+    int64_t *acc = W ? malloc(sizeof(int64_t) * (size_t)(g.opix ? g.opix : 1)) : NULL;
+    if (!acc) {
+        st = !X || !W ? KN_ERR_INVALID : kn_error(KN_ERR_NOMEM, "out of memory");
         free(X);
-        return KN_ERR_INVALID;
+        free(W);
+        return st;
     }
     const int32_t *bv = bias ? bias->data : NULL;
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t m = 0; m < g.M; m++) {
-            int64_t o[KN_MAX_RANK] = {0};
-            for (int64_t op = 0; op < g.opix; op++) {
-                int64_t acc = conv_point(&g, p, X, W, n, m, o) + (bv ? bv[m] : 0);
-                dst[(n * g.M + m) * g.opix + op] = (int32_t)(uint32_t)(uint64_t)acc;
-                for (int d = p->nsp - 1; d >= 0; d--) {
-                    if (++o[d] < g.odims[d]) break;
-                    o[d] = 0;
-                }
-            }
+            conv_plane(&g, p, X, W, n, m, bv ? bv[m] : 0, acc);
+            int32_t *o = dst + (n * g.M + m) * g.opix;
+            for (int64_t i = 0; i < g.opix; i++) o[i] = (int32_t)(uint32_t)(uint64_t)acc[i];
         }
     free(X);
     free(W);
+    free(acc);
     return KN_OK;
 }
 
