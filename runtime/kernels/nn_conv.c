@@ -77,12 +77,13 @@ static void conv_geom_init(conv_geom *g, const kn_tensor *x, const kn_tensor *w,
 
 /* Instantiates im2col, the GEMM and the conv driver for element type T. */
 #define KN_DEFINE_CONV(T, SFX)                                                                  \
-    /* Rows of col are (c, kernel tap); columns are output positions. */                        \
-    static void im2col_##SFX(const conv_geom *g, const T *x, T *col)                            \
+    /* Rows of col are (c, kernel tap); columns are the output positions of                    \
+     * output rows [ou0, ou0 + nou) (a row = all positions along the last axis). */            \
+    static void im2col_##SFX(const conv_geom *g, const T *x, T *col, int64_t ou0, int64_t nou) \
     {                                                                                           \
         const kn_nn_window *win = g->win;                                                       \
         int nsp = g->nsp, last = nsp - 1;                                                       \
-        int64_t olast = g->out[last], n_outer = g->out_prod / (olast ? olast : 1);              \
+        int64_t olast = g->out[last];                                                           \
         for (int64_t row = 0; row < g->K; row++) {                                              \
             int64_t c = row / g->k_prod, kr = row % g->k_prod, k[KN_NN_MAXSP];                   \
             for (int d = nsp - 1; d >= 0; d--) {                                                \
@@ -91,8 +92,8 @@ static void conv_geom_init(conv_geom *g, const kn_tensor *x, const kn_tensor *w,
                 kr /= kd;                                                                       \
             }                                                                                   \
             const T *xc = x + c * g->in_prod;                                                   \
-            T *dst = col + row * g->out_prod;                                                   \
-            for (int64_t ou = 0; ou < n_outer; ou++, dst += olast) {                            \
+            T *dst = col + row * nou * olast;                                                   \
+            for (int64_t ou = ou0; ou < ou0 + nou; ou++, dst += olast) {                        \
                 int64_t rem = ou, base = 0, stride_in = 1;                                      \
                 bool valid = true;                                                              \
                 for (int d = last - 1; d >= 0; d--) {                                           \
@@ -119,12 +120,13 @@ static void conv_geom_init(conv_geom *g, const kn_tensor *x, const kn_tensor *w,
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
-    /* Y[M x P] += A[M x K] * B[K x P], all row-major. A 4 x 8 register block \
+    /* Y[M x P] += A[M x K] * B[K x P], row-major with row strides K, ldb and  \
+     * ldy. A 4 x 8 register block                                             \
      * (GNU vector extension, so it vectorizes at any -O and any ISA level)  \
      * accumulates over the whole K so Y is touched once per block. */        \
     typedef T vec8_##SFX __attribute__((vector_size(8 * sizeof(T))));                           \
     static void gemm_##SFX(int64_t M, int64_t P, int64_t K, const T *restrict A,                \
-                           const T *restrict B, T *restrict Y)                                  \
+                           const T *restrict B, int64_t ldb, T *restrict Y, int64_t ldy)        \
     {                                                                                           \
         int64_t i0 = 0;                                                                         \
         for (; i0 + 4 <= M; i0 += 4) {                                                          \
@@ -133,63 +135,74 @@ static void conv_geom_init(conv_geom *g, const kn_tensor *x, const kn_tensor *w,
             for (; j0 + 8 <= P; j0 += 8) {                                                      \
                 vec8_##SFX c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, bv;                          \
                 const T *b = B + j0;                                                            \
-                for (int64_t k = 0; k < K; k++, b += P) {                                       \
+                for (int64_t k = 0; k < K; k++, b += ldb) {                                     \
                     memcpy(&bv, b, sizeof bv);                                                  \
                     c0 += a0[k] * bv;                                                           \
                     c1 += a1[k] * bv;                                                           \
                     c2 += a2[k] * bv;                                                           \
                     c3 += a3[k] * bv;                                                           \
                 }                                                                               \
-                T *y0 = Y + i0 * P + j0;                                                        \
+                T *y0 = Y + i0 * ldy + j0;                                                      \
                 for (int j = 0; j < 8; j++) {                                                   \
                     y0[j] += c0[j];                                                             \
-                    y0[P + j] += c1[j];                                                         \
-                    y0[2 * P + j] += c2[j];                                                     \
-                    y0[3 * P + j] += c3[j];                                                     \
+                    y0[ldy + j] += c1[j];                                                       \
+                    y0[2 * ldy + j] += c2[j];                                                   \
+                    y0[3 * ldy + j] += c3[j];                                                   \
                 }                                                                               \
             }                                                                                   \
             for (; j0 < P; j0++)                                                                \
                 for (int r = 0; r < 4; r++) {                                                   \
                     const T *ar = A + (i0 + r) * K;                                             \
                     T s = 0;                                                                    \
-                    for (int64_t k = 0; k < K; k++) s += ar[k] * B[k * P + j0];                 \
-                    Y[(i0 + r) * P + j0] += s;                                                  \
+                    for (int64_t k = 0; k < K; k++) s += ar[k] * B[k * ldb + j0];               \
+                    Y[(i0 + r) * ldy + j0] += s;                                                \
                 }                                                                               \
         }                                                                                       \
         for (; i0 < M; i0++) {                                                                  \
-            T *yr = Y + i0 * P;                                                                 \
+            T *yr = Y + i0 * ldy;                                                               \
             for (int64_t k = 0; k < K; k++) {                                                   \
                 T a = A[i0 * K + k];                                                            \
-                const T *br = B + k * P;                                                        \
+                const T *br = B + k * ldb;                                                      \
                 for (int64_t j = 0; j < P; j++) yr[j] += a * br[j];                             \
             }                                                                                   \
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
+    /* Tiles the output positions by whole output rows so the im2col buffer      \
+     * stays near 4 MiB (cache-sized, and bounded for large images). */        \
     static int conv_##SFX(const conv_geom *g, const T *x, const T *w, const T *b, T *y)         \
     {                                                                                           \
+        int64_t olast = g->out[g->nsp - 1], n_outer = g->out_prod / olast;                      \
+        int64_t row_bytes = g->K * olast * (int64_t)sizeof(T);                                  \
+        int64_t tile = row_bytes > 0 ? ((int64_t)4 << 20) / row_bytes : n_outer;                \
+        tile = tile < 1 ? 1 : tile > n_outer ? n_outer : tile;                                  \
         T *col = NULL;                                                                          \
         if (!g->direct) {                                                                       \
-            size_t n = (size_t)g->K * (size_t)g->out_prod;                                      \
+            size_t n = (size_t)g->K * (size_t)(tile * olast);                                   \
             col = malloc((n ? n : 1) * sizeof(T));                                              \
             if (!col)                                                                           \
                 return kn_error(KN_ERR_NOMEM, "Conv: out of memory for a %lldx%lld im2col buffer", \
-                                (long long)g->K, (long long)g->out_prod);                       \
+                                (long long)g->K, (long long)(tile * olast));                    \
         }                                                                                       \
         for (int64_t n = 0; n < g->N; n++) {                                                    \
             for (int64_t gr = 0; gr < g->group; gr++) {                                         \
                 const T *xg = x + (n * g->C + gr * g->Cg) * g->in_prod;                         \
+                const T *wg = w + gr * g->Mg * g->K;                                            \
                 T *yg = y + (n * g->M + gr * g->Mg) * g->out_prod;                              \
                 for (int64_t m = 0; m < g->Mg; m++) {                                           \
                     T bv = b ? b[gr * g->Mg + m] : (T)0;                                        \
                     for (int64_t p = 0; p < g->out_prod; p++) yg[m * g->out_prod + p] = bv;     \
                 }                                                                               \
-                const T *cg = xg;                                                               \
-                if (!g->direct) {                                                               \
-                    im2col_##SFX(g, xg, col);                                                   \
-                    cg = col;                                                                   \
+                if (g->direct) {                                                                \
+                    gemm_##SFX(g->Mg, g->out_prod, g->K, wg, xg, g->out_prod, yg, g->out_prod); \
+                    continue;                                                                   \
                 }                                                                               \
-                gemm_##SFX(g->Mg, g->out_prod, g->K, w + gr * g->Mg * g->K, cg, yg);            \
+                for (int64_t ou = 0; ou < n_outer; ou += tile) {                                \
+                    int64_t nou = n_outer - ou < tile ? n_outer - ou : tile;                    \
+                    im2col_##SFX(g, xg, col, ou, nou);                                          \
+                    gemm_##SFX(g->Mg, nou * olast, g->K, wg, col, nou * olast, yg + ou * olast, \
+                               g->out_prod);                                                    \
+                }                                                                               \
             }                                                                                   \
         }                                                                                       \
         free(col);                                                                              \
@@ -291,7 +304,7 @@ int kn_k_conv_transpose(const kn_tensor *x, const kn_tensor *w, const kn_tensor 
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < group; g++) {
             memset(col, 0, (size_t)(R * in_prod) * sizeof(double));
-            gemm_f64(R, in_prod, Cg, wt + g * R * Cg, xd + (n * C + g * Cg) * in_prod, col);
+            gemm_f64(R, in_prod, Cg, wt + g * R * Cg, xd + (n * C + g * Cg) * in_prod, in_prod, col, in_prod);
             for (int64_t r = 0; r < R; r++) {
                 int64_t kp[KN_NN_MAXSP];
                 unflatten(r % k_prod, nsp, w->dims + 2, kp);
