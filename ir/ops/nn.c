@@ -469,10 +469,10 @@ static int eval_glp(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
 
 static int infer_batchnorm(kn_node *n)
 {
-    int64_t xd[KN_MAX_RANK], c;
+    int64_t xd[KN_MAX_RANK], md[KN_MAX_RANK], c;
     kn_dtype dt, mdt;
     int xr = in_dims(n, 0, xd, &dt);
-    in_dims(n, 3, &c, &mdt);
+    in_dims(n, 3, md, &mdt);
     if (xr >= 0 && xr < 2) return kn_node_error(n, KN_ERR_INVALID, "X has rank %d, expected N x C x ...", xr);
     set_out(n, 0, dt, xr, xd);
     c = xr >= 2 ? xd[1] : -1;
@@ -813,6 +813,8 @@ static int infer_roi(kn_node *n)
     }
     if ((st = roi_geometry(n, xr, xd, rr, rd, align ? 4 : 5, oh, ow, od))) return st;
     set_out(n, 0, dt, 4, od);
+    /* The first output dim counts RoIs, not images: name it after the rois' dim. */
+    if (n->outputs[0]) n->outputs[0]->shape.sym[0] = rr >= 1 && rd[0] < 0 ? n->inputs[1]->shape.sym[0] : NULL;
     return KN_OK;
 }
 
