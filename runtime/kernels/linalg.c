@@ -279,6 +279,17 @@ typedef struct mat_view {
 static void gemm_generic(kn_dtype dt, int64_t M, int64_t N, int64_t K, double alpha, mat_view a,
                          mat_view b, void *C, int64_t c0)
 {
+    if (dt == KN_F64) { /* i-k-j over typed pointers: the generic loads cost more than the math */
+        const double *A = a.data, *B = b.data;
+        double *Cd = (double *)C + c0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++) {
+                double aik = alpha * A[a.base + i * a.sr + k * a.sc];
+                const double *brow = B + b.base + k * b.sr;
+                for (int64_t j = 0; j < N; j++) Cd[i * N + j] += aik * brow[j * b.sc];
+            }
+        return;
+    }
     bool is_int = kn_dtype_info(dt)->is_integer;
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) {
@@ -301,6 +312,49 @@ static void gemm_generic(kn_dtype dt, int64_t M, int64_t N, int64_t K, double al
             }
         }
     }
+}
+
+/* ---- half-precision products via float32 ----------------------------------------- */
+
+/* A float32 copy of a f16/bf16 tensor (owned by the caller). */
+static int widen_f32(const kn_tensor *t, kn_tensor *out)
+{
+    int st = kn_tensor_alloc(out, KN_F32, t->rank, t->dims);
+    if (st) return st;
+    int64_t n = kn_tensor_numel(t);
+    float *d = out->data;
+    const uint16_t *h = t->data;
+    for (int64_t i = 0; i < n; i++) d[i] = t->dtype == KN_F16 ? kn_f16_to_f32(h[i]) : kn_bf16_to_f32(h[i]);
+    return KN_OK;
+}
+
+static void narrow_f32(const kn_tensor *f, kn_tensor *out)
+{
+    int64_t n = kn_tensor_numel(out);
+    const float *d = f->data;
+    uint16_t *h = out->data;
+    for (int64_t i = 0; i < n; i++) h[i] = out->dtype == KN_F16 ? kn_f32_to_f16(d[i]) : kn_f32_to_bf16(d[i]);
+}
+
+static bool is_half(kn_dtype dt) { return dt == KN_F16 || dt == KN_BF16; }
+
+/* Runs a f16/bf16 MatMul (c == NULL, gemm false) or Gemm in float32 and
+ * rounds once at the end, as onnxruntime's CPU kernels accumulate. */
+static int half_product(const kn_tensor *a, const kn_tensor *b, const kn_tensor *c, bool gemm, bool ta, bool tb,
+                        double alpha, double beta, kn_tensor *out)
+{
+    kn_tensor fa = {0}, fb = {0}, fc = {0}, fo = {0};
+    int st = widen_f32(a, &fa);
+    if (!st) st = widen_f32(b, &fb);
+    if (!st && c) st = is_half(c->dtype) ? widen_f32(c, &fc) : kn_error(KN_ERR_INVALID, "Gemm bias dtype differs");
+    if (!st) st = kn_tensor_alloc(&fo, KN_F32, out->rank, out->dims);
+    if (!st) st = gemm ? kn_k_gemm(&fa, &fb, c ? &fc : NULL, ta, tb, alpha, beta, &fo) : kn_k_matmul(&fa, &fb, &fo);
+    if (!st) narrow_f32(&fo, out);
+    kn_tensor_free(&fa);
+    kn_tensor_free(&fb);
+    kn_tensor_free(&fc);
+    kn_tensor_free(&fo);
+    return st;
 }
 
 /* ---- MatMul ------------------------------------------------------------------ */
@@ -360,6 +414,7 @@ int kn_k_matmul(const kn_tensor *a, const kn_tensor *b, kn_tensor *out)
                         kn_dtype_name(b->dtype));
     if (r != out->rank || kn_shape_numel(r, od) != kn_tensor_numel(out))
         return kn_error(KN_ERR_INTERNAL, "MatMul output was allocated with the wrong shape");
+    if (is_half(a->dtype)) return half_product(a, b, NULL, false, false, false, 1.0, 0.0, out);
     int64_t M = a->rank >= 2 ? a->dims[a->rank - 2] : 1, K = a->dims[a->rank - 1];
     int64_t N = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
     if (a->dtype == KN_F32 && b->rank <= 2 && a->rank > 2) {
@@ -438,6 +493,7 @@ int kn_k_gemm(const kn_tensor *a, const kn_tensor *b, const kn_tensor *c, bool t
                         (long long)M, (long long)K, (long long)kb, (long long)N);
     if (out->rank != 2 || out->dims[0] != M || out->dims[1] != N)
         return kn_error(KN_ERR_INTERNAL, "Gemm output was allocated with the wrong shape");
+    if (is_half(a->dtype)) return half_product(a, b, c && beta != 0.0 ? c : NULL, true, trans_a, trans_b, alpha, beta, out);
     if (c && beta != 0.0) {
         int st = gemm_fill_bias(c, beta, M, N, out);
         if (st) return st;
