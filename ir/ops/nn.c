@@ -376,6 +376,14 @@ static int infer_pool(kn_node *n)
     return KN_OK;
 }
 
+/* The p of LpPool/GlobalLpPool: an int since opset 2, a float in opset 1. */
+static double lp_order(const kn_node *n)
+{
+    const kn_attr *a = kn_node_attr(n, "p");
+    if (a && a->kind == KN_ATTR_FLOAT) return a->f;
+    return (double)kn_attr_int(n, "p", 2);
+}
+
 static int eval_pool(const kn_node *n, const kn_tensor *const *in, kn_tensor *out, kn_pool_kind kind)
 {
     int st;
@@ -389,7 +397,7 @@ static int eval_pool(const kn_node *n, const kn_tensor *const *in, kn_tensor *ou
     if ((st = alloc_out(n, out, 0, x->dtype, x->rank, od))) return st;
     if ((st = alloc_out(n, out, 1, KN_I64, x->rank, od))) return st;
     int64_t so = kn_attr_int(n, "storage_order", 0);
-    double p = (double)kn_attr_int(n, "p", 2);
+    double p = lp_order(n);
     if (kind == KN_POOL_LP && p <= 0) return kn_node_error(n, KN_ERR_INVALID, "p is %g, must be positive", p);
     bool cip = kn_attr_int(n, "count_include_pad", 0) != 0;
     kn_tensor *idx = n->n_outputs > 1 && n->outputs[1] ? &out[1] : NULL;
@@ -442,7 +450,7 @@ static int eval_global(const kn_node *n, const kn_tensor *const *in, kn_tensor *
     int64_t od[KN_MAX_RANK];
     global_dims(x->rank, x->dims, od);
     if ((st = alloc_out(n, out, 0, x->dtype, x->rank, od))) return st;
-    double p = (double)kn_attr_int(n, "p", 2);
+    double p = lp_order(n);
     if (kind == KN_POOL_LP && p <= 0) return kn_node_error(n, KN_ERR_INVALID, "p is %g, must be positive", p);
     return kernel_status(n, kn_k_global_pool(x, kind, p, &out[0]));
 }
