@@ -414,6 +414,69 @@ static void test_graph_matmul_errors(void **state)
     kn_model_free(m);
 }
 
+/* Evaluates a one-node graph with one f32 input x; returns the output. */
+static kn_tensor eval_one(kn_model *m, kn_node *n, kn_tensor *x)
+{
+    kn_graph_add_output(m->graph, n->outputs[0]);
+    if (kn_graph_infer(m->graph)) fail_msg("%s", kn_last_error());
+    const char *names[1] = {"x"};
+    kn_tensor out[1];
+    memset(out, 0, sizeof out);
+    if (kn_eval_model(m, 1, names, x, out)) fail_msg("%s", kn_last_error());
+    return out[0];
+}
+
+/* Softmax before opset 13 flattens to 2-D at axis; from 13 it uses one axis. */
+static void test_graph_softmax_opsets(void **state)
+{
+    (void)state;
+    float x[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int legacy = 0; legacy < 2; legacy++) {
+        kn_model *m = kn_model_create();
+        assert_non_null(m);
+        kn_model_set_opset(m, "", legacy ? 11 : 13);
+        kn_shape sx = {3, {2, 2, 2}, {NULL, NULL, NULL}};
+        kn_value *in = kn_graph_add_input(m->graph, "x", KN_F32, &sx);
+        kn_node *n = kn_node_create(m->graph, KN_OP_Softmax, "sm", 1, &in, 1);
+        kn_attr *a = kn_node_add_attr(n, "axis", KN_ATTR_INT);
+        a->i = 1;
+        kn_tensor tx = view(KN_F32, x, 3, (int64_t[]){2, 2, 2});
+        kn_tensor y = eval_one(m, n, &tx);
+        const float *p = y.data;
+        if (legacy) { /* rows of 4: [0..3] and [4..7] each sum to 1 */
+            assert_true(fabsf(p[0] + p[1] + p[2] + p[3] - 1.0f) < 1e-6f);
+            assert_true(fabsf(p[3] / p[0] - expf(3.0f)) < 1e-3f);
+        } else { /* pairs along axis 1: (x[0], x[2]), (x[1], x[3]), ... */
+            assert_true(fabsf(p[0] + p[2] - 1.0f) < 1e-6f);
+            assert_true(fabsf(p[5] + p[7] - 1.0f) < 1e-6f);
+        }
+        kn_tensor_free(&y);
+        kn_model_free(m);
+    }
+}
+
+/* Inner dims unknown at inference: evaluation reports the mismatch by name. */
+static void test_eval_matmul_mismatch(void **state)
+{
+    (void)state;
+    kn_model *m = kn_model_create();
+    kn_model_set_opset(m, "", 17);
+    kn_shape s = {2, {-1, -1}, {NULL, NULL}};
+    kn_value *ins[2] = {kn_graph_add_input(m->graph, "a", KN_F32, &s), kn_graph_add_input(m->graph, "b", KN_F32, &s)};
+    kn_node *n = kn_node_create(m->graph, KN_OP_MatMul, "attn_scores", 2, ins, 1);
+    kn_graph_add_output(m->graph, n->outputs[0]);
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    float a[6] = {0}, b[8] = {0};
+    kn_tensor t[2] = {view(KN_F32, a, 2, (int64_t[]){2, 3}), view(KN_F32, b, 2, (int64_t[]){4, 2})};
+    const char *names[2] = {"a", "b"};
+    kn_tensor out[1];
+    memset(out, 0, sizeof out);
+    assert_int_not_equal(kn_eval_model(m, 2, names, t, out), KN_OK);
+    assert_non_null(strstr(kn_last_error(), "attn_scores"));
+    assert_non_null(strstr(kn_last_error(), "inner dimensions differ"));
+    kn_model_free(m);
+}
+
 /* Prints (does not assert) the float32 GEMM speed on a BERT-sized product. */
 static void test_sgemm_speed_report(void **state)
 {
@@ -449,6 +512,8 @@ int main(void)
         cmocka_unit_test(test_quantize_round_trip),
         cmocka_unit_test(test_integer_products),
         cmocka_unit_test(test_graph_matmul_errors),
+        cmocka_unit_test(test_graph_softmax_opsets),
+        cmocka_unit_test(test_eval_matmul_mismatch),
         cmocka_unit_test(test_sgemm_speed_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
