@@ -270,6 +270,31 @@ static void test_toposort(void **state)
     kn_model_free(m);
 }
 
+/* A body that reads an outer value makes the If depend on that value's
+ * producer, even though the If has no direct input from it. */
+static void test_toposort_subgraph_deps(void **state)
+{
+    (void)state;
+    kn_model *m = kn_model_create();
+    kn_graph *g = m->graph;
+    kn_value *c = kn_graph_add_input(g, "c", KN_BOOL, NULL);
+    kn_value *x = kn_graph_add_input(g, "x", KN_F32, NULL);
+    kn_node *iff = kn_node_create(g, KN_OP_If, "if", 1, &c, 1);
+    kn_node *late = kn_node_create(g, KN_OP_Neg, "late", 1, &x, 1);
+    kn_graph *br = kn_graph_create_sub(g, "then");
+    br->parent_node = iff;
+    kn_node_add_attr(iff, "then_branch", KN_ATTR_GRAPH)->g = br;
+    kn_node *use = kn_node_create(br, KN_OP_Relu, "use", 1, &late->outputs[0], 1);
+    kn_graph_add_output(br, use->outputs[0]);
+    kn_graph_add_output(g, iff->outputs[0]);
+    assert_int_not_equal(kn_graph_verify(g), KN_OK);
+    assert_int_equal(kn_graph_toposort(g), KN_OK);
+    assert_ptr_equal(g->nodes[0], late);
+    assert_ptr_equal(g->nodes[1], iff);
+    assert_int_equal(kn_graph_verify(g), KN_OK);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_attributes),
         cmocka_unit_test(test_subgraph_scope),
         cmocka_unit_test(test_toposort),
+        cmocka_unit_test(test_toposort_subgraph_deps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -268,6 +268,117 @@ static void test_print_graph_and_file(void **state)
     kn_model_free(m);
 }
 
+
+/* ---- random graphs ------------------------------------------------------ */
+
+static uint32_t rnd(uint32_t *r)
+{
+    *r = *r * 1664525u + 1013904223u;
+    return *r >> 8;
+}
+
+/* Fills g with n random nodes over its visible values, random attributes of
+ * every kind, and (depth permitting) If nodes with random bodies. */
+static void random_graph(kn_graph *g, uint32_t *r, int n, int depth)
+{
+    kn_arena *ar = &g->model->arena;
+    static const kn_op ops[] = {KN_OP_Add, KN_OP_Relu, KN_OP_Concat, KN_OP_Clip, KN_OP_Split, KN_OP_Dropout};
+    kn_value *pool[64];
+    int np = 0;
+    /* visible values: g's and its ancestors', except the outputs of the
+     * node that holds each subgraph (they do not exist yet inside it) */
+    const kn_node *owner = NULL;
+    for (const kn_graph *s = g; s && np < 32; owner = s->parent_node, s = s->parent)
+        for (int i = 0; i < s->n_values && np < 32; i++)
+            if ((!owner || s->values[i]->producer != owner) &&
+                (!s->values[i]->producer || s->values[i]->producer->outputs[s->values[i]->producer_index] == s->values[i]))
+                pool[np++] = s->values[i];
+    if (!np) pool[np++] = kn_graph_add_input(g, NULL, KN_F32, NULL);
+    for (int k = 0; k < n; k++) {
+        kn_op op = ops[rnd(r) % 6];
+        int nin = op == KN_OP_Concat ? 1 + (int)(rnd(r) % 4) : op == KN_OP_Add ? 2 : op == KN_OP_Clip ? 3 : 1;
+        int nout = op == KN_OP_Split ? 1 + (int)(rnd(r) % 3) : op == KN_OP_Dropout ? 2 : 1;
+        kn_value *ins[4];
+        for (int i = 0; i < nin; i++) ins[i] = (op == KN_OP_Clip && i && rnd(r) % 2) ? NULL : pool[rnd(r) % (unsigned)np];
+        kn_node *nd = kn_node_create(g, op, NULL, nin, ins, nout);
+        assert_non_null(nd);
+        if (op == KN_OP_Dropout && rnd(r) % 2) nd->outputs[1] = NULL;
+        for (int i = 0; i < nout; i++) {
+            kn_value *v = nd->outputs[i];
+            if (!v) continue;
+            if (rnd(r) % 2) {
+                v->dtype = (kn_dtype)(1 + rnd(r) % 13);
+                if (!kn_dtype_info(v->dtype)->name) v->dtype = KN_I64;
+                v->shape.rank = (int)(rnd(r) % 4);
+                for (int j = 0; j < v->shape.rank; j++) {
+                    v->shape.dims[j] = rnd(r) % 3 ? (int64_t)(rnd(r) % 100) : -1;
+                    if (v->shape.dims[j] < 0 && rnd(r) % 2) v->shape.sym[j] = rnd(r) % 2 ? "batch" : "seq len";
+                }
+            }
+            if (np < 64) pool[np++] = v;
+        }
+        char name[32];
+        for (int a = (int)(rnd(r) % 4); a > 0; a--) {
+            snprintf(name, sizeof name, "a%d", a);
+            kn_attr *at = kn_node_add_attr(nd, name, (kn_attr_kind)(1 + rnd(r) % 8));
+            uint32_t bits = rnd(r) * 2654435761u;
+            switch (at->kind) {
+            case KN_ATTR_FLOAT: memcpy(&at->f, &bits, 4); if (isnan(at->f)) at->f = 0.5f; break;
+            case KN_ATTR_INT: at->i = (int64_t)bits - (1ll << 31); break;
+            case KN_ATTR_STRING: at->s = "s\x01\"", at->s_len = 3; break;
+            case KN_ATTR_TENSOR: {
+                int64_t d[1] = {(int64_t)(rnd(r) % 5)};
+                at->t = kn_model_adopt_tensor(g->model, mk_tensor(KN_I32, 1, d, NULL));
+                break;
+            }
+            case KN_ATTR_GRAPH:
+                if (depth > 0) {
+                    at->g = kn_graph_create_sub(g, "body");
+                    at->g->parent_node = nd;
+                    random_graph(at->g, r, 3, depth - 1);
+                    kn_graph_add_output(at->g, at->g->nodes[at->g->n_nodes - 1]->outputs[0]);
+                } else {
+                    at->kind = KN_ATTR_INTS;
+                }
+                break;
+            case KN_ATTR_FLOATS:
+                at->n = (int)(rnd(r) % 3);
+                at->floats = kn_arena_alloc(ar, sizeof(float) * 3);
+                for (int j = 0; j < at->n; j++) at->floats[j] = (float)rnd(r) / 7.0f;
+                break;
+            case KN_ATTR_INTS:
+                at->n = (int)(rnd(r) % 3);
+                at->ints = kn_arena_alloc(ar, sizeof(int64_t) * 3);
+                for (int j = 0; j < at->n; j++) at->ints[j] = (int64_t)rnd(r) - 5000000;
+                break;
+            default: at->kind = KN_ATTR_STRINGS; break;
+            }
+        }
+    }
+    kn_graph_add_output(g, pool[np - 1]);
+}
+
+static void test_round_trip_random(void **state)
+{
+    (void)state;
+    for (uint32_t seed = 1; seed <= 40; seed++) {
+        uint32_t r = seed;
+        kn_model *m = kn_model_create();
+        kn_model_set_opset(m, "", 17);
+        for (int i = 0; i < 3; i++) {
+            kn_shape s = {2, {-1, 4}, {"batch", NULL}};
+            kn_graph_add_input(m->graph, NULL, KN_F32, &s);
+        }
+        random_graph(m->graph, &r, 25, 2);
+        if (kn_graph_verify(m->graph)) fail_msg("seed %u: %s", seed, kn_last_error());
+        kn_model *m2 = round_trip(m);
+        if (kn_graph_verify(m2->graph)) fail_msg("seed %u (parsed): %s", seed, kn_last_error());
+        assert_int_equal(m2->graph->n_nodes, m->graph->n_nodes);
+        kn_model_free(m2);
+        kn_model_free(m);
+    }
+}
+
 /* ---- parser errors ------------------------------------------------------ */
 
 typedef struct bad_case {
@@ -501,6 +612,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_rich),
         cmocka_unit_test(test_float_exactness),
+        cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_summary_and_placeholders),
         cmocka_unit_test(test_print_graph_and_file),
         cmocka_unit_test(test_parse_errors),
