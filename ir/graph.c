@@ -587,35 +587,3 @@ int kn_graph_toposort(kn_graph *g)
     free(ready_val);
     return st;
 }
-
-/* ---- inference driver --------------------------------------------------- */
-
-static int infer_subgraphs(kn_node *n)
-{
-    for (int i = 0; i < n->n_attrs; i++) {
-        kn_attr *at = &n->attrs[i];
-        if (at->kind == KN_ATTR_GRAPH && at->g) {
-            int st = kn_graph_infer(at->g);
-            if (st) return st;
-        }
-        for (int k = 0; at->kind == KN_ATTR_GRAPHS && k < at->n; k++) {
-            int st = kn_graph_infer(at->graphs[k]);
-            if (st) return st;
-        }
-    }
-    return KN_OK;
-}
-
-int kn_graph_infer(kn_graph *g)
-{
-    for (int k = 0; k < g->n_nodes; k++) {
-        kn_node *n = g->nodes[k];
-        const kn_op_info *oi = n->op != KN_OP_UNKNOWN ? kn_op_get(n->op) : NULL;
-        int st = infer_subgraphs(n);
-        if (st) return st;
-        if (!oi || !oi->infer) continue; /* outputs stay unknown */
-        st = oi->infer(n);
-        if (st) return st;
-    }
-    return KN_OK;
-}

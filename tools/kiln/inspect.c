@@ -121,6 +121,45 @@ static double node_flops(const kn_node *n)
     }
 }
 
+/* FLOPs of one run; -1 if some node's shapes stay unknown. A model with
+ * symbolic input dims (batch, sequence) is counted with each set to 1, on a
+ * second copy so the first keeps its symbolic shapes for display. */
+static double count_flops(const char *path, const kn_graph *g, bool *out_pinned)
+{
+    *out_pinned = false;
+    kn_model *m2 = NULL;
+    const kn_graph *gg = g;
+    for (int i = 0; i < g->n_inputs && !*out_pinned; i++)
+        for (int d = 0; d < g->inputs[i]->shape.rank; d++)
+            if (g->inputs[i]->shape.dims[d] < 0) *out_pinned = true;
+    if (*out_pinned) {
+        if (kn_cli_load_model(path, false, &m2)) return -1;
+        for (int i = 0; i < m2->graph->n_inputs; i++) {
+            kn_shape *s = &m2->graph->inputs[i]->shape;
+            for (int d = 0; d < s->rank; d++)
+                if (s->dims[d] < 0) s->dims[d] = 1, s->sym[d] = NULL;
+        }
+        /* value_info may still carry symbolic dims: clear the rest so
+         * inference recomputes them from the pinned inputs */
+        for (int v = 0; v < m2->graph->n_values; v++) {
+            kn_value *val = m2->graph->values[v];
+            if (val->producer) val->shape = kn_shape_unknown();
+        }
+        if (kn_graph_infer(m2->graph)) {
+            kn_model_free(m2);
+            return -1;
+        }
+        gg = m2->graph;
+    }
+    double flops = 0;
+    for (int k = 0; k < gg->n_nodes && flops >= 0; k++) {
+        double f = node_flops(gg->nodes[k]);
+        flops = f < 0 ? -1 : flops + f;
+    }
+    kn_model_free(m2);
+    return flops;
+}
+
 int kn_cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL, *dot = NULL;
@@ -195,15 +234,13 @@ int kn_cmd_inspect(int argc, char **argv)
     }
     printf("\nparameters: %lld in %d tensors, %.2f MB\n", (long long)params, tensors, (double)bytes / 1e6);
 
-    double flops = 0;
-    bool exact = inferred;
-    for (int k = 0; k < g->n_nodes; k++) {
-        double f = node_flops(g->nodes[k]);
-        if (f < 0) exact = false;
-        else flops += f;
-    }
-    printf("FLOPs: %s%.3g (%.3f GFLOP)%s\n", exact ? "" : ">= ", flops, flops / 1e9,
-           exact ? "" : "  [some shapes unknown; pin dims to count them all]");
+    bool pinned = false;
+    double flops = count_flops(path, g, &pinned);
+    if (flops >= 0)
+        printf("FLOPs: %.4g (%.3f GFLOP)%s\n", flops, flops / 1e9,
+               pinned ? " per run with every symbolic input dim set to 1" : "");
+    else
+        printf("FLOPs: unknown (shapes could not be inferred)\n");
     if (unsupported) printf("\n%d op type(s) are not supported yet: `kiln run` will refuse this model\n", unsupported);
 
     int rc = 0;
