@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,14 +207,18 @@ static int sgemm_1t(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 
 /* ---- threads -------------------------------------------------------------------- */
 
-/* Worker threads for large products: KILN_NUM_THREADS, else the online CPUs
- * (at most 16). Work is split by output columns, and each element is always
+/* Worker threads for large products: KILN_NUM_THREADS, else the CPUs this
+ * process may use (at most 16). Work is split by output columns, and each element is always
  * computed by the same sequence of operations, so results are bitwise the
  * same whatever the thread count. */
 static int sgemm_threads(void)
 {
     const char *env = getenv("KILN_NUM_THREADS");
     long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef CPU_COUNT
+    cpu_set_t set; /* the CPUs this process may run on, which containers often limit */
+    if (!(env && *env) && sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < n) n = CPU_COUNT(&set);
+#endif
     return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }
 
