@@ -361,6 +361,7 @@ static int infer_quantize(kn_node *n)
     const kn_value *zp = kn_node_input(n, 2);
     kn_dtype dt = quant_out_dtype(n, zp ? zp->dtype : KN_DT_UNDEFINED);
     if (zp && !zp->dtype) dt = KN_DT_UNDEFINED;
+    else if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %d", (int)dt);
     kn_infer_set_shape(n, 0, dt, &n->inputs[0]->shape);
     return KN_OK;
 }
@@ -388,6 +389,8 @@ static int infer_dequantize(kn_node *n)
     if (!st) st = check_dtype(n, 1, is_float, "a float scale");
     if (st) return st;
     int64_t od = kn_attr_int(n, "output_dtype", 0);
+    if (od > 0 && !(kn_dtype_valid((int)od) && is_float((kn_dtype)od)))
+        return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %lld", (long long)od);
     kn_infer_set_shape(n, 0, od > 0 ? (kn_dtype)od : n->inputs[1]->dtype, &n->inputs[0]->shape);
     return KN_OK;
 }
