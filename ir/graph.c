@@ -436,7 +436,12 @@ int64_t kn_attr_int(const kn_node *n, const char *name, int64_t def)
 {
     const kn_attr *a = kn_node_attr(n, name);
     if (!a) return def;
-    if (a->kind == KN_ATTR_FLOAT) return (int64_t)a->f;
+    if (a->kind == KN_ATTR_FLOAT) {
+        /* some old exporters write integral attributes as floats; a NaN or
+         * out-of-range float in a bad model must not be a UB cast */
+        if (!(a->f > -9.2e18f && a->f < 9.2e18f)) return def;
+        return (int64_t)a->f;
+    }
     return a->kind == KN_ATTR_INT ? a->i : def;
 }
 
