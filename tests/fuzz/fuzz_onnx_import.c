@@ -3,12 +3,16 @@
  *
  * Feeds arbitrary bytes to kn_onnx_load_bytes (no base folder, so external
  * data is refused without touching the file system) and, when a model
- * loads, runs the unsupported-op check and frees it. Any crash, sanitizer
- * report or leak is a bug in the importer. Built by `make fuzz`
- * (-DKILN_FUZZ=ON) and run by scripts/fuzz.
+ * loads, runs the unsupported-op check and the IR verifier (whose verdict
+ * is ignored: an odd but importable graph may fail it; it must not crash)
+ * and frees it. With KILN_FUZZ_INFER=1 in the environment it also runs type
+ * and shape inference, which fuzzes every op's infer function. Any crash,
+ * sanitizer report or leak is a bug. Built by `make fuzz` (-DKILN_FUZZ=ON)
+ * and run by scripts/fuzz.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "onnx_import.h"
 
@@ -20,6 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (kn_onnx_load_bytes(data, size, NULL, &m) == KN_OK) {
         /* walks every graph and node the importer built */
         (void)kn_onnx_check_supported(m);
+        (void)kn_graph_verify(m->graph);
+        static int infer = -1;
+        if (infer < 0) infer = getenv("KILN_FUZZ_INFER") && atoi(getenv("KILN_FUZZ_INFER")) > 0;
+        if (infer) (void)kn_graph_infer(m->graph);
         kn_model_free(m);
     }
     return 0;
