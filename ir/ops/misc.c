@@ -560,6 +560,14 @@ static int eval_mel(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *
                                                kn_load_f64(in[4]->dtype, in[4]->data, 0), &out[0]));
 }
 
+/* Defined in ir/ops/misc2.c. */
+int kn_misc2_infer_affine_grid(kn_node *n);
+int kn_misc2_eval_affine_grid(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
+int kn_misc2_infer_deform_conv(kn_node *n);
+int kn_misc2_eval_deform_conv(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
+int kn_misc2_infer_tfidf(kn_node *n);
+int kn_misc2_eval_tfidf(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
+
 const kn_op_impl kn_ops_misc[] = {
     {KN_OP_NegativeLogLikelihoodLoss, infer_loss, eval_nll},
     {KN_OP_SoftmaxCrossEntropyLoss, infer_loss, eval_sce},
@@ -576,5 +584,8 @@ const kn_op_impl kn_ops_misc[] = {
     {KN_OP_DFT, infer_dft, eval_dft},
     {KN_OP_STFT, infer_stft, eval_stft},
     {KN_OP_MelWeightMatrix, infer_mel, eval_mel},
+    {KN_OP_AffineGrid, kn_misc2_infer_affine_grid, kn_misc2_eval_affine_grid},
+    {KN_OP_DeformConv, kn_misc2_infer_deform_conv, kn_misc2_eval_deform_conv},
+    {KN_OP_TfIdfVectorizer, kn_misc2_infer_tfidf, kn_misc2_eval_tfidf},
     {KN_OP_UNKNOWN, NULL, NULL},
 };
