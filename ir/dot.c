@@ -8,9 +8,13 @@
 
 #include "text.h"
 
+/* Two passes over the same traversal: the first declares nodes inside their
+ * clusters, the second writes every edge at the top level, because an edge
+ * written inside a cluster would pull an outer node into that cluster. */
 typedef struct dotw {
     FILE *f;
-    int n_graphs; /* numbering for cluster and output ids */
+    int n_graphs; /* numbering for cluster and output ids; reset per pass */
+    bool edges;   /* second pass */
 } dotw;
 
 static void dot_graph(dotw *d, const kn_graph *g, int depth);
@@ -52,6 +56,7 @@ static void indent(dotw *d, int depth) { fprintf(d->f, "%*s", 2 + depth * 2, "")
 
 static void value_decl(dotw *d, const kn_value *v, int depth, const char *style)
 {
+    if (d->edges) return;
     char ty[256];
     type_str(v, ty, sizeof ty);
     indent(d, depth);
@@ -62,12 +67,13 @@ static void value_decl(dotw *d, const kn_value *v, int depth, const char *style)
     fprintf(d->f, "\", %s];\n", style);
 }
 
-static void edge(dotw *d, const kn_value *v, const char *to, int depth)
+static void edge(dotw *d, const kn_value *v, const char *to)
 {
+    if (!d->edges) return;
     char from[32], ty[256];
     src_id(v, from, sizeof from);
     type_str(v, ty, sizeof ty);
-    indent(d, depth);
+    indent(d, 0);
     fprintf(d->f, "%s -> %s [label=\"", from, to);
     esc(d->f, ty);
     fputs("\"];\n", d->f);
@@ -88,6 +94,10 @@ static void dot_subgraphs(dotw *d, const kn_node *n, int depth)
         for (int j = 0; j < ng; j++) {
             const kn_graph *sub = a->kind == KN_ATTR_GRAPH ? a->g : a->graphs[j];
             if (!sub) continue;
+            if (d->edges) {
+                dot_graph(d, sub, depth + 1);
+                continue;
+            }
             indent(d, depth);
             fprintf(d->f, "subgraph cluster_%d {\n", d->n_graphs);
             indent(d, depth + 1);
@@ -107,20 +117,22 @@ static void dot_subgraphs(dotw *d, const kn_node *n, int depth)
 
 static void dot_node(dotw *d, const kn_node *n, int depth)
 {
-    indent(d, depth);
-    fprintf(d->f, "n%d [label=\"", n->id);
-    if (n->domain && *n->domain) {
-        esc(d->f, n->domain);
-        fputs("::", d->f);
+    if (!d->edges) {
+        indent(d, depth);
+        fprintf(d->f, "n%d [label=\"", n->id);
+        if (n->domain && *n->domain) {
+            esc(d->f, n->domain);
+            fputs("::", d->f);
+        }
+        esc(d->f, n->op_type);
+        fputs("\\n", d->f);
+        esc(d->f, n->name);
+        fputs("\"];\n", d->f);
     }
-    esc(d->f, n->op_type);
-    fputs("\\n", d->f);
-    esc(d->f, n->name);
-    fputs("\"];\n", d->f);
     char to[32];
     snprintf(to, sizeof to, "n%d", n->id);
     for (int i = 0; i < n->n_inputs; i++)
-        if (n->inputs[i]) edge(d, n->inputs[i], to, depth);
+        if (n->inputs[i]) edge(d, n->inputs[i], to);
     dot_subgraphs(d, n, depth);
 }
 
@@ -139,22 +151,27 @@ static void dot_graph(dotw *d, const kn_graph *g, int depth)
     for (int i = 0; i < g->n_outputs; i++) {
         char to[48];
         snprintf(to, sizeof to, "out%d_%d", gid, i);
-        indent(d, depth);
-        fprintf(d->f, "%s [label=\"", to);
-        esc(d->f, g->outputs[i]->name);
-        fputs("\", shape=ellipse, style=filled, fillcolor=\"#ffd6d6\"];\n", d->f);
-        edge(d, g->outputs[i], to, depth);
+        if (!d->edges) {
+            indent(d, depth);
+            fprintf(d->f, "%s [label=\"", to);
+            esc(d->f, g->outputs[i]->name);
+            fputs("\", shape=ellipse, style=filled, fillcolor=\"#ffd6d6\"];\n", d->f);
+        }
+        edge(d, g->outputs[i], to);
     }
 }
 
 int kn_ir_write_dot(const kn_model *m, FILE *f)
 {
     if (!m || !m->graph) return kn_error(KN_ERR_INVALID, "kn_ir_write_dot: no model");
-    dotw d = {f, 0};
+    dotw d = {f, 0, false};
     fputs("digraph \"", f);
     esc(f, m->graph->name);
     fputs("\" {\n  rankdir=TB;\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
           "  edge [fontname=\"Helvetica\", fontsize=9];\n", f);
+    dot_graph(&d, m->graph, 0);
+    d.n_graphs = 0;
+    d.edges = true;
     dot_graph(&d, m->graph, 0);
     fputs("}\n", f);
     if (fflush(f) || ferror(f)) return kn_error(KN_ERR_IO, "writing DOT output failed");
