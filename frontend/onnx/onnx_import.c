@@ -678,10 +678,10 @@ static int import_model(importer *im, const Onnx__ModelProto *mp)
     return import_graph(im, mp->graph, m->graph, 0);
 }
 
-static int load_bytes_named(const void *data, size_t len, const char *base_dir, const char *name,
-                            kn_model **out_model)
+/* Unpacks the protobuf after the size and nesting checks. */
+static int parse_model(const void *data, size_t len, const char *name, Onnx__ModelProto **out)
 {
-    *out_model = NULL;
+    *out = NULL;
     if (len > KN_ONNX_MAX_PROTO_BYTES)
         return kn_error(KN_ERR_UNSUPPORTED, "%s: %zu bytes is over the 2 GiB protobuf limit (store weights as external data)",
                         name, len);
@@ -690,14 +690,20 @@ static int load_bytes_named(const void *data, size_t len, const char *base_dir, 
         kn_error_prefix("%s: ", name);
         return st;
     }
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
-    if (!mp) return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX ModelProto (protobuf parse failed)", name);
+    *out = onnx__model_proto__unpack(NULL, len, data);
+    if (!*out) return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX ModelProto (protobuf parse failed)", name);
+    return KN_OK;
+}
+
+/* Builds the model from an unpacked message, which it frees. `path` (may be
+ * NULL) is recorded as the model's file; `name` prefixes messages. */
+static int import_parsed(Onnx__ModelProto *mp, const char *base_dir, const char *name, const char *path,
+                         kn_model **out_model)
+{
     importer im = {.m = kn_model_create(), .base_dir = base_dir};
-    if (!im.m) {
-        onnx__model_proto__free_unpacked(mp, NULL);
-        return kn_error(KN_ERR_NOMEM, "%s: out of memory", name);
-    }
-    st = import_model(&im, mp);
+    int st = im.m ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st && path && !(im.m->path = kn_arena_strdup(&im.m->arena, path))) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st) st = import_model(&im, mp);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (st) {
         kn_error_prefix("%s: ", name);
@@ -710,7 +716,10 @@ static int load_bytes_named(const void *data, size_t len, const char *base_dir, 
 
 int kn_onnx_load_bytes(const void *data, size_t len, const char *base_dir, kn_model **out_model)
 {
-    return load_bytes_named(data, len, base_dir, "<memory>", out_model);
+    *out_model = NULL;
+    Onnx__ModelProto *mp;
+    int st = parse_model(data, len, "<memory>", &mp);
+    return st ? st : import_parsed(mp, base_dir, "<memory>", NULL, out_model);
 }
 
 int kn_onnx_load_file(const char *path, kn_model **out_model)
@@ -720,9 +729,13 @@ int kn_onnx_load_file(const char *path, kn_model **out_model)
     size_t len = 0;
     int st = kn_onnx_read_file(path, KN_ONNX_MAX_PROTO_BYTES, &buf, &len);
     if (st) return st;
+    Onnx__ModelProto *mp;
+    st = parse_model(buf, len, path, &mp);
+    free(buf); /* protobuf-c copied what it needs: keeps peak memory at 2x the weights */
+    if (st) return st;
     char *dir = strdup(path);
     if (!dir) {
-        free(buf);
+        onnx__model_proto__free_unpacked(mp, NULL);
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     char *slash = strrchr(dir, '/');
@@ -731,16 +744,7 @@ int kn_onnx_load_file(const char *path, kn_model **out_model)
         *slash = '\0';
         base = dir[0] ? dir : "/";
     }
-    st = load_bytes_named(buf, len, base, path, out_model);
-    free(buf);
+    st = import_parsed(mp, base, path, path, out_model);
     free(dir);
-    if (!st) {
-        (*out_model)->path = kn_arena_strdup(&(*out_model)->arena, path);
-        if (!(*out_model)->path) {
-            kn_model_free(*out_model);
-            *out_model = NULL;
-            return kn_error(KN_ERR_NOMEM, "out of memory");
-        }
-    }
     return st;
 }
