@@ -6,8 +6,22 @@
  *         fprintf(stderr, "%s\n", kn_last_error());   // names file and node
  *         return 1;
  *     }
+ *     if (kn_onnx_check_supported(m)) ...             // before running it
  *     ...
  *     kn_model_free(m);
+ *
+ * What the importer guarantees: every graph (subgraphs of If/Loop/Scan too)
+ * is topologically sorted; node names are unique per graph (empty or
+ * repeated ONNX names become "<name or op>_<k>"); initializers are copied
+ * into model-owned tensors (an initializer that is also a graph input is a
+ * constant listed in graph->inputs, flagged INITIALIZER | GRAPH_INPUT);
+ * value_info and output types fill in values nothing else types; a subgraph
+ * output that is an outer value gets an Identity node of its own. Messages
+ * start with the file ("<memory>" for kn_onnx_load_bytes), then the node
+ * ("node 'if0' (If): attribute 'then_branch': node 'n3' (Add): ...").
+ * Refused: sequence/map/optional/sparse values, string and float8 tensors,
+ * sparse initializers, ref_attr_name, external data outside the model's
+ * folder, rank > KN_MAX_RANK, subgraphs nested over 32 deep.
  */
 #ifndef KILN_ONNX_IMPORT_H
 #define KILN_ONNX_IMPORT_H
@@ -32,7 +46,10 @@ int kn_onnx_load_bytes(const void *data, size_t len, const char *base_dir, kn_mo
 
 /* Reads a serialized TensorProto file (as in the ONNX test suite's
  * input_0.pb) into an owned tensor *out; *out_name receives a malloc'd copy
- * of the tensor's name ("" if none) if out_name is non-NULL. */
+ * of the tensor's name ("" if none) if out_name is non-NULL. A file holding
+ * a SequenceProto or OptionalProto fails with KN_ERR_UNSUPPORTED and the
+ * message "<path>: holds a SequenceProto or OptionalProto, not a TensorProto;
+ * kiln supports only tensors". */
 int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name);
 
 /* Checks that every node of m (subgraphs included) has an op kiln declares.
