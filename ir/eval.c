@@ -57,6 +57,49 @@ double kn_tensor_scalar_f64(const kn_tensor *t)
     return kn_load_f64(t->dtype, t->data, 0);
 }
 
+/* ---- one node ------------------------------------------------------------ */
+
+bool kn_op_runnable(kn_op op)
+{
+    if (op == KN_OP_UNKNOWN) return false;
+    return kn_op_get(op)->eval || kn_op_exec(op);
+}
+
+void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output)
+{
+    for (int i = 0; i < n->n_outputs; i++) has_output[i] = n->outputs[i] != NULL;
+    *out = (kn_opdesc){
+        .op = n->op,
+        .name = n->name,
+        .op_type = n->op_type,
+        .domain = n->domain,
+        .opset = kn_node_opset(n),
+        .n_inputs = n->n_inputs,
+        .n_outputs = n->n_outputs,
+        .has_output = has_output,
+        .attrs = n->attrs,
+        .n_attrs = n->n_attrs,
+    };
+}
+
+int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
+{
+    const kn_op_info *oi = kn_op_get(n->op);
+    if (oi->eval) return oi->eval(ctx, n, in, out);
+    kn_exec_fn exec = kn_op_exec(n->op);
+    if (!exec)
+        return kn_node_error(n, KN_ERR_UNSUPPORTED, "op %s%s%s is not supported by the reference evaluator",
+                             n->domain[0] ? n->domain : "", n->domain[0] ? "." : "", n->op_type);
+    bool stack_has[16];
+    bool *has = n->n_outputs <= 16 ? stack_has : malloc(sizeof *has * (size_t)n->n_outputs);
+    if (!has) return kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_opdesc d;
+    kn_node_opdesc(n, &d, has);
+    int st = exec(&d, in, out);
+    if (has != stack_has) free(has);
+    return st;
+}
+
 /* ---- liveness ------------------------------------------------------------ */
 
 /* Marks, in last_use[v->id], the position k of the last node of g that needs
@@ -118,7 +161,7 @@ static void fmt_value_type(const kn_value *v, char *buf, size_t len)
 static int run_node(kn_eval_ctx *ctx, const kn_node *n)
 {
     const kn_op_info *oi = n->op != KN_OP_UNKNOWN ? kn_op_get(n->op) : NULL;
-    if (!oi || !oi->eval)
+    if (!oi || !kn_op_runnable(n->op))
         return kn_node_error(n, KN_ERR_UNSUPPORTED, "op %s%s%s is not supported by the reference evaluator",
                              n->domain[0] ? n->domain : "", n->domain[0] ? "." : "", n->op_type);
     if (n->n_inputs < oi->min_inputs || n->n_inputs > oi->max_inputs)
@@ -139,7 +182,7 @@ static int run_node(kn_eval_ctx *ctx, const kn_node *n)
     /* zero every slot so an eval that peeks past n_outputs sees empty tensors */
     memset(out, 0, sizeof *out * (size_t)(n->n_outputs <= 8 ? 8 : n->n_outputs));
     for (int i = 0; i < n->n_inputs; i++) in[i] = n->inputs[i] ? &ctx->env[n->inputs[i]->id] : NULL;
-    int st = oi->eval(ctx, n, in, out);
+    int st = kn_node_eval(ctx, n, in, out);
     for (int i = 0; st == KN_OK && i < n->n_outputs; i++) {
         kn_value *v = n->outputs[i];
         if (!v) continue;

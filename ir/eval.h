@@ -44,6 +44,18 @@ int kn_eval_model_opts(kn_model *m, int n_inputs, const char *const *names,
 int kn_eval_subgraph(kn_eval_ctx *ctx, const kn_graph *g, int n_in,
                      const kn_tensor *const *in, kn_tensor *out);
 
+/* True if the evaluator can run op (an IR eval function or a runtime exec). */
+bool kn_op_runnable(kn_op op);
+
+/* Fills *out with n's descriptor for runtime execution. has_output must have
+ * room for n->n_outputs entries; out borrows n's strings and attributes. */
+void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output);
+
+/* Runs one node on tensors: through its IR eval function (ops with
+ * subgraphs) or its runtime exec function. ctx may be NULL for ops without
+ * subgraphs. Same contract as kn_eval_fn. */
+int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
+
 /* ---- helpers for op definitions (ir/ops/<family>.c) --------------------------- */
 
 /* Output i gets input j's dtype and shape. */

@@ -74,10 +74,10 @@ static int propagate_shape_op(kn_graph *g, kn_node *n)
 
 /* Evaluates n now if every input is a known constant and every output is
  * small; failures just leave the outputs without data. */
-static int propagate_constants(kn_graph *g, kn_node *n, const kn_op_info *oi)
+static int propagate_constants(kn_graph *g, kn_node *n)
 {
     if (n->op == KN_OP_Shape) return propagate_shape_op(g, n);
-    if (!oi->eval || has_subgraph(n) || n->n_outputs > 8) return KN_OK;
+    if (!kn_op_runnable(n->op) || has_subgraph(n) || n->n_outputs > 8) return KN_OK;
     const kn_tensor *in[16];
     if (n->n_inputs > 16) return KN_OK;
     for (int i = 0; i < n->n_inputs; i++) {
@@ -88,7 +88,7 @@ static int propagate_constants(kn_graph *g, kn_node *n, const kn_op_info *oi)
         if (n->outputs[i] && (!small_static(n->outputs[i]) || n->outputs[i]->const_data)) return KN_OK;
     kn_tensor out[8];
     memset(out, 0, sizeof out);
-    int st = oi->eval(NULL, n, in, out);
+    int st = kn_node_eval(NULL, n, in, out);
     for (int i = 0; i < n->n_outputs; i++) {
         if (st == KN_OK && n->outputs[i] && out[i].dtype == n->outputs[i]->dtype) {
             kn_tensor *t = malloc(sizeof *t);
@@ -116,7 +116,7 @@ int kn_graph_infer(kn_graph *g)
         if (!oi || !oi->infer) continue; /* outputs stay unknown */
         st = oi->infer(n);
         if (st) return st;
-        st = propagate_constants(g, n, oi);
+        st = propagate_constants(g, n);
         if (st) return st;
     }
     return KN_OK;

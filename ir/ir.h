@@ -75,42 +75,9 @@ kn_shape kn_shape_unknown(void);
 
 /* ---- attributes --------------------------------------------------------- */
 
-/* Numeric values equal ONNX's AttributeProto.AttributeType. */
-typedef enum kn_attr_kind {
-    KN_ATTR_UNDEFINED = 0,
-    KN_ATTR_FLOAT = 1,
-    KN_ATTR_INT = 2,
-    KN_ATTR_STRING = 3,
-    KN_ATTR_TENSOR = 4,
-    KN_ATTR_GRAPH = 5,
-    KN_ATTR_FLOATS = 6,
-    KN_ATTR_INTS = 7,
-    KN_ATTR_STRINGS = 8,
-    KN_ATTR_TENSORS = 9,
-    KN_ATTR_GRAPHS = 10,
-} kn_attr_kind;
-
-typedef struct kn_graph kn_graph;
 typedef struct kn_node kn_node;
 typedef struct kn_value kn_value;
 typedef struct kn_model kn_model;
-
-typedef struct kn_attr {
-    const char *name;
-    kn_attr_kind kind;
-    float f;
-    int64_t i;
-    const char *s; /* NUL-terminated; s_len bytes (may hold NULs) */
-    size_t s_len;
-    kn_tensor *t;  /* owned by the model's constant list */
-    kn_graph *g;
-    int n;         /* element count of the list kinds */
-    float *floats;
-    int64_t *ints;
-    const char **strings;
-    kn_tensor **tensors;
-    kn_graph **graphs;
-} kn_attr;
 
 /* ---- values ------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * ir/ops.h — the op registry.
  *
- * Ops are declared once in ir/ops.def (name, domain, arity). Each is defined
+ * Ops are declared once in runtime/ops/ops.def (name, domain, arity). Each is defined
  * once, in the family file ir/ops/<family>.c that owns it, by an entry of that
  * family's kn_op_impl table: a type/shape inference function and a reference
  * evaluation function. ir/registry.c merges the family tables and checks at
@@ -29,20 +29,11 @@
 #define KILN_IR_OPS_H
 
 #include "kiln/tensor.h"
+#include "opdesc.h" /* kn_op, kn_attr, kn_opdesc (runtime/ops) */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define KN_VAR 1000 /* "any number" in arity columns */
-
-typedef enum kn_op {
-    KN_OP_UNKNOWN = 0,
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out) KN_OP_##name,
-#include "ops.def"
-#undef KN_OP
-    KN_OP_COUNT
-} kn_op;
 
 typedef struct kn_node kn_node;
 typedef struct kn_eval_ctx kn_eval_ctx;

@@ -48,7 +48,7 @@ static int count_ops(const kn_graph *g, op_count *hist, int n)
         while (j < n && (strcmp(hist[j].name, node->op_type) || strcmp(hist[j].domain, node->domain))) j++;
         if (j == n) {
             const kn_op_info *oi = node->op ? kn_op_get(node->op) : NULL;
-            hist[n++] = (op_count){node->op_type, node->domain, 0, oi && oi->eval};
+            hist[n++] = (op_count){node->op_type, node->domain, 0, oi && kn_op_runnable(oi->op)};
         }
         hist[j].count++;
         for (int a = 0; a < node->n_attrs; a++) {

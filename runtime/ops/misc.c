@@ -1,0 +1,6 @@
+/* Execution of the 'misc' ops (see opdesc.h); kernels are in runtime/kernels. */
+#include "opdesc.h"
+
+const kn_exec_impl kn_exec_misc[] = {
+    {KN_OP_UNKNOWN, NULL},
+};

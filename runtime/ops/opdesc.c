@@ -1,0 +1,123 @@
+/* Op names, the execution table and attribute access on descriptors. */
+#include "opdesc.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_names[KN_OP_COUNT] = {
+    [KN_OP_UNKNOWN] = "?",
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out) [KN_OP_##name] = #name,
+#include "ops.def"
+#undef KN_OP
+};
+
+static const char *const k_domains[KN_OP_COUNT] = {
+    [KN_OP_UNKNOWN] = "",
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out) [KN_OP_##name] = domain,
+#include "ops.def"
+#undef KN_OP
+};
+
+static kn_exec_fn k_exec[KN_OP_COUNT];
+static pthread_once_t k_once = PTHREAD_ONCE_INIT;
+
+static void exec_init(void)
+{
+    static const kn_exec_impl *const families[] = {
+        kn_exec_elementwise, kn_exec_nn, kn_exec_linalg, kn_exec_reduce, kn_exec_movement, kn_exec_misc,
+    };
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        for (const kn_exec_impl *e = families[f]; e->op != KN_OP_UNKNOWN; e++) {
+            if (k_exec[e->op]) {
+                /* a kiln bug, caught by every test run */
+                fprintf(stderr, "kiln: op %s has two execution functions\n", k_names[e->op]);
+                abort();
+            }
+            k_exec[e->op] = e->exec;
+        }
+}
+
+kn_exec_fn kn_op_exec(kn_op op)
+{
+    pthread_once(&k_once, exec_init);
+    return (int)op > 0 && op < KN_OP_COUNT ? k_exec[op] : NULL;
+}
+
+const char *kn_op_type_name(kn_op op) { return (int)op > 0 && op < KN_OP_COUNT ? k_names[op] : "?"; }
+
+static bool default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
+
+kn_op kn_op_from_name(const char *op_type, const char *domain)
+{
+    for (int i = 1; i < KN_OP_COUNT; i++) {
+        if (strcmp(k_names[i], op_type) != 0) continue;
+        if (default_domain(k_domains[i]) ? default_domain(domain) : (domain && !strcmp(k_domains[i], domain)))
+            return (kn_op)i;
+    }
+    return KN_OP_UNKNOWN;
+}
+
+const kn_attr *kn_op_attr(const kn_opdesc *d, const char *name)
+{
+    for (int i = 0; i < d->n_attrs; i++)
+        if (strcmp(d->attrs[i].name, name) == 0) return &d->attrs[i];
+    return NULL;
+}
+
+int64_t kn_op_attr_int(const kn_opdesc *d, const char *name, int64_t def)
+{
+    const kn_attr *a = kn_op_attr(d, name);
+    if (!a) return def;
+    if (a->kind == KN_ATTR_FLOAT) {
+        /* old exporters write some integral attributes as floats; a NaN or
+         * huge float from a bad model must not be a UB cast */
+        if (!(a->f > -9.2e18f && a->f < 9.2e18f)) return def;
+        return (int64_t)a->f;
+    }
+    return a->kind == KN_ATTR_INT ? a->i : def;
+}
+
+float kn_op_attr_float(const kn_opdesc *d, const char *name, float def)
+{
+    const kn_attr *a = kn_op_attr(d, name);
+    if (!a) return def;
+    if (a->kind == KN_ATTR_INT) return (float)a->i;
+    return a->kind == KN_ATTR_FLOAT ? a->f : def;
+}
+
+const char *kn_op_attr_string(const kn_opdesc *d, const char *name, const char *def)
+{
+    const kn_attr *a = kn_op_attr(d, name);
+    return a && a->kind == KN_ATTR_STRING ? a->s : def;
+}
+
+int kn_op_attr_ints(const kn_opdesc *d, const char *name, const int64_t **out_ints)
+{
+    const kn_attr *a = kn_op_attr(d, name);
+    *out_ints = NULL;
+    if (!a || a->kind != KN_ATTR_INTS) return 0;
+    *out_ints = a->ints;
+    return a->n;
+}
+
+int kn_op_attr_floats(const kn_opdesc *d, const char *name, const float **out_floats)
+{
+    const kn_attr *a = kn_op_attr(d, name);
+    *out_floats = NULL;
+    if (!a || a->kind != KN_ATTR_FLOATS) return 0;
+    *out_floats = a->floats;
+    return a->n;
+}
+
+int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...)
+{
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kn_error(code, "node '%s' (%s): %s", d->name, d->op_type, msg);
+}

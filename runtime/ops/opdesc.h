@@ -1,0 +1,143 @@
+/*
+ * runtime/ops/opdesc.h — ops as the runtime sees them: the op enum (from
+ * ops.def), attributes, and an op descriptor (kn_opdesc) that carries what an
+ * op's execution needs to know about its node, without the graph IR.
+ *
+ * Each op's execution function lives in runtime/ops/<family>.c and is listed
+ * in that family's kn_exec_<family>[] table. Both the reference evaluator
+ * (ir/eval.c, which builds a kn_opdesc from an IR node) and compiled
+ * artifacts (which carry serialized descriptors for ops that are not
+ * generated) call the same function, so there is one implementation per op.
+ *
+ *     static int exec_relu(const kn_opdesc *d, const kn_tensor *const *in,
+ *                          kn_tensor *out) {
+ *         float alpha = kn_op_attr_float(d, "alpha", 0.01f);
+ *         if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "input 0 is missing");
+ *         ... kn_tensor_alloc(&out[0], ...) ... call a kernel of runtime/kernels ...
+ *     }
+ *     const kn_exec_impl kn_exec_elementwise[] = {
+ *         {KN_OP_Relu, exec_relu},
+ *         {KN_OP_UNKNOWN, NULL},
+ *     };
+ */
+#ifndef KILN_RUNTIME_OPDESC_H
+#define KILN_RUNTIME_OPDESC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_VAR 1000 /* "any number" in arity columns */
+
+typedef enum kn_op {
+    KN_OP_UNKNOWN = 0,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out) KN_OP_##name,
+#include "ops.def"
+#undef KN_OP
+    KN_OP_COUNT
+} kn_op;
+
+/* Numeric values equal ONNX's AttributeProto.AttributeType. */
+typedef enum kn_attr_kind {
+    KN_ATTR_UNDEFINED = 0,
+    KN_ATTR_FLOAT = 1,
+    KN_ATTR_INT = 2,
+    KN_ATTR_STRING = 3,
+    KN_ATTR_TENSOR = 4,
+    KN_ATTR_GRAPH = 5,
+    KN_ATTR_FLOATS = 6,
+    KN_ATTR_INTS = 7,
+    KN_ATTR_STRINGS = 8,
+    KN_ATTR_TENSORS = 9,
+    KN_ATTR_GRAPHS = 10,
+} kn_attr_kind;
+
+typedef struct kn_graph kn_graph; /* IR graph; opaque at this layer */
+
+typedef struct kn_attr {
+    const char *name;
+    kn_attr_kind kind;
+    float f;
+    int64_t i;
+    const char *s; /* NUL-terminated; s_len bytes (may hold NULs) */
+    size_t s_len;
+    kn_tensor *t;
+    kn_graph *g;   /* only in the IR; never in compiled artifacts */
+    int n;         /* element count of the list kinds */
+    float *floats;
+    int64_t *ints;
+    const char **strings;
+    kn_tensor **tensors;
+    kn_graph **graphs;
+} kn_attr;
+
+/* What an op's execution knows of its node. */
+typedef struct kn_opdesc {
+    kn_op op;
+    const char *name;    /* node name, for messages */
+    const char *op_type; /* ONNX op_type */
+    const char *domain;  /* "" for the default domain */
+    int64_t opset;       /* opset version of the node's domain in its model */
+    int n_inputs;        /* as written in the model (omitted optional inputs count) */
+    int n_outputs;
+    const bool *has_output; /* has_output[i]: output i is wanted (not omitted) */
+    const kn_attr *attrs;
+    int n_attrs;
+} kn_opdesc;
+
+/* Computes the node's outputs. in[i] is NULL for an omitted optional input.
+ * out has n_outputs zeroed entries; the function allocates (kn_tensor_alloc)
+ * and fills each one with has_output[i]. On failure it returns a status with
+ * a message from kn_op_error(); the caller frees what was allocated. */
+typedef int (*kn_exec_fn)(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+
+typedef struct kn_exec_impl {
+    kn_op op;
+    kn_exec_fn exec;
+} kn_exec_impl;
+
+/* Family tables (each ends with {KN_OP_UNKNOWN, NULL}). */
+extern const kn_exec_impl kn_exec_elementwise[];
+extern const kn_exec_impl kn_exec_nn[];
+extern const kn_exec_impl kn_exec_linalg[];
+extern const kn_exec_impl kn_exec_reduce[];
+extern const kn_exec_impl kn_exec_movement[];
+extern const kn_exec_impl kn_exec_misc[];
+
+/* The execution function of op; NULL if it has none in the runtime (control
+ * flow ops run in the IR evaluator). */
+kn_exec_fn kn_op_exec(kn_op op);
+/* ONNX name of op ("?" if unknown). */
+const char *kn_op_type_name(kn_op op);
+/* op for an ONNX name in the default domain ("" or "ai.onnx"); KN_OP_UNKNOWN if none. */
+kn_op kn_op_from_name(const char *op_type, const char *domain);
+
+/* Attribute lookup on a descriptor; NULL if absent. */
+const kn_attr *kn_op_attr(const kn_opdesc *d, const char *name);
+/* Typed getters; the default is returned when the attribute is absent or of
+ * another kind. */
+int64_t kn_op_attr_int(const kn_opdesc *d, const char *name, int64_t def);
+float kn_op_attr_float(const kn_opdesc *d, const char *name, float def);
+const char *kn_op_attr_string(const kn_opdesc *d, const char *name, const char *def);
+/* List getters: count (0 if absent) and pointer (NULL if absent). */
+int kn_op_attr_ints(const kn_opdesc *d, const char *name, const int64_t **out_ints);
+int kn_op_attr_floats(const kn_opdesc *d, const char *name, const float **out_floats);
+/* True if output i exists and is wanted. */
+static inline bool kn_op_has_output(const kn_opdesc *d, int i)
+{
+    return i < d->n_outputs && (!d->has_output || d->has_output[i]);
+}
+
+/* Records "node 'NAME' (OpType): <message>" and returns code. */
+int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif
