@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #include "onnx_import.h"
 
@@ -462,6 +463,60 @@ static void test_unsupported_ops(void **state)
     kn_model_free(m);
 }
 
+/* ---- the whole ONNX node suite ------------------------------------------ */
+
+/* Every model of the backend node suite imports, or is refused as
+ * unsupported (strings, float8, sequences); what imports passes the IR
+ * verifier; every test_data_set tensor file reads likewise. */
+static void test_node_suite_imports(void **state)
+{
+    (void)state;
+    char cmd[1200], dir[1024] = "";
+    const char *py = getenv("KILN_PYTHON");
+    snprintf(cmd, sizeof cmd,
+             "'%s' -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), \"backend/test/data/node\"))'",
+             py ? py : "../.venv/bin/python");
+    FILE *p = popen(cmd, "r");
+    if (p) {
+        if (!fgets(dir, sizeof dir, p)) dir[0] = '\0';
+        pclose(p);
+    }
+    dir[strcspn(dir, "\n")] = '\0';
+    DIR *d = dir[0] ? opendir(dir) : NULL;
+    if (!d) skip();
+    int loaded = 0, refused = 0, tensors = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "test_", 5) != 0) continue;
+        char path[2400];
+        snprintf(path, sizeof path, "%s/%s/model.onnx", dir, e->d_name);
+        kn_model *m = NULL;
+        int st = kn_onnx_load_file(path, &m);
+        if (st != KN_OK && st != KN_ERR_UNSUPPORTED) fail_msg("%s", kn_last_error());
+        if (st == KN_OK) {
+            if (kn_graph_verify(m->graph)) fail_msg("%s: verify: %s", path, kn_last_error());
+            loaded++;
+        } else {
+            refused++;
+        }
+        kn_model_free(m);
+        for (int i = 0; i < 4; i++) {
+            kn_tensor t;
+            snprintf(path, sizeof path, "%s/%s/test_data_set_0/input_%d.pb", dir, e->d_name, i);
+            st = kn_onnx_load_tensor_file(path, &t, NULL);
+            if (st == KN_ERR_IO) break; /* no such input */
+            if (st != KN_OK && st != KN_ERR_UNSUPPORTED) fail_msg("%s", kn_last_error());
+            if (st == KN_OK) tensors++;
+            kn_tensor_free(&t);
+        }
+    }
+    closedir(d);
+    /* onnx 1.15: 1252 cases, about 60 use strings, float8 or sequences */
+    assert_true(loaded > 1100);
+    assert_true(refused < 120);
+    assert_true(tensors > 1500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_external_errors),
         cmocka_unit_test(test_unsupported_ops),
+        cmocka_unit_test(test_node_suite_imports),
     };
     return cmocka_run_group_tests(tests, gen_models, NULL);
 }
