@@ -134,6 +134,14 @@ static inline bool kn_op_has_output(const kn_opdesc *d, int i)
     return i < d->n_outputs && (!d->has_output || d->has_output[i]);
 }
 
+/* Serializes attributes (every kind but GRAPH/GRAPHS, which fail with
+ * KN_ERR_UNSUPPORTED naming the attribute) into a malloc'd buffer. */
+int kn_attrs_write(const kn_attr *attrs, int n_attrs, unsigned char **out_bytes, size_t *out_len);
+/* Parses a buffer from kn_attrs_write. *out_block owns every attribute,
+ * string, list and tensor (free with kn_attrs_free). Bounds-checked. */
+int kn_attrs_read(const unsigned char *bytes, size_t len, kn_attr **out_attrs, int *out_n, void **out_block);
+void kn_attrs_free(void *block);
+
 /* Records "node 'NAME' (OpType): <message>" and returns code. */
 int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -1,0 +1,183 @@
+/*
+ * codegen/cpu/cg.h — lowering a graph to native code through the LLVM C API.
+ *
+ * Pipeline (codegen/cpu/compile.c): the graph, with static shapes, gets a
+ * memory plan (plan.c: every constant an offset in the weights blob, every
+ * intermediate an offset in one arena from liveness, graph inputs/outputs
+ * the user's buffers). Then one LLVM function per node
+ *
+ *     int node_<id>(kn_exec *ex, char *arena, const char *weights,
+ *                   void *const *inputs, void *const *outputs)
+ *
+ * is emitted by the op's lowering (a loop nest, or a call into oneDNN
+ * through kn_rt_dnnl_exec), or, for ops without a lowering, a call to
+ * kn_rt_opnode_exec (the op's runtime kernel). A `run` function calls them
+ * in order. LLVM's O3 pipeline optimizes and vectorizes for the target; the
+ * object is linked into a .so (or archived into a .a) with the descriptor.
+ *
+ * Writing a lowering (codegen/cpu/lower_<family>.c):
+ *
+ *     static int lower_relu(kn_cg *cg, const kn_node *n) {
+ *         const kn_value *x = n->inputs[0], *y = n->outputs[0];
+ *         if (x->dtype != KN_F32) return KN_ERR_UNSUPPORTED;  // BEFORE emitting
+ *         int64_t count = kn_cg_numel(y);
+ *         LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
+ *         kn_cg_loop l;
+ *         LLVMValueRef i = kn_cg_loop_begin(cg, &l, count, "i");
+ *         LLVMValueRef v = kn_cg_load(cg, KN_F32, px, i);
+ *         v = kn_cg_fmax(cg, v, kn_cg_f32(cg, 0.0f));
+ *         kn_cg_store(cg, KN_F32, py, i, v);
+ *         kn_cg_loop_end(cg, &l);
+ *         return KN_OK;
+ *     }
+ *     const kn_cg_lowering kn_cg_lower_elementwise[] = {
+ *         {KN_OP_Relu, lower_relu},
+ *         {KN_OP_UNKNOWN, NULL},
+ *     };
+ *
+ * A lowering returns KN_ERR_UNSUPPORTED only before it emitted anything; the
+ * core then falls back to the runtime kernel. Any other error fails the
+ * compile with its message (which names the node).
+ */
+#ifndef KILN_CODEGEN_CPU_CG_H
+#define KILN_CODEGEN_CPU_CG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "ir.h"
+#include "kiln/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- memory plan ---------------------------------------------------------- */
+
+typedef struct kn_plan {
+    kn_abi_ref *where;       /* indexed by value id; loc -1 for values never stored */
+    int n_where;
+    int64_t arena_bytes;     /* peak */
+    int64_t intermediate_bytes; /* sum of all arena values (no reuse) */
+    unsigned char *weights;  /* 64-byte aligned blob of every constant (malloc'd) */
+    int64_t weights_bytes;
+} kn_plan;
+
+/* Plans g (main graph, static shapes): constants → weights blob, graph
+ * inputs/outputs → user buffers, everything else → arena offsets (64-byte
+ * aligned, reused once a value's last user has run). Reshape-like ops whose
+ * output may share the input's bytes (Reshape, Flatten, Squeeze, Unsqueeze,
+ * Identity, inference Dropout) alias it when that is safe. */
+int kn_plan_build(const kn_graph *g, kn_plan *out);
+void kn_plan_free(kn_plan *p);
+/* True if node n's output aliases its input in the plan (nothing to emit). */
+bool kn_plan_is_alias(const kn_plan *p, const kn_node *n);
+
+/* ---- codegen context -------------------------------------------------------- */
+
+typedef struct kn_cg {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMTargetMachineRef tm;
+    LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_half, t_bf16, t_float, t_double, t_ptr;
+    const kn_model *model;
+    const kn_graph *g;
+    const kn_plan *plan;
+    kn_meta *meta;            /* being filled: dnnl records and opnodes are appended */
+    int cap_dnnl, cap_opnodes;
+    /* the node function being emitted and its arguments */
+    LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
+    LLVMValueRef status;      /* i32 alloca a lowering may set non-zero on a runtime failure */
+} kn_cg;
+
+/* Number of elements of a value with a static shape. */
+int64_t kn_cg_numel(const kn_value *v);
+/* Pointer to the first byte of v's data in the current function. */
+LLVMValueRef kn_cg_ptr(kn_cg *cg, const kn_value *v);
+/* LLVM type of one element of dt (bool is i8; NULL for packed 4-bit types). */
+LLVMTypeRef kn_cg_elem_type(kn_cg *cg, kn_dtype dt);
+/* The type a lowering computes in for dt: float for f16/bf16/f32, double for
+ * f64, the integer type itself otherwise. */
+LLVMTypeRef kn_cg_compute_type(kn_cg *cg, kn_dtype dt);
+
+LLVMValueRef kn_cg_i64(kn_cg *cg, int64_t v);
+LLVMValueRef kn_cg_i32(kn_cg *cg, int32_t v);
+LLVMValueRef kn_cg_f32(kn_cg *cg, float v);
+/* A constant of compute type of dt holding v. */
+LLVMValueRef kn_cg_const(kn_cg *cg, kn_dtype dt, double v);
+
+/* Element idx (i64) of a buffer of dt, converted to/from the compute type
+ * (f16/bf16 are widened to float on load and rounded to nearest even on
+ * store; bool loads as i8 0/1). */
+LLVMValueRef kn_cg_load(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx);
+void kn_cg_store(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef v);
+
+/* A counted loop 0 <= iv < n; after _begin the builder is in the body. */
+typedef struct kn_cg_loop {
+    LLVMBasicBlockRef pre, body, exit;
+    LLVMValueRef iv, next;
+    int64_t n;
+} kn_cg_loop;
+LLVMValueRef kn_cg_loop_begin(kn_cg *cg, kn_cg_loop *l, int64_t n, const char *name);
+void kn_cg_loop_end(kn_cg *cg, kn_cg_loop *l);
+
+/* Calls an overloaded LLVM intrinsic ("llvm.exp", "llvm.fabs", "llvm.maxnum"…)
+ * on args of type t. */
+LLVMValueRef kn_cg_intrinsic(kn_cg *cg, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n);
+/* Calls a C math function by name (e.g. "erff", "tanhf", "erf") of one or
+ * two arguments of type t (declared on first use; the artifact links -lm). */
+LLVMValueRef kn_cg_libm(kn_cg *cg, const char *fname, LLVMTypeRef t, LLVMValueRef *args, int n);
+
+/* Appends a oneDNN primitive record to the artifact and emits a call that
+ * runs it on the given pointers (NULL bias/post → null). On a runtime
+ * failure the node function returns the status. */
+int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMValueRef wei, LLVMValueRef bias,
+                    LLVMValueRef dst, LLVMValueRef post_src);
+
+/* Fills a kn_abi_tensor from a value (static shape required). */
+void kn_cg_abi_tensor(const kn_value *v, kn_abi_tensor *out);
+
+/* ---- lowerings -------------------------------------------------------------- */
+
+typedef int (*kn_cg_lower_fn)(kn_cg *cg, const kn_node *n);
+
+typedef struct kn_cg_lowering {
+    kn_op op;
+    kn_cg_lower_fn lower;
+} kn_cg_lowering;
+
+extern const kn_cg_lowering kn_cg_lower_elementwise[]; /* lower_elementwise.c */
+extern const kn_cg_lowering kn_cg_lower_reduce[];      /* lower_reduce.c: reductions, softmax, norms, pooling */
+extern const kn_cg_lowering kn_cg_lower_movement[];    /* lower_movement.c */
+extern const kn_cg_lowering kn_cg_lower_dnnl[];        /* lower_dnnl.c: Conv, MatMul, Gemm */
+
+/* ---- the compiler ----------------------------------------------------------- */
+
+typedef struct kn_compile_opts {
+    const char *output;      /* ART.so path (required unless static_output only) */
+    const char *static_output; /* ART.a path or NULL */
+    const char *header;      /* ART.h path or NULL */
+    const char *name;        /* C identifier; NULL → from the output file name */
+    const char *target;      /* "native" (default), "x86-64-v2", "x86-64-v3", "x86-64-v4" */
+    int opt_level;           /* 0..3 (default 3) */
+    bool external_weights;   /* weights in ART.so.weights, mmapped at open */
+    bool report;             /* print how each node was lowered */
+    uint64_t model_hash;     /* of the ONNX bytes and options */
+} kn_compile_opts;
+
+/* How each node was lowered, for --report. */
+typedef enum kn_lowered_as { KN_LOWERED_GENERATED, KN_LOWERED_DNNL, KN_LOWERED_RUNTIME, KN_LOWERED_ALIAS } kn_lowered_as;
+
+/* Compiles m (main graph with static shapes, inferred) into the artifacts
+ * named in opts. Writes atomically: on any failure no output file is left.
+ * With opts->report, prints one line per node to stdout. */
+int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

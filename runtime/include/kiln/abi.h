@@ -1,0 +1,195 @@
+/*
+ * kiln/abi.h — the artifact ABI: what a compiled model (.so or .a) exports
+ * and what libkiln_rt expects of it. codegen/cpu emits exactly these
+ * structures as constant data; runtime/src/artifact.c reads and checks them.
+ *
+ * An artifact exports one kn_artifact_desc. A shared artifact names it
+ * `kn_artifact_descriptor` (found with dlsym); a static one names it
+ * `kn_artifact_<model>` and the generated header declares it. The desc
+ * points at a serialized kn_meta (I/O, memory plan, oneDNN primitives,
+ * runtime-kernel nodes) that the runtime parses and checks. Every format
+ * change bumps KN_ABI_VERSION; the runtime refuses other versions with a
+ * message instead of misreading them.
+ *
+ * Execution model: the generated `run` function receives a kn_exec (owned by
+ * the session) and the base pointers of the arena, the weights and the
+ * user's input and output buffers. Generated kernels address every tensor as
+ * base + constant offset. Steps that the generated code does not implement
+ * call back into libkiln_rt: kn_rt_dnnl_exec() for oneDNN primitives the
+ * session created up front, kn_rt_opnode_exec() for ops run by their runtime
+ * kernel. A non-zero return stops the run; the runtime has set the message.
+ */
+#ifndef KILN_ABI_H
+#define KILN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
+#define KN_ABI_VERSION 1u
+
+/* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
+enum {
+    KN_CPU_SSE42 = 1u << 0,
+    KN_CPU_AVX = 1u << 1,
+    KN_CPU_AVX2 = 1u << 2,
+    KN_CPU_FMA = 1u << 3,
+    KN_CPU_F16C = 1u << 4,
+    KN_CPU_AVX512F = 1u << 5,
+    KN_CPU_AVX512BW = 1u << 6,
+    KN_CPU_AVX512DQ = 1u << 7,
+    KN_CPU_AVX512VL = 1u << 8,
+    KN_CPU_AVX512VNNI = 1u << 9,
+    KN_CPU_AVX512BF16 = 1u << 10,
+    KN_CPU_AVX512FP16 = 1u << 11,
+};
+
+/* A tensor's static description. dims are the compiled (maximum) sizes. */
+typedef struct kn_abi_tensor {
+    const char *name;
+    int32_t dtype; /* kn_dtype */
+    int32_t rank;
+    int64_t dims[8];
+    const char *dim_names[8]; /* symbolic dim names from the model, or NULL */
+    int64_t nbytes;
+} kn_abi_tensor;
+
+/* Where a tensor lives while the model runs. */
+enum {
+    KN_LOC_ARENA = 0,   /* session arena + offset */
+    KN_LOC_WEIGHTS = 1, /* weights + offset */
+    KN_LOC_INPUT = 2,   /* user input #offset */
+    KN_LOC_OUTPUT = 3,  /* user output #offset */
+};
+
+typedef struct kn_abi_ref {
+    int32_t loc;    /* KN_LOC_* */
+    int32_t pad_;
+    int64_t offset; /* byte offset (arena, weights) or index (input, output) */
+} kn_abi_ref;
+
+/* oneDNN primitives the runtime creates once per session. */
+enum {
+    KN_DNNL_MATMUL = 1, /* dst[b,M,N] = src[b,M,K] x wei[b,K,N] (+ bias[N]) */
+    KN_DNNL_CONV = 2,   /* N-D convolution, NCHW-family plain layouts */
+};
+
+/* Post-operations fused into a oneDNN primitive (applied in order). */
+enum {
+    KN_POST_NONE = 0,
+    KN_POST_RELU = 1,
+    KN_POST_CLIP = 2,   /* alpha = min, beta = max */
+    KN_POST_SUM = 3,    /* dst += extra input (residual) */
+    KN_POST_SIGMOID = 4,
+    KN_POST_GELU_ERF = 5,
+    KN_POST_GELU_TANH = 6,
+    KN_POST_LEAKY_RELU = 7, /* alpha = slope */
+};
+
+typedef struct kn_abi_post {
+    int32_t kind;
+    float alpha, beta;
+} kn_abi_post;
+
+typedef struct kn_abi_dnnl {
+    int32_t kind;          /* KN_DNNL_* */
+    int32_t n_post;
+    kn_abi_post post[4];
+    kn_abi_tensor src, wei, bias, dst; /* bias.rank == 0 and nbytes == 0: none */
+    /* matmul: transposed operands are described by strides, row-major otherwise */
+    int32_t trans_a, trans_b;
+    float alpha;           /* matmul output scale (Gemm alpha); 1 otherwise */
+    /* conv */
+    int32_t groups;
+    int32_t spatial;       /* 1, 2 or 3 */
+    int64_t strides[3], dilations[3], pads_begin[3], pads_end[3];
+    kn_abi_ref wei_ref, bias_ref; /* usually KN_LOC_WEIGHTS: prepared once */
+} kn_abi_dnnl;
+
+/* A node executed by its runtime kernel (runtime/ops). Its attributes are
+ * serialized by kn_attrs_write (runtime/ops/opdesc.h). */
+typedef struct kn_abi_opnode {
+    int32_t op;            /* kn_op */
+    int32_t n_inputs, n_outputs;
+    int32_t pad_;
+    int64_t opset;
+    const char *name;
+    const char *op_type;
+    const kn_abi_tensor *inputs;  /* n_inputs; rank -1 for an omitted input */
+    const kn_abi_tensor *outputs; /* n_outputs; rank -1 for an omitted output */
+    const unsigned char *attrs;
+    int64_t attrs_len;
+} kn_abi_opnode;
+
+typedef struct kn_exec kn_exec; /* per-session execution state, runtime-private */
+
+typedef int (*kn_abi_run_fn)(kn_exec *ex, char *arena, const char *weights, void *const *inputs,
+                             void *const *outputs);
+
+/* Everything about a compiled model except its code and weights, as the
+ * codegen builds it and the runtime reads it back (kn_meta_read). */
+typedef struct kn_meta {
+    uint64_t model_hash;     /* FNV-1a of the ONNX bytes and compile options */
+    uint64_t cpu_features;   /* KN_CPU_* bits the generated code needs */
+    const char *name;        /* C identifier used in the header */
+    const char *target;      /* e.g. "x86-64-v4" or "native (sapphirerapids)" */
+    const char *kiln_version;
+    int32_t n_inputs, n_outputs;
+    kn_abi_tensor *inputs, *outputs;
+    int64_t arena_bytes;        /* peak of the static memory plan */
+    int64_t intermediate_bytes; /* sum of all intermediates (no reuse) */
+    int64_t weights_bytes;
+    const char *weights_file;   /* external weights: file name beside the artifact, or NULL */
+    uint64_t weights_hash;      /* FNV-1a of the weight bytes */
+    int32_t n_dnnl, n_opnodes;
+    kn_abi_dnnl *dnnl;
+    kn_abi_opnode *opnodes;
+} kn_meta;
+
+/* The one symbol an artifact exports. Only this small struct is emitted as
+ * native data; the rest is the serialized kn_meta in `meta`, which the
+ * runtime parses with bounds checks (a foreign or damaged artifact gets a
+ * message, not a crash). */
+typedef struct kn_artifact_desc {
+    uint32_t magic;       /* KN_ABI_MAGIC */
+    uint32_t abi_version; /* KN_ABI_VERSION */
+    const unsigned char *meta;
+    uint64_t meta_len;
+    const unsigned char *weights; /* 64-byte aligned; NULL if external */
+    uint64_t weights_len;
+    kn_abi_run_fn run;
+} kn_artifact_desc;
+
+/* Serializes m into a malloc'd buffer (*out_bytes, *out_len). */
+int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len);
+/* Parses bytes into *out; every string and array of *out is allocated in one
+ * block released by kn_meta_free. Errors say what is malformed. */
+int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out);
+void kn_meta_free(kn_meta *m);
+
+/* FNV-1a 64-bit hash, continued from h (start with KN_FNV_INIT). */
+#define KN_FNV_INIT 1469598103934665603ull
+uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len);
+
+/* CPU features of the machine running this code (KN_CPU_* bits). */
+uint64_t kn_cpu_features(void);
+
+/* ---- called by generated code, implemented in libkiln_rt ----------------- */
+
+/* Runs the session's oneDNN primitive #index on the given buffers (post_src:
+ * the extra input of a KN_POST_SUM, or NULL). */
+int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, const void *bias, void *dst,
+                    const void *post_src);
+
+/* Runs opnode #index through its runtime kernel, reading inputs from
+ * in_ptrs[i] (NULL for omitted ones) and writing outputs to out_ptrs[i]. */
+int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+/*
+ * runtime/src/rt_internal.h — what the pieces of libkiln_rt share privately:
+ * the artifact and session structures and the oneDNN primitive wrapper.
+ */
+#ifndef KILN_RT_INTERNAL_H
+#define KILN_RT_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "kiln/kiln.h"
+#include "opdesc.h"
+
+/* ---- oneDNN primitives (runtime/src/dnnl.c) ------------------------------ */
+
+typedef struct kn_dnnl_prim kn_dnnl_prim;
+
+/* Creates the primitive a record describes (engine and stream are the
+ * session's, made by kn_dnnl_session_init). Constant weights (rec->wei_ref in
+ * KN_LOC_WEIGHTS) are reordered into the primitive's preferred layout once,
+ * here, from `weights`. */
+typedef struct kn_dnnl_session kn_dnnl_session;
+int kn_dnnl_session_init(kn_dnnl_session **out);
+void kn_dnnl_session_free(kn_dnnl_session *s);
+int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
+                        kn_dnnl_prim **out);
+/* Runs it on raw pointers (wei NULL → the prepared constant weights). */
+int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                      const void *post_src, int threads);
+void kn_dnnl_prim_free(kn_dnnl_prim *p);
+
+/* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
+
+/* A runtime-kernel node ready to run: its descriptor with parsed attributes. */
+typedef struct kn_rt_opnode {
+    kn_opdesc desc;
+    bool *has_output;
+    void *attrs_block;
+    const kn_abi_opnode *abi;
+} kn_rt_opnode;
+
+struct kn_artifact {
+    const kn_artifact_desc *desc;
+    kn_meta meta;
+    void *dl;                      /* dlopen handle, or NULL for static artifacts */
+    const unsigned char *weights;  /* embedded or mmapped */
+    void *weights_map;             /* mmapped external weights */
+    size_t weights_map_len;
+    kn_rt_opnode *opnodes;         /* meta.n_opnodes */
+    char *path;
+};
+
+struct kn_exec {
+    kn_session *session;
+};
+
+struct kn_session {
+    const kn_artifact *art;
+    kn_exec exec;
+    char *arena;                   /* 64-byte aligned, meta.arena_bytes */
+    kn_dnnl_session *dnnl;
+    kn_dnnl_prim **prims;          /* meta.n_dnnl */
+    int threads;
+};
+
+#endif
