@@ -171,6 +171,12 @@ def bad_models(out):
     save(out, "seq_input.onnx",
          model(ident, [helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [2])], [y]))
     save(out, "bad_output.onnx", model(ident, [x], [vi("nowhere")]))
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32), "sp"),
+                                       numpy_helper.from_array(np.array([0], np.int64), "sp_idx"), [4])
+    save(out, "sparse_init.onnx", model(ident, [x], [y], sparse_initializer=[sparse]))
+    dup = [helper.make_node("Relu", ["x"], ["a"], name="same"), helper.make_node("Neg", ["a"], ["y"], name="same"),
+           helper.make_node("Relu", ["x"], ["b"]), helper.make_node("Relu", ["b"], ["c"])]
+    save(out, "dup_names.onnx", model(dup, [x], [y, vi("c")]))
 
 
 def external(out):

@@ -408,6 +408,21 @@ static void test_graph_errors(void **state)
                  "node 'r' (Relu): attribute 'alpha' refers to function attribute 'outer_alpha' (ref_attr_name), "
                  "which is only valid inside a function");
     expect_error("seq_input.onnx", KN_ERR_UNSUPPORTED, "input 'x' has sequence type; kiln supports only tensors");
+    expect_error("sparse_init.onnx", KN_ERR_UNSUPPORTED, "sparse initializer 'sp' is not supported");
+}
+
+static void test_node_names(void **state)
+{
+    (void)state;
+    kn_model *m = load_ok("dup_names.onnx");
+    const kn_graph *g = m->graph;
+    assert_int_equal(g->n_nodes, 4);
+    assert_string_equal(g->nodes[0]->name, "same");
+    assert_string_equal(g->nodes[1]->name, "same_1");
+    assert_string_equal(g->nodes[2]->name, "Relu_2");
+    assert_string_equal(g->nodes[3]->name, "Relu_3");
+    assert_int_equal(kn_graph_verify(g), KN_OK);
+    kn_model_free(m);
 }
 
 static void test_tensor_errors(void **state)
@@ -529,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_tensor_files),
         cmocka_unit_test(test_truncated_and_garbage),
         cmocka_unit_test(test_graph_errors),
+        cmocka_unit_test(test_node_names),
         cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_external_errors),
         cmocka_unit_test(test_unsupported_ops),
