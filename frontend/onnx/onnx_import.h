@@ -52,6 +52,10 @@ int kn_onnx_load_bytes(const void *data, size_t len, const char *base_dir, kn_mo
  * kiln supports only tensors". */
 int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name);
 
+/* Like kn_onnx_load_tensor_file for a TensorProto held in memory (messages
+ * name "<memory>"; external data is refused). */
+int kn_onnx_load_tensor_bytes(const void *data, size_t len, kn_tensor *out, char **out_name);
+
 /* Checks that every node of m (subgraphs included) has an op kiln declares.
  * On failure (KN_ERR_UNSUPPORTED) one message lists them all, grouped:
  * "model.onnx: 2 unsupported ops (3 nodes): Foo (2 nodes: 'a', 'b'), Bar (1 node: 'c')".

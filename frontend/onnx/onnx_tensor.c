@@ -390,6 +390,42 @@ static int seq_error(const char *path)
                     "%s: holds a SequenceProto or OptionalProto, not a TensorProto; kiln supports only tensors", path);
 }
 
+/* Reads a TensorProto from bytes; `name` prefixes messages and base_dir is
+ * where external data lives (NULL: refused). */
+static int tensor_from_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
+                             kn_tensor *out, char **out_name)
+{
+    memset(out, 0, sizeof *out);
+    if (out_name) *out_name = NULL;
+    if (len > KN_ONNX_MAX_PROTO_BYTES)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: %zu bytes is over the 2 GiB protobuf limit", name, len);
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+    bool seq = looks_like_sequence(buf, len);
+    if (!tp) {
+        if (seq) return seq_error(name);
+        return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX TensorProto (protobuf parse failed)", name);
+    }
+    char what[300];
+    snprintf(what, sizeof what, "tensor '%.200s'", tp->name ? tp->name : "");
+    int st = kn_onnx_tensor_from_proto(tp, what, base_dir, out);
+    if (!st && out_name) {
+        *out_name = strdup(tp->name ? tp->name : "");
+        if (!*out_name) {
+            kn_tensor_free(out);
+            st = kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+    }
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    if (st && seq) return seq_error(name); /* the tensor reading was nonsense */
+    if (st) kn_error_prefix("%s: ", name);
+    return st;
+}
+
+int kn_onnx_load_tensor_bytes(const void *data, size_t len, kn_tensor *out, char **out_name)
+{
+    return tensor_from_bytes(data, len, "<memory>", NULL, out, out_name);
+}
+
 int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name)
 {
     memset(out, 0, sizeof *out);
@@ -398,34 +434,16 @@ int kn_onnx_load_tensor_file(const char *path, kn_tensor *out, char **out_name)
     size_t len = 0;
     int st = kn_onnx_read_file(path, KN_ONNX_MAX_PROTO_BYTES, &buf, &len);
     if (st) return st;
-    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
-    bool seq = looks_like_sequence(buf, len);
-    free(buf);
-    if (!tp) {
-        if (seq) return seq_error(path);
-        return kn_error(KN_ERR_INVALID, "%s: not a valid ONNX TensorProto (protobuf parse failed)", path);
-    }
-    char what[300];
-    snprintf(what, sizeof what, "tensor '%s'", tp->name ? tp->name : "");
     /* external data of a tensor file lives beside it, like a model's */
     char *dir = strdup(path);
     if (!dir) {
-        onnx__tensor_proto__free_unpacked(tp, NULL);
+        free(buf);
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
-    st = kn_onnx_tensor_from_proto(tp, what, slash ? (dir[0] ? dir : "/") : ".", out);
-    if (!st && out_name) {
-        *out_name = strdup(tp->name ? tp->name : "");
-        if (!*out_name) {
-            kn_tensor_free(out);
-            st = kn_error(KN_ERR_NOMEM, "out of memory");
-        }
-    }
+    st = tensor_from_bytes(buf, len, path, slash ? (dir[0] ? dir : "/") : ".", out, out_name);
     free(dir);
-    onnx__tensor_proto__free_unpacked(tp, NULL);
-    if (st && seq) return seq_error(path); /* the tensor reading was nonsense */
-    if (st) kn_error_prefix("%s: ", path);
+    free(buf);
     return st;
 }

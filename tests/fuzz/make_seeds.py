@@ -5,8 +5,9 @@ Usage: make_seeds.py CORPUS_DIR
 
 Seeds: small models of the ONNX backend node suite (copied from the onnx
 package in the venv, never committed) chosen to cover every attribute kind,
-subgraphs (If/Loop/Scan), raw and typed initializers, plus the importer test
-models of tests/frontend/gen_models.py.
+subgraphs (If/Loop/Scan), raw and typed initializers, a few of their
+test-data tensor files, plus the importer test models of
+tests/frontend/gen_models.py.
 """
 import glob
 import os
@@ -39,6 +40,11 @@ def main():
         if os.path.exists(src) and os.path.getsize(src) <= MAX_SEED_BYTES:
             shutil.copyfile(src, os.path.join(out, name + ".onnx"))
             n += 1
+        # the target also reads its input as a TensorProto (test-data files)
+        for pb in glob.glob(os.path.join(node_dir, name, "test_data_set_0", "input_*.pb"))[:2]:
+            if os.path.getsize(pb) <= MAX_SEED_BYTES:
+                shutil.copyfile(pb, os.path.join(out, name + "_" + os.path.basename(pb)))
+                n += 1
     here = os.path.dirname(os.path.abspath(__file__))
     gen = os.path.join(here, "..", "frontend", "gen_models.py")
     tmp = os.path.join(out, "..", "fuzz-gen-models")
