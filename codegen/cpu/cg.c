@@ -1,0 +1,206 @@
+/* Helpers every lowering uses to emit LLVM IR (see cg.h). */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t kn_cg_numel(const kn_value *v)
+{
+    return kn_shape_is_static(&v->shape) ? kn_shape_numel(v->shape.rank, v->shape.dims) : -1;
+}
+
+LLVMValueRef kn_cg_i64(kn_cg *cg, int64_t v) { return LLVMConstInt(cg->t_i64, (unsigned long long)v, 1); }
+LLVMValueRef kn_cg_i32(kn_cg *cg, int32_t v) { return LLVMConstInt(cg->t_i32, (unsigned long long)(int64_t)v, 1); }
+LLVMValueRef kn_cg_f32(kn_cg *cg, float v) { return LLVMConstReal(cg->t_float, v); }
+
+LLVMValueRef kn_cg_ptr(kn_cg *cg, const kn_value *v)
+{
+    const kn_abi_ref *r = v->id < cg->plan->n_where ? &cg->plan->where[v->id] : NULL;
+    if (!r || r->loc < 0) return LLVMConstNull(cg->t_ptr);
+    LLVMValueRef off = kn_cg_i64(cg, r->offset);
+    switch (r->loc) {
+    case KN_LOC_ARENA: return LLVMBuildGEP2(cg->b, cg->t_i8, cg->a_arena, &off, 1, "");
+    case KN_LOC_WEIGHTS: return LLVMBuildGEP2(cg->b, cg->t_i8, cg->a_weights, &off, 1, "");
+    case KN_LOC_INPUT:
+    case KN_LOC_OUTPUT: {
+        LLVMValueRef base = r->loc == KN_LOC_INPUT ? cg->a_inputs : cg->a_outputs;
+        LLVMValueRef slot = LLVMBuildGEP2(cg->b, cg->t_ptr, base, &off, 1, "");
+        return LLVMBuildLoad2(cg->b, cg->t_ptr, slot, "");
+    }
+    default: return LLVMConstNull(cg->t_ptr);
+    }
+}
+
+LLVMTypeRef kn_cg_elem_type(kn_cg *cg, kn_dtype dt)
+{
+    switch (dt) {
+    case KN_F32: return cg->t_float;
+    case KN_F64: return cg->t_double;
+    case KN_F16: case KN_BF16: case KN_I16: case KN_U16: return cg->t_i16;
+    case KN_I8: case KN_U8: case KN_BOOL: return cg->t_i8;
+    case KN_I32: case KN_U32: return cg->t_i32;
+    case KN_I64: case KN_U64: return cg->t_i64;
+    default: return NULL;
+    }
+}
+
+LLVMTypeRef kn_cg_compute_type(kn_cg *cg, kn_dtype dt)
+{
+    switch (dt) {
+    case KN_F16: case KN_BF16: case KN_F32: return cg->t_float;
+    case KN_F64: return cg->t_double;
+    default: return kn_cg_elem_type(cg, dt);
+    }
+}
+
+LLVMValueRef kn_cg_const(kn_cg *cg, kn_dtype dt, double v)
+{
+    LLVMTypeRef t = kn_cg_compute_type(cg, dt);
+    if (kn_dtype_info(dt)->is_float) return LLVMConstReal(t, v);
+    if (dt == KN_BOOL) return LLVMConstInt(t, v != 0, 0);
+    return LLVMConstInt(t, (unsigned long long)(int64_t)v, kn_dtype_info(dt)->is_signed);
+}
+
+/* bf16 ↔ float with integer ops: LLVM 16's x86 backend has no bf16 fptrunc. */
+static LLVMValueRef bf16_to_float(kn_cg *cg, LLVMValueRef h)
+{
+    LLVMValueRef w = LLVMBuildZExt(cg->b, h, cg->t_i32, "");
+    w = LLVMBuildShl(cg->b, w, LLVMConstInt(cg->t_i32, 16, 0), "");
+    return LLVMBuildBitCast(cg->b, w, cg->t_float, "");
+}
+
+static LLVMValueRef float_to_bf16(kn_cg *cg, LLVMValueRef f)
+{
+    /* round to nearest even; NaN stays a (quiet) NaN */
+    LLVMValueRef u = LLVMBuildBitCast(cg->b, f, cg->t_i32, "");
+    LLVMValueRef lsb = LLVMBuildAnd(cg->b, LLVMBuildLShr(cg->b, u, LLVMConstInt(cg->t_i32, 16, 0), ""),
+                                    LLVMConstInt(cg->t_i32, 1, 0), "");
+    LLVMValueRef r = LLVMBuildAdd(cg->b, u, LLVMBuildAdd(cg->b, lsb, LLVMConstInt(cg->t_i32, 0x7fff, 0), ""), "");
+    r = LLVMBuildTrunc(cg->b, LLVMBuildLShr(cg->b, r, LLVMConstInt(cg->t_i32, 16, 0), ""), cg->t_i16, "");
+    LLVMValueRef nan16 = LLVMBuildTrunc(
+        cg->b, LLVMBuildOr(cg->b, LLVMBuildLShr(cg->b, u, LLVMConstInt(cg->t_i32, 16, 0), ""), LLVMConstInt(cg->t_i32, 0x40, 0), ""),
+        cg->t_i16, "");
+    LLVMValueRef is_nan = LLVMBuildFCmp(cg->b, LLVMRealUNO, f, f, "");
+    return LLVMBuildSelect(cg->b, is_nan, nan16, r, "");
+}
+
+LLVMValueRef kn_cg_load(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx)
+{
+    LLVMTypeRef et = kn_cg_elem_type(cg, dt);
+    LLVMValueRef p = LLVMBuildGEP2(cg->b, et, base, &idx, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(cg->b, et, p, "");
+    if (dt == KN_F16) return LLVMBuildFPExt(cg->b, LLVMBuildBitCast(cg->b, v, cg->t_half, ""), cg->t_float, "");
+    if (dt == KN_BF16) return bf16_to_float(cg, v);
+    if (dt == KN_BOOL) /* any non-zero byte is true */
+        return LLVMBuildZExt(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstInt(cg->t_i8, 0, 0), ""), cg->t_i8, "");
+    return v;
+}
+
+void kn_cg_store(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef v)
+{
+    LLVMTypeRef et = kn_cg_elem_type(cg, dt);
+    if (dt == KN_F16) v = LLVMBuildBitCast(cg->b, LLVMBuildFPTrunc(cg->b, v, cg->t_half, ""), cg->t_i16, "");
+    else if (dt == KN_BF16) v = float_to_bf16(cg, v);
+    LLVMValueRef p = LLVMBuildGEP2(cg->b, et, base, &idx, 1, "");
+    LLVMBuildStore(cg->b, v, p);
+}
+
+LLVMValueRef kn_cg_loop_begin(kn_cg *cg, kn_cg_loop *l, int64_t n, const char *name)
+{
+    memset(l, 0, sizeof *l);
+    l->n = n;
+    l->pre = LLVMGetInsertBlock(cg->b);
+    l->body = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, name);
+    l->exit = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
+    /* a constant guard keeps `pre` a predecessor of the body (for the phi)
+     * even when n <= 0 makes the body dead */
+    LLVMBuildCondBr(cg->b, LLVMConstInt(cg->t_i1, n > 0, 0), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(cg->b, l->body);
+    l->iv = LLVMBuildPhi(cg->b, cg->t_i64, name);
+    LLVMValueRef zero = kn_cg_i64(cg, 0);
+    LLVMAddIncoming(l->iv, &zero, &l->pre, 1);
+    return l->iv;
+}
+
+void kn_cg_loop_end(kn_cg *cg, kn_cg_loop *l)
+{
+    LLVMValueRef next = LLVMBuildAdd(cg->b, l->iv, kn_cg_i64(cg, 1), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(cg->b);
+    LLVMAddIncoming(l->iv, &next, &latch, 1);
+    LLVMValueRef more = LLVMBuildICmp(cg->b, LLVMIntSLT, next, kn_cg_i64(cg, l->n), "");
+    LLVMBuildCondBr(cg->b, more, l->body, l->exit);
+    LLVMPositionBuilderAtEnd(cg->b, l->exit);
+    l->next = next;
+}
+
+LLVMValueRef kn_cg_intrinsic(kn_cg *cg, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cg->mod, id, &t, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(cg->ctx, id, &t, 1);
+    return LLVMBuildCall2(cg->b, fty, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef kn_cg_libm(kn_cg *cg, const char *fname, LLVMTypeRef t, LLVMValueRef *args, int n)
+{
+    LLVMTypeRef params[2] = {t, t};
+    LLVMTypeRef fty = LLVMFunctionType(t, params, (unsigned)n, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, fname);
+    if (!fn) fn = LLVMAddFunction(cg->mod, fname, fty);
+    return LLVMBuildCall2(cg->b, fty, fn, args, (unsigned)n, "");
+}
+
+void kn_cg_abi_tensor(const kn_value *v, kn_abi_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!v) {
+        out->rank = -1;
+        return;
+    }
+    out->name = v->name;
+    out->dtype = v->dtype;
+    out->rank = v->shape.rank;
+    for (int i = 0; i < v->shape.rank && i < 8; i++) {
+        out->dims[i] = v->shape.dims[i];
+        out->dim_names[i] = v->shape.sym[i];
+    }
+    int64_t n = kn_cg_numel(v);
+    out->nbytes = n >= 0 ? (int64_t)kn_dtype_nbytes(v->dtype, (size_t)n) : -1;
+}
+
+/* Emits `if (st != 0) return st;` and continues in a fresh block. */
+static void return_if_failed(kn_cg *cg, LLVMValueRef st)
+{
+    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "fail");
+    LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
+    LLVMValueRef bad = LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), "");
+    LLVMBuildCondBr(cg->b, bad, fail, cont);
+    LLVMPositionBuilderAtEnd(cg->b, fail);
+    LLVMBuildRet(cg->b, st);
+    LLVMPositionBuilderAtEnd(cg->b, cont);
+}
+
+int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMValueRef wei, LLVMValueRef bias,
+                    LLVMValueRef dst, LLVMValueRef post_src)
+{
+    kn_meta *m = cg->meta;
+    if (m->n_dnnl == cg->cap_dnnl) {
+        int cap = cg->cap_dnnl ? cg->cap_dnnl * 2 : 16;
+        kn_abi_dnnl *p = realloc(m->dnnl, sizeof *p * (size_t)cap);
+        if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
+        m->dnnl = p;
+        cg->cap_dnnl = cap;
+    }
+    int index = m->n_dnnl++;
+    m->dnnl[index] = *rec;
+    LLVMTypeRef params[7] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 7, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_dnnl_exec");
+    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_dnnl_exec", fty);
+    LLVMValueRef null = LLVMConstNull(cg->t_ptr);
+    LLVMValueRef args[7] = {cg->a_exec, kn_cg_i32(cg, index), src ? src : null, wei ? wei : null,
+                            bias ? bias : null, dst ? dst : null, post_src ? post_src : null};
+    LLVMValueRef st = LLVMBuildCall2(cg->b, fty, fn, args, 7, "");
+    return_if_failed(cg, st);
+    return KN_OK;
+}
