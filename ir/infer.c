@@ -86,22 +86,27 @@ static int propagate_constants(kn_graph *g, kn_node *n)
     }
     for (int i = 0; i < n->n_outputs; i++)
         if (n->outputs[i] && (!small_static(n->outputs[i]) || n->outputs[i]->const_data)) return KN_OK;
+    const kn_op_info *oi = kn_op_get(n->op);
+    if (n->n_inputs < oi->min_inputs || n->n_inputs > oi->max_inputs || n->n_outputs > oi->max_outputs)
+        return KN_OK; /* malformed: let the verifier or the evaluator report it */
     kn_tensor out[8];
     memset(out, 0, sizeof out);
     int st = kn_node_eval(NULL, n, in, out);
-    for (int i = 0; i < n->n_outputs; i++) {
-        if (st == KN_OK && n->outputs[i] && out[i].dtype == n->outputs[i]->dtype) {
-            kn_tensor *t = malloc(sizeof *t);
-            if (!t) {
-                kn_tensor_free(&out[i]);
-                continue;
-            }
-            *t = out[i];
-            if (attach(g, n->outputs[i], t)) return KN_ERR_NOMEM;
-        } else {
-            kn_tensor_free(&out[i]);
+    bool kept[8] = {false};
+    for (int i = 0; st == KN_OK && i < n->n_outputs; i++) {
+        if (!n->outputs[i] || out[i].dtype != n->outputs[i]->dtype) continue;
+        kn_tensor *t = malloc(sizeof *t);
+        if (!t) continue;
+        *t = out[i];
+        kept[i] = true;
+        if (attach(g, n->outputs[i], t)) {
+            for (int k = i + 1; k < 8; k++) kn_tensor_free(&out[k]);
+            return KN_ERR_NOMEM;
         }
     }
+    /* every slot: an op may have filled one past n_outputs on bad input */
+    for (int i = 0; i < 8; i++)
+        if (!kept[i]) kn_tensor_free(&out[i]);
     kn_error_clear();
     return KN_OK;
 }

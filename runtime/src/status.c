@@ -27,6 +27,15 @@ void kn_error_prefix(const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, tl_msg, sizeof old);
+    /* The end of a message says what went wrong; when context would push it
+     * past the buffer, shorten the context instead. */
+    size_t pl = strlen(prefix), ol = strlen(old);
+    if (pl + ol >= KN_ERRMSG_MAX) {
+        size_t keep = ol < KN_ERRMSG_MAX / 2 ? KN_ERRMSG_MAX - 1 - ol - 4 : KN_ERRMSG_MAX / 2;
+        if (keep < pl) {
+            memcpy(prefix + keep, "... ", 5);
+        }
+    }
     snprintf(tl_msg, sizeof tl_msg, "%s%s", prefix, old);
 }
 
