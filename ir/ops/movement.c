@@ -984,6 +984,11 @@ static int block_size(const kn_mv_args *a, int64_t *b)
 {
     *b = kn_attr_int(a->n, "blocksize", 0);
     if (*b <= 0 || *b > (1 << 20)) return kn_node_error(a->n, KN_ERR_INVALID, "blocksize %lld must be positive", (long long)*b);
+    if (a->n->op == KN_OP_DepthToSpace) {
+        const char *mode = kn_attr_string(a->n, "mode", "DCR");
+        if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
+            return kn_node_error(a->n, KN_ERR_INVALID, "mode '%s' must be DCR or CRD", mode);
+    }
     if (a->shp[0].rank >= 0 && a->shp[0].rank != 4)
         return kn_node_error(a->n, KN_ERR_INVALID, "input must have rank 4, got %d", a->shp[0].rank);
     return KN_OK;
