@@ -1,0 +1,446 @@
+/*
+ * runtime/ops/attr_blob.c — serialized node attributes (kn_attrs_write /
+ * kn_attrs_read), as compiled artifacts carry them for ops that run through
+ * their runtime kernel.
+ *
+ * Format (integers little-endian): "KNAT", u32 count, then per attribute:
+ * name (u32 length + bytes), i32 kind, and the payload —
+ *   FLOAT f32 | INT i64 | STRING u64 length + bytes (NULs allowed) |
+ *   TENSOR tensor | FLOATS/INTS/STRINGS/TENSORS u32 n + n items,
+ * where a tensor is i32 dtype, i32 rank, rank x i64 dims, u64 nbytes, bytes.
+ *
+ * The reader parses bytes from an artifact file: every count is checked
+ * against the bytes left before anything is allocated, and tensors must
+ * have consistent dtype, dims and size, because kernels index them freely.
+ * Everything it returns lives in a chain of 64-byte aligned chunks (the
+ * opaque block), so one kn_attrs_free releases it.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opdesc.h"
+
+#define ATTR_MAGIC 0x54414e4bu /* "KNAT" */
+#define CHUNK_HDR 64
+#define CHUNK_MIN 4096
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct wbuf {
+    unsigned char *p;
+    size_t len, cap;
+    int err;
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *src, size_t n)
+{
+    if (w->err || n == 0) return;
+    if (n > SIZE_MAX / 2 - w->len) {
+        w->err = kn_error(KN_ERR_NOMEM, "attributes: too large to serialize");
+        return;
+    }
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < w->len + n) cap *= 2;
+        unsigned char *p = realloc(w->p, cap);
+        if (!p) {
+            w->err = kn_error(KN_ERR_NOMEM, "attributes: out of memory (%zu bytes)", cap);
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+
+static void w_u32(wbuf *w, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    w_bytes(w, b, 4);
+}
+
+static void w_u64(wbuf *w, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    w_bytes(w, b, 8);
+}
+
+static void w_f32(wbuf *w, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    w_u32(w, u);
+}
+
+static int w_str32(wbuf *w, const char *s, const char *attr)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > UINT32_MAX) return kn_error(KN_ERR_INVALID, "attribute '%s': string too long", attr);
+    w_u32(w, (uint32_t)n);
+    w_bytes(w, s, n);
+    return KN_OK;
+}
+
+static int w_tensor(wbuf *w, const kn_tensor *t, const char *attr)
+{
+    if (!t) return kn_error(KN_ERR_INVALID, "attribute '%s': NULL tensor", attr);
+    int64_t numel = t->rank >= 0 && t->rank <= KN_MAX_RANK ? kn_shape_numel(t->rank, t->dims) : -1;
+    if (numel < 0 || !kn_dtype_valid(t->dtype))
+        return kn_error(KN_ERR_INVALID, "attribute '%s': tensor of rank %d, dtype %d cannot be serialized", attr,
+                        t->rank, (int)t->dtype);
+    size_t nbytes = kn_dtype_nbytes(t->dtype, (size_t)numel);
+    if (nbytes && (!t->data || t->nbytes < nbytes))
+        return kn_error(KN_ERR_INVALID, "attribute '%s': tensor holds %zu bytes, its shape needs %zu", attr,
+                        t->data ? t->nbytes : 0, nbytes);
+    w_u32(w, (uint32_t)t->dtype);
+    w_u32(w, (uint32_t)t->rank);
+    for (int i = 0; i < t->rank; i++) w_u64(w, (uint64_t)t->dims[i]);
+    w_u64(w, nbytes);
+    w_bytes(w, t->data, nbytes);
+    return KN_OK;
+}
+
+static int w_list(wbuf *w, const kn_attr *a)
+{
+    if (a->n < 0 || (a->n > 0 && ((a->kind == KN_ATTR_FLOATS && !a->floats) || (a->kind == KN_ATTR_INTS && !a->ints) ||
+                                  (a->kind == KN_ATTR_STRINGS && !a->strings) ||
+                                  (a->kind == KN_ATTR_TENSORS && !a->tensors))))
+        return kn_error(KN_ERR_INVALID, "attribute '%s': list of %d with no elements", a->name, a->n);
+    w_u32(w, (uint32_t)a->n);
+    int st = KN_OK;
+    for (int k = 0; k < a->n && !st; k++) {
+        switch (a->kind) {
+        case KN_ATTR_FLOATS: w_f32(w, a->floats[k]); break;
+        case KN_ATTR_INTS: w_u64(w, (uint64_t)a->ints[k]); break;
+        case KN_ATTR_STRINGS: st = w_str32(w, a->strings[k], a->name); break;
+        default: st = w_tensor(w, a->tensors[k], a->name); break;
+        }
+    }
+    return st;
+}
+
+static int w_attr(wbuf *w, const kn_attr *a)
+{
+    if (!a->name) return kn_error(KN_ERR_INVALID, "attributes: an attribute has no name");
+    int st = w_str32(w, a->name, a->name);
+    if (st) return st;
+    w_u32(w, (uint32_t)a->kind);
+    switch (a->kind) {
+    case KN_ATTR_FLOAT: w_f32(w, a->f); return KN_OK;
+    case KN_ATTR_INT: w_u64(w, (uint64_t)a->i); return KN_OK;
+    case KN_ATTR_STRING:
+        if (a->s_len && !a->s) return kn_error(KN_ERR_INVALID, "attribute '%s': NULL string", a->name);
+        w_u64(w, a->s_len);
+        w_bytes(w, a->s, a->s_len);
+        return KN_OK;
+    case KN_ATTR_TENSOR: return w_tensor(w, a->t, a->name);
+    case KN_ATTR_FLOATS:
+    case KN_ATTR_INTS:
+    case KN_ATTR_STRINGS:
+    case KN_ATTR_TENSORS: return w_list(w, a);
+    case KN_ATTR_GRAPH:
+    case KN_ATTR_GRAPHS:
+        return kn_error(KN_ERR_UNSUPPORTED, "attribute '%s': graph attributes cannot be compiled into an artifact",
+                        a->name);
+    default: return kn_error(KN_ERR_INVALID, "attribute '%s': unknown kind %d", a->name, (int)a->kind);
+    }
+}
+
+int kn_attrs_write(const kn_attr *attrs, int n_attrs, unsigned char **out_bytes, size_t *out_len)
+{
+    if (out_bytes) *out_bytes = NULL;
+    if (out_len) *out_len = 0;
+    if (!out_bytes || !out_len || n_attrs < 0 || (n_attrs && !attrs))
+        return kn_error(KN_ERR_INVALID, "kn_attrs_write: bad arguments");
+    wbuf w = {0};
+    w_u32(&w, ATTR_MAGIC);
+    w_u32(&w, (uint32_t)n_attrs);
+    int st = KN_OK;
+    for (int i = 0; i < n_attrs && !st && !w.err; i++) st = w_attr(&w, &attrs[i]);
+    if (!st) st = w.err;
+    if (st) {
+        free(w.p);
+        return st;
+    }
+    *out_bytes = w.p;
+    *out_len = w.len;
+    return KN_OK;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t cap, used;
+} chunk; /* followed, at CHUNK_HDR, by cap bytes of 64-byte aligned data */
+
+typedef struct rbuf {
+    const unsigned char *p;
+    size_t len, pos;
+    chunk *head, *cur;
+} rbuf;
+
+#define RD(call)                    \
+    do {                            \
+        int st_ = (call);           \
+        if (st_) return st_;        \
+    } while (0)
+
+static int r_bad(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int r_bad(const char *what, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kn_error(KN_ERR_INVALID, "malformed attributes: %s: %s", what, msg);
+}
+
+static int r_need(rbuf *r, uint64_t n, const char *what)
+{
+    if (n > r->len - r->pos)
+        return r_bad(what, "truncated at byte %zu of %zu (needs %llu more)", r->pos, r->len, (unsigned long long)n);
+    return KN_OK;
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+    return x;
+}
+
+static int r_u32(rbuf *r, uint32_t *v, const char *what)
+{
+    RD(r_need(r, 4, what));
+    *v = (uint32_t)get_le(r->p + r->pos, 4);
+    r->pos += 4;
+    return KN_OK;
+}
+
+static int r_u64(rbuf *r, uint64_t *v, const char *what)
+{
+    RD(r_need(r, 8, what));
+    *v = get_le(r->p + r->pos, 8);
+    r->pos += 8;
+    return KN_OK;
+}
+
+static int chunk_new(rbuf *r, size_t need)
+{
+    size_t cap = need > CHUNK_MIN ? need : CHUNK_MIN;
+    if (cap > SIZE_MAX - CHUNK_HDR - 64) return kn_error(KN_ERR_NOMEM, "attributes: block too large");
+    void *p = NULL;
+    if (posix_memalign(&p, 64, CHUNK_HDR + cap)) return kn_error(KN_ERR_NOMEM, "attributes: out of memory");
+    chunk *c = p;
+    c->next = NULL;
+    c->cap = cap;
+    c->used = 0;
+    if (r->cur) r->cur->next = c;
+    else r->head = c;
+    r->cur = c;
+    return KN_OK;
+}
+
+/* n zeroed bytes aligned to `align` (a power of two up to 64). */
+static int r_alloc(rbuf *r, size_t n, size_t align, void **out)
+{
+    chunk *c = r->cur;
+    size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
+    if (!c || at > c->cap || n > c->cap - at) {
+        if (n > SIZE_MAX - align) return kn_error(KN_ERR_NOMEM, "attributes: block too large");
+        RD(chunk_new(r, n + align));
+        c = r->cur;
+        at = 0;
+    }
+    *out = (char *)c + CHUNK_HDR + at;
+    memset(*out, 0, n);
+    c->used = at + n;
+    return KN_OK;
+}
+
+/* Bytes of the input as a NUL-terminated copy. */
+static int r_copy_str(rbuf *r, uint64_t n, const char **out, const char *what)
+{
+    RD(r_need(r, n, what));
+    char *s = NULL;
+    RD(r_alloc(r, (size_t)n + 1, 1, (void **)&s));
+    memcpy(s, r->p + r->pos, (size_t)n);
+    r->pos += (size_t)n;
+    *out = s;
+    return KN_OK;
+}
+
+static int r_str32(rbuf *r, const char **out, const char *what)
+{
+    uint32_t n;
+    RD(r_u32(r, &n, what));
+    return r_copy_str(r, n, out, what);
+}
+
+/* A list length that fits in an int and leaves n * min_size bytes. */
+static int r_count(rbuf *r, int *out, size_t min_size, const char *what)
+{
+    uint32_t n;
+    RD(r_u32(r, &n, what));
+    if (n > INT_MAX || n > (r->len - r->pos) / min_size)
+        return r_bad(what, "count %u does not fit in the %zu bytes left", n, r->len - r->pos);
+    *out = (int)n;
+    return KN_OK;
+}
+
+static int r_tensor(rbuf *r, kn_tensor **out, const char *what)
+{
+    kn_tensor *t;
+    RD(r_alloc(r, sizeof *t, 8, (void **)&t));
+    uint32_t dt, rank;
+    RD(r_u32(r, &dt, what));
+    RD(r_u32(r, &rank, what));
+    if (!kn_dtype_valid((int)dt)) return r_bad(what, "tensor dtype %u", dt);
+    if (rank > KN_MAX_RANK) return r_bad(what, "tensor rank %u", rank);
+    t->dtype = (kn_dtype)dt;
+    t->rank = (int)rank;
+    for (uint32_t i = 0; i < rank; i++) {
+        uint64_t d;
+        RD(r_u64(r, &d, what));
+        t->dims[i] = (int64_t)d;
+    }
+    int64_t numel = kn_shape_numel(t->rank, t->dims);
+    if (numel < 0 || (uint64_t)numel > SIZE_MAX / 8) return r_bad(what, "tensor dims negative or too large");
+    uint64_t nbytes;
+    RD(r_u64(r, &nbytes, what));
+    if (nbytes != kn_dtype_nbytes(t->dtype, (size_t)numel))
+        return r_bad(what, "tensor of %lld %s elements with %llu bytes", (long long)numel, kn_dtype_name(t->dtype),
+                     (unsigned long long)nbytes);
+    RD(r_need(r, nbytes, what));
+    if (nbytes) {
+        RD(r_alloc(r, (size_t)nbytes, 64, &t->data));
+        memcpy(t->data, r->p + r->pos, (size_t)nbytes);
+        r->pos += (size_t)nbytes;
+    }
+    t->nbytes = (size_t)nbytes;
+    t->own = KN_BORROWED; /* the block owns it */
+    *out = t;
+    return KN_OK;
+}
+
+static int r_list(rbuf *r, kn_attr *a, const char *what)
+{
+    static const size_t min_size[] = {[KN_ATTR_FLOATS] = 4, [KN_ATTR_INTS] = 8, [KN_ATTR_STRINGS] = 4,
+                                      [KN_ATTR_TENSORS] = 16};
+    RD(r_count(r, &a->n, min_size[a->kind], what));
+    size_t n = (size_t)a->n;
+    switch (a->kind) {
+    case KN_ATTR_FLOATS:
+        RD(r_alloc(r, n * sizeof(float), 8, (void **)&a->floats));
+        for (size_t k = 0; k < n; k++) {
+            uint32_t u = (uint32_t)get_le(r->p + r->pos + 4 * k, 4);
+            memcpy(&a->floats[k], &u, 4);
+        }
+        r->pos += 4 * n;
+        return KN_OK;
+    case KN_ATTR_INTS:
+        RD(r_alloc(r, n * sizeof(int64_t), 8, (void **)&a->ints));
+        for (size_t k = 0; k < n; k++) a->ints[k] = (int64_t)get_le(r->p + r->pos + 8 * k, 8);
+        r->pos += 8 * n;
+        return KN_OK;
+    case KN_ATTR_STRINGS:
+        RD(r_alloc(r, n * sizeof(char *), 8, (void **)&a->strings));
+        for (size_t k = 0; k < n; k++) RD(r_str32(r, &a->strings[k], what));
+        return KN_OK;
+    default:
+        RD(r_alloc(r, n * sizeof(kn_tensor *), 8, (void **)&a->tensors));
+        for (size_t k = 0; k < n; k++) RD(r_tensor(r, &a->tensors[k], what));
+        return KN_OK;
+    }
+}
+
+static int r_attr(rbuf *r, kn_attr *a, int index)
+{
+    char what[128];
+    snprintf(what, sizeof what, "attribute %d", index);
+    RD(r_str32(r, &a->name, what));
+    snprintf(what, sizeof what, "attribute '%.100s'", a->name);
+    uint32_t kind;
+    RD(r_u32(r, &kind, what));
+    a->kind = (kn_attr_kind)kind;
+    switch (kind) {
+    case KN_ATTR_FLOAT: {
+        uint32_t u;
+        RD(r_u32(r, &u, what));
+        memcpy(&a->f, &u, 4);
+        return KN_OK;
+    }
+    case KN_ATTR_INT: {
+        uint64_t u;
+        RD(r_u64(r, &u, what));
+        a->i = (int64_t)u;
+        return KN_OK;
+    }
+    case KN_ATTR_STRING: {
+        uint64_t n;
+        RD(r_u64(r, &n, what));
+        RD(r_copy_str(r, n, &a->s, what));
+        a->s_len = (size_t)n;
+        return KN_OK;
+    }
+    case KN_ATTR_TENSOR: return r_tensor(r, &a->t, what);
+    case KN_ATTR_FLOATS:
+    case KN_ATTR_INTS:
+    case KN_ATTR_STRINGS:
+    case KN_ATTR_TENSORS: return r_list(r, a, what);
+    default: return r_bad(what, "kind %u cannot be read", kind);
+    }
+}
+
+static int r_attrs(rbuf *r, kn_attr **out_attrs, int *out_n)
+{
+    uint32_t magic;
+    RD(r_u32(r, &magic, "header"));
+    if (magic != ATTR_MAGIC) return r_bad("header", "bad magic 0x%08x", magic);
+    int n;
+    RD(r_count(r, &n, 12, "header"));
+    kn_attr *attrs;
+    RD(r_alloc(r, sizeof *attrs * (size_t)n, 8, (void **)&attrs));
+    for (int i = 0; i < n; i++) RD(r_attr(r, &attrs[i], i));
+    if (r->pos != r->len) return r_bad("end", "%zu unexpected bytes after the last attribute", r->len - r->pos);
+    *out_attrs = attrs;
+    *out_n = n;
+    return KN_OK;
+}
+
+int kn_attrs_read(const unsigned char *bytes, size_t len, kn_attr **out_attrs, int *out_n, void **out_block)
+{
+    if (out_attrs) *out_attrs = NULL;
+    if (out_n) *out_n = 0;
+    if (out_block) *out_block = NULL;
+    if (!out_attrs || !out_n || !out_block || (!bytes && len))
+        return kn_error(KN_ERR_INVALID, "kn_attrs_read: bad arguments");
+    rbuf r = {.p = bytes, .len = len};
+    int st = chunk_new(&r, 0);
+    if (!st) st = r_attrs(&r, out_attrs, out_n);
+    if (st) {
+        kn_attrs_free(r.head);
+        *out_attrs = NULL;
+        *out_n = 0;
+        return st;
+    }
+    *out_block = r.head;
+    return KN_OK;
+}
+
+void kn_attrs_free(void *block)
+{
+    for (chunk *c = block; c;) {
+        chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}

@@ -1,0 +1,350 @@
+/*
+ * runtime/src/artifact.c — loading a compiled model: dlopen a shared
+ * artifact (or wrap a static one's descriptor), then check everything the
+ * runtime will trust before any generated code runs: magic, ABI version,
+ * the serialized meta, the CPU features the code was compiled for, the
+ * weights (embedded, or an external file mmapped read-only and hashed), the
+ * memory references of oneDNN records, and that every runtime-kernel node
+ * has a kernel here. Each refusal names the file and says what to do, so a
+ * foreign, damaged or mismatched artifact is a message, never a crash or an
+ * illegal instruction.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+#define AVX512_BITS                                                                                           \
+    (KN_CPU_AVX512F | KN_CPU_AVX512BW | KN_CPU_AVX512DQ | KN_CPU_AVX512VL | KN_CPU_AVX512VNNI |              \
+     KN_CPU_AVX512BF16 | KN_CPU_AVX512FP16)
+#define AVX2_BITS (KN_CPU_AVX | KN_CPU_AVX2 | KN_CPU_FMA | KN_CPU_F16C)
+
+static const char *const k_cpu_names[] = {
+    "SSE4.2", "AVX", "AVX2", "FMA", "F16C", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI",
+    "AVX512BF16", "AVX512FP16",
+};
+
+/* The name a message uses for the artifact. */
+static const char *label_of(const kn_artifact *a) { return a->path ? a->path : "static artifact"; }
+
+static int check_cpu(const char *label, uint64_t needed)
+{
+    uint64_t missing = needed & ~kn_cpu_features();
+    if (!missing) return KN_OK;
+    char list[512] = "";
+    size_t at = 0;
+    for (int b = 0; b < 64 && at < sizeof list - 32; b++) {
+        if (!(missing & (1ull << b))) continue;
+        int n = b < (int)(sizeof k_cpu_names / sizeof *k_cpu_names)
+                    ? snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", k_cpu_names[b])
+                    : snprintf(list + at, sizeof list - at, "%sfeature bit %d", at ? ", " : "", b);
+        at += (size_t)n;
+    }
+    /* suggest the highest portable target that avoids what is missing */
+    const char *hint = !(missing & ~(uint64_t)AVX512_BITS) ? "--target x86-64-v3 or native"
+                       : !(missing & ~(uint64_t)(AVX512_BITS | AVX2_BITS)) ? "--target x86-64-v2 or native"
+                                                                             : "--target native";
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: needs %s which this CPU lacks; recompile with %s", label, list, hint);
+}
+
+/* Maps dir/meta.weights_file read-only and checks its size and hash. */
+static int map_external_weights(kn_artifact *a, const char *dir)
+{
+    const kn_meta *m = &a->meta;
+    const char *label = label_of(a);
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : ".", m->weights_file);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return kn_error(KN_ERR_IO, "%s: path of the weights file '%s' is too long", label, m->weights_file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kn_error(KN_ERR_IO, "%s: external weights file '%s' cannot be opened: %s", label, path,
+                        strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return kn_error(KN_ERR_IO, "%s: external weights file '%s' is not a regular file", label, path);
+    }
+    if ((uint64_t)sb.st_size < (uint64_t)m->weights_bytes) {
+        close(fd);
+        return kn_error(KN_ERR_IO, "%s: external weights file '%s' is %lld bytes, the artifact needs %lld (truncated?)",
+                        label, path, (long long)sb.st_size, (long long)m->weights_bytes);
+    }
+    if (m->weights_bytes > 0) {
+        void *p = mmap(NULL, (size_t)m->weights_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return kn_error(KN_ERR_IO, "%s: external weights file '%s' cannot be mapped: %s", label, path, strerror(e));
+        }
+        a->weights_map = p;
+        a->weights_map_len = (size_t)m->weights_bytes;
+        a->weights = p;
+    }
+    close(fd);
+    uint64_t h = kn_fnv1a(KN_FNV_INIT, a->weights, a->weights_map_len);
+    if (h != m->weights_hash)
+        return kn_error(KN_ERR_INVALID,
+                        "%s: external weights file '%s' does not belong to this artifact (hash %016llx, expected "
+                        "%016llx): use the weights written with it, or recompile",
+                        label, path, (unsigned long long)h, (unsigned long long)m->weights_hash);
+    return KN_OK;
+}
+
+static int attach_weights(kn_artifact *a, const char *dir)
+{
+    const kn_meta *m = &a->meta;
+    if (m->weights_file) return map_external_weights(a, dir);
+    if (m->weights_bytes > 0 && (!a->desc->weights || a->desc->weights_len < (uint64_t)m->weights_bytes))
+        return kn_error(KN_ERR_INVALID, "%s: embedded weights hold %llu bytes, the model needs %lld", label_of(a),
+                        a->desc->weights ? (unsigned long long)a->desc->weights_len : 0ull,
+                        (long long)m->weights_bytes);
+    a->weights = a->desc->weights;
+    return KN_OK;
+}
+
+/* A reference of a oneDNN record must stay inside what it points into. */
+static int check_ref(const kn_artifact *a, int index, const char *what, const kn_abi_ref *r, int64_t nbytes)
+{
+    const kn_meta *m = &a->meta;
+    int64_t limit = r->loc == KN_LOC_WEIGHTS ? m->weights_bytes : r->loc == KN_LOC_ARENA ? m->arena_bytes : -1;
+    if (r->loc == KN_LOC_INPUT && r->offset < m->n_inputs) return KN_OK;
+    if (r->loc == KN_LOC_OUTPUT && r->offset < m->n_outputs) return KN_OK;
+    if (limit >= 0 && nbytes >= 0 && r->offset <= limit && nbytes <= limit - r->offset) return KN_OK;
+    return kn_error(KN_ERR_INVALID, "%s: oneDNN record %d: %s reference (location %d, offset %lld, %lld bytes) is out of range",
+                    label_of(a), index, what, r->loc, (long long)r->offset, (long long)nbytes);
+}
+
+static int check_dnnl_refs(const kn_artifact *a)
+{
+    for (int i = 0; i < a->meta.n_dnnl; i++) {
+        const kn_abi_dnnl *d = &a->meta.dnnl[i];
+        int st = check_ref(a, i, "weight", &d->wei_ref, d->wei.nbytes);
+        if (!st && d->bias.nbytes > 0) st = check_ref(a, i, "bias", &d->bias_ref, d->bias.nbytes);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+/* The op enum may be renumbered between kiln versions: trust the name. */
+static kn_op resolve_op(const kn_abi_opnode *o)
+{
+    if (o->op > 0 && o->op < KN_OP_COUNT && strcmp(kn_op_type_name((kn_op)o->op), o->op_type) == 0)
+        return (kn_op)o->op;
+    static const char *const domains[] = {"", "kiln", "com.microsoft"};
+    for (size_t i = 0; i < sizeof domains / sizeof *domains; i++) {
+        kn_op op = kn_op_from_name(o->op_type, domains[i]);
+        if (op != KN_OP_UNKNOWN) return op;
+    }
+    return KN_OP_UNKNOWN;
+}
+
+static int prepare_opnode(kn_artifact *a, int i)
+{
+    const kn_abi_opnode *o = &a->meta.opnodes[i];
+    kn_rt_opnode *rt = &a->opnodes[i];
+    rt->abi = o;
+    kn_op op = resolve_op(o);
+    if (op == KN_OP_UNKNOWN || !kn_op_exec(op))
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: node '%s' (%s): this libkiln_rt has no kernel for the op; "
+                        "use a runtime as new as the compiler",
+                        label_of(a), o->name, o->op_type);
+    rt->has_output = calloc((size_t)o->n_outputs + 1, sizeof *rt->has_output);
+    if (!rt->has_output) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < o->n_outputs; k++) rt->has_output[k] = o->outputs[k].rank >= 0;
+    kn_attr *attrs = NULL;
+    int n_attrs = 0;
+    if (o->attrs_len > 0 && kn_attrs_read(o->attrs, (size_t)o->attrs_len, &attrs, &n_attrs, &rt->attrs_block)) {
+        kn_error_prefix("%s: node '%s' (%s): ", label_of(a), o->name, o->op_type);
+        return KN_ERR_INVALID;
+    }
+    rt->desc = (kn_opdesc){
+        .op = op,
+        .name = o->name,
+        .op_type = o->op_type,
+        .domain = "",
+        .opset = o->opset,
+        .n_inputs = o->n_inputs,
+        .n_outputs = o->n_outputs,
+        .has_output = rt->has_output,
+        .attrs = attrs,
+        .n_attrs = n_attrs,
+    };
+    return KN_OK;
+}
+
+static int prepare_opnodes(kn_artifact *a)
+{
+    int n = a->meta.n_opnodes;
+    a->opnodes = calloc((size_t)n + 1, sizeof *a->opnodes);
+    if (!a->opnodes) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        int st = prepare_opnode(a, i);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+static int check_desc(const kn_artifact_desc *d, const char *label)
+{
+    if (d->magic != KN_ABI_MAGIC)
+        return kn_error(KN_ERR_INVALID, "%s: bad descriptor magic 0x%08x (expected 0x%08x): not a kiln artifact, or damaged",
+                        label, d->magic, KN_ABI_MAGIC);
+    if (d->abi_version != KN_ABI_VERSION)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: was built for kiln ABI v%u; this runtime reads v%u: recompile it", label,
+                        d->abi_version, KN_ABI_VERSION);
+    if (!d->meta || !d->run) return kn_error(KN_ERR_INVALID, "%s: descriptor has no meta or no run function", label);
+    return KN_OK;
+}
+
+/* Runs every check and fills a; on failure the caller closes a. */
+static int artifact_init(kn_artifact *a, const char *weights_dir)
+{
+    const char *label = label_of(a);
+    int st = check_desc(a->desc, label);
+    if (st) return st;
+    if (a->desc->meta_len > SIZE_MAX / 8)
+        return kn_error(KN_ERR_INVALID, "%s: meta of %llu bytes is implausible", label,
+                        (unsigned long long)a->desc->meta_len);
+    if ((st = kn_meta_read(a->desc->meta, (size_t)a->desc->meta_len, &a->meta))) {
+        kn_error_prefix("%s: ", label);
+        return st;
+    }
+    if ((st = check_cpu(label, a->meta.cpu_features))) return st;
+    if ((st = attach_weights(a, weights_dir))) return st;
+    if ((st = check_dnnl_refs(a))) return st;
+    return prepare_opnodes(a);
+}
+
+int kn_artifact_from_descriptor(const kn_artifact_desc *desc, const char *weights_dir, kn_artifact **out)
+{
+    if (out) *out = NULL;
+    if (!desc || !out) return kn_error(KN_ERR_INVALID, "kn_artifact_from_descriptor: NULL argument");
+    kn_artifact *a = calloc(1, sizeof *a);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->desc = desc;
+    int st = artifact_init(a, weights_dir);
+    if (st) {
+        kn_artifact_close(a);
+        return st;
+    }
+    *out = a;
+    return KN_OK;
+}
+
+/* The folder of path ("." if it has none), malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+int kn_artifact_open(const char *path, kn_artifact **out)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return kn_error(KN_ERR_INVALID, "kn_artifact_open: NULL argument");
+    kn_artifact *a = calloc(1, sizeof *a);
+    char *dir = dir_of(path);
+    /* dlopen searches the library path for a name without a slash */
+    size_t n = strlen(path) + 3;
+    char *dlpath = malloc(n);
+    if (a) a->path = strdup(path);
+    if (!a || !dir || !dlpath || !a->path) {
+        free(dir);
+        free(dlpath);
+        kn_artifact_close(a);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    }
+    snprintf(dlpath, n, "%s%s", strchr(path, '/') ? "" : "./", path);
+    dlerror();
+    a->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    free(dlpath);
+    int st;
+    if (!a->dl) {
+        const char *e = dlerror();
+        st = kn_error(KN_ERR_IO, "%s: cannot be loaded: %s", path, e ? e : "unknown dlopen error");
+    } else if (!(a->desc = dlsym(a->dl, "kn_artifact_descriptor"))) {
+        st = kn_error(KN_ERR_INVALID, "%s: is not a kiln artifact (it exports no kn_artifact_descriptor)", path);
+    } else {
+        st = artifact_init(a, dir);
+    }
+    free(dir);
+    if (st) {
+        kn_artifact_close(a);
+        return st;
+    }
+    *out = a;
+    return KN_OK;
+}
+
+void kn_artifact_close(kn_artifact *a)
+{
+    if (!a) return;
+    if (a->opnodes)
+        for (int i = 0; i < a->meta.n_opnodes; i++) {
+            kn_attrs_free(a->opnodes[i].attrs_block);
+            free(a->opnodes[i].has_output);
+        }
+    free(a->opnodes);
+    kn_meta_free(&a->meta);
+    if (a->weights_map) munmap(a->weights_map, a->weights_map_len);
+    if (a->dl) dlclose(a->dl);
+    free(a->path);
+    free(a);
+}
+
+const kn_artifact_desc *kn_artifact_descriptor(const kn_artifact *a) { return a ? a->desc : NULL; }
+
+int kn_artifact_num_inputs(const kn_artifact *a) { return a ? a->meta.n_inputs : 0; }
+int kn_artifact_num_outputs(const kn_artifact *a) { return a ? a->meta.n_outputs : 0; }
+
+static int io_info(const kn_abi_tensor *t, int n, int i, const char *what, kn_io_info *out)
+{
+    if (!out) return kn_error(KN_ERR_INVALID, "%s info: NULL output", what);
+    memset(out, 0, sizeof *out);
+    if (!t || i < 0 || i >= n) return kn_error(KN_ERR_INVALID, "%s %d out of range (the model has %d)", what, i, n);
+    t += i;
+    out->name = t->name;
+    out->dtype = (kn_dtype)t->dtype;
+    out->rank = t->rank;
+    for (int k = 0; k < t->rank; k++) out->dims[k] = t->dims[k];
+    out->nbytes = (size_t)t->nbytes;
+    return KN_OK;
+}
+
+int kn_artifact_input_info(const kn_artifact *a, int i, kn_io_info *out)
+{
+    return io_info(a ? a->meta.inputs : NULL, a ? a->meta.n_inputs : 0, i, "input", out);
+}
+
+int kn_artifact_output_info(const kn_artifact *a, int i, kn_io_info *out)
+{
+    return io_info(a ? a->meta.outputs : NULL, a ? a->meta.n_outputs : 0, i, "output", out);
+}
+
+static int find_io(const kn_abi_tensor *t, int n, const char *name)
+{
+    if (!t || !name) return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0) return i;
+    return -1;
+}
+
+int kn_artifact_find_input(const kn_artifact *a, const char *name)
+{
+    return a ? find_io(a->meta.inputs, a->meta.n_inputs, name) : -1;
+}
+
+int kn_artifact_find_output(const kn_artifact *a, const char *name)
+{
+    return a ? find_io(a->meta.outputs, a->meta.n_outputs, name) : -1;
+}

@@ -1,0 +1,62 @@
+/*
+ * runtime/src/cpu.c — kn_cpu_features(): which KN_CPU_* instruction sets
+ * this machine can run. A feature counts only if the CPU has it AND the OS
+ * saves its register state (XCR0 via xgetbv): a CPU with AVX-512 under an
+ * OS or hypervisor that does not enable ZMM state would fault on the first
+ * AVX-512 instruction, which is exactly what the artifact check must avoid.
+ */
+#include <stdint.h>
+
+#include "kiln/abi.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static uint64_t detect(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    uint64_t f = 0;
+    if (c & bit_SSE4_2) f |= KN_CPU_SSE42;
+    /* without OSXSAVE, xgetbv itself faults and no AVX state is enabled */
+    if (!(c & bit_OSXSAVE)) return f;
+    uint64_t xcr0 = xgetbv0();
+    int ymm_ok = (xcr0 & 0x6) == 0x6;             /* SSE + AVX state */
+    int zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0; /* opmask, ZMM_Hi256, Hi16_ZMM */
+    if (!ymm_ok) return f;
+    if (c & bit_AVX) f |= KN_CPU_AVX;
+    if (c & bit_FMA) f |= KN_CPU_FMA;
+    if (c & bit_F16C) f |= KN_CPU_F16C;
+    unsigned b7 = 0, c7 = 0, d7 = 0, a7_1 = 0;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7)) {
+        unsigned max7 = a;
+        if (max7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) a7_1 = a;
+    }
+    if (b7 & (1u << 5)) f |= KN_CPU_AVX2;
+    if (!zmm_ok) return f;
+    if (b7 & (1u << 16)) f |= KN_CPU_AVX512F;
+    if (!(f & KN_CPU_AVX512F)) return f;
+    if (b7 & (1u << 30)) f |= KN_CPU_AVX512BW;
+    if (b7 & (1u << 17)) f |= KN_CPU_AVX512DQ;
+    if (b7 & (1u << 31)) f |= KN_CPU_AVX512VL;
+    if (c7 & (1u << 11)) f |= KN_CPU_AVX512VNNI;
+    if (a7_1 & (1u << 5)) f |= KN_CPU_AVX512BF16;
+    if (d7 & (1u << 23)) f |= KN_CPU_AVX512FP16;
+    return f;
+}
+#else
+static uint64_t detect(void) { return 0; }
+#endif
+
+uint64_t kn_cpu_features(void)
+{
+    /* cheap enough to recompute; no shared state to race on */
+    return detect();
+}

@@ -1,0 +1,107 @@
+/*
+ * runtime/src/exec.c — the callbacks that generated code makes into
+ * libkiln_rt (kiln/abi.h): oneDNN primitives created by the session, and
+ * nodes run by their runtime kernel (runtime/ops).
+ *
+ * A runtime kernel allocates its outputs and sizes them from its inputs'
+ * values when the op is data-dependent; the compiled plan reserved exactly
+ * the recorded shape, so each output is checked against it before it is
+ * copied into place. A mismatch is refused with the node's name: that is how
+ * a data-dependent shape that the compiler could not fix is reported.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, const void *bias, void *dst,
+                    const void *post_src)
+{
+    if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_dnnl_exec: no session");
+    kn_session *s = ex->session;
+    if (index < 0 || index >= s->art->meta.n_dnnl || !s->prims || !s->prims[index])
+        return kn_error(KN_ERR_INTERNAL, "kn_rt_dnnl_exec: oneDNN primitive #%d does not exist (the artifact has %d)",
+                        index, s->art->meta.n_dnnl);
+    return kn_dnnl_prim_exec(s->dnnl, s->prims[index], src, wei, bias, dst, post_src, s->threads);
+}
+
+/* "f32[1,3,224,224]" */
+static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "%s[", kn_dtype_name(dtype));
+    for (int i = 0; i < rank && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (at < len) snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+/* Checks a produced output against its record and copies it to dst. */
+static int deliver_output(const kn_rt_opnode *rt, int k, const kn_tensor *got, void *dst)
+{
+    const kn_abi_tensor *want = &rt->abi->outputs[k];
+    bool same = (int)got->dtype == want->dtype && got->rank == want->rank;
+    for (int i = 0; same && i < want->rank; i++) same = got->dims[i] == want->dims[i];
+    if (!same) {
+        char a[256], b[256];
+        int rank = got->rank >= 0 && got->rank <= KN_MAX_RANK ? got->rank : 0;
+        return kn_op_error(&rt->desc, KN_ERR_UNSUPPORTED,
+                           "output %d is %s, but the artifact was compiled for %s (an output shape that depends on "
+                           "input values cannot run in a compiled artifact)",
+                           k, sig_str(got->dtype, rank, got->dims, b, sizeof b),
+                           sig_str(want->dtype, want->rank, want->dims, a, sizeof a));
+    }
+    if (want->nbytes == 0) return KN_OK;
+    if (!dst || !got->data || got->nbytes < (size_t)want->nbytes)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d: no buffer to copy %lld bytes %s", k,
+                           (long long)want->nbytes, dst ? "from" : "to");
+    memcpy(dst, got->data, (size_t)want->nbytes);
+    return KN_OK;
+}
+
+/* Borrowed views over the plan's buffers; NULL for omitted inputs. */
+static int input_views(const kn_rt_opnode *rt, const void *const *in_ptrs, kn_tensor *views, const kn_tensor **in)
+{
+    const kn_abi_opnode *o = rt->abi;
+    for (int i = 0; i < o->n_inputs; i++) {
+        const kn_abi_tensor *t = &o->inputs[i];
+        in[i] = NULL;
+        if (t->rank < 0) continue;
+        const void *p = in_ptrs ? in_ptrs[i] : NULL;
+        if (!p && t->nbytes > 0)
+            return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "input %d ('%s') has no buffer", i, t->name ? t->name : "?");
+        kn_tensor *v = &views[i];
+        v->dtype = (kn_dtype)t->dtype;
+        v->rank = t->rank;
+        memcpy(v->dims, t->dims, sizeof v->dims);
+        v->data = (void *)p; /* kernels take inputs as const kn_tensor * */
+        v->nbytes = (size_t)t->nbytes;
+        v->own = KN_BORROWED;
+        in[i] = v;
+    }
+    return KN_OK;
+}
+
+int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs)
+{
+    if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: no session");
+    const kn_artifact *a = ex->session->art;
+    if (index < 0 || index >= a->meta.n_opnodes)
+        return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: node #%d does not exist (the artifact has %d)", index,
+                        a->meta.n_opnodes);
+    const kn_rt_opnode *rt = &a->opnodes[index];
+    int n_in = rt->abi->n_inputs, n_out = rt->abi->n_outputs;
+    kn_tensor *views = calloc((size_t)n_in + 1, sizeof *views);
+    const kn_tensor **in = calloc((size_t)n_in + 1, sizeof *in);
+    kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
+    int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st) st = input_views(rt, in_ptrs, views, in);
+    if (!st) st = kn_op_exec(rt->desc.op)(&rt->desc, in, outs);
+    for (int k = 0; k < n_out && !st; k++)
+        if (rt->has_output[k]) st = deliver_output(rt, k, &outs[k], out_ptrs ? out_ptrs[k] : NULL);
+    for (int k = 0; outs && k < n_out; k++) kn_tensor_free(&outs[k]);
+    free(outs);
+    free(in);
+    free(views);
+    return st;
+}

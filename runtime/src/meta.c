@@ -1,0 +1,534 @@
+/*
+ * runtime/src/meta.c — the serialized kn_meta that an artifact carries
+ * (kn_meta_write for the code generator, kn_meta_read for the runtime) and
+ * the FNV-1a hash used for model and weight hashes.
+ *
+ * Format (all integers little-endian, floats as their IEEE bits):
+ *   u32 "KNMT", u32 format version, then the fields of kn_meta in
+ *   declaration order, except that the I/O counts precede the strings. A
+ *   string is u32 length + bytes (0xffffffff: NULL); a tensor is name,
+ *   dtype, rank, 8 dims, 8 dim names, nbytes; an opnode's attributes are
+ *   u64 length + the kn_attrs_write bytes. Nothing may follow the last
+ *   record.
+ *
+ * kn_meta_read parses bytes taken from a file that may be foreign or
+ * damaged: every length and count is checked against the bytes that are
+ * left before anything is read or allocated, and every value the runtime
+ * later trusts (ranks, dtypes, sizes, locations) is range-checked here, so
+ * the rest of libkiln_rt can index with them.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/abi.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+#define META_MAGIC 0x544d4e4bu /* "KNMT" */
+#define META_FORMAT 1u
+#define STR_NULL 0xffffffffu
+/* Smallest serialized sizes, to bound counts before allocating. */
+#define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8)
+#define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
+#define MIN_OPNODE_BYTES (4 * 3 + 8 + 4 + 4 + 8)
+#define MAX_OPNODE_ARITY 1000
+
+uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct wbuf {
+    unsigned char *p;
+    size_t len, cap;
+    int err; /* sticky: the first failure wins */
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *src, size_t n)
+{
+    if (w->err || n == 0) return;
+    if (n > SIZE_MAX / 2 - w->len) {
+        w->err = kn_error(KN_ERR_NOMEM, "meta: too large to serialize");
+        return;
+    }
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 1024;
+        while (cap < w->len + n) cap *= 2;
+        unsigned char *p = realloc(w->p, cap);
+        if (!p) {
+            w->err = kn_error(KN_ERR_NOMEM, "meta: out of memory (%zu bytes)", cap);
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+
+static void w_u32(wbuf *w, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    w_bytes(w, b, 4);
+}
+
+static void w_u64(wbuf *w, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    w_bytes(w, b, 8);
+}
+
+static void w_i32(wbuf *w, int32_t v) { w_u32(w, (uint32_t)v); }
+static void w_i64(wbuf *w, int64_t v) { w_u64(w, (uint64_t)v); }
+
+static void w_f32(wbuf *w, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    w_u32(w, u);
+}
+
+static void w_str(wbuf *w, const char *s)
+{
+    if (!s) {
+        w_u32(w, STR_NULL);
+        return;
+    }
+    size_t n = strlen(s);
+    if (n >= STR_NULL) {
+        if (!w->err) w->err = kn_error(KN_ERR_INVALID, "meta: string of %zu bytes is too long", n);
+        return;
+    }
+    w_u32(w, (uint32_t)n);
+    w_bytes(w, s, n);
+}
+
+static void w_tensor(wbuf *w, const kn_abi_tensor *t)
+{
+    w_str(w, t->name);
+    w_i32(w, t->dtype);
+    w_i32(w, t->rank);
+    for (int i = 0; i < 8; i++) w_i64(w, t->dims[i]);
+    for (int i = 0; i < 8; i++) w_str(w, t->dim_names[i]);
+    w_i64(w, t->nbytes);
+}
+
+static void w_ref(wbuf *w, const kn_abi_ref *r)
+{
+    w_i32(w, r->loc);
+    w_i64(w, r->offset);
+}
+
+static void w_dnnl(wbuf *w, const kn_abi_dnnl *d)
+{
+    w_i32(w, d->kind);
+    w_i32(w, d->n_post);
+    for (int i = 0; i < 4; i++) {
+        w_i32(w, d->post[i].kind);
+        w_f32(w, d->post[i].alpha);
+        w_f32(w, d->post[i].beta);
+    }
+    w_tensor(w, &d->src);
+    w_tensor(w, &d->wei);
+    w_tensor(w, &d->bias);
+    w_tensor(w, &d->dst);
+    w_i32(w, d->trans_a);
+    w_i32(w, d->trans_b);
+    w_f32(w, d->alpha);
+    w_i32(w, d->groups);
+    w_i32(w, d->spatial);
+    for (int i = 0; i < 3; i++) w_i64(w, d->strides[i]);
+    for (int i = 0; i < 3; i++) w_i64(w, d->dilations[i]);
+    for (int i = 0; i < 3; i++) w_i64(w, d->pads_begin[i]);
+    for (int i = 0; i < 3; i++) w_i64(w, d->pads_end[i]);
+    w_ref(w, &d->wei_ref);
+    w_ref(w, &d->bias_ref);
+}
+
+static int w_opnode(wbuf *w, int index, const kn_abi_opnode *o)
+{
+    if (o->n_inputs < 0 || o->n_outputs < 0 || o->n_inputs > MAX_OPNODE_ARITY ||
+        o->n_outputs > MAX_OPNODE_ARITY || (o->n_inputs && !o->inputs) || (o->n_outputs && !o->outputs) ||
+        o->attrs_len < 0 || (o->attrs_len && !o->attrs))
+        return kn_error(KN_ERR_INVALID, "meta: opnode %d ('%s'): inconsistent counts or NULL arrays", index,
+                        o->name ? o->name : "?");
+    w_i32(w, o->op);
+    w_i32(w, o->n_inputs);
+    w_i32(w, o->n_outputs);
+    w_i64(w, o->opset);
+    w_str(w, o->name);
+    w_str(w, o->op_type);
+    for (int i = 0; i < o->n_inputs; i++) w_tensor(w, &o->inputs[i]);
+    for (int i = 0; i < o->n_outputs; i++) w_tensor(w, &o->outputs[i]);
+    w_u64(w, (uint64_t)o->attrs_len);
+    w_bytes(w, o->attrs, (size_t)o->attrs_len);
+    return KN_OK;
+}
+
+static int check_counts(const kn_meta *m)
+{
+    if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0)
+        return kn_error(KN_ERR_INVALID, "meta: negative count");
+    if ((m->n_inputs && !m->inputs) || (m->n_outputs && !m->outputs) || (m->n_dnnl && !m->dnnl) ||
+        (m->n_opnodes && !m->opnodes))
+        return kn_error(KN_ERR_INVALID, "meta: a non-zero count with a NULL array");
+    return KN_OK;
+}
+
+int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
+{
+    if (out_bytes) *out_bytes = NULL;
+    if (out_len) *out_len = 0;
+    if (!m || !out_bytes || !out_len) return kn_error(KN_ERR_INVALID, "kn_meta_write: NULL argument");
+    int st = check_counts(m);
+    if (st) return st;
+    wbuf w = {0};
+    w_u32(&w, META_MAGIC);
+    w_u32(&w, META_FORMAT);
+    w_u64(&w, m->model_hash);
+    w_u64(&w, m->cpu_features);
+    w_i32(&w, m->n_inputs);
+    w_i32(&w, m->n_outputs);
+    w_str(&w, m->name);
+    w_str(&w, m->target);
+    w_str(&w, m->kiln_version);
+    for (int i = 0; i < m->n_inputs; i++) w_tensor(&w, &m->inputs[i]);
+    for (int i = 0; i < m->n_outputs; i++) w_tensor(&w, &m->outputs[i]);
+    w_i64(&w, m->arena_bytes);
+    w_i64(&w, m->intermediate_bytes);
+    w_i64(&w, m->weights_bytes);
+    w_str(&w, m->weights_file);
+    w_u64(&w, m->weights_hash);
+    w_i32(&w, m->n_dnnl);
+    w_i32(&w, m->n_opnodes);
+    for (int i = 0; i < m->n_dnnl; i++) w_dnnl(&w, &m->dnnl[i]);
+    for (int i = 0; i < m->n_opnodes && !w.err; i++)
+        if ((st = w_opnode(&w, i, &m->opnodes[i]))) w.err = st;
+    if (w.err) {
+        free(w.p);
+        return w.err;
+    }
+    *out_bytes = w.p;
+    *out_len = w.len;
+    return KN_OK;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct rbuf {
+    const unsigned char *p;
+    size_t len, pos;
+    char *blk; /* one block for every string and array of the result */
+    size_t cap, used;
+} rbuf;
+
+#define RD(call)                    \
+    do {                            \
+        int st_ = (call);           \
+        if (st_) return st_;        \
+    } while (0)
+
+static int r_bad(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int r_bad(const char *what, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kn_error(KN_ERR_INVALID, "malformed meta: %s: %s", what, msg);
+}
+
+static int r_need(rbuf *r, size_t n, const char *what)
+{
+    if (n > r->len - r->pos)
+        return r_bad(what, "truncated at byte %zu of %zu (needs %zu more)", r->pos, r->len, n);
+    return KN_OK;
+}
+
+static int r_u32(rbuf *r, uint32_t *v, const char *what)
+{
+    RD(r_need(r, 4, what));
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++) x |= (uint32_t)r->p[r->pos + i] << (8 * i);
+    r->pos += 4;
+    *v = x;
+    return KN_OK;
+}
+
+static int r_u64(rbuf *r, uint64_t *v, const char *what)
+{
+    RD(r_need(r, 8, what));
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x |= (uint64_t)r->p[r->pos + i] << (8 * i);
+    r->pos += 8;
+    *v = x;
+    return KN_OK;
+}
+
+static int r_i32(rbuf *r, int32_t *v, const char *what)
+{
+    uint32_t u;
+    RD(r_u32(r, &u, what));
+    *v = (int32_t)u;
+    return KN_OK;
+}
+
+static int r_i64(rbuf *r, int64_t *v, const char *what)
+{
+    uint64_t u;
+    RD(r_u64(r, &u, what));
+    *v = (int64_t)u;
+    return KN_OK;
+}
+
+static int r_f32(rbuf *r, float *v, const char *what)
+{
+    uint32_t u;
+    RD(r_u32(r, &u, what));
+    memcpy(v, &u, 4);
+    return KN_OK;
+}
+
+/* Carves n bytes (8-aligned, zeroed) from the block. The block is sized so
+ * that valid input always fits; running out means the counts lied. */
+static int r_alloc(rbuf *r, size_t n, void **out, const char *what)
+{
+    size_t at = (r->used + 7) & ~(size_t)7;
+    if (at > r->cap || n > r->cap - at) return r_bad(what, "sizes do not add up");
+    *out = r->blk + at;
+    r->used = at + n;
+    return KN_OK;
+}
+
+static int r_str(rbuf *r, const char **out, const char *what)
+{
+    uint32_t n;
+    RD(r_u32(r, &n, what));
+    *out = NULL;
+    if (n == STR_NULL) return KN_OK;
+    RD(r_need(r, n, what));
+    char *s = NULL;
+    RD(r_alloc(r, (size_t)n + 1, (void **)&s, what));
+    memcpy(s, r->p + r->pos, n);
+    s[n] = '\0';
+    r->pos += n;
+    *out = s;
+    return KN_OK;
+}
+
+/* A count that must be in [0, max] and leave at least count * min_size bytes. */
+static int r_count(rbuf *r, int32_t *out, int32_t max, size_t min_size, const char *what)
+{
+    RD(r_i32(r, out, what));
+    if (*out < 0 || *out > max) return r_bad(what, "count %d outside [0, %d]", *out, max);
+    if ((size_t)*out > (r->len - r->pos) / min_size)
+        return r_bad(what, "count %d does not fit in the %zu bytes left", *out, r->len - r->pos);
+    return KN_OK;
+}
+
+enum { T_ANY = 0, T_IO = 1, T_OPNODE = 2 };
+
+/* Checks what later code relies on: ranks index dims[8], dims are sizes,
+ * and (for I/O and opnode tensors) nbytes is what dtype and dims say. */
+static int check_tensor(const kn_abi_tensor *t, int mode, const char *what)
+{
+    int min_rank = mode == T_IO ? 0 : -1;
+    if (t->rank < min_rank || t->rank > KN_MAX_RANK)
+        return r_bad(what, "rank %d outside [%d, %d]", t->rank, min_rank, KN_MAX_RANK);
+    if (t->dtype != KN_DT_UNDEFINED && !kn_dtype_info(t->dtype)->name)
+        return r_bad(what, "unknown dtype %d", t->dtype);
+    if (t->nbytes < 0) return r_bad(what, "negative size %lld", (long long)t->nbytes);
+    if (t->rank < 0) return KN_OK;
+    int64_t numel = kn_shape_numel(t->rank, t->dims);
+    if (numel < 0) return r_bad(what, "negative or overflowing dims");
+    if (mode == T_ANY) return KN_OK;
+    if (mode == T_IO && !t->name) return r_bad(what, "no name");
+    if (!kn_dtype_valid(t->dtype)) return r_bad(what, "dtype %d cannot be computed on", t->dtype);
+    if ((uint64_t)numel > SIZE_MAX / 8) return r_bad(what, "too many elements");
+    size_t want = kn_dtype_nbytes((kn_dtype)t->dtype, (size_t)numel);
+    if ((uint64_t)t->nbytes != want)
+        return r_bad(what, "nbytes %lld, but %s of %lld elements is %zu bytes", (long long)t->nbytes,
+                     kn_dtype_name(t->dtype), (long long)numel, want);
+    return KN_OK;
+}
+
+static int r_tensor(rbuf *r, kn_abi_tensor *t, int mode, const char *what)
+{
+    RD(r_str(r, &t->name, what));
+    RD(r_i32(r, &t->dtype, what));
+    RD(r_i32(r, &t->rank, what));
+    for (int i = 0; i < 8; i++) RD(r_i64(r, &t->dims[i], what));
+    for (int i = 0; i < 8; i++) RD(r_str(r, &t->dim_names[i], what));
+    RD(r_i64(r, &t->nbytes, what));
+    return check_tensor(t, mode, what);
+}
+
+static int r_tensors(rbuf *r, int n, kn_abi_tensor *arr, int mode, const char *what)
+{
+    char item[160];
+    for (int i = 0; i < n; i++) {
+        snprintf(item, sizeof item, "%s %d", what, i);
+        RD(r_tensor(r, &arr[i], mode, item));
+    }
+    return KN_OK;
+}
+
+static int r_tensor_array(rbuf *r, int n, kn_abi_tensor **out, int mode, const char *what)
+{
+    RD(r_alloc(r, sizeof **out * (size_t)n, (void **)out, what));
+    return r_tensors(r, n, *out, mode, what);
+}
+
+static int r_ref(rbuf *r, kn_abi_ref *ref, const char *what)
+{
+    RD(r_i32(r, &ref->loc, what));
+    RD(r_i64(r, &ref->offset, what));
+    if (ref->loc < KN_LOC_ARENA || ref->loc > KN_LOC_OUTPUT || ref->offset < 0)
+        return r_bad(what, "bad location %d / offset %lld", ref->loc, (long long)ref->offset);
+    return KN_OK;
+}
+
+static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
+{
+    char what[64];
+    snprintf(what, sizeof what, "oneDNN record %d", index);
+    RD(r_i32(r, &d->kind, what));
+    RD(r_i32(r, &d->n_post, what));
+    for (int i = 0; i < 4; i++) {
+        RD(r_i32(r, &d->post[i].kind, what));
+        RD(r_f32(r, &d->post[i].alpha, what));
+        RD(r_f32(r, &d->post[i].beta, what));
+    }
+    RD(r_tensor(r, &d->src, T_ANY, what));
+    RD(r_tensor(r, &d->wei, T_ANY, what));
+    RD(r_tensor(r, &d->bias, T_ANY, what));
+    RD(r_tensor(r, &d->dst, T_ANY, what));
+    RD(r_i32(r, &d->trans_a, what));
+    RD(r_i32(r, &d->trans_b, what));
+    RD(r_f32(r, &d->alpha, what));
+    RD(r_i32(r, &d->groups, what));
+    RD(r_i32(r, &d->spatial, what));
+    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->strides[i], what));
+    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->dilations[i], what));
+    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->pads_begin[i], what));
+    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->pads_end[i], what));
+    RD(r_ref(r, &d->wei_ref, what));
+    RD(r_ref(r, &d->bias_ref, what));
+    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV) return r_bad(what, "unknown kind %d", d->kind);
+    if (d->n_post < 0 || d->n_post > 4) return r_bad(what, "%d post-ops (at most 4)", d->n_post);
+    if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)
+        return r_bad(what, "spatial %d / groups %d out of range", d->spatial, d->groups);
+    return KN_OK;
+}
+
+static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
+{
+    char what[64], list[160];
+    snprintf(what, sizeof what, "opnode %d", index);
+    RD(r_i32(r, &o->op, what));
+    RD(r_count(r, &o->n_inputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
+    RD(r_count(r, &o->n_outputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
+    RD(r_i64(r, &o->opset, what));
+    RD(r_str(r, &o->name, what));
+    RD(r_str(r, &o->op_type, what));
+    if (!o->name || !o->op_type) return r_bad(what, "no name or op type");
+    snprintf(list, sizeof list, "opnode %d ('%s') input", index, o->name);
+    RD(r_tensor_array(r, o->n_inputs, (kn_abi_tensor **)&o->inputs, T_OPNODE, list));
+    snprintf(list, sizeof list, "opnode %d ('%s') output", index, o->name);
+    RD(r_tensor_array(r, o->n_outputs, (kn_abi_tensor **)&o->outputs, T_OPNODE, list));
+    uint64_t n;
+    RD(r_u64(r, &n, what));
+    RD(r_need(r, n, what));
+    unsigned char *a;
+    RD(r_alloc(r, (size_t)n, (void **)&a, what));
+    memcpy(a, r->p + r->pos, (size_t)n);
+    r->pos += (size_t)n;
+    o->attrs = a;
+    o->attrs_len = (int64_t)n;
+    return KN_OK;
+}
+
+static int r_sizes(rbuf *r, kn_meta *m)
+{
+    RD(r_i64(r, &m->arena_bytes, "sizes"));
+    RD(r_i64(r, &m->intermediate_bytes, "sizes"));
+    RD(r_i64(r, &m->weights_bytes, "sizes"));
+    if (m->arena_bytes < 0 || m->intermediate_bytes < 0 || m->weights_bytes < 0)
+        return r_bad("sizes", "negative arena, intermediate or weights size");
+    RD(r_str(r, &m->weights_file, "weights file"));
+    if (m->weights_file && (!*m->weights_file || strchr(m->weights_file, '/')))
+        return r_bad("weights file", "'%s' is not a plain file name", m->weights_file);
+    RD(r_u64(r, &m->weights_hash, "weights hash"));
+    return KN_OK;
+}
+
+static int r_meta(rbuf *r, kn_meta *m)
+{
+    uint32_t magic, format;
+    RD(r_u32(r, &magic, "header"));
+    RD(r_u32(r, &format, "header"));
+    if (magic != META_MAGIC) return r_bad("header", "bad magic 0x%08x", magic);
+    if (format != META_FORMAT) return r_bad("header", "format v%u, this runtime reads v%u", format, META_FORMAT);
+    RD(r_u64(r, &m->model_hash, "header"));
+    RD(r_u64(r, &m->cpu_features, "header"));
+    RD(r_count(r, &m->n_inputs, 1 << 20, MIN_TENSOR_BYTES, "inputs"));
+    RD(r_count(r, &m->n_outputs, 1 << 20, MIN_TENSOR_BYTES, "outputs"));
+    /* the inputs array comes first in the block (even when empty), so that
+     * kn_meta_free finds the block through m->inputs */
+    RD(r_alloc(r, sizeof *m->inputs * (size_t)m->n_inputs, (void **)&m->inputs, "inputs"));
+    RD(r_str(r, &m->name, "name"));
+    RD(r_str(r, &m->target, "target"));
+    RD(r_str(r, &m->kiln_version, "kiln version"));
+    RD(r_tensors(r, m->n_inputs, m->inputs, T_IO, "input"));
+    RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_IO, "output"));
+    RD(r_sizes(r, m));
+    RD(r_count(r, &m->n_dnnl, 1 << 24, MIN_DNNL_BYTES, "oneDNN records"));
+    RD(r_count(r, &m->n_opnodes, 1 << 24, MIN_OPNODE_BYTES, "opnodes"));
+    RD(r_alloc(r, sizeof *m->dnnl * (size_t)m->n_dnnl, (void **)&m->dnnl, "oneDNN records"));
+    for (int i = 0; i < m->n_dnnl; i++) RD(r_dnnl(r, &m->dnnl[i], i));
+    RD(r_alloc(r, sizeof *m->opnodes * (size_t)m->n_opnodes, (void **)&m->opnodes, "opnodes"));
+    for (int i = 0; i < m->n_opnodes; i++) RD(r_opnode(r, &m->opnodes[i], i));
+    if (r->pos != r->len) return r_bad("end", "%zu unexpected bytes after the last record", r->len - r->pos);
+    return KN_OK;
+}
+
+int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out)
+{
+    if (!out) return kn_error(KN_ERR_INVALID, "kn_meta_read: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!bytes && len) return kn_error(KN_ERR_INVALID, "kn_meta_read: NULL bytes");
+    if (len > SIZE_MAX / 8) return kn_error(KN_ERR_INVALID, "malformed meta: %zu bytes is too large", len);
+    /* Every record takes at least half its in-memory size (strings: n+4
+     * bytes for n+8 at most), so 2*len is enough for valid input; the rest
+     * is slack for alignment. */
+    rbuf r = {.p = bytes, .len = len, .cap = 2 * len + 256};
+    r.blk = calloc(1, r.cap);
+    if (!r.blk) return kn_error(KN_ERR_NOMEM, "meta: out of memory (%zu bytes)", r.cap);
+    int st = r_meta(&r, out);
+    if (st) {
+        free(r.blk);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    return KN_OK;
+}
+
+void kn_meta_free(kn_meta *m)
+{
+    if (!m) return;
+    free(m->inputs);
+    memset(m, 0, sizeof *m);
+}

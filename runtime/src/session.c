@@ -1,0 +1,182 @@
+/*
+ * runtime/src/session.c — sessions: the per-thread state a compiled model
+ * runs in (its 64-byte aligned arena, its oneDNN engine/stream and the
+ * primitives of the artifact's oneDNN records, created once here), the two
+ * ways to run (raw buffers, or tensors checked against the compiled
+ * signature) and the runtime's version numbers.
+ *
+ * The artifact is only read, so any number of sessions of one artifact run
+ * concurrently; one session is not meant to run on two threads at once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+#define KN_RUNTIME_VERSION "0.1.0"
+#define KN_MAX_THREADS 4096
+
+const char *kn_runtime_version(void) { return KN_RUNTIME_VERSION; }
+uint32_t kn_runtime_abi_version(void) { return KN_ABI_VERSION; }
+
+static const char *label_of(const kn_artifact *a)
+{
+    return a->path ? a->path : a->meta.name ? a->meta.name : "static artifact";
+}
+
+static int create_prims(kn_session *s)
+{
+    const kn_artifact *a = s->art;
+    int n = a->meta.n_dnnl;
+    if (n == 0) return KN_OK;
+    int st = kn_dnnl_session_init(&s->dnnl);
+    if (st) {
+        kn_error_prefix("%s: ", label_of(a));
+        return st;
+    }
+    s->prims = calloc((size_t)n, sizeof *s->prims);
+    if (!s->prims) return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
+    for (int i = 0; i < n; i++)
+        if ((st = kn_dnnl_prim_create(s->dnnl, &a->meta.dnnl[i], a->weights, &s->prims[i]))) {
+            kn_error_prefix("%s: oneDNN primitive %d: ", label_of(a), i);
+            return st;
+        }
+    return KN_OK;
+}
+
+int kn_session_create(const kn_artifact *a, kn_session **out)
+{
+    if (out) *out = NULL;
+    if (!a || !out) return kn_error(KN_ERR_INVALID, "kn_session_create: NULL argument");
+    kn_session *s = calloc(1, sizeof *s);
+    if (!s) return kn_error(KN_ERR_NOMEM, "out of memory");
+    s->art = a;
+    s->exec.session = s;
+    s->threads = 1;
+    int64_t bytes = a->meta.arena_bytes;
+    if (bytes > 0) {
+        /* rounded up so that the generated code may run vector loops to the end */
+        if ((uint64_t)bytes > SIZE_MAX - 64) {
+            kn_session_free(s);
+            return kn_error(KN_ERR_NOMEM, "%s: arena of %lld bytes is too large", label_of(a), (long long)bytes);
+        }
+        size_t size = ((size_t)bytes + 63) & ~(size_t)63;
+        void *p = NULL;
+        if (posix_memalign(&p, 64, size)) {
+            kn_session_free(s);
+            return kn_error(KN_ERR_NOMEM, "%s: arena of %zu bytes: out of memory", label_of(a), size);
+        }
+        memset(p, 0, size); /* never let garbage leak into results: runs stay deterministic */
+        s->arena = p;
+    }
+    int st = create_prims(s);
+    if (st) {
+        kn_session_free(s);
+        return st;
+    }
+    *out = s;
+    return KN_OK;
+}
+
+int kn_session_set_threads(kn_session *s, int threads)
+{
+    if (!s) return kn_error(KN_ERR_INVALID, "kn_session_set_threads: NULL session");
+    if (threads < 1 || threads > KN_MAX_THREADS)
+        return kn_error(KN_ERR_INVALID, "kn_session_set_threads: %d threads (expected 1..%d)", threads, KN_MAX_THREADS);
+    s->threads = threads;
+    return KN_OK;
+}
+
+int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs)
+{
+    if (!s) return kn_error(KN_ERR_INVALID, "kn_session_run: NULL session");
+    const kn_meta *m = &s->art->meta;
+    if ((m->n_inputs && !inputs) || (m->n_outputs && !outputs))
+        return kn_error(KN_ERR_INVALID, "%s: kn_session_run: NULL input or output array", label_of(s->art));
+    for (int i = 0; i < m->n_inputs; i++)
+        if (!inputs[i] && m->inputs[i].nbytes > 0)
+            return kn_error(KN_ERR_INVALID, "input '%s': NULL buffer", m->inputs[i].name);
+    for (int i = 0; i < m->n_outputs; i++)
+        if (!outputs[i] && m->outputs[i].nbytes > 0)
+            return kn_error(KN_ERR_INVALID, "output '%s': NULL buffer", m->outputs[i].name);
+    kn_error_clear();
+    /* the ABI passes inputs as void *const *; the generated code never writes them */
+    int st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
+    if (st && !*kn_last_error())
+        kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);
+    return st;
+}
+
+/* "f32[1,3,224,224]" */
+static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "%s[", kn_dtype_name(dtype));
+    for (int i = 0; i < rank && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (at < len) snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+static int check_input(const kn_abi_tensor *want, const kn_tensor *got)
+{
+    bool same = (int)got->dtype == want->dtype && got->rank == want->rank;
+    for (int k = 0; same && k < want->rank; k++) same = got->dims[k] == want->dims[k];
+    if (!same) {
+        char a[256], b[256];
+        int rank = got->rank >= 0 && got->rank <= KN_MAX_RANK ? got->rank : 0;
+        return kn_error(KN_ERR_INVALID, "input '%s': expected %s, got %s", want->name,
+                        sig_str(want->dtype, want->rank, want->dims, a, sizeof a),
+                        sig_str(got->dtype, rank, got->dims, b, sizeof b));
+    }
+    if (want->nbytes > 0 && (!got->data || got->nbytes < (size_t)want->nbytes))
+        return kn_error(KN_ERR_INVALID, "input '%s': holds %zu bytes, expected %lld", want->name,
+                        got->data ? got->nbytes : 0, (long long)want->nbytes);
+    return KN_OK;
+}
+
+static void free_outputs(int n, kn_tensor *outputs)
+{
+    for (int i = 0; i < n; i++) kn_tensor_free(&outputs[i]);
+}
+
+int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs, kn_tensor *outputs)
+{
+    if (!s || (n_inputs && !inputs) || (n_outputs && !outputs) || n_inputs < 0 || n_outputs < 0)
+        return kn_error(KN_ERR_INVALID, "kn_session_run_tensors: bad arguments");
+    const kn_meta *m = &s->art->meta;
+    if (n_outputs == m->n_outputs) memset(outputs, 0, sizeof *outputs * (size_t)n_outputs);
+    if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
+        return kn_error(KN_ERR_INVALID, "%s: given %d inputs and %d outputs, the model has %d and %d",
+                        label_of(s->art), n_inputs, n_outputs, m->n_inputs, m->n_outputs);
+    const void **in = calloc((size_t)n_inputs + 1, sizeof *in);
+    void **out = calloc((size_t)n_outputs + 1, sizeof *out);
+    int st = in && out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n_inputs && !st; i++) {
+        st = check_input(&m->inputs[i], &inputs[i]);
+        in[i] = inputs[i].data;
+    }
+    for (int i = 0; i < n_outputs && !st; i++) {
+        const kn_abi_tensor *t = &m->outputs[i];
+        st = kn_tensor_alloc(&outputs[i], (kn_dtype)t->dtype, t->rank, t->dims);
+        if (st) kn_error_prefix("output '%s': ", t->name);
+        out[i] = outputs[i].data;
+    }
+    if (!st) st = kn_session_run(s, in, out);
+    if (st) free_outputs(n_outputs, outputs);
+    free(in);
+    free(out);
+    return st;
+}
+
+void kn_session_free(kn_session *s)
+{
+    if (!s) return;
+    if (s->prims)
+        for (int i = 0; i < s->art->meta.n_dnnl; i++)
+            if (s->prims[i]) kn_dnnl_prim_free(s->prims[i]);
+    free(s->prims);
+    if (s->dnnl) kn_dnnl_session_free(s->dnnl);
+    free(s->arena);
+    free(s);
+}
