@@ -13,6 +13,16 @@
 int kn_cmd_inspect(int argc, char **argv);
 int kn_cmd_run(int argc, char **argv);
 int kn_cmd_conformance(int argc, char **argv);
+int kn_cmd_compile(int argc, char **argv);
+int kn_cmd_bench(int argc, char **argv);
+
+struct kn_compile_opts;
+/* Pins input shapes / symbolic dims from --shape specs. */
+int kn_cli_apply_shapes(kn_model *m, int n, char **specs);
+/* Loads, pins, infers and compiles a model with opts (model_hash is set). */
+int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, struct kn_compile_opts *opts);
+/* True if path names a compiled artifact (ELF shared object) rather than ONNX. */
+bool kn_cli_is_artifact(const char *path);
 
 /* Prints "kiln: error: <kn_last_error()>" (with an optional context) to stderr. */
 void kn_cli_report(const char *context);

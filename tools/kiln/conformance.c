@@ -20,6 +20,8 @@
 
 #include "cli.h"
 #include "eval.h"
+#include "cg.h"
+#include "kiln/kiln.h"
 #include "onnx_import.h"
 
 #define CASE_TIMEOUT_S 120
@@ -37,7 +39,7 @@ typedef struct case_result {
 static void conf_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kiln conformance [--backend reference] [DIR] [--list-failures] [--filter GLOB]... [-j N]\n"
+            "usage: kiln conformance [--backend reference|cpu] [DIR] [--list-failures] [--filter GLOB]... [-j N] [-O0..3]\n"
             "\n"
             "Runs every case of the ONNX backend node test suite in DIR (default: the one\n"
             "shipped in the project venv's onnx package): imports model.onnx, runs each\n"
@@ -46,7 +48,9 @@ static void conf_usage(FILE *f)
             "against the computed ones as well. Ends with one line:\n"
             "  conformance: P passed, F failed, U unsupported (of T)\n"
             "\n"
-            "  --backend B       reference (the only backend built so far)\n"
+            "  --backend B       reference (the evaluator, default) or cpu (each case compiled\n"
+            "                    to an artifact with its inputs' shapes and run through libkiln_rt)\n"
+            "  -O0 .. -O3        optimization level of the cpu backend's compiles (default -O2)\n"
             "  --list-failures   print every failed and unsupported case with its reason\n"
             "  --filter GLOB     only cases whose folder name matches (repeatable)\n"
             "  -j N              cases run in parallel (default: number of CPUs)\n");
@@ -213,6 +217,149 @@ out:
     return code;
 }
 
+/* ---- the cpu backend: compile the case, run it through libkiln_rt -------- */
+
+static int g_opt_level = 2;
+
+/* Loads set_dir's tensors in[0..n_in) / want[0..n_out), mapped to graph inputs. */
+static char load_set(const kn_graph *g, const char *set_dir, kn_tensor *in, const char **names, char **tnames,
+                     int *out_n_in, kn_tensor *want, int *out_n_out, char *msg, size_t len)
+{
+    int n_in = count_files(set_dir, "input"), n_out = count_files(set_dir, "output");
+    *out_n_in = *out_n_out = 0;
+    if (n_in > MAX_IO || n_out > MAX_IO) {
+        snprintf(msg, len, "too many inputs/outputs");
+        return R_FAIL;
+    }
+    const kn_value *formal[MAX_IO];
+    int n_formal = 0;
+    for (int i = 0; i < g->n_inputs && n_formal < MAX_IO; i++)
+        if (!g->inputs[i]->const_data) formal[n_formal++] = g->inputs[i];
+    for (int i = 0; i < n_in; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/input_%d.pb", set_dir, i);
+        int st = kn_onnx_load_tensor_file(p, &in[i], &tnames[i]);
+        *out_n_in = i + 1;
+        if (st) {
+            snprintf(msg, len, "input_%d.pb: %s", i, kn_last_error());
+            return status_code(st);
+        }
+        const kn_value *v = tnames[i] && *tnames[i] ? kn_graph_lookup_local(g, tnames[i]) : NULL;
+        if (v && (v->flags & KN_VALUE_GRAPH_INPUT)) names[i] = v->name;
+        else if (i < n_formal) names[i] = formal[i]->name;
+        else {
+            snprintf(msg, len, "test gives %d inputs, the model has %d", n_in, n_formal);
+            return R_FAIL;
+        }
+        const kn_value *fv = kn_graph_lookup_local(g, names[i]);
+        if (fv) as_bf16_if_meant(&in[i], fv->dtype);
+    }
+    for (int i = 0; i < n_out; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/output_%d.pb", set_dir, i);
+        int st = kn_onnx_load_tensor_file(p, &want[i], NULL);
+        *out_n_out = i + 1;
+        if (st) {
+            snprintf(msg, len, "output_%d.pb: %s", i, kn_last_error());
+            return status_code(st);
+        }
+    }
+    return R_PASS;
+}
+
+/* Compiles model_path with its inputs pinned to the shapes of this data set,
+ * runs the artifact and compares. */
+static char run_set_cpu(const char *model_path, const char *set_dir, char *msg, size_t len)
+{
+    kn_model *m = NULL;
+    kn_artifact *art = NULL;
+    kn_session *sess = NULL;
+    kn_tensor in[MAX_IO] = {0}, want[MAX_IO] = {0}, got[MAX_IO] = {0}, ordered[MAX_IO] = {0};
+    const char *names[MAX_IO];
+    char *tnames[MAX_IO] = {0};
+    int n_in = 0, n_out = 0;
+    char dir[] = "/tmp/kiln-conf.XXXXXX", so[4200] = "";
+    bool have_dir = mkdtemp(dir) != NULL;
+    char code = R_PASS;
+    int st = have_dir ? kn_onnx_load_file(model_path, &m) : kn_error(KN_ERR_IO, "cannot create a temp folder");
+    if (!st) st = kn_onnx_check_supported(m);
+    if (st) {
+        snprintf(msg, len, "%s", kn_last_error());
+        code = status_code(st);
+        goto out;
+    }
+    code = load_set(m->graph, set_dir, in, names, tnames, &n_in, want, &n_out, msg, len);
+    if (code != R_PASS) goto out;
+    for (int i = 0; i < n_in; i++) {
+        kn_value *v = kn_graph_lookup_local(m->graph, names[i]);
+        if (v) kn_shape_set(&v->shape, in[i].rank, in[i].dims);
+    }
+    st = kn_graph_infer(m->graph);
+    if (!st) {
+        snprintf(so, sizeof so, "%s/case.so", dir);
+        kn_compile_opts o = {.output = so, .opt_level = g_opt_level, .target = "native", .name = "conformance_case"};
+        st = kn_compile_cpu(m, &o);
+    }
+    if (!st) st = kn_artifact_open(so, &art);
+    if (!st) st = kn_session_create(art, &sess);
+    int n_art_in = art ? kn_artifact_num_inputs(art) : 0, n_art_out = art ? kn_artifact_num_outputs(art) : 0;
+    if (!st && (n_art_out != n_out || n_art_in > MAX_IO))
+        st = kn_error(KN_ERR_INVALID, "artifact has %d outputs, the test expects %d", n_art_out, n_out);
+    for (int i = 0; !st && i < n_in; i++) {
+        int idx = kn_artifact_find_input(art, names[i]);
+        if (idx < 0) st = kn_error(KN_ERR_INVALID, "artifact has no input '%s'", names[i]);
+        else ordered[idx] = in[i], ordered[idx].own = KN_BORROWED;
+    }
+    if (!st) st = kn_session_run_tensors(sess, n_art_in, ordered, n_out, got);
+    if (st) {
+        snprintf(msg, len, "%s", kn_last_error());
+        code = status_code(st);
+        goto out;
+    }
+    for (int i = 0; i < n_out && code == R_PASS; i++) {
+        char what[300];
+        kn_io_info info;
+        kn_artifact_output_info(art, i, &info);
+        snprintf(what, sizeof what, "output '%s'", info.name);
+        as_bf16_if_meant(&want[i], got[i].dtype);
+        if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
+    }
+out:
+    for (int i = 0; i < MAX_IO; i++) {
+        kn_tensor_free(&in[i]);
+        kn_tensor_free(&want[i]);
+        kn_tensor_free(&got[i]);
+        free(tnames[i]);
+    }
+    kn_session_free(sess);
+    kn_artifact_close(art);
+    kn_model_free(m);
+    if (so[0]) unlink(so);
+    if (have_dir) rmdir(dir);
+    return code;
+}
+
+static char run_case_cpu(const char *case_dir, char *msg, size_t len)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.onnx", case_dir);
+    char code = R_PASS;
+    int sets = 0;
+    for (int s = 0; s < MAX_SETS && code == R_PASS; s++) {
+        char sd[4096];
+        struct stat sb;
+        snprintf(sd, sizeof sd, "%s/test_data_set_%d", case_dir, s);
+        if (stat(sd, &sb) != 0) break;
+        sets++;
+        code = run_set_cpu(p, sd, msg, len);
+    }
+    if (!sets) {
+        snprintf(msg, len, "no test_data_set_* folder");
+        code = R_FAIL;
+    }
+    return code;
+}
+
 static char run_case(const char *case_dir, char *msg, size_t len)
 {
     char p[4096];
@@ -299,7 +446,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 int kn_cmd_conformance(int argc, char **argv)
 {
     const char *dir_arg = NULL;
-    bool list = false;
+    bool list = false, cpu = false;
     int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *filters[64];
     int n_filters = 0;
@@ -309,14 +456,17 @@ int kn_cmd_conformance(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             const char *b = argv[++i];
-            if (strcmp(b, "reference") != 0) {
-                fprintf(stderr, "kiln conformance: backend '%s' is not available (only 'reference' is built)\n", b);
+            if (!strcmp(b, "cpu")) cpu = true;
+            else if (strcmp(b, "reference") != 0) {
+                fprintf(stderr, "kiln conformance: backend '%s' is not available (reference or cpu)\n", b);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--list-failures")) {
             list = true;
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc && n_filters < 64) {
             filters[n_filters++] = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' && argv[i][2] <= '3' && !argv[i][3]) {
+            g_opt_level = argv[i][2] - '0';
         } else if (!strcmp(argv[i], "-j") && i + 1 < argc) {
             jobs = atoi(argv[++i]);
         } else if (argv[i][0] == '-' || dir_arg) {
@@ -379,7 +529,7 @@ int kn_cmd_conformance(int argc, char **argv)
                 alarm(CASE_TIMEOUT_S);
                 char p[4096], msg[2048] = "";
                 snprintf(p, sizeof p, "%s/%s", dir, names[next]);
-                char code = run_case(p, msg, sizeof msg);
+                char code = cpu ? run_case_cpu(p, msg, sizeof msg) : run_case(p, msg, sizeof msg);
                 char out[2100];
                 int len = snprintf(out, sizeof out, "%c%s", code, msg);
                 if (write(fds[1], out, (size_t)len) < 0) _exit(3);

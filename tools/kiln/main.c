@@ -11,7 +11,9 @@ static const struct {
     const char *summary;
 } k_verbs[] = {
     {"inspect", kn_cmd_inspect, "show a model's opsets, I/O, op histogram, parameters, FLOPs"},
-    {"run", kn_cmd_run, "run a model on .npy inputs with the reference evaluator"},
+    {"compile", kn_cmd_compile, "compile a model to a .so/.a artifact and a C header"},
+    {"run", kn_cmd_run, "run a model or an artifact on .npy inputs"},
+    {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)"},
     {"conformance", kn_cmd_conformance, "run the ONNX backend node test suite"},
 };
 
@@ -30,6 +32,16 @@ void kn_cli_report(const char *context)
 }
 
 bool kn_cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+bool kn_cli_is_artifact(const char *path)
+{
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    return got == 4 && !memcmp(magic, "\x7f" "ELF", 4);
+}
 
 int kn_cli_load_model(const char *path, bool require_supported, kn_model **out_model)
 {

@@ -8,14 +8,16 @@
 
 #include "cli.h"
 #include "eval.h"
+#include "kiln/kiln.h"
 #include "kiln/npy.h"
 
 static void run_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kiln run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--reference]\n"
+            "usage: kiln run MODEL.onnx|ART.so --input NAME=FILE.npy ... [--output-dir DIR] [--reference]\n"
             "\n"
-            "Runs MODEL on the given inputs with the reference evaluator and prints each\n"
+            "Runs MODEL on the given inputs with the reference evaluator (or a compiled\n"
+            "artifact ART.so through libkiln_rt) and prints each\n"
             "output's dtype, shape and first values. With --output-dir, writes every\n"
             "output to DIR/<output name>.npy (the folder is created if needed).\n"
             "A model with a single input also accepts --input FILE.npy.\n"
@@ -53,6 +55,92 @@ static void print_summary(const char *name, const kn_tensor *t)
     printf("%s]\n", n > 6 ? ", ..." : "");
 }
 
+static int write_output(const char *out_dir, const char *name, const kn_tensor *t)
+{
+    print_summary(name, t);
+    if (!out_dir) return KN_OK;
+    char fname[512], path[4096];
+    safe_name(name, fname, sizeof fname);
+    snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
+    return kn_npy_write(path, t);
+}
+
+/* kiln run ART.so: through libkiln_rt, as an application would. */
+static int run_artifact(const char *path, int n_in, char **in_specs, const char *out_dir)
+{
+    kn_artifact *art = NULL;
+    kn_session *s = NULL;
+    int rc = 1, n_art_in = 0, n_out = 0;
+    kn_tensor *inputs = NULL, *outputs = NULL;
+    if (kn_artifact_open(path, &art) || kn_session_create(art, &s)) {
+        kn_cli_report(NULL);
+        goto done;
+    }
+    n_art_in = kn_artifact_num_inputs(art);
+    n_out = kn_artifact_num_outputs(art);
+    inputs = calloc((size_t)n_art_in + 1, sizeof *inputs);
+    outputs = calloc((size_t)n_out + 1, sizeof *outputs);
+    if (!inputs || !outputs) goto done;
+    for (int k = 0; k < n_in; k++) {
+        const char *eq = strchr(in_specs[k], '=');
+        char name[512];
+        int idx;
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - in_specs[k]), in_specs[k]);
+            idx = kn_artifact_find_input(art, name);
+        } else {
+            idx = n_art_in == 1 && n_in == 1 ? 0 : -1;
+            snprintf(name, sizeof name, "%s", in_specs[k]);
+        }
+        if (idx < 0) {
+            fprintf(stderr, "kiln: error: %s: the artifact has no input named '%s'\n", path, name);
+            goto done;
+        }
+        kn_tensor_free(&inputs[idx]);
+        if (kn_npy_read(eq ? eq + 1 : in_specs[k], &inputs[idx])) {
+            kn_cli_report(NULL);
+            goto done;
+        }
+    }
+    for (int i = 0; i < n_art_in; i++)
+        if (!inputs[i].data && !inputs[i].dtype) {
+            kn_io_info info;
+            kn_artifact_input_info(art, i, &info);
+            fprintf(stderr, "kiln: error: %s: input '%s' was not given\n", path, info.name);
+            goto done;
+        }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (kn_session_run_tensors(s, n_art_in, inputs, n_out, outputs)) {
+        kn_cli_report(path);
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (out_dir && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kiln: error: cannot create output folder '%s': %s\n", out_dir, strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < n_out; i++) {
+        kn_io_info info;
+        kn_artifact_output_info(art, i, &info);
+        if (write_output(out_dir, info.name, &outputs[i])) {
+            kn_cli_report(NULL);
+            goto done;
+        }
+    }
+    fprintf(stderr, "kiln run: artifact took %.2f ms\n",
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    rc = 0;
+done:
+    for (int i = 0; inputs && i < n_art_in; i++) kn_tensor_free(&inputs[i]);
+    for (int i = 0; outputs && i < n_out; i++) kn_tensor_free(&outputs[i]);
+    free(inputs);
+    free(outputs);
+    kn_session_free(s);
+    kn_artifact_close(art);
+    return rc;
+}
+
 int kn_cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
@@ -84,6 +172,11 @@ int kn_cmd_run(int argc, char **argv)
         run_usage(stderr);
         free(in_specs);
         return 2;
+    }
+    if (kn_cli_is_artifact(model_path)) {
+        int r = run_artifact(model_path, n_in, in_specs, out_dir);
+        free(in_specs);
+        return r;
     }
     kn_model *m = NULL;
     kn_tensor *inputs = calloc((size_t)n_in + 1, sizeof *inputs);
@@ -135,16 +228,9 @@ int kn_cmd_run(int argc, char **argv)
         goto done;
     }
     for (int i = 0; i < m->graph->n_outputs; i++) {
-        const char *name = m->graph->outputs[i]->name;
-        print_summary(name, &outputs[i]);
-        if (out_dir) {
-            char fname[512], path[4096];
-            safe_name(name, fname, sizeof fname);
-            snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
-            if (kn_npy_write(path, &outputs[i])) {
-                kn_cli_report(NULL);
-                goto done;
-            }
+        if (write_output(out_dir, m->graph->outputs[i]->name, &outputs[i])) {
+            kn_cli_report(NULL);
+            goto done;
         }
     }
     fprintf(stderr, "kiln run: reference evaluator took %.1f ms\n", ms);
