@@ -4,16 +4,16 @@
  * DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
  * ConvInteger, QLinearConv).
  *
- * Attributes and opset-dependent semantics are resolved here into plain
- * kernel parameters (runtime/kernels/k_linalg.h). Shape arithmetic shared by
- * inference and evaluation lives in the kernels' *_shape helpers, so the
- * two cannot disagree; errors from kernels get the node's name prepended.
+ * Type/shape inference only: execution lives in runtime/ops/linalg.c.
+ * Shape arithmetic shared by inference and execution lives in the kernels'
+ * *_shape helpers, and opset-dependent attribute logic in
+ * runtime/ops/linalg_attrs.c (called here with the node's kn_opdesc), so
+ * the two cannot disagree; errors from kernels get the node's name prepended.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "../eval.h"
-#include "k_linalg.h"
+#include "linalg_int.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -25,15 +25,22 @@ static int node_fail(const kn_node *n, int st)
     return kn_node_error(n, st, "%s", msg);
 }
 
-static int require(const kn_node *n, int i)
+/* Most outputs a linalg op has (DynamicQuantizeLinear: 3). */
+#define LINALG_MAX_OUT 3
+
+/* The node as the runtime's attribute helpers see it. has needs
+ * LINALG_MAX_OUT entries; the importer's arity check keeps n_outputs within. */
+static int node_desc(const kn_node *n, kn_opdesc *d, bool *has)
 {
-    if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
+    if (n->n_outputs > LINALG_MAX_OUT)
+        return kn_node_error(n, KN_ERR_INVALID, "%d outputs, at most %d expected", n->n_outputs, LINALG_MAX_OUT);
+    kn_node_opdesc(n, d, has);
     return KN_OK;
 }
 
-static int require_in(const kn_node *n, const kn_tensor *const *in, int i)
+static int require(const kn_node *n, int i)
 {
-    if (i >= n->n_inputs || !in[i]) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
+    if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
     return KN_OK;
 }
 
@@ -121,23 +128,6 @@ static int infer_matmul(kn_node *n)
     return st ? st : infer_matmul_shape(n, 0, 1, dt);
 }
 
-static int eval_matmul(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    const kn_tensor *a = in[0], *b = in[1];
-    int r;
-    int64_t d[KN_MAX_RANK];
-    if (!a || !b) return kn_node_error(n, KN_ERR_INVALID, "an input is missing");
-    if (a->dtype != b->dtype)
-        return kn_node_error(n, KN_ERR_INVALID, "inputs have dtypes %s and %s", kn_dtype_name(a->dtype),
-                             kn_dtype_name(b->dtype));
-    if (!is_num(a->dtype)) return kn_node_error(n, KN_ERR_INVALID, "dtype %s", kn_dtype_name(a->dtype));
-    int st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, d);
-    if (!st) st = kn_tensor_alloc(&out[0], a->dtype, r, d);
-    if (!st) st = kn_k_matmul(a, b, &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 /* ---- Gemm ------------------------------------------------------------------- */
 
 static int infer_gemm(kn_node *n)
@@ -178,77 +168,21 @@ static int infer_gemm(kn_node *n)
     return KN_OK;
 }
 
-static int eval_gemm(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int st = require_in(n, in, 0);
-    if (!st) st = require_in(n, in, 1);
-    if (st) return st;
-    const kn_tensor *a = in[0], *b = in[1], *c = n->n_inputs > 2 ? in[2] : NULL;
-    if (a->rank != 2 || b->rank != 2)
-        return kn_node_error(n, KN_ERR_INVALID, "A and B must be 2-D (got ranks %d and %d)", a->rank, b->rank);
-    bool ta = kn_attr_int(n, "transA", 0) != 0, tb = kn_attr_int(n, "transB", 0) != 0;
-    int64_t d[2] = {a->dims[ta ? 1 : 0], b->dims[tb ? 0 : 1]};
-    st = kn_tensor_alloc(&out[0], a->dtype, 2, d);
-    if (!st)
-        st = kn_k_gemm(a, b, c, ta, tb, kn_attr_float(n, "alpha", 1.0f), kn_attr_float(n, "beta", 1.0f), &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 /* ---- Softmax, LogSoftmax, Hardmax --------------------------------------------- */
-
-/* Before opset 13 these ops flatten the input to 2-D at `axis` (default 1);
- * from 13 on they work along the single axis `axis` (default -1). */
-static int64_t softmax_axis(const kn_node *n) { return kn_attr_int(n, "axis", kn_node_opset(n) < 13 ? 1 : -1); }
 
 static int infer_softmax(kn_node *n)
 {
     int st = require(n, 0);
     if (!st) st = check_dtype(n, 0, is_float, "a float type");
     if (st) return st;
+    kn_opdesc d;
+    bool has[LINALG_MAX_OUT];
+    if ((st = node_desc(n, &d, has))) return st;
     int r = n->inputs[0]->shape.rank;
-    int64_t axis = softmax_axis(n);
+    int64_t axis = kn_linalg_softmax_axis(&d);
     if (r >= 0 && kn_norm_axis(axis, r) < 0)
         return kn_node_error(n, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, r);
     return kn_infer_same_as_input(n, 0);
-}
-
-static int eval_softmax_mode(const kn_node *n, const kn_tensor *x, int mode, kn_tensor *out)
-{
-    int64_t axis = softmax_axis(n);
-    bool legacy = kn_node_opset(n) < 13;
-    int a = kn_norm_axis(axis, x->rank);
-    if (a < 0) return kn_node_error(n, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
-    if (!is_float(x->dtype)) return kn_node_error(n, KN_ERR_INVALID, "dtype %s; expected a float type", kn_dtype_name(x->dtype));
-    int64_t outer = kn_shape_numel(a, x->dims), mid, inner;
-    if (legacy) {
-        mid = kn_shape_numel(x->rank - a, x->dims + a);
-        inner = 1;
-    } else {
-        mid = x->dims[a];
-        inner = kn_shape_numel(x->rank - a - 1, x->dims + a + 1);
-    }
-    int st = kn_tensor_alloc(out, x->dtype, x->rank, x->dims);
-    if (!st) st = kn_k_softmax(x, outer, mid, inner, mode, out);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
-static int eval_softmax(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    return require_in(n, in, 0) ? KN_ERR_INVALID : eval_softmax_mode(n, in[0], KN_K_SOFTMAX, out);
-}
-
-static int eval_logsoftmax(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    return require_in(n, in, 0) ? KN_ERR_INVALID : eval_softmax_mode(n, in[0], KN_K_LOGSOFTMAX, out);
-}
-
-static int eval_hardmax(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    return require_in(n, in, 0) ? KN_ERR_INVALID : eval_softmax_mode(n, in[0], KN_K_HARDMAX, out);
 }
 
 /* ---- Det ---------------------------------------------------------------------- */
@@ -273,18 +207,6 @@ static int infer_det(kn_node *n)
     s.rank = r - 2;
     kn_infer_set_shape(n, 0, x->dtype, &s);
     return KN_OK;
-}
-
-static int eval_det(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    if (require_in(n, in, 0)) return KN_ERR_INVALID;
-    const kn_tensor *x = in[0];
-    if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2])
-        return kn_node_error(n, KN_ERR_INVALID, "input must be [..., M, M] (rank %d)", x->rank);
-    int st = kn_tensor_alloc(&out[0], x->dtype, x->rank - 2, x->dims);
-    if (!st) st = kn_k_det(x, &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
 }
 
 /* ---- Einsum --------------------------------------------------------------------- */
@@ -321,36 +243,7 @@ static int infer_einsum(kn_node *n)
     return KN_OK;
 }
 
-static int eval_einsum(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    const char *eq = kn_attr_string(n, "equation", NULL);
-    if (!eq) return kn_node_error(n, KN_ERR_INVALID, "attribute 'equation' is missing");
-    if (n->n_inputs > KN_MAX_RANK * 2) return kn_node_error(n, KN_ERR_UNSUPPORTED, "%d operands", n->n_inputs);
-    int ranks[KN_MAX_RANK * 2];
-    const int64_t *dims[KN_MAX_RANK * 2];
-    for (int i = 0; i < n->n_inputs; i++) {
-        if (require_in(n, in, i)) return KN_ERR_INVALID;
-        ranks[i] = in[i]->rank;
-        dims[i] = in[i]->dims;
-    }
-    int r;
-    int64_t d[KN_MAX_RANK];
-    int st = kn_k_einsum_shape(eq, n->n_inputs, ranks, dims, &r, d);
-    if (!st) st = kn_tensor_alloc(&out[0], in[0]->dtype, r, d);
-    if (!st) st = kn_k_einsum(eq, n->n_inputs, in, &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 /* ---- QuantizeLinear / DequantizeLinear ------------------------------------------- */
-
-/* The quantized dtype: the zero point's, else `output_dtype` (opset 21), else u8. */
-static kn_dtype quant_out_dtype(const kn_node *n, kn_dtype zp_dt)
-{
-    if (zp_dt) return zp_dt;
-    int64_t od = kn_attr_int(n, "output_dtype", 0);
-    return od > 0 ? (kn_dtype)od : KN_U8;
-}
 
 static int infer_quantize(kn_node *n)
 {
@@ -358,28 +251,15 @@ static int infer_quantize(kn_node *n)
     if (!st) st = require(n, 1);
     if (!st) st = check_dtype(n, 1, is_float, "a float scale");
     if (st) return st;
+    kn_opdesc d;
+    bool has[LINALG_MAX_OUT];
+    if ((st = node_desc(n, &d, has))) return st;
     const kn_value *zp = kn_node_input(n, 2);
-    kn_dtype dt = quant_out_dtype(n, zp ? zp->dtype : KN_DT_UNDEFINED);
+    kn_dtype dt = kn_linalg_quant_out_dtype(&d, zp ? zp->dtype : KN_DT_UNDEFINED);
     if (zp && !zp->dtype) dt = KN_DT_UNDEFINED;
     else if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %d", (int)dt);
     kn_infer_set_shape(n, 0, dt, &n->inputs[0]->shape);
     return KN_OK;
-}
-
-static int eval_quantize(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int st = require_in(n, in, 0);
-    if (!st) st = require_in(n, in, 1);
-    if (st) return st;
-    const kn_tensor *zp = n->n_inputs > 2 ? in[2] : NULL;
-    kn_dtype dt = quant_out_dtype(n, zp ? zp->dtype : KN_DT_UNDEFINED);
-    if (!kn_dtype_valid(dt)) return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %d", (int)dt);
-    st = kn_tensor_alloc(&out[0], dt, in[0]->rank, in[0]->dims);
-    if (!st)
-        st = kn_k_quantize(in[0], in[1], zp, (int)kn_attr_int(n, "axis", 1), kn_attr_int(n, "block_size", 0),
-                           &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
 }
 
 static int infer_dequantize(kn_node *n)
@@ -388,28 +268,13 @@ static int infer_dequantize(kn_node *n)
     if (!st) st = require(n, 1);
     if (!st) st = check_dtype(n, 1, is_float, "a float scale");
     if (st) return st;
-    int64_t od = kn_attr_int(n, "output_dtype", 0);
-    if (od > 0 && !(kn_dtype_valid((int)od) && is_float((kn_dtype)od)))
-        return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %lld", (long long)od);
-    kn_infer_set_shape(n, 0, od > 0 ? (kn_dtype)od : n->inputs[1]->dtype, &n->inputs[0]->shape);
+    kn_opdesc d;
+    bool has[LINALG_MAX_OUT];
+    if ((st = node_desc(n, &d, has))) return st;
+    kn_dtype dt;
+    if ((st = kn_linalg_dequant_out_dtype(&d, n->inputs[1]->dtype, &dt))) return st;
+    kn_infer_set_shape(n, 0, dt, &n->inputs[0]->shape);
     return KN_OK;
-}
-
-static int eval_dequantize(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int st = require_in(n, in, 0);
-    if (!st) st = require_in(n, in, 1);
-    if (st) return st;
-    int64_t od = kn_attr_int(n, "output_dtype", 0);
-    kn_dtype dt = od > 0 ? (kn_dtype)od : in[1]->dtype;
-    if (!kn_dtype_valid(dt) || !is_float(dt))
-        return kn_node_error(n, KN_ERR_UNSUPPORTED, "output dtype %s", kn_dtype_name(dt));
-    st = kn_tensor_alloc(&out[0], dt, in[0]->rank, in[0]->dims);
-    if (!st)
-        st = kn_k_dequantize(in[0], in[1], n->n_inputs > 2 ? in[2] : NULL, (int)kn_attr_int(n, "axis", 1),
-                             kn_attr_int(n, "block_size", 0), &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
 }
 
 static bool is_f32(kn_dtype dt) { return dt == KN_F32; }
@@ -425,25 +290,6 @@ static int infer_dynquant(kn_node *n)
     return KN_OK;
 }
 
-static int eval_dynquant(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    if (require_in(n, in, 0)) return KN_ERR_INVALID;
-    if (in[0]->dtype != KN_F32)
-        return kn_node_error(n, KN_ERR_INVALID, "input has dtype %s, expected f32", kn_dtype_name(in[0]->dtype));
-    /* All three are computed together, so allocate them even if some are unused. */
-    kn_tensor t[3] = {{0}};
-    int st = kn_tensor_alloc(&t[0], KN_U8, in[0]->rank, in[0]->dims);
-    if (!st) st = kn_tensor_alloc(&t[1], KN_F32, 0, NULL);
-    if (!st) st = kn_tensor_alloc(&t[2], KN_U8, 0, NULL);
-    if (!st) st = kn_k_dynamic_quantize(in[0], &t[0], &t[1], &t[2]);
-    for (int i = 0; i < 3; i++) {
-        if (!st && i < n->n_outputs && n->outputs[i]) out[i] = t[i];
-        else kn_tensor_free(&t[i]);
-    }
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 /* ---- MatMulInteger / QLinearMatMul ----------------------------------------------- */
 
 static int infer_matmul_integer(kn_node *n)
@@ -453,22 +299,6 @@ static int infer_matmul_integer(kn_node *n)
     if (!st) st = check_dtype(n, 0, is_q8, "an 8-bit integer type");
     if (!st) st = check_dtype(n, 1, is_q8, "an 8-bit integer type");
     return st ? st : infer_matmul_shape(n, 0, 1, KN_I32);
-}
-
-static int eval_matmul_integer(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int st = require_in(n, in, 0);
-    if (!st) st = require_in(n, in, 1);
-    if (st) return st;
-    int r;
-    int64_t d[KN_MAX_RANK];
-    st = kn_k_matmul_shape(in[0]->rank, in[0]->dims, in[1]->rank, in[1]->dims, &r, d);
-    if (!st) st = kn_tensor_alloc(&out[0], KN_I32, r, d);
-    if (!st)
-        st = kn_k_matmul_integer(in[0], in[1], n->n_inputs > 2 ? in[2] : NULL, n->n_inputs > 3 ? in[3] : NULL,
-                                 &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
 }
 
 static int infer_qlinear_matmul(kn_node *n)
@@ -485,55 +315,7 @@ static int infer_qlinear_matmul(kn_node *n)
     return infer_matmul_shape(n, 0, 3, yzp ? yzp->dtype : n->inputs[0]->dtype);
 }
 
-static int eval_qlinear_matmul(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    const kn_tensor *q[8] = {0};
-    for (int i = 0; i < 8 && i < n->n_inputs; i++) q[i] = in[i];
-    for (int i = 0; i < 8; i++)
-        if (!q[i] && i != 2 && i != 5 && i != 7) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
-    int r;
-    int64_t d[KN_MAX_RANK];
-    int st = kn_k_matmul_shape(q[0]->rank, q[0]->dims, q[3]->rank, q[3]->dims, &r, d);
-    if (!st) st = kn_tensor_alloc(&out[0], q[7] ? q[7]->dtype : q[0]->dtype, r, d);
-    if (!st) st = kn_k_qlinear_matmul(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 /* ---- ConvInteger / QLinearConv ----------------------------------------------------- */
-
-/* Conv geometry from attributes; kernel dims default to the weight's. */
-static int conv_params(const kn_node *n, int nsp, const int64_t *w_dims, kn_k_conv_params *p)
-{
-    memset(p, 0, sizeof *p);
-    if (nsp < 1 || nsp > KN_MAX_RANK - 2)
-        return kn_node_error(n, KN_ERR_INVALID, "input rank %d does not fit a convolution", nsp + 2);
-    p->nsp = nsp;
-    p->group = kn_attr_int(n, "group", 1);
-    const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
-    if (!strcmp(ap, "NOTSET") || !*ap) p->auto_pad = KN_K_PAD_NOTSET;
-    else if (!strcmp(ap, "SAME_UPPER")) p->auto_pad = KN_K_PAD_SAME_UPPER;
-    else if (!strcmp(ap, "SAME_LOWER")) p->auto_pad = KN_K_PAD_SAME_LOWER;
-    else if (!strcmp(ap, "VALID")) p->auto_pad = KN_K_PAD_VALID;
-    else return kn_node_error(n, KN_ERR_INVALID, "unknown auto_pad '%s'", ap);
-    const int64_t *v;
-    int c = kn_attr_ints(n, "kernel_shape", &v);
-    if (c && c != nsp) return kn_node_error(n, KN_ERR_INVALID, "kernel_shape has %d values, expected %d", c, nsp);
-    for (int d = 0; d < nsp; d++) p->kernel[d] = c ? v[d] : (w_dims ? w_dims[2 + d] : -1);
-    c = kn_attr_ints(n, "strides", &v);
-    if (c && c != nsp) return kn_node_error(n, KN_ERR_INVALID, "strides has %d values, expected %d", c, nsp);
-    for (int d = 0; d < nsp; d++) p->strides[d] = c ? v[d] : 1;
-    c = kn_attr_ints(n, "dilations", &v);
-    if (c && c != nsp) return kn_node_error(n, KN_ERR_INVALID, "dilations has %d values, expected %d", c, nsp);
-    for (int d = 0; d < nsp; d++) p->dilations[d] = c ? v[d] : 1;
-    c = kn_attr_ints(n, "pads", &v);
-    if (c && c != 2 * nsp) return kn_node_error(n, KN_ERR_INVALID, "pads has %d values, expected %d", c, 2 * nsp);
-    for (int d = 0; d < nsp; d++) {
-        p->pad_begin[d] = c ? v[d] : 0;
-        p->pad_end[d] = c ? v[nsp + d] : 0;
-    }
-    return KN_OK;
-}
 
 /* Output shape [N, M, spatial...] of a convolution of x by w. */
 static int infer_conv_shape(kn_node *n, int ix, int iw, kn_dtype dt)
@@ -550,7 +332,10 @@ static int infer_conv_shape(kn_node *n, int ix, int iw, kn_dtype dt)
         return kn_node_error(n, KN_ERR_INVALID, "input rank %d and weight rank %d do not fit a convolution",
                              x->shape.rank, w->shape.rank);
     kn_k_conv_params p;
-    int st = conv_params(n, r - 2, w->shape.rank >= 0 ? w->shape.dims : NULL, &p);
+    kn_opdesc desc; /* not d: the dims loops below use d */
+    bool has[LINALG_MAX_OUT];
+    int st = node_desc(n, &desc, has);
+    if (!st) st = kn_linalg_conv_params(&desc, r - 2, w->shape.rank >= 0 ? w->shape.dims : NULL, &p);
     if (st) return st;
     int64_t in[KN_MAX_RANK], od[KN_MAX_RANK];
     for (int d = 0; d < r - 2; d++) in[d] = x->shape.rank >= 0 ? x->shape.dims[2 + d] : -1;
@@ -571,21 +356,6 @@ static int infer_conv_shape(kn_node *n, int ix, int iw, kn_dtype dt)
     return KN_OK;
 }
 
-/* Allocates the convolution output of x by w and resolves p. */
-static int conv_alloc(const kn_node *n, const kn_tensor *x, const kn_tensor *w, kn_dtype dt,
-                      kn_k_conv_params *p, kn_tensor *out)
-{
-    if (x->rank < 3 || w->rank != x->rank)
-        return kn_node_error(n, KN_ERR_INVALID, "input rank %d and weight rank %d do not fit a convolution", x->rank,
-                             w->rank);
-    int st = conv_params(n, x->rank - 2, w->dims, p);
-    if (st) return st;
-    int64_t dims[KN_MAX_RANK] = {x->dims[0], w->dims[0]};
-    st = kn_k_conv_out_dims(p, x->dims + 2, dims + 2);
-    if (!st) st = kn_tensor_alloc(out, dt, x->rank, dims);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 static int infer_conv_integer(kn_node *n)
 {
     int st = require(n, 0);
@@ -593,20 +363,6 @@ static int infer_conv_integer(kn_node *n)
     if (!st) st = check_dtype(n, 0, is_q8, "an 8-bit integer type");
     if (!st) st = check_dtype(n, 1, is_q8, "an 8-bit integer type");
     return st ? st : infer_conv_shape(n, 0, 1, KN_I32);
-}
-
-static int eval_conv_integer(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int st = require_in(n, in, 0);
-    if (!st) st = require_in(n, in, 1);
-    if (st) return st;
-    kn_k_conv_params p;
-    st = conv_alloc(n, in[0], in[1], KN_I32, &p, &out[0]);
-    if (st) return st;
-    st = kn_k_conv_integer(in[0], in[1], n->n_inputs > 2 ? in[2] : NULL, n->n_inputs > 3 ? in[3] : NULL, NULL, &p,
-                           &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
 }
 
 static int infer_qlinear_conv(kn_node *n)
@@ -623,34 +379,20 @@ static int infer_qlinear_conv(kn_node *n)
     return infer_conv_shape(n, 0, 3, yzp ? yzp->dtype : n->inputs[0]->dtype);
 }
 
-static int eval_qlinear_conv(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    const kn_tensor *q[9] = {0};
-    for (int i = 0; i < 9 && i < n->n_inputs; i++) q[i] = in[i];
-    for (int i = 0; i < 8; i++)
-        if (!q[i] && i != 2 && i != 5 && i != 7) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
-    kn_k_conv_params p;
-    int st = conv_alloc(n, q[0], q[3], q[7] ? q[7]->dtype : q[0]->dtype, &p, &out[0]);
-    if (st) return st;
-    st = kn_k_qlinear_conv(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], &p, &out[0]);
-    return st ? node_fail(n, st) : KN_OK;
-}
-
 const kn_op_impl kn_ops_linalg[] = {
-    {KN_OP_MatMul, infer_matmul, eval_matmul},
-    {KN_OP_Gemm, infer_gemm, eval_gemm},
-    {KN_OP_Einsum, infer_einsum, eval_einsum},
-    {KN_OP_Softmax, infer_softmax, eval_softmax},
-    {KN_OP_LogSoftmax, infer_softmax, eval_logsoftmax},
-    {KN_OP_Hardmax, infer_softmax, eval_hardmax},
-    {KN_OP_Det, infer_det, eval_det},
-    {KN_OP_QuantizeLinear, infer_quantize, eval_quantize},
-    {KN_OP_DequantizeLinear, infer_dequantize, eval_dequantize},
-    {KN_OP_DynamicQuantizeLinear, infer_dynquant, eval_dynquant},
-    {KN_OP_MatMulInteger, infer_matmul_integer, eval_matmul_integer},
-    {KN_OP_QLinearMatMul, infer_qlinear_matmul, eval_qlinear_matmul},
-    {KN_OP_ConvInteger, infer_conv_integer, eval_conv_integer},
-    {KN_OP_QLinearConv, infer_qlinear_conv, eval_qlinear_conv},
+    {KN_OP_MatMul, infer_matmul, NULL},
+    {KN_OP_Gemm, infer_gemm, NULL},
+    {KN_OP_Einsum, infer_einsum, NULL},
+    {KN_OP_Softmax, infer_softmax, NULL},
+    {KN_OP_LogSoftmax, infer_softmax, NULL},
+    {KN_OP_Hardmax, infer_softmax, NULL},
+    {KN_OP_Det, infer_det, NULL},
+    {KN_OP_QuantizeLinear, infer_quantize, NULL},
+    {KN_OP_DequantizeLinear, infer_dequantize, NULL},
+    {KN_OP_DynamicQuantizeLinear, infer_dynquant, NULL},
+    {KN_OP_MatMulInteger, infer_matmul_integer, NULL},
+    {KN_OP_QLinearMatMul, infer_qlinear_matmul, NULL},
+    {KN_OP_ConvInteger, infer_conv_integer, NULL},
+    {KN_OP_QLinearConv, infer_qlinear_conv, NULL},
     {KN_OP_UNKNOWN, NULL, NULL},
 };
