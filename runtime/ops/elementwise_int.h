@@ -2,7 +2,7 @@
  * runtime/ops/elementwise_int.h — private to the 'elementwise' family: the
  * dtype classes and attribute decoding that both its execution
  * (runtime/ops/elementwise.c) and its type/shape inference
- * (ir/ops/elementwise.c, through a descriptor from kn_node_opdesc) need, so
+ * (ir/ops/elementwise.c, through a descriptor the IR builds per node) need, so
  * each rule exists once. Errors name the node through kn_op_error().
  */
 #ifndef KILN_RUNTIME_ELEMENTWISE_INT_H

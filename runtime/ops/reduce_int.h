@@ -2,7 +2,7 @@
  * runtime/ops/reduce_int.h — private to the 'reduce' family: the attribute
  * and shape rules that both its execution (runtime/ops/reduce.c,
  * runtime/ops/reduce_gen.c) and its type/shape inference (ir/ops/reduce.c,
- * ir/ops/reduce_gen.c, through a descriptor from kn_node_opdesc) need, so
+ * ir/ops/reduce_gen.c, through a descriptor the IR builds per node) need, so
  * each rule exists once. Errors name the node through kn_op_error().
  */
 #ifndef KILN_RUNTIME_REDUCE_INT_H
