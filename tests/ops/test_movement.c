@@ -259,6 +259,80 @@ static void test_resize_nearest(void **state)
     free_all(&r, ins, 3, out, 1);
 }
 
+static void test_split_uneven(void **state)
+{
+    (void)state;
+    int64_t d[1] = {5};
+    kn_tensor ins[1] = {iota_f32(1, d)};
+    one_node r = make_model(KN_OP_Split, 18, 1, ins, NULL, 2);
+    set_int_attr(r.node, "num_outputs", 2);
+    kn_tensor out[2] = {{0}};
+    assert_int_equal(run(&r, ins, out), 0);
+    /* ceil(5 / 2) = 3, then the remainder. */
+    check_out(&out[0], 1, (int64_t[]){3}, (float[]){0, 1, 2});
+    check_out(&out[1], 1, (int64_t[]){2}, (float[]){3, 4});
+    free_all(&r, ins, 1, out, 2);
+}
+
+static void test_scatter_nd_add(void **state)
+{
+    (void)state;
+    int64_t d[1] = {4}, id[2] = {3, 1}, ud[1] = {3};
+    kn_tensor ins[3] = {f32_tensor(1, d, (float[]){1, 2, 3, 4}), i64_tensor(2, id, (int64_t[]){1, -1, 1}),
+                        f32_tensor(1, ud, (float[]){10, 20, 30})};
+    one_node r = make_model(KN_OP_ScatterND, 18, 3, ins, NULL, 1);
+    set_string_attr(r.m, r.node, "reduction", "add");
+    kn_tensor out[1] = {{0}};
+    /* Duplicate indices accumulate; -1 counts from the end. */
+    assert_int_equal(run(&r, ins, out), 0);
+    check_out(&out[0], 1, (int64_t[]){4}, (float[]){1, 42, 3, 24});
+    free_all(&r, ins, 3, out, 1);
+}
+
+static void test_depth_to_space_crd(void **state)
+{
+    (void)state;
+    int64_t d[4] = {1, 4, 1, 1};
+    kn_tensor ins[1] = {iota_f32(4, d)};
+    one_node r = make_model(KN_OP_DepthToSpace, 13, 1, ins, NULL, 1);
+    set_int_attr(r.node, "blocksize", 2);
+    set_string_attr(r.m, r.node, "mode", "CRD");
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, ins, out), 0);
+    check_out(&out[0], 4, (int64_t[]){1, 1, 2, 2}, (float[]){0, 1, 2, 3});
+    free_all(&r, ins, 1, out, 1);
+}
+
+static void test_reshape_runtime_shape_infers_rank(void **state)
+{
+    (void)state;
+    int64_t d[2] = {2, 3}, three = 3;
+    kn_tensor ins[2] = {iota_f32(2, d), i64_tensor(1, &three, (int64_t[]){3, 1, 2})};
+    one_node r = make_model(KN_OP_Reshape, 14, 2, ins, NULL, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, ins, out), 0);
+    /* The shape is a runtime input: rank known from its length, dims not. */
+    const kn_shape *s = &r.node->outputs[0]->shape;
+    assert_int_equal(s->rank, 3);
+    assert_int_equal(s->dims[0], -1);
+    assert_int_equal(r.node->outputs[0]->dtype, KN_F32);
+    check_out(&out[0], 3, (int64_t[]){3, 1, 2}, (float[]){0, 1, 2, 3, 4, 5});
+    free_all(&r, ins, 2, out, 1);
+}
+
+static void test_pad_negative_result_error(void **state)
+{
+    (void)state;
+    int64_t d[1] = {2}, np = 2;
+    kn_tensor ins[2] = {iota_f32(1, d), i64_tensor(1, &np, (int64_t[]){-2, -1})};
+    one_node r = make_model(KN_OP_Pad, 13, 2, ins, NULL, 1);
+    kn_tensor out[1] = {{0}};
+    assert_int_equal(run(&r, ins, out), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "node 'mv0' (Pad)"));
+    assert_non_null(strstr(kn_last_error(), "negative"));
+    free_all(&r, ins, 2, out, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +345,11 @@ int main(void)
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_pad_reflect),
         cmocka_unit_test(test_resize_nearest),
+        cmocka_unit_test(test_split_uneven),
+        cmocka_unit_test(test_scatter_nd_add),
+        cmocka_unit_test(test_depth_to_space_crd),
+        cmocka_unit_test(test_reshape_runtime_shape_infers_rank),
+        cmocka_unit_test(test_pad_negative_result_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
