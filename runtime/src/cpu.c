@@ -6,6 +6,7 @@
  * AVX-512 instruction, which is exactly what the artifact check must avoid.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "kiln/abi.h"
 
@@ -58,5 +59,12 @@ static uint64_t detect(void) { return 0; }
 uint64_t kn_cpu_features(void)
 {
     /* cheap enough to recompute; no shared state to race on */
-    return detect();
+    uint64_t f = detect();
+    const char *mask = getenv("KILN_CPU_MASK");
+    if (mask && *mask) {
+        char *end;
+        unsigned long long m = strtoull(mask, &end, 0);
+        if (*end == '\0') f &= m;
+    }
+    return f;
 }

@@ -1,0 +1,451 @@
+/*
+ * tests/runtime/test_meta.c — the serialized forms an artifact carries:
+ * kn_meta (write → read round trip with every field; every truncation and
+ * random byte flips are refused without a crash — run it under ASan), node
+ * attributes of every kind, the FNV-1a hash and CPU feature detection.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kiln/abi.h"
+#include "kiln/status.h"
+#include "opdesc.h"
+
+static kn_abi_tensor tensor(const char *name, kn_dtype dt, int rank, const int64_t *dims)
+{
+    kn_abi_tensor t = {.name = name, .dtype = dt, .rank = rank};
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= (t.dims[i] = dims[i]);
+    t.nbytes = rank < 0 ? 0 : (int64_t)kn_dtype_nbytes(dt, (size_t)n);
+    return t;
+}
+
+/* A meta that uses every field, with an attribute blob for its opnode. */
+typedef struct fixture {
+    kn_meta m;
+    kn_abi_tensor in[2], out[1], op_in[2], op_out[1];
+    kn_abi_dnnl dnnl[2];
+    kn_abi_opnode op[1];
+    unsigned char *attrs;
+    size_t attrs_len;
+} fixture;
+
+static void make_meta(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    static const int64_t d_img[4] = {1, 3, 8, 8}, d_vec[2] = {1, 10}, d_4[1] = {4};
+    f->in[0] = tensor("image", KN_F32, 4, d_img);
+    f->in[0].dim_names[0] = "batch";
+    f->in[1] = tensor("mask", KN_BOOL, 2, d_vec);
+    f->out[0] = tensor("logits", KN_F16, 2, d_vec);
+    f->out[0].dim_names[0] = "batch";
+    f->out[0].dim_names[1] = "classes";
+    f->op_in[0] = tensor("t0", KN_F32, 1, d_4);
+    f->op_in[1] = tensor(NULL, KN_DT_UNDEFINED, -1, NULL); /* omitted optional input */
+    f->op_out[0] = tensor("t1", KN_I64, 1, d_4);
+    for (int i = 0; i < 2; i++) {
+        kn_abi_dnnl *d = &f->dnnl[i];
+        d->kind = i ? KN_DNNL_MATMUL : KN_DNNL_CONV;
+        d->n_post = 2;
+        d->post[0] = (kn_abi_post){KN_POST_CLIP, 0.0f, 6.0f};
+        d->post[1] = (kn_abi_post){KN_POST_SUM, 1.0f, 0.0f};
+        d->src = f->in[0];
+        d->wei = tensor("w", KN_F32, 4, (int64_t[]){16, 3, 3, 3});
+        d->dst = tensor("y", KN_F32, 4, (int64_t[]){1, 16, 8, 8});
+        d->trans_a = i, d->trans_b = 1 - i;
+        d->alpha = 0.5f;
+        d->groups = 1;
+        d->spatial = 2;
+        for (int k = 0; k < 3; k++) {
+            d->strides[k] = 1 + k;
+            d->dilations[k] = 2 + k;
+            d->pads_begin[k] = 3 + k;
+            d->pads_end[k] = 4 + k;
+        }
+        d->wei_ref = (kn_abi_ref){KN_LOC_WEIGHTS, 0, 64};
+        d->bias_ref = (kn_abi_ref){KN_LOC_ARENA, 0, 128};
+    }
+    kn_attr a[2] = {{.name = "alpha", .kind = KN_ATTR_FLOAT, .f = 0.25f},
+                    {.name = "axes", .kind = KN_ATTR_INTS, .n = 2, .ints = (int64_t[]){0, -1}}};
+    assert_int_equal(kn_attrs_write(a, 2, &f->attrs, &f->attrs_len), 0);
+    f->op[0] = (kn_abi_opnode){.op = KN_OP_NonZero, .n_inputs = 2, .n_outputs = 1, .opset = 13, .name = "nz",
+                               .op_type = "NonZero", .inputs = f->op_in, .outputs = f->op_out,
+                               .attrs = f->attrs, .attrs_len = (int64_t)f->attrs_len};
+    f->m = (kn_meta){.model_hash = 0x1122334455667788ull, .cpu_features = KN_CPU_AVX2 | KN_CPU_FMA,
+                     .name = "net", .target = "x86-64-v3", .kiln_version = "0.1.0",
+                     .n_inputs = 2, .n_outputs = 1, .inputs = f->in, .outputs = f->out,
+                     .arena_bytes = 4096, .intermediate_bytes = 8192, .weights_bytes = 1 << 20,
+                     .weights_file = "net.weights", .weights_hash = 0xdeadbeefcafef00dull,
+                     .n_dnnl = 2, .n_opnodes = 1, .dnnl = f->dnnl, .opnodes = f->op};
+}
+
+static void assert_tensor_eq(const kn_abi_tensor *a, const kn_abi_tensor *b)
+{
+    if (a->name) assert_string_equal(a->name, b->name);
+    else assert_null(b->name);
+    assert_int_equal(a->dtype, b->dtype);
+    assert_int_equal(a->rank, b->rank);
+    assert_memory_equal(a->dims, b->dims, sizeof a->dims);
+    for (int i = 0; i < 8; i++) {
+        if (a->dim_names[i]) assert_string_equal(a->dim_names[i], b->dim_names[i]);
+        else assert_null(b->dim_names[i]);
+    }
+    assert_int_equal(a->nbytes, b->nbytes);
+}
+
+static void test_meta_round_trip(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    kn_meta r;
+    assert_int_equal(kn_meta_read(bytes, len, &r), 0);
+    assert_true(r.model_hash == f.m.model_hash && r.cpu_features == f.m.cpu_features);
+    assert_string_equal(r.name, "net");
+    assert_string_equal(r.target, "x86-64-v3");
+    assert_string_equal(r.kiln_version, "0.1.0");
+    assert_int_equal(r.n_inputs, 2);
+    assert_int_equal(r.n_outputs, 1);
+    for (int i = 0; i < 2; i++) assert_tensor_eq(&f.in[i], &r.inputs[i]);
+    assert_tensor_eq(&f.out[0], &r.outputs[0]);
+    assert_int_equal(r.arena_bytes, 4096);
+    assert_int_equal(r.intermediate_bytes, 8192);
+    assert_int_equal(r.weights_bytes, 1 << 20);
+    assert_string_equal(r.weights_file, "net.weights");
+    assert_true(r.weights_hash == f.m.weights_hash);
+    assert_int_equal(r.n_dnnl, 2);
+    for (int i = 0; i < 2; i++) {
+        const kn_abi_dnnl *a = &f.dnnl[i], *b = &r.dnnl[i];
+        assert_int_equal(a->kind, b->kind);
+        assert_int_equal(b->n_post, 2);
+        assert_memory_equal(a->post, b->post, sizeof a->post);
+        assert_tensor_eq(&a->src, &b->src);
+        assert_tensor_eq(&a->wei, &b->wei);
+        assert_tensor_eq(&a->bias, &b->bias);
+        assert_tensor_eq(&a->dst, &b->dst);
+        assert_int_equal(a->trans_a, b->trans_a);
+        assert_int_equal(a->trans_b, b->trans_b);
+        assert_true(a->alpha == b->alpha);
+        assert_int_equal(a->groups, b->groups);
+        assert_int_equal(a->spatial, b->spatial);
+        assert_memory_equal(a->strides, b->strides, sizeof a->strides);
+        assert_memory_equal(a->dilations, b->dilations, sizeof a->dilations);
+        assert_memory_equal(a->pads_begin, b->pads_begin, sizeof a->pads_begin);
+        assert_memory_equal(a->pads_end, b->pads_end, sizeof a->pads_end);
+        assert_true(a->wei_ref.loc == b->wei_ref.loc && a->wei_ref.offset == b->wei_ref.offset);
+        assert_true(a->bias_ref.loc == b->bias_ref.loc && a->bias_ref.offset == b->bias_ref.offset);
+    }
+    assert_int_equal(r.n_opnodes, 1);
+    const kn_abi_opnode *o = &r.opnodes[0];
+    assert_int_equal(o->op, KN_OP_NonZero);
+    assert_int_equal(o->opset, 13);
+    assert_string_equal(o->name, "nz");
+    assert_string_equal(o->op_type, "NonZero");
+    assert_int_equal(o->n_inputs, 2);
+    assert_int_equal(o->n_outputs, 1);
+    for (int i = 0; i < 2; i++) assert_tensor_eq(&f.op_in[i], &o->inputs[i]);
+    assert_tensor_eq(&f.op_out[0], &o->outputs[0]);
+    assert_int_equal(o->attrs_len, (int64_t)f.attrs_len);
+    assert_memory_equal(o->attrs, f.attrs, f.attrs_len);
+    /* and it serializes back to the same bytes */
+    unsigned char *again;
+    size_t again_len;
+    assert_int_equal(kn_meta_write(&r, &again, &again_len), 0);
+    assert_int_equal(again_len, len);
+    assert_memory_equal(again, bytes, len);
+    free(again);
+    kn_meta_free(&r);
+    free(bytes);
+    free(f.attrs);
+}
+
+static void test_meta_empty(void **state)
+{
+    (void)state;
+    kn_meta m = {0}, r;
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), 0);
+    assert_int_equal(r.n_inputs, 0);
+    assert_null(r.name);
+    kn_meta_free(&r);
+    kn_meta_free(&r); /* zeroed: a second free is harmless */
+    free(bytes);
+}
+
+/* Every prefix of a valid blob, in a buffer of exactly that size so that
+ * ASan sees any read past `len`. */
+static void test_meta_truncations(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    for (size_t n = 0; n < len; n++) {
+        unsigned char *cut = malloc(n ? n : 1);
+        assert_non_null(cut);
+        memcpy(cut, bytes, n);
+        kn_meta r;
+        kn_error_clear();
+        assert_int_not_equal(kn_meta_read(cut, n, &r), 0);
+        assert_true(strstr(kn_last_error(), "malformed meta") != NULL);
+        assert_null(r.inputs);
+        free(cut);
+    }
+    /* a byte too many is refused too */
+    unsigned char *longer = malloc(len + 1);
+    memcpy(longer, bytes, len);
+    longer[len] = 0;
+    kn_meta r;
+    assert_int_not_equal(kn_meta_read(longer, len + 1, &r), 0);
+    assert_non_null(strstr(kn_last_error(), "unexpected bytes"));
+    free(longer);
+    free(bytes);
+    free(f.attrs);
+}
+
+static void test_meta_byte_flips(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    unsigned char *bad = malloc(len);
+    unsigned seed = 12345;
+    int refused = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        memcpy(bad, bytes, len);
+        int flips = 1 + iter % 4;
+        for (int k = 0; k < flips; k++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % len;
+            seed = seed * 1103515245u + 12345u;
+            /* alternate random bytes and the values most likely to break
+             * lengths and counts */
+            static const unsigned char nasty[] = {0xff, 0x7f, 0x80, 0x00, 0x01};
+            bad[at] = iter & 1 ? (unsigned char)(seed >> 16) : nasty[(seed >> 16) % 5];
+        }
+        kn_meta r;
+        kn_error_clear();
+        if (kn_meta_read(bad, len, &r) == 0) {
+            kn_meta_free(&r); /* a flip in a hash or a name is still well-formed */
+        } else {
+            assert_true(kn_last_error()[0] != '\0');
+            refused++;
+        }
+    }
+    assert_true(refused > 10000);
+    free(bad);
+    free(bytes);
+    free(f.attrs);
+}
+
+static void test_meta_write_refuses_inconsistent(void **state)
+{
+    (void)state;
+    kn_meta m = {.n_inputs = 2};
+    unsigned char *bytes = (unsigned char *)1;
+    size_t len = 1;
+    assert_int_equal(kn_meta_write(&m, &bytes, &len), KN_ERR_INVALID);
+    assert_null(bytes);
+    assert_int_equal(len, 0);
+}
+
+static void test_meta_read_rejects_bad_values(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    f.in[0].nbytes += 4; /* size disagrees with dtype and dims */
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "input 0"));
+    assert_non_null(strstr(kn_last_error(), "nbytes"));
+    free(bytes);
+    f.in[0].nbytes -= 4;
+    f.out[0].rank = 9;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "rank 9"));
+    free(bytes);
+    f.out[0].rank = 2;
+    f.m.weights_file = "../etc/passwd";
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "not a plain file name"));
+    free(bytes);
+    free(f.attrs);
+}
+
+/* ---- attributes ----------------------------------------------------------- */
+
+static void test_attrs_every_kind(void **state)
+{
+    (void)state;
+    float tf[6] = {1, 2, 3, 4, 5, 6};
+    uint8_t t4[2] = {0x21, 0x43}; /* four packed int4 elements */
+    kn_tensor ta = {.dtype = KN_F32, .rank = 2, .dims = {2, 3}, .data = tf, .nbytes = sizeof tf};
+    kn_tensor tb = {.dtype = KN_INT4, .rank = 1, .dims = {4}, .data = t4, .nbytes = 2};
+    kn_tensor tc = {.dtype = KN_I64, .rank = 1, .dims = {0}};
+    kn_tensor *list[3] = {&ta, &tb, &tc};
+    static const char s_nul[] = {'a', 0, 'b'};
+    const char *strs[3] = {"x", "", "longer string"};
+    kn_attr in[] = {
+        {.name = "f", .kind = KN_ATTR_FLOAT, .f = -1.5f},
+        {.name = "i", .kind = KN_ATTR_INT, .i = -(1ll << 40)},
+        {.name = "s", .kind = KN_ATTR_STRING, .s = s_nul, .s_len = 3},
+        {.name = "t", .kind = KN_ATTR_TENSOR, .t = &ta},
+        {.name = "fs", .kind = KN_ATTR_FLOATS, .n = 3, .floats = (float[]){0.5f, -0.0f, 1e30f}},
+        {.name = "is", .kind = KN_ATTR_INTS, .n = 2, .ints = (int64_t[]){INT64_MIN, INT64_MAX}},
+        {.name = "ss", .kind = KN_ATTR_STRINGS, .n = 3, .strings = strs},
+        {.name = "ts", .kind = KN_ATTR_TENSORS, .n = 3, .tensors = list},
+        {.name = "empty", .kind = KN_ATTR_INTS, .n = 0},
+    };
+    int n_in = (int)(sizeof in / sizeof in[0]);
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_attrs_write(in, n_in, &bytes, &len), 0);
+    kn_attr *out;
+    int n;
+    void *block;
+    assert_int_equal(kn_attrs_read(bytes, len, &out, &n, &block), 0);
+    assert_int_equal(n, n_in);
+    for (int k = 0; k < n; k++) {
+        assert_string_equal(out[k].name, in[k].name);
+        assert_int_equal(out[k].kind, in[k].kind);
+    }
+    assert_true(out[0].f == -1.5f);
+    assert_true(out[1].i == -(1ll << 40));
+    assert_int_equal(out[2].s_len, 3);
+    assert_memory_equal(out[2].s, s_nul, 3);
+    assert_int_equal(out[2].s[3], 0);
+    assert_int_equal(out[3].t->rank, 2);
+    assert_int_equal(out[3].t->dims[1], 3);
+    assert_memory_equal(out[3].t->data, tf, sizeof tf);
+    assert_int_equal((uintptr_t)out[3].t->data % 64, 0);
+    assert_int_equal(out[4].n, 3);
+    assert_memory_equal(out[4].floats, in[4].floats, 3 * sizeof(float));
+    assert_true(out[5].ints[0] == INT64_MIN && out[5].ints[1] == INT64_MAX);
+    for (int k = 0; k < 3; k++) assert_string_equal(out[6].strings[k], strs[k]);
+    assert_int_equal(out[7].n, 3);
+    assert_int_equal(out[7].tensors[1]->dtype, KN_INT4);
+    assert_int_equal(out[7].tensors[1]->nbytes, 2);
+    assert_memory_equal(out[7].tensors[1]->data, t4, 2);
+    assert_int_equal(out[7].tensors[2]->nbytes, 0);
+    assert_int_equal(out[8].n, 0);
+    /* the getters of opdesc.h work on what was read */
+    kn_opdesc d = {.name = "n", .op_type = "X", .attrs = out, .n_attrs = n};
+    assert_true(kn_op_attr_float(&d, "f", 0) == -1.5f);
+    const int64_t *ints;
+    assert_int_equal(kn_op_attr_ints(&d, "is", &ints), 2);
+    kn_attrs_free(block);
+
+    /* every truncation is refused, reading only what it was given */
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *p = malloc(cut ? cut : 1);
+        memcpy(p, bytes, cut);
+        assert_int_not_equal(kn_attrs_read(p, cut, &out, &n, &block), 0);
+        assert_null(block);
+        assert_non_null(strstr(kn_last_error(), "malformed attributes"));
+        free(p);
+    }
+    /* random flips never crash */
+    unsigned seed = 7;
+    unsigned char *bad = malloc(len);
+    for (int iter = 0; iter < 5000; iter++) {
+        memcpy(bad, bytes, len);
+        for (int k = 0; k < 3; k++) {
+            seed = seed * 1103515245u + 12345u;
+            bad[(seed >> 8) % len] = (unsigned char)(seed >> 20);
+        }
+        if (kn_attrs_read(bad, len, &out, &n, &block) == 0) kn_attrs_free(block);
+    }
+    free(bad);
+    free(bytes);
+}
+
+static void test_attrs_graph_refused(void **state)
+{
+    (void)state;
+    kn_attr a[2] = {{.name = "alpha", .kind = KN_ATTR_FLOAT}, {.name = "then_branch", .kind = KN_ATTR_GRAPH}};
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_attrs_write(a, 2, &bytes, &len), KN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kn_last_error(), "attribute 'then_branch'"));
+    assert_null(bytes);
+    /* none at all is fine */
+    assert_int_equal(kn_attrs_write(NULL, 0, &bytes, &len), 0);
+    kn_attr *out;
+    int n;
+    void *block;
+    assert_int_equal(kn_attrs_read(bytes, len, &out, &n, &block), 0);
+    assert_int_equal(n, 0);
+    kn_attrs_free(block);
+    free(bytes);
+}
+
+/* ---- hash and CPU ----------------------------------------------------------- */
+
+static void test_fnv1a(void **state)
+{
+    (void)state;
+    /* the published FNV-1a 64 test vectors, from the standard offset basis
+     * (abi.h's KN_FNV_INIT lacks its last digit; any start value works) */
+    const uint64_t basis = 14695981039346656037ull;
+    assert_true(kn_fnv1a(KN_FNV_INIT, "", 0) == KN_FNV_INIT);
+    assert_true(kn_fnv1a(basis, "a", 1) == 0xaf63dc4c8601ec8cull);
+    assert_true(kn_fnv1a(basis, "foobar", 6) == 0x85944171f73967e8ull);
+    /* continuing a hash equals hashing the concatenation */
+    assert_true(kn_fnv1a(kn_fnv1a(KN_FNV_INIT, "foo", 3), "bar", 3) == kn_fnv1a(KN_FNV_INIT, "foobar", 6));
+}
+
+static void test_cpu_features(void **state)
+{
+    (void)state;
+    uint64_t f = kn_cpu_features();
+    /* AVX-512 extensions are reported only with AVX512F, AVX2 only with AVX */
+    if (f & (KN_CPU_AVX512BW | KN_CPU_AVX512DQ | KN_CPU_AVX512VL | KN_CPU_AVX512VNNI))
+        assert_true(f & KN_CPU_AVX512F);
+    if (f & KN_CPU_AVX2) assert_true(f & KN_CPU_AVX);
+#if defined(__AVX2__)
+    assert_true(f & KN_CPU_AVX2);
+#endif
+    setenv("KILN_CPU_MASK", "0x3", 1);
+    assert_true(kn_cpu_features() == (f & 3));
+    unsetenv("KILN_CPU_MASK");
+    assert_true(kn_cpu_features() == f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_meta_round_trip),
+        cmocka_unit_test(test_meta_empty),
+        cmocka_unit_test(test_meta_truncations),
+        cmocka_unit_test(test_meta_byte_flips),
+        cmocka_unit_test(test_meta_write_refuses_inconsistent),
+        cmocka_unit_test(test_meta_read_rejects_bad_values),
+        cmocka_unit_test(test_attrs_every_kind),
+        cmocka_unit_test(test_attrs_graph_refused),
+        cmocka_unit_test(test_fnv1a),
+        cmocka_unit_test(test_cpu_features),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
