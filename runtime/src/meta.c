@@ -511,10 +511,11 @@ int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out)
     memset(out, 0, sizeof *out);
     if (!bytes && len) return kn_error(KN_ERR_INVALID, "kn_meta_read: NULL bytes");
     if (len > SIZE_MAX / 8) return kn_error(KN_ERR_INVALID, "malformed meta: %zu bytes is too large", len);
-    /* Every record takes at least half its in-memory size (strings: n+4
-     * bytes for n+8 at most), so 2*len is enough for valid input; the rest
-     * is slack for alignment. */
-    rbuf r = {.p = bytes, .len = len, .cap = 2 * len + 256};
+    /* Every record's serialized form is at least a quarter of its size in
+     * memory (tightest: an opnode with empty names and no tensors, 36 bytes
+     * for 80), so 4*len is enough for valid input; running out of the block
+     * means the counts lied. */
+    rbuf r = {.p = bytes, .len = len, .cap = 4 * len + 1024};
     r.blk = calloc(1, r.cap);
     if (!r.blk) return kn_error(KN_ERR_NOMEM, "meta: out of memory (%zu bytes)", r.cap);
     int st = r_meta(&r, out);

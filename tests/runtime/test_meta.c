@@ -254,6 +254,31 @@ static void test_meta_byte_flips(void **state)
     free(f.attrs);
 }
 
+/* The smallest records, many of them: the parser's block must still fit. */
+static void test_meta_many_small_records(void **state)
+{
+    (void)state;
+    enum { K = 3000 };
+    kn_abi_opnode *ops = calloc(K, sizeof *ops);
+    kn_abi_tensor *ins = calloc(K, sizeof *ins);
+    assert_true(ops && ins);
+    for (int i = 0; i < K; i++) {
+        ops[i] = (kn_abi_opnode){.op = 1, .name = "", .op_type = ""};
+        ins[i] = (kn_abi_tensor){.name = "", .dtype = KN_U8, .rank = 0, .nbytes = 1};
+    }
+    kn_meta m = {.n_opnodes = K, .opnodes = ops, .n_inputs = K, .inputs = ins}, r;
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&m, &bytes, &len), 0);
+    if (kn_meta_read(bytes, len, &r)) fail_msg("%s", kn_last_error());
+    assert_int_equal(r.n_opnodes, K);
+    assert_string_equal(r.opnodes[K - 1].name, "");
+    kn_meta_free(&r);
+    free(bytes);
+    free(ops);
+    free(ins);
+}
+
 static void test_meta_write_refuses_inconsistent(void **state)
 {
     (void)state;
@@ -440,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_meta_empty),
         cmocka_unit_test(test_meta_truncations),
         cmocka_unit_test(test_meta_byte_flips),
+        cmocka_unit_test(test_meta_many_small_records),
         cmocka_unit_test(test_meta_write_refuses_inconsistent),
         cmocka_unit_test(test_meta_read_rejects_bad_values),
         cmocka_unit_test(test_attrs_every_kind),
