@@ -1,6 +1,8 @@
-/* Unit tests of the 'reduce' op family (ir/ops/reduce*.c) through the
- * reference evaluator: reductions, ArgMax ties, TopK, Range, NonZero, and
- * the error for an out-of-range axis. */
+/* Unit tests of the 'reduce' op family through the reference evaluator
+ * (inference in ir/ops/reduce*.c, execution in runtime/ops/reduce*.c):
+ * reductions, ArgMax ties, TopK, Range, NonZero, and the error for an
+ * out-of-range axis; and through the runtime alone (kn_op_exec with a
+ * hand-built descriptor, as a compiled artifact calls it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -331,6 +333,98 @@ static void test_nll_target_out_of_range(void **state)
     kn_model_free(r.m);
 }
 
+/* ---- the runtime alone: a descriptor and kn_op_exec, no IR ---------------- */
+
+/* A descriptor of node "r" as a compiled artifact would carry it. */
+static kn_opdesc rt_desc(kn_op op, int64_t opset, int n_in, int n_out, const bool *has, const kn_attr *attrs,
+                         int n_attrs)
+{
+    return (kn_opdesc){.op = op, .name = "r", .op_type = kn_op_type_name(op), .domain = "", .opset = opset,
+                       .n_inputs = n_in, .n_outputs = n_out, .has_output = has, .attrs = attrs,
+                       .n_attrs = n_attrs};
+}
+
+static void test_exec_reduce_without_ir(void **state)
+{
+    (void)state;
+    int64_t d[2] = {2, 3}, one = 1, axis = -1;
+    kn_tensor x = f32_tensor(2, d, k_x23), axes = i64_tensor(1, &one, &axis);
+    const kn_tensor *in[2] = {&x, &axes};
+    kn_attr keep = {.name = "keepdims", .kind = KN_ATTR_INT, .i = 0};
+    kn_opdesc desc = rt_desc(KN_OP_ReduceSum, 13, 2, 1, NULL, &keep, 1);
+    kn_exec_fn f = kn_op_exec(KN_OP_ReduceSum);
+    assert_non_null(f);
+    kn_tensor out[1] = {{0}};
+    int st = f(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].rank, 1);
+    assert_int_equal(out[0].dims[0], 2);
+    assert_true(((float *)out[0].data)[0] == 6 && ((float *)out[0].data)[1] == 15);
+    kn_tensor_free(&out[0]);
+    /* Opset 11 takes the axes as an attribute; an ints attribute out of range names the node. */
+    int64_t bad = 5;
+    kn_attr attr_axes = {.name = "axes", .kind = KN_ATTR_INTS, .n = 1, .ints = &bad};
+    desc = rt_desc(KN_OP_ReduceMax, 11, 1, 1, NULL, &attr_axes, 1);
+    assert_int_not_equal(kn_op_exec(KN_OP_ReduceMax)(&desc, in, out), 0);
+    assert_non_null(strstr(kn_last_error(), "node 'r' (ReduceMax): axis 5 is out of range"));
+    assert_null(out[0].data);
+    kn_tensor_free(&x);
+    kn_tensor_free(&axes);
+}
+
+/* Outputs the node does not want are freed by the op, never handed over. */
+static void test_exec_unwanted_outputs(void **state)
+{
+    (void)state;
+    int64_t d = 4, kval = 2;
+    const float v[4] = {3, 1, 4, 1};
+    kn_tensor x = f32_tensor(1, &d, v), k = i64_tensor(1, (int64_t[]){1}, &kval);
+    const kn_tensor *in[2] = {&x, &k};
+    bool has_topk[2] = {false, true};
+    kn_opdesc desc = rt_desc(KN_OP_TopK, 11, 2, 2, has_topk, NULL, 0);
+    kn_tensor out[4];
+    memset(out, 0, sizeof out);
+    int st = kn_op_exec(KN_OP_TopK)(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_null(out[0].data);
+    assert_int_equal(((int64_t *)out[1].data)[0], 2);
+    assert_int_equal(((int64_t *)out[1].data)[1], 0);
+    kn_tensor_free(&out[1]);
+    bool has_unique[4] = {true, false, false, true};
+    desc = rt_desc(KN_OP_Unique, 11, 1, 4, has_unique, NULL, 0);
+    st = kn_op_exec(KN_OP_Unique)(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].dims[0], 3); /* 1, 3, 4 */
+    assert_null(out[1].data);
+    assert_null(out[2].data);
+    assert_int_equal(out[3].dims[0], 3);
+    assert_int_equal(((int64_t *)out[3].data)[0], 2); /* 1 occurs twice */
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&out[3]);
+    kn_tensor_free(&x);
+    kn_tensor_free(&k);
+}
+
+/* in[] holds only n_inputs entries; a required input past them is an error,
+ * not a read out of bounds. */
+static void test_exec_missing_input(void **state)
+{
+    (void)state;
+    int64_t d = 2;
+    const float v[2] = {1, 2};
+    kn_tensor x = f32_tensor(1, &d, v);
+    const kn_tensor *in[1] = {&x};
+    kn_tensor out[1] = {{0}};
+    const kn_op ops[] = {KN_OP_CumSum, KN_OP_Range, KN_OP_OneHot, KN_OP_Compress};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        kn_opdesc desc = rt_desc(ops[i], 13, 1, 1, NULL, NULL, 0);
+        assert_int_not_equal(kn_op_exec(ops[i])(&desc, in, out), 0);
+        assert_non_null(strstr(kn_last_error(), "required input 1 is missing"));
+        assert_null(out[0].data);
+    }
+    kn_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +440,9 @@ int main(void)
         cmocka_unit_test(test_unique_unsorted),
         cmocka_unit_test(test_topk_k_too_large),
         cmocka_unit_test(test_nll_target_out_of_range),
+        cmocka_unit_test(test_exec_reduce_without_ir),
+        cmocka_unit_test(test_exec_unwanted_outputs),
+        cmocka_unit_test(test_exec_missing_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
