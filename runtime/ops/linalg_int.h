@@ -1,8 +1,8 @@
 /*
  * runtime/ops/linalg_int.h — attribute logic of the 'linalg' ops shared by
  * their execution (runtime/ops/linalg.c) and their type/shape inference
- * (ir/ops/linalg.c, which calls these with a descriptor from
- * kn_node_opdesc), so opset-dependent defaults are decided in one place.
+ * (ir/ops/linalg.c, which calls these with a descriptor the IR builds from
+ * the node), so opset-dependent defaults are decided in one place.
  * Shape arithmetic is in the kernels' *_shape helpers (k_linalg.h). Private
  * to kiln: not part of the runtime's public API.
  *

@@ -1,7 +1,8 @@
 /*
  * runtime/ops/nn_int.h — shape and attribute logic of the 'nn' ops, shared by
  * their execution (runtime/ops/nn.c) and their type/shape inference
- * (ir/ops/nn.c, which calls these with a descriptor from kn_node_opdesc).
+ * (ir/ops/nn.c, which calls these with a descriptor the IR builds from the
+ * node).
  *
  * Each "geometry" function works on plain dims arrays where -1 means
  * unknown: inference passes the IR shapes, execution the actual tensors'

@@ -1,7 +1,9 @@
 /* Unit tests of the linalg kernels and op definitions: hand-checked matrix
  * products (broadcasting, 1-D operands, transposes), the blocked float32 GEMM
  * against a naive loop, softmax family, einsum, Det, quantization round
- * trips and rounding, integer products and convolution, error messages. */
+ * trips and rounding, integer products and convolution, error messages; and
+ * the runtime's exec functions (runtime/ops/linalg.c) called directly on a
+ * descriptor with no IR, as compiled artifacts call them. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -497,6 +499,59 @@ static void test_sgemm_speed_report(void **state)
     free(C);
 }
 
+/* ---- runtime execution without the IR ---------------------------------------- */
+
+static void test_exec_without_ir(void **state)
+{
+    (void)state;
+    /* Gemm: Y = 2 * A * B^T with A = [[1,2],[3,4]], B = I. */
+    float av[4] = {1, 2, 3, 4}, bv[4] = {1, 0, 0, 1};
+    kn_tensor a = view(KN_F32, av, 2, (int64_t[]){2, 2}), b = view(KN_F32, bv, 2, (int64_t[]){2, 2});
+    kn_attr gattrs[2] = {{.name = "transB", .kind = KN_ATTR_INT, .i = 1},
+                         {.name = "alpha", .kind = KN_ATTR_FLOAT, .f = 2.0f}};
+    kn_opdesc g = {.op = KN_OP_Gemm, .name = "gemm_rt", .op_type = "Gemm", .domain = "", .opset = 13,
+                   .n_inputs = 2, .n_outputs = 1, .attrs = gattrs, .n_attrs = 2};
+    const kn_tensor *gin[2] = {&a, &b};
+    kn_tensor out[3] = {{0}, {0}, {0}};
+    if (kn_op_exec(KN_OP_Gemm)(&g, gin, out)) fail_msg("%s", kn_last_error());
+    for (int i = 0; i < 4; i++) assert_float_equal(((float *)out[0].data)[i], 2 * av[i], 0);
+    kn_tensor_free(&out[0]);
+
+    /* Softmax of zeros [1,2,2]: opset 11 flattens from axis 1 (4 elements
+     * share the mass), opset 13 works along the last axis (2 elements). */
+    float zv[4] = {0};
+    kn_tensor z = view(KN_F32, zv, 3, (int64_t[]){1, 2, 2});
+    const kn_tensor *zin[1] = {&z};
+    kn_opdesc sm = {.op = KN_OP_Softmax, .name = "sm_rt", .op_type = "Softmax", .domain = "", .opset = 11,
+                    .n_inputs = 1, .n_outputs = 1};
+    if (kn_op_exec(KN_OP_Softmax)(&sm, zin, out)) fail_msg("%s", kn_last_error());
+    assert_float_equal(((float *)out[0].data)[0], 0.25f, 1e-6f);
+    kn_tensor_free(&out[0]);
+    sm.opset = 13;
+    if (kn_op_exec(KN_OP_Softmax)(&sm, zin, out)) fail_msg("%s", kn_last_error());
+    assert_float_equal(((float *)out[0].data)[0], 0.5f, 1e-6f);
+    kn_tensor_free(&out[0]);
+
+    /* DynamicQuantizeLinear with only y wanted: the others stay unallocated. */
+    bool has[3] = {true, false, false};
+    kn_opdesc dq = {.op = KN_OP_DynamicQuantizeLinear, .name = "dq_rt", .op_type = "DynamicQuantizeLinear",
+                    .domain = "", .opset = 11, .n_inputs = 1, .n_outputs = 3, .has_output = has};
+    const kn_tensor *ain[1] = {&a};
+    if (kn_op_exec(KN_OP_DynamicQuantizeLinear)(&dq, ain, out)) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].dtype, KN_U8);
+    assert_null(out[1].data);
+    assert_null(out[2].data);
+    kn_tensor_free(&out[0]);
+
+    /* A missing operand is refused with the node's name. */
+    const kn_tensor *missing[2] = {&a, NULL};
+    kn_opdesc mm = {.op = KN_OP_MatMul, .name = "mm_rt", .op_type = "MatMul", .domain = "", .opset = 13,
+                    .n_inputs = 2, .n_outputs = 1};
+    assert_int_not_equal(kn_op_exec(KN_OP_MatMul)(&mm, missing, out), KN_OK);
+    assert_non_null(strstr(kn_last_error(), "mm_rt"));
+    kn_tensor_free(&out[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_graph_softmax_opsets),
         cmocka_unit_test(test_eval_matmul_mismatch),
         cmocka_unit_test(test_sgemm_speed_report),
+        cmocka_unit_test(test_exec_without_ir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

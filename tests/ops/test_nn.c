@@ -1,7 +1,10 @@
-/* Unit tests of the 'nn' op family (ir/ops/nn.c, runtime/kernels/nn*.c)
- * through the reference evaluator: hand-checked Conv, grouped/padded Conv,
- * the blocked f32 Conv against a naive loop, MaxPool with indices,
- * BatchNormalization, LayerNormalization, and the error for a bad weight. */
+/* Unit tests of the 'nn' op family (ir/ops/nn.c, runtime/ops/nn*.c,
+ * runtime/kernels/nn*.c) through the reference evaluator: hand-checked Conv,
+ * grouped/padded Conv, the blocked f32 Conv against a naive loop, MaxPool
+ * with indices, BatchNormalization, LayerNormalization, and the error for a
+ * bad weight; and the runtime's exec functions called directly on a
+ * descriptor with no IR (as compiled artifacts call them), including
+ * attributes that went through kn_attrs_write/kn_attrs_read. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -354,6 +357,59 @@ static void test_bad_inputs(void **state)
     kn_tensor_free(&w);
 }
 
+/* ---- runtime execution without the IR ---------------------------------------- */
+
+static void test_exec_without_ir(void **state)
+{
+    (void)state;
+    /* MaxPool 2x2 stride 2 over 0..15 (4x4), only Y wanted (Indices omitted). */
+    float xv[16];
+    for (int i = 0; i < 16; i++) xv[i] = (float)i;
+    kn_tensor x = f32_tensor(4, (int64_t[]){1, 1, 4, 4}, xv);
+    int64_t k2[2] = {2, 2};
+    kn_attr attrs[2] = {{.name = "kernel_shape", .kind = KN_ATTR_INTS, .n = 2, .ints = k2},
+                        {.name = "strides", .kind = KN_ATTR_INTS, .n = 2, .ints = k2}};
+    /* Round-trip the attributes through the artifact serialization. */
+    unsigned char *blob;
+    size_t len;
+    kn_attr *rd;
+    int nrd;
+    void *block;
+    assert_int_equal(kn_attrs_write(attrs, 2, &blob, &len), 0);
+    assert_int_equal(kn_attrs_read(blob, len, &rd, &nrd, &block), 0);
+    free(blob);
+    bool has[2] = {true, false};
+    kn_opdesc d = {.op = KN_OP_MaxPool, .name = "pool_rt", .op_type = "MaxPool", .domain = "", .opset = 12,
+                   .n_inputs = 1, .n_outputs = 2, .has_output = has, .attrs = rd, .n_attrs = nrd};
+    kn_exec_fn exec = kn_op_exec(KN_OP_MaxPool);
+    assert_non_null(exec);
+    const kn_tensor *in[1] = {&x};
+    kn_tensor out[2] = {{0}, {0}};
+    if (exec(&d, in, out)) fail_msg("%s", kn_last_error());
+    expect_f32(&out[0], 4, (const float[]){5, 7, 13, 15}, 0);
+    assert_null(out[1].data);
+    free_all(out, 2);
+
+    /* Conv with a missing weight: refused with the node's name. */
+    kn_opdesc c = {.op = KN_OP_Conv, .name = "conv_rt", .op_type = "Conv", .domain = "", .opset = 18,
+                   .n_inputs = 2, .n_outputs = 1};
+    const kn_tensor *cin[2] = {&x, NULL};
+    kn_tensor cout[1] = {{0}};
+    assert_int_not_equal(kn_op_exec(KN_OP_Conv)(&c, cin, cout), KN_OK);
+    assert_non_null(strstr(kn_last_error(), "conv_rt"));
+    assert_non_null(strstr(kn_last_error(), "W"));
+    free_all(cout, 1);
+
+    /* GlobalAveragePool (no attributes): the mean of 0..15. */
+    kn_opdesc g = {.op = KN_OP_GlobalAveragePool, .name = "gap_rt", .op_type = "GlobalAveragePool",
+                   .domain = "", .opset = 1, .n_inputs = 1, .n_outputs = 1};
+    if (kn_op_exec(KN_OP_GlobalAveragePool)(&g, in, cout)) fail_msg("%s", kn_last_error());
+    expect_f32(&cout[0], 1, (const float[]){7.5f}, 1e-6f);
+    free_all(cout, 1);
+    kn_attrs_free(block);
+    kn_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_conv_matches_naive), cmocka_unit_test(test_maxpool_indices),
         cmocka_unit_test(test_batchnorm),       cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_conv_bad_weight), cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_exec_without_ir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
