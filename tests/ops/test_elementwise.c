@@ -1,5 +1,7 @@
 /* Unit tests of the elementwise kernels and op definitions: broadcasting,
- * hand-checked values of a few ops, f16/bf16 rounding, error messages. */
+ * hand-checked values of a few ops, f16/bf16 rounding, error messages; and
+ * the ops run through the runtime alone (kn_op_exec with a hand-built
+ * descriptor, as a compiled artifact calls them). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -376,6 +378,77 @@ static void test_legacy_attributes(void **state)
     kn_model_free(m);
 }
 
+/* ---- the runtime alone: a descriptor and kn_op_exec, no IR ---------------- */
+
+/* A descriptor of node "e" as a compiled artifact would carry it. */
+static kn_opdesc rt_desc(kn_op op, int64_t opset, int n_in, const kn_attr *attrs, int n_attrs)
+{
+    return (kn_opdesc){.op = op, .name = "e", .op_type = kn_op_type_name(op), .domain = "", .opset = opset,
+                       .n_inputs = n_in, .n_outputs = 1, .attrs = attrs, .n_attrs = n_attrs};
+}
+
+static void test_exec_without_ir(void **state)
+{
+    (void)state;
+    float a[6] = {1, -2, 3, -4, 5, -6}, b[3] = {10, 20, 30};
+    kn_tensor ta = view(KN_F32, a, 2, (int64_t[]){2, 3}), tb = view(KN_F32, b, 1, (int64_t[]){3});
+    const kn_tensor *in[3] = {&ta, &tb, &tb};
+    kn_tensor out[1] = {{0}};
+    /* a binary op broadcasting */
+    kn_opdesc d = rt_desc(KN_OP_Sub, 14, 2, NULL, 0);
+    int st = kn_op_exec(KN_OP_Sub)(&d, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_true(((float *)out[0].data)[5] == -36.0f);
+    kn_tensor_free(&out[0]);
+    /* a unary op with an attribute */
+    kn_attr alpha = {.name = "alpha", .kind = KN_ATTR_FLOAT, .f = 0.5f};
+    d = rt_desc(KN_OP_LeakyRelu, 16, 1, &alpha, 1);
+    st = kn_op_exec(KN_OP_LeakyRelu)(&d, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_true(((float *)out[0].data)[1] == -1.0f && ((float *)out[0].data)[2] == 3.0f);
+    kn_tensor_free(&out[0]);
+    /* a variadic op over three inputs */
+    d = rt_desc(KN_OP_Mean, 13, 3, NULL, 0);
+    st = kn_op_exec(KN_OP_Mean)(&d, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_true(fabsf(((float *)out[0].data)[0] - 7.0f) < 1e-6f);
+    kn_tensor_free(&out[0]);
+    /* Cast with its 'to' attribute */
+    kn_attr to = {.name = "to", .kind = KN_ATTR_INT, .i = KN_I32};
+    d = rt_desc(KN_OP_Cast, 13, 1, &to, 1);
+    st = kn_op_exec(KN_OP_Cast)(&d, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].dtype, KN_I32);
+    assert_int_equal(((int32_t *)out[0].data)[5], -6);
+    kn_tensor_free(&out[0]);
+}
+
+/* Bad attributes and missing inputs fail naming the node; nothing is left allocated. */
+static void test_exec_errors(void **state)
+{
+    (void)state;
+    int32_t a[2] = {7, 8};
+    kn_tensor ta = view(KN_I32, a, 1, (int64_t[]){2});
+    const kn_tensor *in[2] = {&ta, &ta};
+    kn_tensor out[1] = {{0}};
+    kn_attr fmod = {.name = "fmod", .kind = KN_ATTR_INT, .i = 2};
+    kn_opdesc d = rt_desc(KN_OP_Mod, 13, 2, &fmod, 1);
+    assert_int_equal(kn_op_exec(KN_OP_Mod)(&d, in, out), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "node 'e' (Mod): fmod must be 0 or 1, got 2"));
+    assert_null(out[0].data);
+    /* in[] has only n_inputs entries: a second input past them is missing, not read */
+    d = rt_desc(KN_OP_Add, 14, 1, NULL, 0);
+    assert_int_equal(kn_op_exec(KN_OP_Add)(&d, in, out), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "node 'e' (Add)"));
+    d = rt_desc(KN_OP_Where, 16, 2, NULL, 0);
+    assert_int_equal(kn_op_exec(KN_OP_Where)(&d, in, out), KN_ERR_INVALID);
+    /* a float-only op on integers */
+    d = rt_desc(KN_OP_Sqrt, 13, 1, NULL, 0);
+    assert_int_equal(kn_op_exec(KN_OP_Sqrt)(&d, in, out), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "this op takes a floating type"));
+    assert_null(out[0].data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_half_rounding),
         cmocka_unit_test(test_graph_add),
         cmocka_unit_test(test_legacy_attributes),
+        cmocka_unit_test(test_exec_without_ir),
+        cmocka_unit_test(test_exec_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
