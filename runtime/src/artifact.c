@@ -106,28 +106,30 @@ static int attach_weights(kn_artifact *a, const char *dir)
         return kn_error(KN_ERR_INVALID, "%s: embedded weights hold %llu bytes, the model needs %lld", label_of(a),
                         a->desc->weights ? (unsigned long long)a->desc->weights_len : 0ull,
                         (long long)m->weights_bytes);
+    /* generated code may use aligned vector loads on weights */
+    if ((uintptr_t)a->desc->weights % 64 != 0)
+        return kn_error(KN_ERR_INVALID, "%s: embedded weights are not 64-byte aligned", label_of(a));
     a->weights = a->desc->weights;
     return KN_OK;
 }
 
-/* A reference of a oneDNN record must stay inside what it points into. */
-static int check_ref(const kn_artifact *a, int index, const char *what, const kn_abi_ref *r, int64_t nbytes)
+/* Weights a oneDNN record points at are read when its primitive is created
+ * (reordered once), so they must lie inside the weights. Other locations
+ * are only pointers the generated code passes at run time. */
+static int check_weight_ref(const kn_artifact *a, int index, const char *what, const kn_abi_ref *r, int64_t nbytes)
 {
-    const kn_meta *m = &a->meta;
-    int64_t limit = r->loc == KN_LOC_WEIGHTS ? m->weights_bytes : r->loc == KN_LOC_ARENA ? m->arena_bytes : -1;
-    if (r->loc == KN_LOC_INPUT && r->offset < m->n_inputs) return KN_OK;
-    if (r->loc == KN_LOC_OUTPUT && r->offset < m->n_outputs) return KN_OK;
-    if (limit >= 0 && nbytes >= 0 && r->offset <= limit && nbytes <= limit - r->offset) return KN_OK;
-    return kn_error(KN_ERR_INVALID, "%s: oneDNN record %d: %s reference (location %d, offset %lld, %lld bytes) is out of range",
-                    label_of(a), index, what, r->loc, (long long)r->offset, (long long)nbytes);
+    int64_t limit = a->meta.weights_bytes;
+    if (r->loc != KN_LOC_WEIGHTS || (r->offset <= limit && nbytes <= limit - r->offset)) return KN_OK;
+    return kn_error(KN_ERR_INVALID, "%s: oneDNN record %d: %s (offset %lld, %lld bytes) lies outside the %lld bytes of weights",
+                    label_of(a), index, what, (long long)r->offset, (long long)nbytes, (long long)limit);
 }
 
 static int check_dnnl_refs(const kn_artifact *a)
 {
     for (int i = 0; i < a->meta.n_dnnl; i++) {
         const kn_abi_dnnl *d = &a->meta.dnnl[i];
-        int st = check_ref(a, i, "weight", &d->wei_ref, d->wei.nbytes);
-        if (!st && d->bias.nbytes > 0) st = check_ref(a, i, "bias", &d->bias_ref, d->bias.nbytes);
+        int st = check_weight_ref(a, i, "weight", &d->wei_ref, d->wei.nbytes);
+        if (!st && d->bias.nbytes > 0) st = check_weight_ref(a, i, "bias", &d->bias_ref, d->bias.nbytes);
         if (st) return st;
     }
     return KN_OK;

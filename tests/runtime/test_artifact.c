@@ -31,6 +31,8 @@ typedef struct model_opts {
     const char *weights_file;
     uint64_t weights_hash;
     const char *op_type; /* of opnode 0 */
+    int64_t embedded_weights; /* bytes, when weights_file is NULL */
+    const kn_abi_dnnl *dnnl;  /* one record, or NULL */
 } model_opts;
 
 static kn_abi_tensor f32_1x4(const char *name)
@@ -63,7 +65,8 @@ static void model_meta(const model_opts *o, unsigned char **bytes, size_t *len)
     kn_meta m = {.model_hash = 42, .cpu_features = o ? o->cpu_features : 0, .name = "tiny",
                  .target = "x86-64", .kiln_version = "0.1.0", .n_inputs = 1, .n_outputs = 1,
                  .inputs = &x, .outputs = &y, .arena_bytes = 64, .intermediate_bytes = 64,
-                 .weights_bytes = o && o->weights_file ? 4 * N : 0,
+                 .weights_bytes = o && o->weights_file ? 4 * N : o ? o->embedded_weights : 0,
+                 .n_dnnl = o && o->dnnl ? 1 : 0, .dnnl = o ? (kn_abi_dnnl *)o->dnnl : NULL,
                  .weights_file = o ? o->weights_file : NULL, .weights_hash = o ? o->weights_hash : 0,
                  .n_opnodes = 2, .opnodes = ops};
     assert_int_equal(kn_meta_write(&m, bytes, len), 0);
@@ -233,6 +236,51 @@ static void test_static_refusals(void **state)
     model_meta(&o, &meta, &len);
     d = make_desc(meta, len, run_leaky);
     expect_open_error(&d, NULL, KN_ERR_UNSUPPORTED, "node 'leaky' (NoSuchOp): this libkiln_rt has no kernel");
+    free(meta);
+}
+
+static void test_embedded_weights(void **state)
+{
+    (void)state;
+    static _Alignas(64) const float w[2 * N] = {1, 2, 3, 4, -100, -100, -100, -100};
+    model_opts o = {.embedded_weights = 4 * N};
+    unsigned char *meta;
+    size_t len;
+    model_meta(&o, &meta, &len);
+    kn_artifact_desc d = make_desc(meta, len, run_leaky);
+    d.weights = (const unsigned char *)w;
+    d.weights_len = 4 * N - 1;
+    expect_open_error(&d, NULL, KN_ERR_INVALID, "static artifact: embedded weights hold 15 bytes, the model needs 16");
+    d.weights_len = 4 * N;
+    d.weights = (const unsigned char *)w + 4;
+    expect_open_error(&d, NULL, KN_ERR_INVALID, "static artifact: embedded weights are not 64-byte aligned");
+    d.weights = (const unsigned char *)w;
+    kn_artifact *a;
+    kn_session *s;
+    assert_int_equal(kn_artifact_from_descriptor(&d, NULL, &a), 0);
+    assert_int_equal(kn_session_create(a, &s), 0);
+    float x[N] = {-2, -3, -4, 1}, y[N];
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    assert_int_equal(kn_session_run(s, in, out), 0);
+    expect_leaky(x, y, w);
+    kn_session_free(s);
+    kn_artifact_close(a);
+    free(meta);
+
+    /* a oneDNN record whose constant weights lie past the end */
+    kn_abi_dnnl rec = {.kind = KN_DNNL_MATMUL, .alpha = 1,
+                       .src = {.dtype = KN_F32, .rank = 2, .dims = {1, 2}, .nbytes = 8},
+                       .wei = {.dtype = KN_F32, .rank = 2, .dims = {2, 2}, .nbytes = 16},
+                       .dst = {.dtype = KN_F32, .rank = 2, .dims = {1, 2}, .nbytes = 8},
+                       .wei_ref = {KN_LOC_WEIGHTS, 0, 8}};
+    o.dnnl = &rec;
+    model_meta(&o, &meta, &len);
+    d = make_desc(meta, len, run_leaky);
+    d.weights = (const unsigned char *)w;
+    d.weights_len = sizeof w;
+    expect_open_error(&d, NULL, KN_ERR_INVALID,
+                      "static artifact: oneDNN record 0: weight (offset 8, 16 bytes) lies outside the 16 bytes of weights");
     free(meta);
 }
 
@@ -477,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_static_run),
         cmocka_unit_test(test_data_dependent_shape_refused),
         cmocka_unit_test(test_static_refusals),
+        cmocka_unit_test(test_embedded_weights),
         cmocka_unit_test(test_cpu_refusal),
         cmocka_unit_test(test_external_weights),
         cmocka_unit_test(test_shared_artifact),
