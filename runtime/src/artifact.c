@@ -250,6 +250,27 @@ static char *dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
+/* Artifacts resolve kn_rt_* against libkiln_rt in the global scope; an app
+ * that dlopen'd the runtime RTLD_LOCAL (Python's ctypes does) would make
+ * every artifact fail to load, so the runtime promotes itself first. */
+static void runtime_to_global_scope(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)kn_rt_opnode_exec, &info) || !info.dli_fname) return;
+    void *self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_GLOBAL);
+    if (self) dlclose(self); /* the promotion stays; only the extra reference goes */
+}
+
+static int load_error(const char *path)
+{
+    const char *e = dlerror();
+    if (!e) e = "unknown dlopen error";
+    const char *hint = strstr(e, "undefined symbol: kn_")
+                           ? " (the application must link libkiln_rt, or export its symbols when linking it statically)"
+                           : "";
+    return kn_error(KN_ERR_IO, "%s: cannot be loaded: %s%s", path, e, hint);
+}
+
 int kn_artifact_open(const char *path, kn_artifact **out)
 {
     if (out) *out = NULL;
@@ -267,13 +288,13 @@ int kn_artifact_open(const char *path, kn_artifact **out)
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     snprintf(dlpath, n, "%s%s", strchr(path, '/') ? "" : "./", path);
+    runtime_to_global_scope();
     dlerror();
     a->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
     free(dlpath);
     int st;
     if (!a->dl) {
-        const char *e = dlerror();
-        st = kn_error(KN_ERR_IO, "%s: cannot be loaded: %s", path, e ? e : "unknown dlopen error");
+        st = load_error(path);
     } else if (!(a->desc = dlsym(a->dl, "kn_artifact_descriptor"))) {
         st = kn_error(KN_ERR_INVALID, "%s: is not a kiln artifact (it exports no kn_artifact_descriptor)", path);
     } else {
