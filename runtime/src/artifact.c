@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,12 +207,66 @@ static int check_desc(const kn_artifact_desc *d, const char *label)
     return KN_OK;
 }
 
+/* ---- a shared artifact's pointers must lie inside the library ------------- */
+
+typedef struct seg_query {
+    uintptr_t base;
+    const char *name;
+    uintptr_t lo;
+    size_t len;
+    int need_exec;
+    int found_object, inside;
+} seg_query;
+
+static int seg_visit(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    seg_query *q = data;
+    if (info->dlpi_addr != q->base || !info->dlpi_name || strcmp(info->dlpi_name, q->name) != 0) return 0;
+    q->found_object = 1;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || (q->need_exec && !(ph->p_flags & PF_X))) continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+        if (q->lo >= start && q->lo <= end && q->len <= end - q->lo) q->inside = 1;
+    }
+    return 1;
+}
+
+/* False only when the library was found and [p, p+len) is in none of its
+ * loaded segments (executable ones if need_exec). */
+static bool inside_library(const struct link_map *lm, const void *p, uint64_t len, int need_exec)
+{
+    if (len > SIZE_MAX) return false;
+    seg_query q = {.base = lm->l_addr, .name = lm->l_name, .lo = (uintptr_t)p, .len = (size_t)len,
+                   .need_exec = need_exec};
+    dl_iterate_phdr(seg_visit, &q);
+    return !q.found_object || q.inside;
+}
+
+/* A damaged .so may carry a meta length or weights size that runs past its
+ * mapping; reading it would crash, so each range is checked first. */
+static int check_mapped(const kn_artifact *a)
+{
+    struct link_map *lm = NULL;
+    if (!a->dl || dlinfo(a->dl, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return KN_OK;
+    const kn_artifact_desc *d = a->desc;
+    const char *bad = !inside_library(lm, d, sizeof *d, 0)                                 ? "descriptor"
+                      : !inside_library(lm, d->meta, d->meta_len, 0)                       ? "meta"
+                      : d->weights && !inside_library(lm, d->weights, d->weights_len, 0) ? "weights"
+                      : !inside_library(lm, (const void *)d->run, 1, 1)                  ? "run function"
+                                                                                           : NULL;
+    if (bad) return kn_error(KN_ERR_INVALID, "%s: the descriptor's %s lies outside the library: a damaged artifact", label_of(a), bad);
+    return KN_OK;
+}
+
 /* Runs every check and fills a; on failure the caller closes a. */
 static int artifact_init(kn_artifact *a, const char *weights_dir)
 {
     const char *label = label_of(a);
-    int st = check_desc(a->desc, label);
+    int st = check_mapped(a);
     if (st) return st;
+    if ((st = check_desc(a->desc, label))) return st;
     if (a->desc->meta_len > SIZE_MAX / 8)
         return kn_error(KN_ERR_INVALID, "%s: meta of %llu bytes is implausible", label,
                         (unsigned long long)a->desc->meta_len);

@@ -362,8 +362,9 @@ static void test_external_weights(void **state)
     free(meta);
 }
 
-/* C source of a shared artifact with the given meta and ABI version. */
-static void write_artifact_source(const char *path, const unsigned char *meta, size_t len, unsigned abi)
+/* C source of a shared artifact with the given meta and ABI version; its
+ * descriptor claims `lie` bytes of meta more than there are. */
+static void write_artifact_source(const char *path, const unsigned char *meta, size_t len, unsigned abi, unsigned lie)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -375,8 +376,8 @@ static void write_artifact_source(const char *path, const unsigned char *meta, s
                "    for (int i = 0; i < %d; i++) t[i] = x[i] + 1.0f;\n"
                "    const void *ins[1] = {t}; void *outs[1] = {out[0]};\n"
                "    return kn_rt_opnode_exec(ex, 0, ins, outs);\n}\n"
-               "const kn_artifact_desc kn_artifact_descriptor = {KN_ABI_MAGIC, %uu, meta, sizeof meta, 0, 0, run};\n",
-            N, abi);
+               "const kn_artifact_desc kn_artifact_descriptor = {KN_ABI_MAGIC, %uu, meta, sizeof meta + %uu, 0, 0, run};\n",
+            N, abi, lie);
     fclose(f);
 }
 
@@ -433,7 +434,7 @@ static void test_shared_artifact(void **state)
     unsigned char *meta;
     size_t len;
     model_meta(NULL, &meta, &len);
-    write_artifact_source(tmp_path("tiny.c"), meta, len, KN_ABI_VERSION);
+    write_artifact_source(tmp_path("tiny.c"), meta, len, KN_ABI_VERSION, 0);
     assert_int_equal(build_so(tmp_path("tiny.c"), tmp_path("tiny.so")), 0);
     kn_artifact *a;
     if (kn_artifact_open(tmp_path("tiny.so"), &a)) fail_msg("%s", kn_last_error());
@@ -463,10 +464,14 @@ static void test_shared_artifact(void **state)
     kn_artifact_close(a);
 
     /* the same artifact built for another ABI */
-    write_artifact_source(tmp_path("v2.c"), meta, len, 2);
+    write_artifact_source(tmp_path("v2.c"), meta, len, 2, 0);
     assert_int_equal(build_so(tmp_path("v2.c"), tmp_path("v2.so")), 0);
     expect_so_error(tmp_path("v2.so"), KN_ERR_UNSUPPORTED,
                     "v2.so: was built for kiln ABI v2; this runtime reads v1: recompile it");
+    /* a meta length that runs far past the library's mapping */
+    write_artifact_source(tmp_path("lie.c"), meta, len, KN_ABI_VERSION, 1u << 30);
+    assert_int_equal(build_so(tmp_path("lie.c"), tmp_path("lie.so")), 0);
+    expect_so_error(tmp_path("lie.so"), KN_ERR_INVALID, "lie.so: the descriptor's meta lies outside the library");
     free(meta);
 }
 
