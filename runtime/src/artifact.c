@@ -121,7 +121,8 @@ static int check_weight_ref(const kn_artifact *a, int index, const char *what, c
 {
     int64_t limit = a->meta.weights_bytes;
     if (r->loc != KN_LOC_WEIGHTS || (r->offset <= limit && nbytes <= limit - r->offset)) return KN_OK;
-    return kn_error(KN_ERR_INVALID, "%s: oneDNN record %d: %s (offset %lld, %lld bytes) lies outside the %lld bytes of weights",
+    return kn_error(KN_ERR_INVALID,
+                    "%s: oneDNN record %d: %s (offset %lld, %lld bytes) lies outside the %lld bytes of weights",
                     label_of(a), index, what, (long long)r->offset, (long long)nbytes, (long long)limit);
 }
 
@@ -198,10 +199,12 @@ static int prepare_opnodes(kn_artifact *a)
 static int check_desc(const kn_artifact_desc *d, const char *label)
 {
     if (d->magic != KN_ABI_MAGIC)
-        return kn_error(KN_ERR_INVALID, "%s: bad descriptor magic 0x%08x (expected 0x%08x): not a kiln artifact, or damaged",
+        return kn_error(KN_ERR_INVALID,
+                        "%s: bad descriptor magic 0x%08x (expected 0x%08x): not a kiln artifact, or damaged",
                         label, d->magic, KN_ABI_MAGIC);
     if (d->abi_version != KN_ABI_VERSION)
-        return kn_error(KN_ERR_UNSUPPORTED, "%s: was built for kiln ABI v%u; this runtime reads v%u: recompile it", label,
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: was built for kiln ABI v%u; this runtime reads v%u: recompile it",
+                        label,
                         d->abi_version, KN_ABI_VERSION);
     if (!d->meta || !d->run) return kn_error(KN_ERR_INVALID, "%s: descriptor has no meta or no run function", label);
     return KN_OK;
@@ -256,7 +259,9 @@ static int check_mapped(const kn_artifact *a)
                       : d->weights && !inside_library(lm, d->weights, d->weights_len, 0) ? "weights"
                       : !inside_library(lm, (const void *)d->run, 1, 1)                  ? "run function"
                                                                                            : NULL;
-    if (bad) return kn_error(KN_ERR_INVALID, "%s: the descriptor's %s lies outside the library: a damaged artifact", label_of(a), bad);
+    if (bad)
+        return kn_error(KN_ERR_INVALID, "%s: the descriptor's %s lies outside the library: a damaged artifact",
+                        label_of(a), bad);
     return KN_OK;
 }
 

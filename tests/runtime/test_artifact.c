@@ -280,7 +280,8 @@ static void test_embedded_weights(void **state)
     d.weights = (const unsigned char *)w;
     d.weights_len = sizeof w;
     expect_open_error(&d, NULL, KN_ERR_INVALID,
-                      "static artifact: oneDNN record 0: weight (offset 8, 16 bytes) lies outside the 16 bytes of weights");
+                      "static artifact: oneDNN record 0: weight (offset 8, 16 bytes) lies outside the 16 bytes of "
+                      "weights");
     free(meta);
 }
 
@@ -376,7 +377,8 @@ static void write_artifact_source(const char *path, const unsigned char *meta, s
                "    for (int i = 0; i < %d; i++) t[i] = x[i] + 1.0f;\n"
                "    const void *ins[1] = {t}; void *outs[1] = {out[0]};\n"
                "    return kn_rt_opnode_exec(ex, 0, ins, outs);\n}\n"
-               "const kn_artifact_desc kn_artifact_descriptor = {KN_ABI_MAGIC, %uu, meta, sizeof meta + %uu, 0, 0, run};\n",
+               "const kn_artifact_desc kn_artifact_descriptor =\n"
+               "    {KN_ABI_MAGIC, %uu, meta, sizeof meta + %uu, 0, 0, run};\n",
             N, abi, lie);
     fclose(f);
 }
