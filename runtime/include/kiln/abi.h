@@ -172,7 +172,7 @@ int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out);
 void kn_meta_free(kn_meta *m);
 
 /* FNV-1a 64-bit hash, continued from h (start with KN_FNV_INIT). */
-#define KN_FNV_INIT 1469598103934665603ull
+#define KN_FNV_INIT 14695981039346656037ull
 uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len);
 
 /* CPU features of the machine running this code (KN_CPU_* bits). */
