@@ -155,7 +155,7 @@ static void put_value_type(printer *p, const kn_value *v)
 
 static uint64_t fnv1a(const void *data, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull;
     const unsigned char *b = data;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
