@@ -1,0 +1,543 @@
+/*
+ * runtime/src/dnnl.c — the oneDNN (2.6 C API) wrapper behind kn_rt_dnnl_exec:
+ * one engine and stream per session, one primitive per kn_abi_dnnl record.
+ *
+ * Everything that can allocate or JIT happens in kn_dnnl_prim_create (the
+ * primitive, its scratchpad in user mode, constant weights reordered once into
+ * the layout the primitive prefers); kn_dnnl_prim_exec only binds pointers and
+ * executes.
+ *
+ * Record conventions (shared with codegen/cpu/lower_dnnl.c):
+ *  - MATMUL: src/wei/dst are the tensors as stored, row-major. trans_a means
+ *    src is stored [.., K, M], trans_b means wei is stored [.., N, K]; the
+ *    logical operands are described to oneDNN with strides. Ranks may differ;
+ *    the shorter operand gets leading 1s and batch dims of 1 broadcast. Bias
+ *    holds N values ([N] or [1, N]) added to every row. alpha scales the
+ *    product (Gemm: alpha * A x B + C).
+ *  - CONV: src [N, C, spatial..], wei in ONNX layout [O, C/g, k..], dst
+ *    [N, O, out..], all plain. dilations are ONNX's (1 = dense).
+ *  - wei_ref / bias_ref in KN_LOC_WEIGHTS: constant, read from `weights` at
+ *    creation (the pointers passed at exec are then ignored).
+ *
+ * Threads: libdnnl here uses GNU OpenMP. The thread count is set for the
+ * calling thread with omp_set_num_threads, looked up with dlsym in the
+ * libgomp that libdnnl already loaded, so that libkiln_rt (and static apps)
+ * need neither -fopenmp nor -lgomp.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+
+#include "rt_internal.h"
+
+struct kn_dnnl_session {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+};
+
+/* A primitive with its scratchpad (user mode: no allocation at exec). */
+typedef struct prim_run {
+    dnnl_primitive_t prim;
+    dnnl_memory_t scratch_mem;
+    void *scratch;
+} prim_run;
+
+struct kn_dnnl_prim {
+    int kind;
+    prim_run main;
+    dnnl_memory_t m_src, m_wei, m_bias, m_dst;
+    /* weights in the primitive's layout when it differs from the user's */
+    bool wei_const, wei_reorder;
+    void *wei_buf;
+    prim_run reorder;          /* user layout → wei_buf, for non-constant weights */
+    dnnl_memory_t m_wei_user;
+    bool has_bias, has_sum;
+    const void *bias_const;
+    size_t dst_bytes;
+};
+
+/* ---- errors and small helpers --------------------------------------------- */
+
+static int dnnl_fail(dnnl_status_t s, const char *what)
+{
+    int code = s == dnnl_unimplemented    ? KN_ERR_UNSUPPORTED
+               : s == dnnl_out_of_memory  ? KN_ERR_NOMEM
+               : s == dnnl_invalid_arguments ? KN_ERR_INVALID
+                                          : KN_ERR_INTERNAL;
+    return kn_error(code, "oneDNN: %s failed: status %s", what, dnnl_status2str(s));
+}
+
+#define DN(call, what)                                                                                             \
+    do {                                                                                                           \
+        dnnl_status_t s_ = (call);                                                                                 \
+        if (s_ != dnnl_success) return dnnl_fail(s_, what);                                                        \
+    } while (0)
+
+static void *alloc64(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    return p;
+}
+
+typedef void (*omp_set_fn)(int);
+static omp_set_fn g_omp_set;
+static pthread_once_t g_omp_once = PTHREAD_ONCE_INIT;
+static void find_omp(void) { *(void **)&g_omp_set = dlsym(RTLD_DEFAULT, "omp_set_num_threads"); }
+
+/* Contiguous row-major strides for dims. */
+static void plain_strides(int nd, const dnnl_dims_t dims, dnnl_dims_t strides)
+{
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i] > 0 ? dims[i] : 1;
+    }
+}
+
+static int plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, const char *what)
+{
+    dnnl_dims_t st;
+    plain_strides(nd, dims, st);
+    DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, st), what);
+    return KN_OK;
+}
+
+/* Checks a tensor of a record: f32, rank in range, positive dims, no overflow. */
+static int check_tensor(const kn_abi_tensor *t, const char *what, int min_rank, int max_rank)
+{
+    if (t->dtype != KN_F32)
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: %s has dtype %s; only f32 is supported", what,
+                        kn_dtype_name(t->dtype));
+    if (t->rank < min_rank || t->rank > max_rank)
+        return kn_error(KN_ERR_INVALID, "oneDNN record: %s has rank %d, expected %d..%d", what, t->rank, min_rank,
+                        max_rank);
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] <= 0 || t->dims[i] > (INT64_C(1) << 40))
+            return kn_error(KN_ERR_INVALID, "oneDNN record: %s dim %d is %lld", what, i, (long long)t->dims[i]);
+        if (__builtin_mul_overflow(n, t->dims[i], &n) || n > (INT64_MAX / 8))
+            return kn_error(KN_ERR_INVALID, "oneDNN record: %s is too large", what);
+    }
+    return KN_OK;
+}
+
+static int64_t numel(const kn_abi_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+    return n;
+}
+
+static bool has_bias(const kn_abi_dnnl *rec) { return !(rec->bias.rank == 0 && rec->bias.nbytes == 0); }
+
+/* Pointer to a constant (KN_LOC_WEIGHTS) tensor, or NULL if not constant. */
+static int const_ptr(const kn_abi_ref *r, const unsigned char *weights, int64_t nbytes, const char *what,
+                     const void **out)
+{
+    *out = NULL;
+    if (r->loc != KN_LOC_WEIGHTS) return KN_OK;
+    if (!weights) return kn_error(KN_ERR_INVALID, "oneDNN record: constant %s but no weights were given", what);
+    if (r->offset < 0 || nbytes < 0)
+        return kn_error(KN_ERR_INVALID, "oneDNN record: %s at weight offset %lld", what, (long long)r->offset);
+    (void)nbytes; /* the artifact loader bounds-checked offset + nbytes */
+    *out = weights + r->offset;
+    return KN_OK;
+}
+
+/* ---- session ------------------------------------------------------------------ */
+
+int kn_dnnl_session_init(kn_dnnl_session **out)
+{
+    if (!out) return kn_error(KN_ERR_INVALID, "kn_dnnl_session_init: NULL argument");
+    *out = NULL;
+    kn_dnnl_session *s = calloc(1, sizeof *s);
+    if (!s) return kn_error(KN_ERR_NOMEM, "out of memory");
+    dnnl_status_t st = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
+    if (st != dnnl_success) {
+        free(s);
+        return dnnl_fail(st, "creating the CPU engine");
+    }
+    st = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
+    if (st != dnnl_success) {
+        dnnl_engine_destroy(s->engine);
+        free(s);
+        return dnnl_fail(st, "creating a stream");
+    }
+    pthread_once(&g_omp_once, find_omp);
+    *out = s;
+    return KN_OK;
+}
+
+void kn_dnnl_session_free(kn_dnnl_session *s)
+{
+    if (!s) return;
+    if (s->stream) dnnl_stream_destroy(s->stream);
+    if (s->engine) dnnl_engine_destroy(s->engine);
+    free(s);
+}
+
+/* ---- primitive creation ------------------------------------------------------ */
+
+static void run_free(prim_run *r)
+{
+    if (r->prim) dnnl_primitive_destroy(r->prim);
+    if (r->scratch_mem) dnnl_memory_destroy(r->scratch_mem);
+    free(r->scratch);
+    memset(r, 0, sizeof *r);
+}
+
+/* Creates the primitive of pd (which it takes over) with its own scratchpad. */
+static int run_make(kn_dnnl_session *s, dnnl_primitive_desc_t pd, prim_run *r, const char *what)
+{
+    dnnl_status_t st = dnnl_primitive_create(&r->prim, pd);
+    if (st != dnnl_success) {
+        dnnl_primitive_desc_destroy(pd);
+        return dnnl_fail(st, what);
+    }
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t n = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (n > 0) {
+        r->scratch = alloc64(n);
+        if (!r->scratch) st = dnnl_out_of_memory;
+        else st = dnnl_memory_create(&r->scratch_mem, smd, s->engine, r->scratch);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) return dnnl_fail(st, "allocating a scratchpad");
+    return KN_OK;
+}
+
+static int run_exec(kn_dnnl_session *s, prim_run *r, dnnl_exec_arg_t *args, int nargs, const char *what)
+{
+    if (r->scratch_mem) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, r->scratch_mem};
+    DN(dnnl_primitive_execute(r->prim, s->stream, nargs, args), what);
+    return KN_OK;
+}
+
+static dnnl_primitive_attr_t user_scratch_attr(void)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success) {
+        dnnl_primitive_attr_destroy(attr);
+        return NULL;
+    }
+    return attr;
+}
+
+/* Fills attr's post-ops from the record. */
+static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, bool *has_sum)
+{
+    *has_sum = false;
+    if (rec->n_post < 0 || rec->n_post > 4)
+        return kn_error(KN_ERR_INVALID, "oneDNN record: %d post-ops (at most 4)", rec->n_post);
+    if (rec->n_post == 0) return KN_OK;
+    dnnl_post_ops_t po;
+    DN(dnnl_post_ops_create(&po), "creating post-ops");
+    dnnl_status_t st = dnnl_success;
+    int bad = 0;
+    for (int i = 0; i < rec->n_post && st == dnnl_success && !bad; i++) {
+        const kn_abi_post *p = &rec->post[i];
+        switch (p->kind) {
+        case KN_POST_NONE: break;
+        case KN_POST_RELU: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, 0.f, 0.f); break;
+        case KN_POST_LEAKY_RELU: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, p->alpha, 0.f); break;
+        case KN_POST_CLIP: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip_v2, p->alpha, p->beta); break;
+        case KN_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_logistic, 0.f, 0.f); break;
+        case KN_POST_GELU_ERF: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_erf, 0.f, 0.f); break;
+        case KN_POST_GELU_TANH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_tanh, 0.f, 0.f); break;
+        case KN_POST_SUM:
+            if (*has_sum) bad = 2;
+            else st = dnnl_post_ops_append_sum(po, 1.f);
+            *has_sum = true;
+            break;
+        default: bad = 1; break;
+        }
+        if (bad == 1) {
+            dnnl_post_ops_destroy(po);
+            return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d has unknown kind %d", i, p->kind);
+        }
+    }
+    if (bad == 2) {
+        dnnl_post_ops_destroy(po);
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: more than one sum post-op");
+    }
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, po);
+    dnnl_post_ops_destroy(po);
+    if (st != dnnl_success) return dnnl_fail(st, "appending post-ops");
+    return KN_OK;
+}
+
+/* Sets up the weights memory: the primitive's layout `want` vs the user's
+ * `user`. Constant weights are reordered now into wei_buf; others get a
+ * reorder primitive run at each exec (or are bound directly when the layouts
+ * agree). */
+static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_desc_t *user,
+                         const dnnl_memory_desc_t *want, const void *wconst)
+{
+    p->wei_const = wconst != NULL;
+    p->wei_reorder = !dnnl_memory_desc_equal(user, want);
+    if (!p->wei_reorder) {
+        /* bound at exec (or now, for constants) */
+        DN(dnnl_memory_create(&p->m_wei, want, s->engine, (void *)wconst), "creating the weights memory");
+        return KN_OK;
+    }
+    size_t n = dnnl_memory_desc_get_size(want);
+    p->wei_buf = alloc64(n);
+    if (!p->wei_buf) return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of reordered weights", n);
+    DN(dnnl_memory_create(&p->m_wei, want, s->engine, p->wei_buf), "creating the weights memory");
+    DN(dnnl_memory_create(&p->m_wei_user, user, s->engine, (void *)wconst), "creating the user weights memory");
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    dnnl_primitive_desc_t rpd;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, user, s->engine, want, s->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return dnnl_fail(st, "creating the weights reorder");
+    int rc = run_make(s, rpd, &p->reorder, "creating the weights reorder");
+    if (rc || !wconst) return rc;
+    /* constant: reorder once, then the reorder is not needed any more */
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->m_wei_user}, {DNNL_ARG_TO, p->m_wei}};
+    if ((rc = run_exec(s, &p->reorder, args, 2, "reordering the weights"))) return rc;
+    DN(dnnl_stream_wait(s->stream), "reordering the weights");
+    run_free(&p->reorder);
+    dnnl_memory_destroy(p->m_wei_user);
+    p->m_wei_user = NULL;
+    return KN_OK;
+}
+
+/* Creates pd from op_desc + attr, then the primitive and every memory. */
+static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
+                       const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
+                       const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md, const void *wconst,
+                       const char *what)
+{
+    dnnl_primitive_desc_t pd;
+    DN(dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL), what);
+    dnnl_memory_desc_t want = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    int rc = run_make(s, pd, &p->main, what);
+    if (rc) return rc;
+    DN(dnnl_memory_create(&p->m_src, src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
+    DN(dnnl_memory_create(&p->m_dst, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    if (bias_md) DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
+    p->dst_bytes = dnnl_memory_desc_get_size(dst_md);
+    return setup_weights(s, p, wei_user, &want, wconst);
+}
+
+static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                       dnnl_primitive_attr_t attr)
+{
+    int sp = rec->spatial, nd = sp + 2;
+    int st;
+    if (sp < 1 || sp > 3) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN conv: %d spatial dims (1..3 supported)", sp);
+    if ((st = check_tensor(&rec->src, "conv src", nd, nd)) || (st = check_tensor(&rec->wei, "conv weights", nd, nd)) ||
+        (st = check_tensor(&rec->dst, "conv dst", nd, nd)))
+        return st;
+    int64_t g = rec->groups, C = rec->src.dims[1], O = rec->wei.dims[0];
+    if (g < 1 || C % g || O % g || rec->wei.dims[1] * g != C || rec->dst.dims[1] != O ||
+        rec->dst.dims[0] != rec->src.dims[0])
+        return kn_error(KN_ERR_INVALID,
+                        "oneDNN conv: groups %lld, src channels %lld, weights [%lld, %lld, ..], dst channels %lld "
+                        "do not agree",
+                        (long long)g, (long long)C, (long long)O, (long long)rec->wei.dims[1],
+                        (long long)rec->dst.dims[1]);
+    dnnl_dims_t sd, wd, dd, strides, dil, pl, pr, bd;
+    for (int i = 0; i < nd; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
+    for (int i = 0; i < sp; i++) {
+        if (rec->strides[i] < 1 || rec->dilations[i] < 1 || rec->pads_begin[i] < 0 || rec->pads_end[i] < 0)
+            return kn_error(KN_ERR_INVALID, "oneDNN conv: spatial dim %d: stride %lld, dilation %lld, pads %lld/%lld",
+                            i, (long long)rec->strides[i], (long long)rec->dilations[i],
+                            (long long)rec->pads_begin[i], (long long)rec->pads_end[i]);
+        strides[i] = rec->strides[i];
+        dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
+        pl[i] = rec->pads_begin[i];
+        pr[i] = rec->pads_end[i];
+    }
+    /* ONNX [O, C/g, k..] is the same bytes as oneDNN's goi(d)hw [g, O/g, C/g, k..] */
+    int wnd = g > 1 ? nd + 1 : nd;
+    if (g > 1) {
+        wd[0] = g, wd[1] = O / g;
+        for (int i = 1; i < nd; i++) wd[i + 1] = rec->wei.dims[i];
+    } else {
+        for (int i = 0; i < nd; i++) wd[i] = rec->wei.dims[i];
+    }
+    dnnl_memory_desc_t src_md, dst_md, wei_user, wei_any, bias_md;
+    if ((st = plain_md(&src_md, nd, sd, "describing the conv src")) ||
+        (st = plain_md(&dst_md, nd, dd, "describing the conv dst")) ||
+        (st = plain_md(&wei_user, wnd, wd, "describing the conv weights")))
+        return st;
+    DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any), "describing the conv weights");
+    bool hb = has_bias(rec);
+    if (hb) {
+        if ((st = check_tensor(&rec->bias, "conv bias", 1, 1))) return st;
+        if (rec->bias.dims[0] != O)
+            return kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld",
+                            (long long)rec->bias.dims[0], (long long)O);
+        bd[0] = O;
+        if ((st = plain_md(&bias_md, 1, bd, "describing the conv bias"))) return st;
+    }
+    const void *wconst, *bconst = NULL;
+    if ((st = const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
+    if (hb && (st = const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    p->has_bias = hb;
+    p->bias_const = hb ? bconst : NULL;
+    dnnl_convolution_desc_t cd;
+    DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
+                                                  &wei_any, hb ? &bias_md : NULL, &dst_md, strides, dil, pl, pr),
+       "describing the convolution");
+    return finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
+                       "creating the convolution");
+}
+
+/* Logical [.., rows, cols] of a stored row-major tensor, padded to nd dims,
+ * with the last two swapped when trans. */
+static void mm_operand(const kn_abi_tensor *t, int nd, bool trans, dnnl_dims_t dims, dnnl_dims_t strides)
+{
+    dnnl_dims_t sd, ss;
+    int lead = nd - t->rank;
+    for (int i = 0; i < nd; i++) sd[i] = i < lead ? 1 : t->dims[i - lead];
+    plain_strides(nd, sd, ss);
+    for (int i = 0; i < nd; i++) dims[i] = sd[i], strides[i] = ss[i];
+    if (trans) {
+        dims[nd - 2] = sd[nd - 1], dims[nd - 1] = sd[nd - 2];
+        strides[nd - 2] = ss[nd - 1], strides[nd - 1] = ss[nd - 2];
+    }
+}
+
+static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
+                         kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
+{
+    int st;
+    if ((st = check_tensor(&rec->src, "matmul src", 2, 8)) || (st = check_tensor(&rec->wei, "matmul weights", 2, 8)) ||
+        (st = check_tensor(&rec->dst, "matmul dst", 2, 8)))
+        return st;
+    int nd = rec->dst.rank;
+    if (rec->src.rank > nd || rec->wei.rank > nd)
+        return kn_error(KN_ERR_INVALID, "oneDNN matmul: operand ranks %d and %d exceed the dst rank %d",
+                        rec->src.rank, rec->wei.rank, nd);
+    dnnl_dims_t sd, ss, wd, ws, dd, bd;
+    mm_operand(&rec->src, nd, rec->trans_a, sd, ss);
+    mm_operand(&rec->wei, nd, rec->trans_b, wd, ws);
+    for (int i = 0; i < nd; i++) dd[i] = rec->dst.dims[i];
+    int64_t M = sd[nd - 2], K = sd[nd - 1], N = wd[nd - 1];
+    if (wd[nd - 2] != K || dd[nd - 2] != M || dd[nd - 1] != N)
+        return kn_error(KN_ERR_INVALID, "oneDNN matmul: [%lld x %lld] x [%lld x %lld] does not give [%lld x %lld]",
+                        (long long)M, (long long)K, (long long)wd[nd - 2], (long long)N, (long long)dd[nd - 2],
+                        (long long)dd[nd - 1]);
+    for (int i = 0; i < nd - 2; i++)
+        if ((sd[i] != 1 && sd[i] != dd[i]) || (wd[i] != 1 && wd[i] != dd[i]))
+            return kn_error(KN_ERR_INVALID, "oneDNN matmul: batch dim %d: %lld and %lld do not broadcast to %lld", i,
+                            (long long)sd[i], (long long)wd[i], (long long)dd[i]);
+    dnnl_memory_desc_t src_md, wei_user, wei_any, dst_md, bias_md;
+    DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, dnnl_f32, ss), "describing the matmul src");
+    DN(dnnl_memory_desc_init_by_strides(&wei_user, nd, wd, dnnl_f32, ws), "describing the matmul weights");
+    if ((st = plain_md(&dst_md, nd, dd, "describing the matmul dst"))) return st;
+    const void *wconst, *bconst = NULL;
+    if ((st = const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
+    /* only constant weights are worth a one-time reorder into a blocked layout */
+    if (wconst) DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any), "describing weights");
+    else wei_any = wei_user;
+    bool hb = has_bias(rec);
+    if (hb) {
+        if ((st = check_tensor(&rec->bias, "matmul bias", 1, 2))) return st;
+        if (numel(&rec->bias) != N || rec->bias.dims[rec->bias.rank - 1] != N)
+            return kn_error(KN_ERR_INVALID, "oneDNN matmul: bias must hold %lld values (one per column)", (long long)N);
+        for (int i = 0; i < nd; i++) bd[i] = i == nd - 1 ? N : 1;
+        if ((st = plain_md(&bias_md, nd, bd, "describing the matmul bias"))) return st;
+        if ((st = const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    }
+    p->has_bias = hb;
+    p->bias_const = bconst;
+    if (rec->alpha != 1.0f) {
+        if (!(rec->alpha == rec->alpha)) return kn_error(KN_ERR_INVALID, "oneDNN matmul: alpha is NaN");
+        float a = rec->alpha;
+        DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
+    }
+    dnnl_matmul_desc_t md;
+    DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, hb ? &bias_md : NULL, &dst_md), "describing the matmul");
+    return finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
+                       "creating the matmul");
+}
+
+int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
+                        kn_dnnl_prim **out)
+{
+    if (!out) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
+    *out = NULL;
+    if (!s || !rec) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
+    if (rec->kind != KN_DNNL_MATMUL && rec->kind != KN_DNNL_CONV)
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: unknown primitive kind %d", rec->kind);
+    kn_dnnl_prim *p = calloc(1, sizeof *p);
+    if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
+    p->kind = rec->kind;
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    int st = attr ? KN_OK : kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    if (!st) st = set_post_ops(rec, attr, &p->has_sum);
+    if (!st)
+        st = rec->kind == KN_DNNL_CONV ? create_conv(s, rec, weights, p, attr)
+                                       : create_matmul(s, rec, weights, p, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st) {
+        kn_dnnl_prim_free(p);
+        return st;
+    }
+    *out = p;
+    return KN_OK;
+}
+
+/* ---- execution ------------------------------------------------------------------ */
+
+int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                      const void *post_src, int threads)
+{
+    if (!s || !p || !src || !dst) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_exec: NULL argument");
+    if (threads > 0 && g_omp_set) g_omp_set(threads);
+    if (p->has_sum) {
+        if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the sum post-op has no input");
+        /* the sum post-op accumulates into dst: start from the residual */
+        if (post_src != dst) memmove(dst, post_src, p->dst_bytes);
+    }
+    int rc;
+    if (!p->wei_const) {
+        if (!wei) return kn_error(KN_ERR_INVALID, "oneDNN: no weights given for a primitive without constant ones");
+        if (p->wei_reorder) {
+            DN(dnnl_memory_set_data_handle(p->m_wei_user, (void *)wei), "binding the weights");
+            dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_wei_user}, {DNNL_ARG_TO, p->m_wei}};
+            if ((rc = run_exec(s, &p->reorder, ra, 2, "reordering the weights"))) return rc;
+        } else {
+            DN(dnnl_memory_set_data_handle(p->m_wei, (void *)wei), "binding the weights");
+        }
+    }
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p->m_src}, {DNNL_ARG_WEIGHTS, p->m_wei}, {DNNL_ARG_DST, p->m_dst}};
+    int n = 3;
+    DN(dnnl_memory_set_data_handle(p->m_src, src), "binding the src");
+    DN(dnnl_memory_set_data_handle(p->m_dst, dst), "binding the dst");
+    if (p->has_bias) {
+        const void *b = p->bias_const ? p->bias_const : bias;
+        if (!b) return kn_error(KN_ERR_INVALID, "oneDNN: no bias given");
+        DN(dnnl_memory_set_data_handle(p->m_bias, (void *)b), "binding the bias");
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->m_bias};
+    }
+    if ((rc = run_exec(s, &p->main, args, n, p->kind == KN_DNNL_CONV ? "running the convolution"
+                                                                        : "running the matmul")))
+        return rc;
+    DN(dnnl_stream_wait(s->stream), "waiting for the stream");
+    return KN_OK;
+}
+
+void kn_dnnl_prim_free(kn_dnnl_prim *p)
+{
+    if (!p) return;
+    run_free(&p->main);
+    run_free(&p->reorder);
+    dnnl_memory_t mems[] = {p->m_src, p->m_wei, p->m_bias, p->m_dst, p->m_wei_user};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    free(p->wei_buf);
+    free(p);
+}
