@@ -1,0 +1,36 @@
+/*
+ * codegen/cpu/driver.h — private to the CPU compiler driver (compile.c,
+ * link.c, header.c): atomic output files, running the system linker and
+ * writing the generated header.
+ */
+#ifndef KILN_CODEGEN_CPU_DRIVER_H
+#define KILN_CODEGEN_CPU_DRIVER_H
+
+#include "cg.h"
+
+/* Output files written under temporary names beside their final path and
+ * renamed into place only when every one of them is complete. */
+typedef struct kn_outset {
+    char *tmp[8];
+    char *final[8];
+    int n;
+} kn_outset;
+
+/* Reserves a temporary path for `final` (in the same folder, so rename() is
+ * atomic); *out_tmp is owned by the set. */
+int kn_outset_add(kn_outset *s, const char *final, const char **out_tmp);
+/* Renames every temporary into place. On failure removes what is left. */
+int kn_outset_commit(kn_outset *s);
+/* Deletes every temporary (and nothing else) and frees the set. */
+void kn_outset_abort(kn_outset *s);
+
+/* Links obj into a shared library at out (cc -shared ... -lm). */
+int kn_link_shared(const char *obj, const char *out);
+/* Archives obj into a static library at out (ar rcs). */
+int kn_link_static(const char *obj, const char *out);
+
+/* Writes the C header for meta to path. static_desc: the artifact is a
+ * static archive exporting kn_artifact_<meta->name>. */
+int kn_header_write(const kn_meta *meta, bool static_desc, const char *path);
+
+#endif

@@ -1,0 +1,284 @@
+/*
+ * codegen/cpu/plan.c — the static memory plan of a graph with static shapes.
+ *
+ * Every value gets a kn_abi_ref: constants an offset in one weights blob
+ * (64-byte aligned each, one copy per distinct tensor), graph inputs and
+ * outputs the index of the user's buffer, everything else an offset in one
+ * arena. Arena offsets come from liveness over the topological node order: a
+ * value lives from its producer to its last user, and a freed interval is
+ * reused by the best-fitting later value. Reshape-like ops whose output is
+ * only a view of the input share the input's location ("alias"); the input
+ * then lives until the alias's last use.
+ */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_ALIGN 64
+
+static int64_t align_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+
+static bool is_output_of(const kn_graph *g, const kn_value *v)
+{
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
+static int input_index(const kn_graph *g, const kn_value *v)
+{
+    for (int i = 0, k = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i]->const_data) continue; /* an initializer listed as input stays a weight */
+        if (g->inputs[i] == v) return k;
+        k++;
+    }
+    return -1;
+}
+
+/* Dropout is a view only in inference mode and without a mask output. */
+static bool dropout_is_identity(const kn_node *n)
+{
+    if (n->n_outputs > 1 && n->outputs[1]) return false;
+    const kn_value *tm = kn_node_input(n, 2);
+    if (!tm) return true;
+    if (!tm->const_data || !tm->const_data->data || tm->const_data->nbytes < 1) return false;
+    return ((const unsigned char *)tm->const_data->data)[0] == 0;
+}
+
+static bool is_view_op(const kn_node *n)
+{
+    switch (n->op) {
+    case KN_OP_Reshape:
+    case KN_OP_Flatten:
+    case KN_OP_Squeeze:
+    case KN_OP_Unsqueeze:
+    case KN_OP_Identity: return true;
+    case KN_OP_Dropout: return dropout_is_identity(n);
+    default: return false;
+    }
+}
+
+static int64_t value_nbytes(const kn_value *v)
+{
+    if (v->const_data) return (int64_t)v->const_data->nbytes;
+    int64_t n = kn_cg_numel(v);
+    return n < 0 ? -1 : (int64_t)kn_dtype_nbytes(v->dtype, (size_t)n);
+}
+
+/* ---- weights ------------------------------------------------------------- */
+
+static bool value_needed(const kn_graph *g, const kn_value *v) { return v->n_users > 0 || is_output_of(g, v); }
+
+static int plan_weights(const kn_graph *g, kn_plan *p)
+{
+    int64_t total = 0;
+    /* first pass: offsets (dedup by data pointer), second: copy */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->n_values; i++) {
+            const kn_value *v = g->values[i];
+            if (!v->const_data || !value_needed(g, v) || input_index(g, v) >= 0) continue;
+            const kn_tensor *t = v->const_data;
+            if (pass == 1) {
+                if (t->nbytes) memcpy(p->weights + p->where[v->id].offset, t->data, t->nbytes);
+                continue;
+            }
+            int64_t off = -1;
+            for (int j = 0; j < i && t->data; j++) {
+                const kn_value *u = g->values[j];
+                if (u->const_data && u->const_data->data == t->data && u->const_data->nbytes == t->nbytes &&
+                    p->where[u->id].loc == KN_LOC_WEIGHTS) {
+                    off = p->where[u->id].offset;
+                    break;
+                }
+            }
+            if (off < 0) {
+                off = total;
+                if ((int64_t)t->nbytes > INT64_MAX / 2 - total)
+                    return kn_error(KN_ERR_NOMEM, "constant '%s': the weights exceed the addressable size", v->name);
+                total = align_up(total + (int64_t)t->nbytes);
+            }
+            p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_WEIGHTS, .offset = off};
+        }
+        if (pass == 0) {
+            p->weights_bytes = total;
+            if (total > 0 && !(p->weights = aligned_alloc(PLAN_ALIGN, (size_t)total)))
+                return kn_error(KN_ERR_NOMEM, "out of memory for %lld bytes of weights", (long long)total);
+            if (total > 0) memset(p->weights, 0, (size_t)total);
+        }
+    }
+    return KN_OK;
+}
+
+/* ---- arena ---------------------------------------------------------------- */
+
+typedef struct live_block {
+    int64_t off, size;
+    int root; /* value id */
+} live_block;
+
+typedef struct arena_state {
+    live_block *live;
+    int n_live;
+    int64_t peak;
+} arena_state;
+
+static int cmp_block(const void *a, const void *b)
+{
+    const live_block *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Best-fit: the smallest gap between live blocks that holds size, else the end. */
+static int64_t arena_alloc(arena_state *s, int64_t size, int root)
+{
+    qsort(s->live, (size_t)s->n_live, sizeof *s->live, cmp_block);
+    int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+    for (int i = 0; i < s->n_live; i++) {
+        int64_t gap = s->live[i].off - cur;
+        if (gap >= size && gap < best_gap) best = cur, best_gap = gap;
+        if (s->live[i].off + s->live[i].size > cur) cur = s->live[i].off + s->live[i].size;
+    }
+    if (best < 0) best = cur;
+    s->live[s->n_live++] = (live_block){best, size, root};
+    if (best + size > s->peak) s->peak = best + size;
+    return best;
+}
+
+static void arena_release(arena_state *s, int root)
+{
+    for (int i = 0; i < s->n_live; i++)
+        if (s->live[i].root == root) {
+            s->live[i] = s->live[--s->n_live];
+            return;
+        }
+}
+
+/* Which values alias which (root[id]) and where each root dies (last[id]). */
+static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = g->nodes[i];
+        if (!is_view_op(n) || n->n_inputs < 1 || !n->inputs[0] || n->n_outputs < 1 || !n->outputs[0]) continue;
+        const kn_value *x = n->inputs[0], *y = n->outputs[0];
+        if (is_output_of(g, y) || x->dtype != y->dtype || value_nbytes(x) != value_nbytes(y)) continue;
+        int r = root[x->id];
+        const kn_value *rv = NULL;
+        for (int j = 0; j < g->n_values && !rv; j++)
+            if (g->values[j]->id == r) rv = g->values[j];
+        if (!rv) continue;
+        bool in_weights = p->where[r].loc == KN_LOC_WEIGHTS;
+        bool in_arena = rv->producer && !is_output_of(g, rv);
+        if (in_weights || in_arena) root[y->id] = r;
+    }
+}
+
+static int plan_arena(const kn_graph *g, kn_plan *p, int *root, int *last, int *def)
+{
+    int nv = p->n_where;
+    for (int i = 0; i < nv; i++) last[i] = -1, def[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k]) {
+                int r = root[n->outputs[k]->id];
+                if (def[r] < 0) def[r] = i;
+                if (last[r] < i) last[r] = i;
+            }
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] && last[root[n->inputs[k]->id]] < i) last[root[n->inputs[k]->id]] = i;
+    }
+    arena_state s = {.live = calloc((size_t)nv + 1, sizeof(live_block))};
+    if (!s.live) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_outputs; k++) {
+            const kn_value *v = n->outputs[k];
+            if (!v || root[v->id] != v->id || p->where[v->id].loc >= 0) continue;
+            int64_t nb = value_nbytes(v);
+            if (nb < 0) {
+                free(s.live);
+                return kn_error(KN_ERR_INVALID, "value '%s' has no static size", v->name);
+            }
+            int64_t size = align_up(nb);
+            p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
+            p->intermediate_bytes += size;
+        }
+        /* release after allocating, so a node's outputs never overlap its inputs */
+        for (int j = s.n_live - 1; j >= 0; j--)
+            if (last[s.live[j].root] <= i) arena_release(&s, s.live[j].root);
+    }
+    p->arena_bytes = s.peak;
+    free(s.live);
+    /* aliases take their root's location */
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (root[v->id] != v->id) p->where[v->id] = p->where[root[v->id]];
+    }
+    return KN_OK;
+}
+
+static void plan_io(const kn_graph *g, kn_plan *p)
+{
+    for (int i = 0; i < g->n_inputs; i++) {
+        int k = input_index(g, g->inputs[i]);
+        if (k >= 0) p->where[g->inputs[i]->id] = (kn_abi_ref){.loc = KN_LOC_INPUT, .offset = k};
+    }
+    /* only a value a node computes can be written straight into the user's
+     * buffer; inputs, constants and repeated outputs are copied by `run` */
+    for (int i = 0; i < g->n_outputs; i++) {
+        const kn_value *v = g->outputs[i];
+        if (v->producer && p->where[v->id].loc < 0)
+            p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_OUTPUT, .offset = i};
+    }
+}
+
+int kn_plan_build(const kn_graph *g, kn_plan *out)
+{
+    if (!g || !out) return kn_error(KN_ERR_INVALID, "kn_plan_build: NULL argument");
+    memset(out, 0, sizeof *out);
+    int nv = g->model->n_value_ids;
+    out->n_where = nv;
+    out->where = malloc(sizeof *out->where * ((size_t)nv + 1));
+    int *root = malloc(sizeof(int) * ((size_t)nv + 1) * 3);
+    if (!out->where || !root) {
+        free(root);
+        kn_plan_free(out);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < nv; i++) out->where[i] = (kn_abi_ref){.loc = -1}, root[i] = i;
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (!v->const_data && !kn_shape_is_static(&v->shape) && (v->producer || input_index(g, v) >= 0)) {
+            free(root);
+            kn_plan_free(out);
+            return kn_error(KN_ERR_INVALID, "value '%s' has a dynamic shape", v->name);
+        }
+    }
+    int st = plan_weights(g, out);
+    if (!st) {
+        plan_io(g, out);
+        find_aliases(g, out, root);
+        st = plan_arena(g, out, root, root + nv, root + 2 * nv);
+    }
+    free(root);
+    if (st) kn_plan_free(out);
+    return st;
+}
+
+void kn_plan_free(kn_plan *p)
+{
+    if (!p) return;
+    free(p->where);
+    free(p->weights);
+    memset(p, 0, sizeof *p);
+}
+
+bool kn_plan_is_alias(const kn_plan *p, const kn_node *n)
+{
+    if (!p || !n || !is_view_op(n) || n->n_inputs < 1 || n->n_outputs < 1) return false;
+    const kn_value *x = n->inputs[0], *y = n->outputs[0];
+    if (!x || !y || x->id >= p->n_where || y->id >= p->n_where) return false;
+    const kn_abi_ref *a = &p->where[x->id], *b = &p->where[y->id];
+    return (a->loc == KN_LOC_ARENA || a->loc == KN_LOC_WEIGHTS) && a->loc == b->loc && a->offset == b->offset;
+}
