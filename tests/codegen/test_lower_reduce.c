@@ -1,0 +1,591 @@
+/* Unit tests of codegen/cpu/lower_reduce.c: each case builds a one-node
+ * model, lowers the node by hand into an LLVM function with the node
+ * signature of cg.h (inputs/outputs as user buffers, constants in a weights
+ * blob), optimizes it (O3, host CPU), runs it with MCJIT and compares with
+ * the reference evaluator: floats within 1e-5 of the output's magnitude
+ * (NaN where the reference has NaN), integers exactly. Set
+ * KILN_TEST_DUMP_IR=1 to print each optimized module. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/ExecutionEngine.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "cg.h"
+#include "eval.h"
+
+/* ---- a one-node model ----------------------------------------------------------- */
+
+typedef struct tc {
+    kn_model *m;
+    kn_node *n;
+    kn_value *ins[8];
+    int n_ins;
+    kn_tensor rt[4]; /* runtime input data */
+    const char *rt_names[4];
+    int n_rt;
+    uint32_t seed;
+} tc;
+
+static float rnd(tc *c)
+{
+    c->seed = c->seed * 1664525u + 1013904223u;
+    return (float)((c->seed >> 8) & 0xffff) / 65536.0f * 6.0f - 3.0f;
+}
+
+static void fill(tc *c, kn_tensor *t, float lo, float hi)
+{
+    int64_t n = kn_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        float r = (rnd(c) + 3.0f) / 6.0f * (hi - lo) + lo;
+        switch (t->dtype) {
+        case KN_F32: ((float *)t->data)[i] = r; break;
+        case KN_F64: ((double *)t->data)[i] = r; break;
+        case KN_I32: ((int32_t *)t->data)[i] = (int32_t)lrintf(r); break;
+        case KN_I64: ((int64_t *)t->data)[i] = (int64_t)lrintf(r); break;
+        default: break;
+        }
+    }
+}
+
+static tc *tc_new(int opset)
+{
+    tc *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->m = kn_model_create();
+    assert_non_null(c->m);
+    c->seed = 12345;
+    assert_int_equal(kn_model_set_opset(c->m, "", opset), 0);
+    return c;
+}
+
+/* A runtime input with random values in [lo, hi]. */
+static kn_tensor *tc_input(tc *c, kn_dtype dt, int rank, const int64_t *dims, float lo, float hi)
+{
+    static const char *names[] = {"x0", "x1", "x2", "x3"};
+    kn_tensor *t = &c->rt[c->n_rt];
+    assert_int_equal(kn_tensor_alloc(t, dt, rank, dims), 0);
+    fill(c, t, lo, hi);
+    kn_shape s = {.rank = rank};
+    memcpy(s.dims, dims, sizeof(int64_t) * (size_t)rank);
+    c->rt_names[c->n_rt] = names[c->n_rt];
+    c->ins[c->n_ins++] = kn_graph_add_input(c->m->graph, names[c->n_rt], dt, &s);
+    assert_non_null(c->ins[c->n_ins - 1]);
+    c->n_rt++;
+    return t;
+}
+
+/* A constant input: random in [lo, hi] unless ints is given (i64 values). */
+static void tc_const(tc *c, kn_dtype dt, int rank, const int64_t *dims, float lo, float hi, const int64_t *ints)
+{
+    kn_tensor *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(kn_tensor_alloc(t, dt, rank, dims), 0);
+    if (ints) memcpy(t->data, ints, t->nbytes);
+    else fill(c, t, lo, hi);
+    c->ins[c->n_ins] = kn_graph_add_constant(c->m->graph, NULL, t);
+    assert_non_null(c->ins[c->n_ins]);
+    c->n_ins++;
+}
+
+static void tc_axes(tc *c, int n, const int64_t *axes)
+{
+    int64_t d = n;
+    tc_const(c, KN_I64, 1, &d, 0, 0, axes);
+}
+
+static void tc_node(tc *c, kn_op op, int n_out)
+{
+    c->n = kn_node_create(c->m->graph, op, "n0", c->n_ins, c->ins, n_out);
+    assert_non_null(c->n);
+    for (int i = 0; i < n_out; i++) assert_int_equal(kn_graph_add_output(c->m->graph, c->n->outputs[i]), 0);
+}
+
+static void tc_int(tc *c, const char *name, int64_t v) { kn_node_add_attr(c->n, name, KN_ATTR_INT)->i = v; }
+static void tc_float(tc *c, const char *name, float v) { kn_node_add_attr(c->n, name, KN_ATTR_FLOAT)->f = v; }
+static void tc_str(tc *c, const char *name, const char *v)
+{
+    kn_attr *a = kn_node_add_attr(c->n, name, KN_ATTR_STRING);
+    a->s = kn_arena_strdup(&c->m->arena, v);
+    a->s_len = strlen(v);
+}
+static void tc_ints(tc *c, const char *name, int n, const int64_t *v)
+{
+    kn_attr *a = kn_node_add_attr(c->n, name, KN_ATTR_INTS);
+    a->n = n;
+    a->ints = kn_arena_memdup(&c->m->arena, v, sizeof *v * (size_t)n);
+}
+
+/* ---- lowering and running ---------------------------------------------------------- */
+
+typedef int (*node_fn)(void *ex, char *arena, const char *weights, void *const *inputs, void *const *outputs);
+
+static LLVMTargetMachineRef host_tm(void)
+{
+    char *triple = LLVMGetDefaultTargetTriple(), *err = NULL;
+    LLVMTargetRef target;
+    assert_int_equal(LLVMGetTargetFromTriple(triple, &target, &err), 0);
+    char *cpu = LLVMGetHostCPUName(), *feat = LLVMGetHostCPUFeatures();
+    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, feat, LLVMCodeGenLevelAggressive,
+                                                      LLVMRelocPIC, LLVMCodeModelJITDefault);
+    LLVMDisposeMessage(triple);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(feat);
+    return tm;
+}
+
+static kn_cg_lower_fn find_lowering(kn_op op)
+{
+    for (const kn_cg_lowering *l = kn_cg_lower_reduce; l->lower; l++)
+        if (l->op == op) return l->lower;
+    return NULL;
+}
+
+static void check_close(const kn_tensor *ref, const void *got, int out_index)
+{
+    int64_t n = kn_tensor_numel(ref);
+    if (!kn_dtype_info(ref->dtype)->is_float) {
+        if (memcmp(ref->data, got, ref->nbytes)) fail_msg("output %d: integer results differ", out_index);
+        return;
+    }
+    double mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = kn_load_f64(ref->dtype, ref->data, (size_t)i);
+        if (isfinite(r) && fabs(r) > mag) mag = fabs(r);
+    }
+    double tol = 1e-5 * (mag > 1e-6 ? mag : 1e-6);
+    for (int64_t i = 0; i < n; i++) {
+        double r = kn_load_f64(ref->dtype, ref->data, (size_t)i), g = kn_load_f64(ref->dtype, got, (size_t)i);
+        bool ok = isnan(r) ? isnan(g) : isinf(r) ? g == r : fabs(r - g) <= tol;
+        if (!ok) fail_msg("output %d element %lld: got %.9g, expected %.9g (tol %g)", out_index, (long long)i, g, r, tol);
+    }
+}
+
+/* Infers, evaluates with the reference, lowers, JITs, runs and compares.
+ * Returns the lowering's status (KN_ERR_UNSUPPORTED: nothing was run). */
+static int tc_run(tc *c)
+{
+    kn_graph *g = c->m->graph;
+    if (kn_graph_infer(g)) fail_msg("inference: %s", kn_last_error());
+    kn_tensor ref[4] = {{0}};
+    if (kn_eval_model(c->m, c->n_rt, c->rt_names, c->rt, ref)) fail_msg("reference: %s", kn_last_error());
+
+    /* memory plan: runtime inputs and outputs are user buffers, constants in a blob */
+    kn_plan plan = {0};
+    plan.n_where = c->m->n_value_ids;
+    plan.where = calloc((size_t)plan.n_where, sizeof *plan.where);
+    assert_non_null(plan.where);
+    for (int i = 0; i < plan.n_where; i++) plan.where[i].loc = -1;
+    int64_t wbytes = 0;
+    for (int i = 0; i < c->n_ins; i++)
+        if (c->ins[i] && c->ins[i]->const_data) wbytes += ((int64_t)c->ins[i]->const_data->nbytes + 63) / 64 * 64;
+    unsigned char *blob = aligned_alloc(64, (size_t)(wbytes + 64));
+    assert_non_null(blob);
+    int64_t off = 0;
+    int rti = 0;
+    for (int i = 0; i < c->n_ins; i++) {
+        kn_value *v = c->ins[i];
+        if (!v) continue;
+        if (v->const_data) {
+            plan.where[v->id] = (kn_abi_ref){KN_LOC_WEIGHTS, 0, off};
+            memcpy(blob + off, v->const_data->data, v->const_data->nbytes);
+            off += ((int64_t)v->const_data->nbytes + 63) / 64 * 64;
+        } else {
+            plan.where[v->id] = (kn_abi_ref){KN_LOC_INPUT, 0, rti++};
+        }
+    }
+    for (int i = 0; i < c->n->n_outputs; i++) plan.where[c->n->outputs[i]->id] = (kn_abi_ref){KN_LOC_OUTPUT, 0, i};
+
+    LLVMContextRef ctx = LLVMContextCreate();
+    kn_cg cg = {0};
+    cg.ctx = ctx;
+    cg.mod = LLVMModuleCreateWithNameInContext("t", ctx);
+    cg.b = LLVMCreateBuilderInContext(ctx);
+    cg.tm = host_tm();
+    char *triple = LLVMGetTargetMachineTriple(cg.tm);
+    LLVMSetTarget(cg.mod, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(cg.tm);
+    LLVMSetModuleDataLayout(cg.mod, dl);
+    LLVMDisposeTargetData(dl);
+    cg.t_void = LLVMVoidTypeInContext(ctx);
+    cg.t_i1 = LLVMInt1TypeInContext(ctx);
+    cg.t_i8 = LLVMInt8TypeInContext(ctx);
+    cg.t_i16 = LLVMInt16TypeInContext(ctx);
+    cg.t_i32 = LLVMInt32TypeInContext(ctx);
+    cg.t_i64 = LLVMInt64TypeInContext(ctx);
+    cg.t_half = LLVMHalfTypeInContext(ctx);
+    cg.t_bf16 = LLVMBFloatTypeInContext(ctx);
+    cg.t_float = LLVMFloatTypeInContext(ctx);
+    cg.t_double = LLVMDoubleTypeInContext(ctx);
+    cg.t_ptr = LLVMPointerTypeInContext(ctx, 0);
+    cg.model = c->m;
+    cg.g = g;
+    cg.plan = &plan;
+    LLVMTypeRef params[5] = {cg.t_ptr, cg.t_ptr, cg.t_ptr, cg.t_ptr, cg.t_ptr};
+    cg.fn = LLVMAddFunction(cg.mod, "node", LLVMFunctionType(cg.t_i32, params, 5, 0));
+    cg.a_exec = LLVMGetParam(cg.fn, 0);
+    cg.a_arena = LLVMGetParam(cg.fn, 1);
+    cg.a_weights = LLVMGetParam(cg.fn, 2);
+    cg.a_inputs = LLVMGetParam(cg.fn, 3);
+    cg.a_outputs = LLVMGetParam(cg.fn, 4);
+    LLVMPositionBuilderAtEnd(cg.b, LLVMAppendBasicBlockInContext(ctx, cg.fn, "entry"));
+    cg.status = LLVMBuildAlloca(cg.b, cg.t_i32, "status");
+    LLVMBuildStore(cg.b, kn_cg_i32(&cg, 0), cg.status);
+
+    kn_cg_lower_fn lower = find_lowering(c->n->op);
+    assert_non_null(lower);
+    int st = lower(&cg, c->n);
+    if (st == KN_OK) {
+        LLVMBuildRet(cg.b, kn_cg_i32(&cg, 0));
+        char *err = NULL;
+        if (LLVMVerifyModule(cg.mod, LLVMReturnStatusAction, &err)) {
+            LLVMDumpModule(cg.mod);
+            fail_msg("module does not verify: %s", err);
+        }
+        LLVMDisposeMessage(err);
+        LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+        LLVMErrorRef e = LLVMRunPasses(cg.mod, "default<O3>", cg.tm, po);
+        assert_null(e);
+        LLVMDisposePassBuilderOptions(po);
+        if (getenv("KILN_TEST_DUMP_IR")) LLVMDumpModule(cg.mod);
+
+        struct LLVMMCJITCompilerOptions jo;
+        LLVMInitializeMCJITCompilerOptions(&jo, sizeof jo);
+        jo.OptLevel = 2;
+        LLVMExecutionEngineRef ee;
+        if (LLVMCreateMCJITCompilerForModule(&ee, cg.mod, &jo, sizeof jo, &err)) fail_msg("MCJIT: %s", err);
+        node_fn fn = (node_fn)(uintptr_t)LLVMGetFunctionAddress(ee, "node");
+        assert_non_null(fn);
+        void *inputs[4], *outputs[4] = {0};
+        for (int i = 0; i < c->n_rt; i++) inputs[i] = c->rt[i].data;
+        for (int i = 0; i < c->n->n_outputs; i++) {
+            outputs[i] = malloc(ref[i].nbytes + 1);
+            assert_non_null(outputs[i]);
+            memset(outputs[i], 0xcd, ref[i].nbytes + 1);
+        }
+        assert_int_equal(fn(NULL, NULL, (const char *)blob, inputs, outputs), 0);
+        for (int i = 0; i < c->n->n_outputs; i++) {
+            check_close(&ref[i], outputs[i], i);
+            free(outputs[i]);
+        }
+        LLVMDisposeExecutionEngine(ee); /* owns the module */
+    } else {
+        LLVMDisposeModule(cg.mod);
+    }
+    LLVMDisposeBuilder(cg.b);
+    LLVMDisposeTargetMachine(cg.tm);
+    LLVMContextDispose(ctx);
+    for (int i = 0; i < 4; i++) kn_tensor_free(&ref[i]);
+    free(blob);
+    free(plan.where);
+    for (int i = 0; i < c->n_rt; i++) kn_tensor_free(&c->rt[i]);
+    kn_model_free(c->m);
+    free(c);
+    return st;
+}
+
+/* Runs c and requires that the node was generated (not left to the runtime). */
+static void gen(tc *c) { assert_int_equal(tc_run(c), KN_OK); }
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+/* ---- Reduce* ------------------------------------------------------------------------- */
+
+static void reduce_case(kn_op op, kn_dtype dt, int rank, const int64_t *dims, int na, const int64_t *axes, int keep,
+                        float lo, float hi)
+{
+    tc *c = tc_new(18);
+    tc_input(c, dt, rank, dims, lo, hi);
+    if (na >= 0) tc_axes(c, na, axes);
+    tc_node(c, op, 1);
+    tc_int(c, "keepdims", keep);
+    gen(c);
+}
+
+static void test_reduce_layouts(void **state)
+{
+    (void)state;
+    static const kn_op ops[] = {KN_OP_ReduceSum, KN_OP_ReduceMean, KN_OP_ReduceMax, KN_OP_ReduceMin,
+                                KN_OP_ReduceProd, KN_OP_ReduceL1, KN_OP_ReduceL2, KN_OP_ReduceLogSum,
+                                KN_OP_ReduceLogSumExp, KN_OP_ReduceSumSquare};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        bool prod = ops[k] == KN_OP_ReduceProd, lg = ops[k] == KN_OP_ReduceLogSum;
+        float lo = prod ? 0.5f : lg ? 0.1f : -3, hi = prod ? 1.5f : 3;
+        reduce_case(ops[k], KN_F32, 2, D(4, 100), 1, D(-1), 0, lo, hi);        /* last axis: vector rows */
+        reduce_case(ops[k], KN_F32, 3, D(3, 37, 5), 1, D(1), 1, lo, hi);       /* middle axis: row buffer */
+        reduce_case(ops[k], KN_F32, 3, D(2, 3, 40), 2, D(0, 2), 0, lo, hi);    /* two reduced groups */
+        reduce_case(ops[k], KN_F32, 3, D(6, 1, 7), 1, D(0), 1, lo, hi);        /* first axis */
+        reduce_case(ops[k], KN_F32, 2, D(5, 9), 0, NULL, 0, lo, hi);           /* all axes */
+        reduce_case(ops[k], KN_F64, 2, D(3, 50), 1, D(1), 1, lo, hi);
+    }
+}
+
+static void test_reduce_ints_and_attrs(void **state)
+{
+    (void)state;
+    reduce_case(KN_OP_ReduceSum, KN_I32, 2, D(3, 70), 1, D(1), 0, -50, 50);
+    reduce_case(KN_OP_ReduceSum, KN_I64, 3, D(3, 4, 5), 1, D(1), 0, -50, 50);
+    reduce_case(KN_OP_ReduceMax, KN_I64, 2, D(3, 70), 1, D(1), 1, -50, 50);
+    reduce_case(KN_OP_ReduceMin, KN_I32, 2, D(9, 3), 1, D(0), 1, -50, 50);
+    reduce_case(KN_OP_ReduceSumSquare, KN_I32, 2, D(4, 33), 1, D(1), 1, -50, 50);
+    reduce_case(KN_OP_ReduceL1, KN_I64, 2, D(4, 33), 1, D(0), 1, -50, 50);
+    reduce_case(KN_OP_ReduceProd, KN_I32, 2, D(4, 5), 1, D(1), 1, -3, 3);
+    /* axes as an attribute (opset 13 ReduceMax, opset 11 ReduceSum) */
+    tc *c = tc_new(13);
+    tc_input(c, KN_F32, 3, D(2, 3, 4), -3, 3);
+    tc_node(c, KN_OP_ReduceMax, 1);
+    tc_ints(c, "axes", 2, D(0, -1));
+    gen(c);
+    c = tc_new(11);
+    tc_input(c, KN_F32, 3, D(2, 3, 4), -3, 3);
+    tc_node(c, KN_OP_ReduceSum, 1);
+    tc_ints(c, "axes", 1, D(1));
+    tc_int(c, "keepdims", 0);
+    gen(c);
+    /* noop_with_empty_axes: no reduction at all */
+    static const kn_op noop[] = {KN_OP_ReduceSum, KN_OP_ReduceL2, KN_OP_ReduceMean};
+    for (int k = 0; k < 3; k++) {
+        c = tc_new(18);
+        tc_input(c, KN_F32, 2, D(3, 4), -3, 3);
+        tc_node(c, noop[k], 1);
+        tc_int(c, "noop_with_empty_axes", 1);
+        gen(c);
+    }
+    /* an empty reduction: identities and NaN means */
+    reduce_case(KN_OP_ReduceSum, KN_F32, 2, D(3, 0), 1, D(1), 1, -3, 3);
+    reduce_case(KN_OP_ReduceMean, KN_F32, 2, D(3, 0), 1, D(1), 1, -3, 3);
+    reduce_case(KN_OP_ReduceMax, KN_F32, 2, D(0, 4), 1, D(0), 0, -3, 3);
+    /* axes known only at run time → left to the runtime */
+    c = tc_new(18);
+    tc_input(c, KN_F32, 2, D(3, 4), -3, 3);
+    tc_input(c, KN_I64, 1, D(1), 1, 1);
+    tc_node(c, KN_OP_ReduceSum, 1);
+    c->n->outputs[0]->shape = (kn_shape){0};
+    assert_int_equal(tc_run(c), KN_ERR_UNSUPPORTED);
+}
+
+static void test_reduce_nan(void **state)
+{
+    (void)state;
+    static const kn_op ops[] = {KN_OP_ReduceMax, KN_OP_ReduceMin, KN_OP_ReduceSum, KN_OP_ReduceLogSumExp};
+    for (int k = 0; k < 4; k++)
+        for (int layout = 0; layout < 2; layout++) {
+            tc *c = tc_new(18);
+            kn_tensor *x = tc_input(c, KN_F32, 2, D(4, 40), -3, 3);
+            float *p = x->data;
+            p[5] = NAN;      /* row 0, column 5 */
+            p[80 + 39] = NAN; /* row 2, last column */
+            p[120 + 3] = INFINITY;
+            tc_axes(c, 1, layout ? D(0) : D(1));
+            tc_node(c, ops[k], 1);
+            gen(c);
+        }
+}
+
+/* ---- ArgMax / ArgMin -------------------------------------------------------------------- */
+
+static void test_argmax(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 8; k++) {
+        tc *c = tc_new(13);
+        kn_dtype dt = k & 4 ? KN_I32 : KN_F32;
+        kn_tensor *x = tc_input(c, dt, 3, D(3, 20, k & 1 ? 4 : 1), -3, 3); /* small ints: many ties */
+        if (dt == KN_F32) {
+            float *p = x->data;
+            for (int64_t i = 0; i < kn_tensor_numel(x); i++) p[i] = roundf(p[i]);
+            p[7] = NAN;
+            p[9] = NAN;
+        }
+        tc_node(c, k & 2 ? KN_OP_ArgMin : KN_OP_ArgMax, 1);
+        tc_int(c, "axis", 1);
+        tc_int(c, "select_last_index", k & 1);
+        tc_int(c, "keepdims", k & 1);
+        gen(c);
+    }
+}
+
+/* ---- Softmax / LogSoftmax ---------------------------------------------------------------- */
+
+static void softmax_case(kn_op op, int opset, int rank, const int64_t *dims, int64_t axis, bool has_axis, kn_dtype dt)
+{
+    tc *c = tc_new(opset);
+    tc_input(c, dt, rank, dims, -10, 10);
+    tc_node(c, op, 1);
+    if (has_axis) tc_int(c, "axis", axis);
+    gen(c);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    for (int lg = 0; lg < 2; lg++) {
+        kn_op op = lg ? KN_OP_LogSoftmax : KN_OP_Softmax;
+        softmax_case(op, 13, 2, D(4, 100), 0, false, KN_F32);
+        softmax_case(op, 13, 3, D(2, 5, 7), 1, true, KN_F32);
+        softmax_case(op, 13, 3, D(2, 5, 7), 0, true, KN_F32);
+        softmax_case(op, 11, 3, D(2, 3, 4), 0, false, KN_F32); /* legacy: 2-D at axis 1 */
+        softmax_case(op, 11, 3, D(2, 3, 20), 2, true, KN_F32);
+        softmax_case(op, 13, 2, D(3, 33), -1, true, KN_F64);
+    }
+}
+
+/* ---- normalizations ------------------------------------------------------------------------ */
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    tc *c = tc_new(17);
+    tc_input(c, KN_F32, 2, D(3, 64), -3, 3);
+    tc_const(c, KN_F32, 1, D(64), 0.5f, 2, NULL);
+    tc_const(c, KN_F32, 1, D(64), -1, 1, NULL);
+    tc_node(c, KN_OP_LayerNormalization, 1);
+    gen(c);
+    c = tc_new(17);
+    tc_input(c, KN_F32, 3, D(2, 3, 8), -3, 3);
+    tc_const(c, KN_F32, 2, D(3, 8), 0.5f, 2, NULL);
+    tc_node(c, KN_OP_LayerNormalization, 3); /* no bias; Mean and InvStdDev wanted */
+    tc_int(c, "axis", -2);
+    tc_float(c, "epsilon", 1e-3f);
+    gen(c);
+    c = tc_new(17);
+    tc_input(c, KN_F64, 2, D(4, 37), -3, 3);
+    tc_input(c, KN_F64, 1, D(37), 0.5f, 2);
+    tc_input(c, KN_F64, 1, D(37), -1, 1);
+    tc_node(c, KN_OP_LayerNormalization, 1);
+    gen(c);
+}
+
+static void test_batchnorm(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        tc *c = tc_new(15);
+        tc_input(c, k ? KN_F64 : KN_F32, 4, D(2, 3, 5, 5), -3, 3);
+        tc_const(c, KN_F32, 1, D(3), 0.5f, 2, NULL);
+        tc_const(c, KN_F32, 1, D(3), -1, 1, NULL);
+        tc_const(c, KN_F32, 1, D(3), -1, 1, NULL);
+        tc_const(c, KN_F32, 1, D(3), 0.5f, 2, NULL);
+        tc_node(c, KN_OP_BatchNormalization, 1);
+        tc_float(c, "epsilon", 1e-3f);
+        gen(c);
+    }
+}
+
+static void test_instance_group_norm(void **state)
+{
+    (void)state;
+    tc *c = tc_new(17);
+    tc_input(c, KN_F32, 4, D(2, 3, 4, 5), -3, 3);
+    tc_const(c, KN_F32, 1, D(3), 0.5f, 2, NULL);
+    tc_const(c, KN_F32, 1, D(3), -1, 1, NULL);
+    tc_node(c, KN_OP_InstanceNormalization, 1);
+    gen(c);
+    c = tc_new(18); /* per-group scale/bias */
+    tc_input(c, KN_F32, 4, D(2, 6, 3, 3), -3, 3);
+    tc_const(c, KN_F32, 1, D(3), 0.5f, 2, NULL);
+    tc_const(c, KN_F32, 1, D(3), -1, 1, NULL);
+    tc_node(c, KN_OP_GroupNormalization, 1);
+    tc_int(c, "num_groups", 3);
+    gen(c);
+    c = tc_new(21); /* per-channel scale/bias */
+    tc_input(c, KN_F32, 4, D(2, 6, 3, 3), -3, 3);
+    tc_const(c, KN_F32, 1, D(6), 0.5f, 2, NULL);
+    tc_const(c, KN_F32, 1, D(6), -1, 1, NULL);
+    tc_node(c, KN_OP_GroupNormalization, 1);
+    tc_int(c, "num_groups", 2);
+    gen(c);
+}
+
+static void test_lpnorm(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 4; k++) {
+        tc *c = tc_new(13);
+        kn_tensor *x = tc_input(c, KN_F32, 3, D(3, 4, 5), -3, 3);
+        for (int i = 0; i < 5; i++) ((float *)x->data)[i] = 0; /* a zero norm */
+        tc_node(c, KN_OP_LpNormalization, 1);
+        tc_int(c, "axis", k & 1 ? 1 : -1);
+        tc_int(c, "p", k & 2 ? 1 : 2);
+        gen(c);
+    }
+}
+
+/* ---- pooling ---------------------------------------------------------------------------------- */
+
+static void test_global_pool(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        tc *c = tc_new(13);
+        tc_input(c, KN_F32, 4, D(2, 3, 7, 7), -3, 3);
+        tc_node(c, k ? KN_OP_GlobalMaxPool : KN_OP_GlobalAveragePool, 1);
+        gen(c);
+    }
+}
+
+static void pool_case(kn_op op, int rank, const int64_t *dims, const int64_t *ks, const int64_t *strides,
+                      const int64_t *pads, const int64_t *dil, int ceil, int cip, const char *auto_pad)
+{
+    int nsp = rank - 2;
+    tc *c = tc_new(19);
+    tc_input(c, KN_F32, rank, dims, -3, 3);
+    tc_node(c, op, 1);
+    tc_ints(c, "kernel_shape", nsp, ks);
+    if (strides) tc_ints(c, "strides", nsp, strides);
+    if (pads) tc_ints(c, "pads", 2 * nsp, pads);
+    if (dil) tc_ints(c, "dilations", nsp, dil);
+    if (ceil) tc_int(c, "ceil_mode", 1);
+    if (cip) tc_int(c, "count_include_pad", 1);
+    if (auto_pad) tc_str(c, "auto_pad", auto_pad);
+    gen(c);
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        kn_op op = k ? KN_OP_AveragePool : KN_OP_MaxPool;
+        pool_case(op, 4, D(1, 2, 9, 9), D(3, 3), D(2, 2), D(1, 1, 1, 1), NULL, 0, 0, NULL);
+        pool_case(op, 4, D(1, 2, 9, 9), D(3, 3), D(2, 2), D(1, 1, 1, 1), NULL, 0, 1, NULL);
+        pool_case(op, 4, D(2, 3, 8, 8), D(2, 2), D(2, 2), NULL, NULL, 0, 0, NULL);
+        pool_case(op, 4, D(1, 1, 10, 10), D(3, 3), D(2, 2), NULL, NULL, 1, 0, NULL);
+        pool_case(op, 4, D(1, 1, 10, 10), D(3, 3), D(2, 2), NULL, NULL, 1, 1, NULL);
+        pool_case(op, 4, D(1, 2, 7, 7), D(2, 2), D(1, 1), NULL, D(2, 2), 0, 0, NULL);
+        pool_case(op, 4, D(1, 2, 7, 7), D(3, 3), D(2, 2), NULL, NULL, 0, 0, "SAME_UPPER");
+        pool_case(op, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
+        pool_case(op, 5, D(1, 2, 4, 5, 6), D(2, 2, 2), NULL, NULL, NULL, 0, 0, NULL);
+    }
+}
+
+int main(void)
+{
+    LLVMLinkInMCJIT();
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reduce_layouts),
+        cmocka_unit_test(test_reduce_ints_and_attrs),
+        cmocka_unit_test(test_reduce_nan),
+        cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_instance_group_norm),
+        cmocka_unit_test(test_lpnorm),
+        cmocka_unit_test(test_global_pool),
+        cmocka_unit_test(test_pool),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
