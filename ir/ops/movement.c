@@ -1,58 +1,56 @@
 /*
- * Op definitions of the 'movement' family (see ir/ops.h): shape
+ * Type and shape inference of the 'movement' family (see ir/ops.h): shape
  * manipulation (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand,
  * Tile, DepthToSpace, SpaceToDepth) and data movement (Concat, Split, Slice,
  * Gather*, Scatter*, Pad, Resize, Upsample, Dropout).
  *
- * Each op's output shape is computed by ONE function that serves both type
- * inference and evaluation: it sees the inputs' shapes and whatever input
- * values are known (constants during inference, everything during
- * evaluation), so the static shapes inferred at compile time can never
- * disagree with what eval produces. Unknown dims are -1.
+ * Execution lives in runtime/ops/movement*.c (kn_exec_movement). The shape
+ * rules are the runtime's (movement_int.h), called here with the node's
+ * descriptor and its inputs' shapes and constant values, so the static
+ * shapes inferred at compile time can never disagree with what execution
+ * produces. Unknown dims are -1; symbolic dims are carried through.
  */
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../eval.h"
-#include "k_movement.h"
 #include "movement_int.h"
 
-/* ---- shared plumbing -------------------------------------------------------- */
+/* A node seen as the runtime's shape rules see it. */
+typedef struct mv_node {
+    kn_opdesc d;
+    bool *has;      /* has_output of d: stack or heap */
+    bool stack[16];
+    kn_mv_args a;
+} mv_node;
 
-void kn_mv_sh_init(kn_shape *s, int rank)
+static kn_mv_shape to_mv(const kn_shape *s)
 {
-    memset(s, 0, sizeof *s);
-    s->rank = rank;
-    for (int i = 0; i < KN_MAX_RANK; i++) s->dims[i] = -1;
+    kn_mv_shape o;
+    o.rank = s->rank;
+    memcpy(o.dims, s->dims, sizeof o.dims);
+    memcpy(o.sym, s->sym, sizeof o.sym);
+    return o;
 }
 
-static void sh_copy_dim(kn_shape *o, int oi, const kn_shape *s, int si)
+static kn_mv_shape shape_of_tensor(const kn_tensor *t)
 {
-    o->dims[oi] = s->dims[si];
-    o->sym[oi] = s->sym[si];
-}
-
-static kn_shape shape_of_tensor(const kn_tensor *t)
-{
-    kn_shape s;
+    kn_mv_shape s;
     kn_mv_sh_init(&s, t->rank);
     for (int i = 0; i < t->rank; i++) s.dims[i] = t->dims[i];
     return s;
 }
 
-/* Element count of a shape, or -1 if any dim is unknown. */
-static int64_t sh_numel(const kn_shape *s, int from, int to)
+/* Fills m in place (m->a points into m) from n's values; constants give
+ * both their shape and their value. Release with mv_release. */
+static int mv_prepare(const kn_node *n, mv_node *m)
 {
-    if (s->rank < 0) return -1;
-    return kn_shape_numel(to - from, s->dims + from);
-}
-
-void kn_mv_args_from_node(const kn_node *n, kn_mv_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->n = n;
+    memset(m, 0, sizeof *m);
+    m->has = n->n_outputs <= 16 ? m->stack : calloc((size_t)n->n_outputs, sizeof *m->has);
+    if (!m->has) return kn_node_error(n, KN_ERR_NOMEM, "out of memory");
+    kn_node_opdesc(n, &m->d, m->has);
+    kn_mv_args *a = &m->a;
+    a->d = &m->d;
     for (int i = 0; i < KN_MV_MAXIN; i++) {
         kn_value *v = kn_node_input(n, i);
         if (!v) {
@@ -62,1105 +60,126 @@ void kn_mv_args_from_node(const kn_node *n, kn_mv_args *a)
         a->has[i] = true;
         a->dt[i] = v->dtype;
         a->val[i] = v->const_data;
-        a->shp[i] = v->const_data ? shape_of_tensor(v->const_data) : v->shape;
+        a->shp[i] = v->const_data ? shape_of_tensor(v->const_data) : to_mv(&v->shape);
     }
-}
-
-void kn_mv_args_from_eval(const kn_node *n, const kn_tensor *const *in, kn_mv_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->n = n;
-    a->eval = true;
-    for (int i = 0; i < KN_MV_MAXIN; i++) {
-        const kn_tensor *t = i < n->n_inputs ? in[i] : NULL;
-        if (!t) {
-            kn_mv_sh_init(&a->shp[i], -1);
-            continue;
-        }
-        a->has[i] = true;
-        a->dt[i] = t->dtype;
-        a->val[i] = t;
-        a->shp[i] = shape_of_tensor(t);
-    }
-}
-
-/* Reads integer input i into out (at most max); *out_n = -1 if its value is
- * not known (a non-constant input during inference). */
-int kn_mv_ints(const kn_mv_args *a, int i, const char *what, int64_t *out, int max, int *out_n)
-{
-    *out_n = -1;
-    const kn_tensor *t = a->val[i];
-    if (!t) return KN_OK;
-    const kn_dtype_traits *tr = kn_dtype_info(t->dtype);
-    if (!tr->is_integer)
-        return kn_node_error(a->n, KN_ERR_INVALID, "%s must be an integer tensor, got %s", what, kn_dtype_name(t->dtype));
-    if (t->rank > 1) return kn_node_error(a->n, KN_ERR_INVALID, "%s must be 1-D, got rank %d", what, t->rank);
-    int64_t cnt = kn_tensor_numel(t);
-    if (cnt < 0 || cnt > max)
-        return kn_node_error(a->n, KN_ERR_INVALID, "%s has %lld entries, at most %d supported", what, (long long)cnt, max);
-    for (int64_t k = 0; k < cnt; k++) out[k] = kn_load_i64(t->dtype, t->data, (size_t)k);
-    *out_n = (int)cnt;
     return KN_OK;
 }
 
-/* Same for an attribute list; *out_n = -1 if absent. */
-int kn_mv_attr_ints(const kn_node *n, const char *name, int64_t *out, int max, int *out_n)
+static void mv_release(mv_node *m)
 {
-    const int64_t *p = NULL;
-    *out_n = -1;
-    if (!kn_node_attr(n, name)) return KN_OK;
-    int cnt = kn_attr_ints(n, name, &p);
-    if (cnt > max) return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' has %d entries, at most %d supported", name, cnt, max);
-    for (int k = 0; k < cnt; k++) out[k] = p[k];
-    *out_n = cnt;
-    return KN_OK;
+    if (m->has != m->stack) free(m->has);
 }
 
-void kn_mv_set_out(kn_node *n, int i, kn_dtype dt, const kn_shape *s)
+static void set_out(kn_node *n, int i, kn_dtype dt, const kn_mv_shape *s)
 {
     if (i >= n->n_outputs || !n->outputs[i]) return;
+    kn_shape o;
+    o.rank = s->rank;
+    memcpy(o.dims, s->dims, sizeof o.dims);
+    memcpy(o.sym, s->sym, sizeof o.sym);
     n->outputs[i]->dtype = dt;
-    n->outputs[i]->shape = *s;
+    n->outputs[i]->shape = o;
 }
 
-/* Re-raises the last (kernel) error with the node's name in front. */
-int kn_mv_fail(const kn_node *n, int st)
+/* Output 0 gets input 0's dtype and the shape of the op's rule. */
+static int infer_rule(kn_node *n)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", kn_last_error());
-    return kn_node_error(n, st, "%s", msg);
-}
-
-int kn_mv_alloc(const kn_node *n, kn_tensor *out, kn_dtype dt, const kn_shape *s)
-{
-    if (!kn_shape_is_static(s))
-        return kn_node_error(n, KN_ERR_INTERNAL, "output shape is not fully known at evaluation");
-    int st = kn_tensor_alloc(out, dt, s->rank, s->dims);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* Normalizes an axis against rank r, with an error naming the node. */
-int kn_mv_axis(const kn_node *n, int64_t axis, int r, int *out)
-{
-    int k = kn_norm_axis(axis, r);
-    if (k < 0) return kn_node_error(n, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, r);
-    *out = k;
-    return KN_OK;
-}
-
-/* Infer wrapper: output 0 gets input 0's dtype and the shape from fn. */
-int kn_mv_infer(kn_node *n, kn_mv_shape_fn fn)
-{
-    kn_mv_args a;
-    kn_mv_args_from_node(n, &a);
-    kn_shape s;
-    int st = fn(&a, &s);
-    if (st) return st;
-    kn_mv_set_out(n, 0, a.dt[0], &s);
-    return KN_OK;
-}
-
-/* Eval preamble: checks input 0, computes and allocates output 0. */
-static int eval_begin(const kn_node *n, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
-                      kn_mv_args *a)
-{
-    if (!in[0]) return kn_node_error(n, KN_ERR_INVALID, "missing input 0");
-    kn_mv_args_from_eval(n, in, a);
-    kn_shape s;
-    int st = fn(a, &s);
-    if (st) return st;
-    return kn_mv_alloc(n, &out[0], in[0]->dtype, &s);
-}
-
-/* Output 0 is input 0's bytes under a new shape (Reshape and friends). */
-static int eval_view_copy(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out,
-                          kn_mv_shape_fn fn)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, fn, &a);
-    if (st) return st;
-    if (out[0].nbytes != in[0]->nbytes)
-        return kn_node_error(n, KN_ERR_INVALID, "output size differs from input size");
-    if (in[0]->nbytes) memcpy(out[0].data, in[0]->data, in[0]->nbytes);
-    return KN_OK;
-}
-
-#define MV_DEFINE(name)                                                                              \
-    static int infer_##name(kn_node *n) { return kn_mv_infer(n, shape_##name); }                    \
-    static int eval_##name(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) \
-    {                                                                                                \
-        return eval_view_copy(ctx, n, in, out, shape_##name);                                        \
-    }
-
-/* ---- Reshape, Flatten, Squeeze, Unsqueeze -------------------------------- */
-
-static int reshape_target(const kn_mv_args *a, int64_t *sh, int *cnt)
-{
-    const kn_node *n = a->n;
-    if (kn_node_opset(n) < 5) {
-        int st = kn_mv_attr_ints(n, "shape", sh, KN_MAX_RANK, cnt);
-        if (!st && *cnt < 0) return kn_node_error(n, KN_ERR_INVALID, "missing 'shape' attribute");
-        return st;
-    }
-    if (!a->has[1]) return kn_node_error(n, KN_ERR_INVALID, "missing shape input");
-    return kn_mv_ints(a, 1, "shape", sh, KN_MAX_RANK, cnt);
-}
-
-/* Fills the -1 slot from the element count, when everything is known. */
-static int reshape_fill(const kn_node *n, const kn_shape *x, kn_shape *o, int infer_at)
-{
-    int64_t in_n = sh_numel(x, 0, x->rank), rest = 1;
-    bool known = in_n >= 0;
-    for (int i = 0; i < o->rank; i++) {
-        if (i == infer_at) continue;
-        if (o->dims[i] < 0) known = false;
-        else if (o->dims[i] && rest > INT64_MAX / o->dims[i])
-            return kn_node_error(n, KN_ERR_INVALID, "target shape has too many elements");
-        else rest *= o->dims[i];
-    }
-    if (!known) return KN_OK;
-    if (infer_at < 0) {
-        if (rest != in_n)
-            return kn_node_error(n, KN_ERR_INVALID, "cannot reshape %lld elements into %lld", (long long)in_n, (long long)rest);
-        return KN_OK;
-    }
-    if (rest == 0 || in_n % rest)
-        return kn_node_error(n, KN_ERR_INVALID, "cannot infer the -1 dim: %lld elements do not divide into %lld",
-                             (long long)in_n, (long long)rest);
-    o->dims[infer_at] = in_n / rest;
-    return KN_OK;
-}
-
-static int shape_reshape(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_node *n = a->n;
-    int64_t sh[KN_MAX_RANK];
-    int cnt;
-    int st = reshape_target(a, sh, &cnt);
-    if (st) return st;
-    if (cnt < 0) { /* shape not constant: the rank may still be known */
-        const kn_shape *s1 = &a->shp[1];
-        kn_mv_sh_init(o, s1->rank == 1 && s1->dims[0] >= 0 && s1->dims[0] <= KN_MAX_RANK ? (int)s1->dims[0] : -1);
-        return KN_OK;
-    }
-    bool allowzero = kn_attr_int(n, "allowzero", 0) != 0;
-    const kn_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, cnt);
-    int infer_at = -1;
-    for (int i = 0; i < cnt; i++) {
-        if (sh[i] == -1) {
-            if (infer_at >= 0) return kn_node_error(n, KN_ERR_INVALID, "shape has more than one -1");
-            infer_at = i;
-        } else if (sh[i] == 0 && !allowzero) {
-            if (x->rank >= 0 && i >= x->rank)
-                return kn_node_error(n, KN_ERR_INVALID, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, x->rank);
-            if (x->rank >= 0) sh_copy_dim(o, i, x, i);
-        } else if (sh[i] < 0) {
-            return kn_node_error(n, KN_ERR_INVALID, "shape[%d] = %lld is negative", i, (long long)sh[i]);
-        } else {
-            o->dims[i] = sh[i];
-        }
-    }
-    /* A symbolic input dim copied through is still unknown here; only the
-     * fully static case can check the element count. */
-    return reshape_fill(n, x, o, infer_at);
-}
-MV_DEFINE(reshape)
-
-static int shape_flatten(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, 2);
-    if (x->rank < 0) return KN_OK;
-    int64_t axis = kn_attr_int(a->n, "axis", 1);
-    if (axis < 0) axis += x->rank;
-    if (axis < 0 || axis > x->rank)
-        return kn_node_error(a->n, KN_ERR_INVALID, "axis %lld is out of range for rank %d",
-                             (long long)kn_attr_int(a->n, "axis", 1), x->rank);
-    o->dims[0] = sh_numel(x, 0, (int)axis);
-    o->dims[1] = sh_numel(x, (int)axis, x->rank);
-    return KN_OK;
-}
-MV_DEFINE(flatten)
-
-/* Axes of Squeeze/Unsqueeze: an attribute before opset 13, an input after.
- * *cnt = -1: none given; -2: given but not known yet. */
-static int squeeze_axes(const kn_mv_args *a, int64_t *axes, int *cnt)
-{
-    if (kn_node_opset(a->n) < 13) return kn_mv_attr_ints(a->n, "axes", axes, KN_MAX_RANK, cnt);
-    if (!a->has[1]) {
-        *cnt = -1;
-        return KN_OK;
-    }
-    int st = kn_mv_ints(a, 1, "axes", axes, KN_MAX_RANK, cnt);
-    if (!st && *cnt < 0) *cnt = -2;
+    kn_mv_shape_fn fn = kn_mv_shape_of(n->op);
+    if (!fn) return kn_node_error(n, KN_ERR_INTERNAL, "no shape rule for this op");
+    mv_node m;
+    int st = mv_prepare(n, &m);
+    kn_mv_shape s;
+    if (!st && !(st = fn(&m.a, &s))) set_out(n, 0, m.a.dt[0], &s);
+    mv_release(&m);
     return st;
-}
-
-/* Marks normalized axes in mark[0..r); fails on range errors and repeats. */
-static int mark_axes(const kn_node *n, const int64_t *axes, int cnt, int r, bool *mark)
-{
-    memset(mark, 0, sizeof(bool) * KN_MAX_RANK);
-    for (int i = 0; i < cnt; i++) {
-        int k;
-        int st = kn_mv_axis(n, axes[i], r, &k);
-        if (st) return st;
-        if (mark[k]) return kn_node_error(n, KN_ERR_INVALID, "axis %lld is repeated", (long long)axes[i]);
-        mark[k] = true;
-    }
-    return KN_OK;
-}
-
-static int shape_squeeze(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0];
-    int64_t axes[KN_MAX_RANK];
-    int cnt;
-    int st = squeeze_axes(a, axes, &cnt);
-    if (st) return st;
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || cnt == -2) return KN_OK;
-    bool mark[KN_MAX_RANK];
-    if (cnt >= 0) {
-        if ((st = mark_axes(a->n, axes, cnt, x->rank, mark))) return st;
-    } else {
-        for (int i = 0; i < x->rank; i++) {
-            if (x->dims[i] < 0) return KN_OK; /* which dims go is unknown */
-            mark[i] = x->dims[i] == 1;
-        }
-    }
-    o->rank = 0;
-    for (int i = 0; i < x->rank; i++) {
-        if (!mark[i]) {
-            sh_copy_dim(o, o->rank++, x, i);
-        } else if (x->dims[i] >= 0 && x->dims[i] != 1) {
-            return kn_node_error(a->n, KN_ERR_INVALID, "cannot squeeze axis %d of size %lld", i, (long long)x->dims[i]);
-        }
-    }
-    return KN_OK;
-}
-MV_DEFINE(squeeze)
-
-static int shape_unsqueeze(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0];
-    int64_t axes[KN_MAX_RANK];
-    int cnt;
-    int st = squeeze_axes(a, axes, &cnt);
-    if (st) return st;
-    if (cnt == -1) return kn_node_error(a->n, KN_ERR_INVALID, "missing axes");
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || cnt == -2) return KN_OK;
-    int r = x->rank + cnt;
-    if (r > KN_MAX_RANK) return kn_node_error(a->n, KN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, KN_MAX_RANK);
-    bool mark[KN_MAX_RANK];
-    if ((st = mark_axes(a->n, axes, cnt, r, mark))) return st;
-    kn_mv_sh_init(o, r);
-    for (int i = 0, j = 0; i < r; i++) {
-        if (mark[i]) o->dims[i] = 1;
-        else sh_copy_dim(o, i, x, j++);
-    }
-    return KN_OK;
-}
-MV_DEFINE(unsqueeze)
-
-/* ---- Transpose ----------------------------------------------------------- */
-
-static int transpose_perm(const kn_mv_args *a, int *perm, int *rank)
-{
-    int64_t p[KN_MAX_RANK];
-    int cnt;
-    int st = kn_mv_attr_ints(a->n, "perm", p, KN_MAX_RANK, &cnt);
-    if (st) return st;
-    int r = a->shp[0].rank;
-    if (cnt < 0) {
-        *rank = r;
-        for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
-        return KN_OK;
-    }
-    if (r >= 0 && cnt != r) return kn_node_error(a->n, KN_ERR_INVALID, "perm has %d entries for rank %d", cnt, r);
-    bool seen[KN_MAX_RANK] = {0};
-    for (int i = 0; i < cnt; i++) {
-        if (p[i] < 0 || p[i] >= cnt || seen[p[i]])
-            return kn_node_error(a->n, KN_ERR_INVALID, "perm is not a permutation of 0..%d", cnt - 1);
-        seen[p[i]] = true;
-        perm[i] = (int)p[i];
-    }
-    *rank = cnt;
-    return KN_OK;
-}
-
-static int shape_transpose(const kn_mv_args *a, kn_shape *o)
-{
-    int perm[KN_MAX_RANK], r;
-    int st = transpose_perm(a, perm, &r);
-    if (st) return st;
-    kn_mv_sh_init(o, r);
-    if (a->shp[0].rank < 0) return KN_OK;
-    for (int i = 0; i < r; i++) sh_copy_dim(o, i, &a->shp[0], perm[i]);
-    return KN_OK;
-}
-
-static int infer_transpose(kn_node *n) { return kn_mv_infer(n, shape_transpose); }
-
-static int eval_transpose(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, shape_transpose, &a);
-    int perm[KN_MAX_RANK], r;
-    if (st || (st = transpose_perm(&a, perm, &r))) return st;
-    st = kn_k_transpose(in[0], perm, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* ---- Concat -------------------------------------------------------------- */
-
-static int concat_axis(const kn_node *n, int r, int *axis)
-{
-    const kn_attr *at = kn_node_attr(n, "axis");
-    if (!at && kn_node_opset(n) >= 4) return kn_node_error(n, KN_ERR_INVALID, "missing 'axis' attribute");
-    return kn_mv_axis(n, at ? at->i : 1, r, axis);
-}
-
-/* Shared by infer and eval: shapes[i] of n inputs (NULL entries skipped). */
-static int concat_shape(const kn_node *n, int cnt, const kn_shape *const *shapes, kn_shape *o)
-{
-    int r = -1;
-    for (int i = 0; i < cnt; i++)
-        if (shapes[i] && shapes[i]->rank >= 0) {
-            if (r >= 0 && shapes[i]->rank != r)
-                return kn_node_error(n, KN_ERR_INVALID, "input %d has rank %d, input 0 has rank %d", i, shapes[i]->rank, r);
-            r = shapes[i]->rank;
-        }
-    kn_mv_sh_init(o, r);
-    if (r < 0) return KN_OK;
-    int axis;
-    int st = concat_axis(n, r, &axis);
-    if (st) return st;
-    int64_t sum = 0;
-    for (int i = 0; i < cnt; i++) {
-        const kn_shape *s = shapes[i];
-        if (!s || s->rank < 0) {
-            sum = -1;
-            continue;
-        }
-        for (int k = 0; k < r; k++) {
-            if (k == axis) continue;
-            if (o->dims[k] < 0) sh_copy_dim(o, k, s, k);
-            else if (s->dims[k] >= 0 && s->dims[k] != o->dims[k])
-                return kn_node_error(n, KN_ERR_INVALID, "input %d has dim %lld on axis %d, expected %lld", i,
-                                     (long long)s->dims[k], k, (long long)o->dims[k]);
-        }
-        if (sum >= 0) sum = s->dims[axis] < 0 ? -1 : sum + s->dims[axis];
-    }
-    o->dims[axis] = sum;
-    return KN_OK;
 }
 
 static int infer_concat(kn_node *n)
 {
-    const kn_shape **shapes = calloc((size_t)n->n_inputs + 1, sizeof *shapes);
-    if (!shapes) return kn_node_error(n, KN_ERR_NOMEM, "out of memory");
+    kn_mv_shape *sh = calloc((size_t)n->n_inputs + 1, sizeof *sh);
+    const kn_mv_shape **ps = calloc((size_t)n->n_inputs + 1, sizeof *ps);
+    mv_node m;
+    int st = !sh || !ps ? kn_node_error(n, KN_ERR_NOMEM, "out of memory") : mv_prepare(n, &m);
+    if (st) {
+        free(sh);
+        free(ps);
+        return st;
+    }
     kn_dtype dt = KN_DT_UNDEFINED;
     for (int i = 0; i < n->n_inputs; i++) {
         kn_value *v = n->inputs[i];
         if (!v) continue;
-        shapes[i] = &v->shape;
+        sh[i] = to_mv(&v->shape);
+        ps[i] = &sh[i];
         if (dt == KN_DT_UNDEFINED) dt = v->dtype;
     }
-    kn_shape o;
-    int st = concat_shape(n, n->n_inputs, shapes, &o);
-    free(shapes);
-    if (!st) kn_mv_set_out(n, 0, dt, &o);
-    return st;
-}
-
-static int eval_concat(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    int cnt = n->n_inputs;
-    kn_shape *sh = calloc((size_t)cnt + 1, sizeof *sh);
-    const kn_shape **ps = calloc((size_t)cnt + 1, sizeof *ps);
-    int st = KN_OK;
-    if (!sh || !ps) st = kn_node_error(n, KN_ERR_NOMEM, "out of memory");
-    for (int i = 0; !st && i < cnt; i++) {
-        if (!in[i]) st = kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
-        else if (in[i]->dtype != in[0]->dtype)
-            st = kn_node_error(n, KN_ERR_INVALID, "input %d is %s, input 0 is %s", i, kn_dtype_name(in[i]->dtype),
-                               kn_dtype_name(in[0]->dtype));
-        else {
-            sh[i] = shape_of_tensor(in[i]);
-            ps[i] = &sh[i];
-        }
-    }
-    kn_shape o;
-    int axis = 0;
-    if (!st) st = concat_shape(n, cnt, ps, &o);
-    if (!st) st = concat_axis(n, o.rank, &axis);
-    if (!st) st = kn_mv_alloc(n, &out[0], in[0]->dtype, &o);
-    if (!st && (st = kn_k_concat(cnt, in, axis, &out[0]))) st = kn_mv_fail(n, st);
+    kn_mv_shape o;
+    st = kn_mv_concat_shape(&m.d, n->n_inputs, ps, &o);
+    if (!st) set_out(n, 0, dt, &o);
+    mv_release(&m);
     free(sh);
     free(ps);
     return st;
 }
 
-/* ---- Split --------------------------------------------------------------- */
-
-/* Sizes of the n_out pieces along the axis; entries -1 where unknown. */
-static int split_sizes(const kn_mv_args *a, int axis, int64_t *sizes)
-{
-    const kn_node *n = a->n;
-    int n_out = n->n_outputs;
-    int64_t d = a->shp[0].dims[axis];
-    int64_t *given = calloc((size_t)n_out + 1, sizeof *given);
-    if (!given) return kn_node_error(n, KN_ERR_NOMEM, "out of memory");
-    int cnt = -1, st = KN_OK;
-    if (kn_node_opset(n) < 13) st = kn_mv_attr_ints(n, "split", given, n_out, &cnt);
-    else if (a->has[1]) {
-        st = kn_mv_ints(a, 1, "split", given, n_out, &cnt);
-        if (!st && cnt < 0) cnt = -2; /* present but not constant */
-    }
-    if (st) {
-        free(given);
-        return kn_node_error(n, KN_ERR_INVALID, "split needs one entry per output (%d)", n_out);
-    }
-    for (int i = 0; i < n_out; i++) sizes[i] = -1;
-    if (cnt >= 0) {
-        int64_t sum = 0;
-        if (cnt != n_out) st = kn_node_error(n, KN_ERR_INVALID, "split has %d entries for %d outputs", cnt, n_out);
-        for (int i = 0; !st && i < cnt; i++) {
-            if (given[i] < 0 || given[i] > INT64_MAX - sum)
-                st = kn_node_error(n, KN_ERR_INVALID, "split[%d] = %lld is out of range", i, (long long)given[i]);
-            sizes[i] = given[i];
-            sum += given[i];
-        }
-        if (!st && d >= 0 && sum != d)
-            st = kn_node_error(n, KN_ERR_INVALID, "split sums to %lld, but the axis has %lld", (long long)sum, (long long)d);
-    } else if (cnt == -1) {
-        int64_t parts = kn_attr_int(n, "num_outputs", n_out);
-        if (parts != n_out)
-            st = kn_node_error(n, KN_ERR_INVALID, "num_outputs %lld differs from the %d outputs", (long long)parts, n_out);
-        /* Equal parts; from opset 18 the last one may be smaller. */
-        int64_t chunk = d >= 0 && n_out > 0 ? (d + n_out - 1) / n_out : -1;
-        for (int i = 0; !st && d >= 0 && i < n_out; i++) {
-            int64_t left = d - chunk * i;
-            sizes[i] = left < 0 ? 0 : left < chunk ? left : chunk;
-        }
-    }
-    free(given);
-    return st;
-}
-
-static int split_axis(const kn_mv_args *a, int *axis)
-{
-    if (a->shp[0].rank < 0) return KN_OK;
-    return kn_mv_axis(a->n, kn_attr_int(a->n, "axis", 0), a->shp[0].rank, axis);
-}
-
 static int infer_split(kn_node *n)
 {
-    kn_mv_args a;
-    kn_mv_args_from_node(n, &a);
+    mv_node m;
+    int st = mv_prepare(n, &m);
+    if (st) return st;
+    int64_t *sizes = calloc((size_t)n->n_outputs + 1, sizeof *sizes);
     int axis = -1;
-    int st = split_axis(&a, &axis);
-    if (st) return st;
-    kn_shape o = a.shp[0];
-    if (axis < 0) {
-        for (int i = 0; i < n->n_outputs; i++) kn_mv_set_out(n, i, a.dt[0], &o);
-        return KN_OK;
-    }
-    int64_t *sizes = calloc((size_t)n->n_outputs + 1, sizeof *sizes);
-    if (!sizes) return kn_node_error(n, KN_ERR_NOMEM, "out of memory");
-    st = split_sizes(&a, axis, sizes);
+    if (!sizes) st = kn_node_error(n, KN_ERR_NOMEM, "out of memory");
+    else st = kn_mv_split_plan(&m.a, &axis, sizes);
+    kn_mv_shape o = m.a.shp[0];
     for (int i = 0; !st && i < n->n_outputs; i++) {
-        o.dims[axis] = sizes[i];
-        o.sym[axis] = NULL;
-        kn_mv_set_out(n, i, a.dt[0], &o);
+        if (axis >= 0) {
+            o.dims[axis] = sizes[i];
+            o.sym[axis] = NULL;
+        }
+        set_out(n, i, m.a.dt[0], &o);
     }
     free(sizes);
+    mv_release(&m);
     return st;
 }
-
-static int eval_split(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    if (!in[0]) return kn_node_error(n, KN_ERR_INVALID, "missing input 0");
-    kn_mv_args a;
-    kn_mv_args_from_eval(n, in, &a);
-    int axis = 0;
-    int st = split_axis(&a, &axis);
-    int64_t *sizes = calloc((size_t)n->n_outputs + 1, sizeof *sizes);
-    if (!st && !sizes) st = kn_node_error(n, KN_ERR_NOMEM, "out of memory");
-    if (!st) st = split_sizes(&a, axis, sizes);
-    int64_t starts[KN_MAX_RANK] = {0}, steps[KN_MAX_RANK];
-    for (int k = 0; k < KN_MAX_RANK; k++) steps[k] = 1;
-    for (int i = 0; !st && i < n->n_outputs; i++) {
-        kn_shape o = a.shp[0];
-        o.dims[axis] = sizes[i];
-        if (n->outputs[i] && !(st = kn_mv_alloc(n, &out[i], in[0]->dtype, &o)))
-            if ((st = kn_k_slice(in[0], starts, steps, &out[i]))) st = kn_mv_fail(n, st);
-        starts[axis] += sizes[i];
-    }
-    free(sizes);
-    return st;
-}
-
-/* ---- Slice --------------------------------------------------------------- */
-
-typedef struct slice_lists {
-    int64_t starts[KN_MAX_RANK], ends[KN_MAX_RANK], axes[KN_MAX_RANK], steps[KN_MAX_RANK];
-    int ns, ne, na, nt; /* counts; -1 absent, -2 present but unknown */
-} slice_lists;
-
-static int slice_input(const kn_mv_args *a, int i, const char *what, int64_t *out, int *cnt)
-{
-    if (!a->has[i]) {
-        *cnt = -1;
-        return KN_OK;
-    }
-    int st = kn_mv_ints(a, i, what, out, KN_MAX_RANK, cnt);
-    if (!st && *cnt < 0) *cnt = -2;
-    return st;
-}
-
-static int slice_read(const kn_mv_args *a, slice_lists *l)
-{
-    const kn_node *n = a->n;
-    int st;
-    if (kn_node_opset(n) < 10) {
-        if ((st = kn_mv_attr_ints(n, "starts", l->starts, KN_MAX_RANK, &l->ns)) ||
-            (st = kn_mv_attr_ints(n, "ends", l->ends, KN_MAX_RANK, &l->ne)) ||
-            (st = kn_mv_attr_ints(n, "axes", l->axes, KN_MAX_RANK, &l->na)))
-            return st;
-        l->nt = -1;
-    } else if ((st = slice_input(a, 1, "starts", l->starts, &l->ns)) || (st = slice_input(a, 2, "ends", l->ends, &l->ne)) ||
-               (st = slice_input(a, 3, "axes", l->axes, &l->na)) || (st = slice_input(a, 4, "steps", l->steps, &l->nt))) {
-        return st;
-    }
-    if (l->ns == -1 || l->ne == -1) return kn_node_error(n, KN_ERR_INVALID, "missing starts or ends");
-    return KN_OK;
-}
-
-/* Clamps one axis' start/end the way ONNX does; returns the element count. */
-static int64_t slice_axis(int64_t d, int64_t s, int64_t e, int64_t step, int64_t *out_start)
-{
-    if (s < 0) s += d;
-    if (e < 0) e += d;
-    if (step > 0) {
-        s = s < 0 ? 0 : s > d ? d : s;
-        e = e < 0 ? 0 : e > d ? d : e;
-        *out_start = s;
-        return e > s ? (e - s - 1) / step + 1 : 0;
-    }
-    s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
-    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-    *out_start = s;
-    int64_t ms = step == INT64_MIN ? INT64_MAX : -step;
-    return s > e ? (s - e - 1) / ms + 1 : 0;
-}
-
-/* The output shape and, for eval, each axis' first index and step. */
-static int slice_plan(const kn_mv_args *a, kn_shape *o, int64_t *starts, int64_t *steps)
-{
-    const kn_node *n = a->n;
-    const kn_shape *x = &a->shp[0];
-    slice_lists l;
-    int st = slice_read(a, &l);
-    if (st) return st;
-    *o = *x;
-    for (int k = 0; k < KN_MAX_RANK; k++) {
-        starts[k] = 0;
-        steps[k] = 1;
-    }
-    if (x->rank < 0) return KN_OK;
-    if (l.ns == -2 || l.ne == -2 || l.na == -2 || l.nt == -2) {
-        kn_mv_sh_init(o, x->rank);
-        return KN_OK;
-    }
-    int cnt = l.ns;
-    if (l.ne != cnt || (l.na >= 0 && l.na != cnt) || (l.nt >= 0 && l.nt != cnt))
-        return kn_node_error(n, KN_ERR_INVALID, "starts, ends, axes and steps differ in length");
-    bool seen[KN_MAX_RANK] = {0};
-    for (int i = 0; i < cnt; i++) {
-        int k;
-        if ((st = kn_mv_axis(n, l.na >= 0 ? l.axes[i] : i, x->rank, &k))) return st;
-        if (seen[k]) return kn_node_error(n, KN_ERR_INVALID, "axis %d is sliced twice", k);
-        seen[k] = true;
-        int64_t step = l.nt >= 0 ? l.steps[i] : 1;
-        if (step == 0) return kn_node_error(n, KN_ERR_INVALID, "step on axis %d is 0", k);
-        o->sym[k] = NULL;
-        if (x->dims[k] < 0) {
-            o->dims[k] = -1;
-            continue;
-        }
-        o->dims[k] = slice_axis(x->dims[k], l.starts[i], l.ends[i], step, &starts[k]);
-        steps[k] = step;
-    }
-    return KN_OK;
-}
-
-static int shape_slice(const kn_mv_args *a, kn_shape *o)
-{
-    int64_t starts[KN_MAX_RANK], steps[KN_MAX_RANK];
-    return slice_plan(a, o, starts, steps);
-}
-
-static int infer_slice(kn_node *n) { return kn_mv_infer(n, shape_slice); }
-
-static int eval_slice(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    if (!in[0]) return kn_node_error(n, KN_ERR_INVALID, "missing input 0");
-    kn_mv_args a;
-    kn_mv_args_from_eval(n, in, &a);
-    kn_shape o;
-    int64_t starts[KN_MAX_RANK], steps[KN_MAX_RANK];
-    int st = slice_plan(&a, &o, starts, steps);
-    if (st || (st = kn_mv_alloc(n, &out[0], in[0]->dtype, &o))) return st;
-    st = kn_k_slice(in[0], starts, steps, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* ---- Gather family ------------------------------------------------------- */
-
-static int check_index_dtype(const kn_mv_args *a, int i)
-{
-    kn_dtype dt = a->dt[i];
-    if (dt != KN_DT_UNDEFINED && dt != KN_I32 && dt != KN_I64)
-        return kn_node_error(a->n, KN_ERR_INVALID, "indices must be int32 or int64, got %s", kn_dtype_name(dt));
-    return KN_OK;
-}
-
-static int gather_axis(const kn_mv_args *a, int *axis)
-{
-    *axis = -1;
-    if (a->shp[0].rank < 0) return KN_OK;
-    if (a->shp[0].rank == 0) return kn_node_error(a->n, KN_ERR_INVALID, "data must have rank >= 1");
-    return kn_mv_axis(a->n, kn_attr_int(a->n, "axis", 0), a->shp[0].rank, axis);
-}
-
-static int shape_gather(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0], *ind = &a->shp[1];
-    int axis;
-    int st = check_index_dtype(a, 1);
-    if (st || (st = gather_axis(a, &axis))) return st;
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || ind->rank < 0) return KN_OK;
-    int r = x->rank - 1 + ind->rank;
-    if (r > KN_MAX_RANK) return kn_node_error(a->n, KN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, KN_MAX_RANK);
-    kn_mv_sh_init(o, r);
-    int j = 0;
-    for (int i = 0; i < axis; i++) sh_copy_dim(o, j++, x, i);
-    for (int i = 0; i < ind->rank; i++) sh_copy_dim(o, j++, ind, i);
-    for (int i = axis + 1; i < x->rank; i++) sh_copy_dim(o, j++, x, i);
-    return KN_OK;
-}
-
-static int infer_gather(kn_node *n) { return kn_mv_infer(n, shape_gather); }
-
-static int eval_gather(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int axis;
-    if (!in[1]) return kn_node_error(n, KN_ERR_INVALID, "missing indices");
-    int st = eval_begin(n, in, out, shape_gather, &a);
-    if (st || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_gather(in[0], in[1], axis, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-static int shape_gather_elements(const kn_mv_args *a, kn_shape *o)
-{
-    int axis;
-    int st = check_index_dtype(a, 1);
-    if (st || (st = gather_axis(a, &axis))) return st;
-    const kn_shape *x = &a->shp[0], *ind = &a->shp[1];
-    if (x->rank >= 0 && ind->rank >= 0 && x->rank != ind->rank)
-        return kn_node_error(a->n, KN_ERR_INVALID, "indices rank %d differs from data rank %d", ind->rank, x->rank);
-    *o = *ind;
-    return KN_OK;
-}
-
-static int infer_gather_elements(kn_node *n) { return kn_mv_infer(n, shape_gather_elements); }
-
-static int eval_gather_elements(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int axis;
-    if (!in[1]) return kn_node_error(n, KN_ERR_INVALID, "missing indices");
-    int st = eval_begin(n, in, out, shape_gather_elements, &a);
-    if (st || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_gather_elements(in[0], in[1], axis, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-static int shape_gather_nd(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0], *ind = &a->shp[1];
-    int st = check_index_dtype(a, 1);
-    if (st) return st;
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || ind->rank < 0) return KN_OK;
-    int64_t b = kn_attr_int(a->n, "batch_dims", 0);
-    if (ind->rank < 1 || b < 0 || b >= x->rank || b >= ind->rank)
-        return kn_node_error(a->n, KN_ERR_INVALID, "batch_dims %lld does not fit data rank %d and indices rank %d",
-                             (long long)b, x->rank, ind->rank);
-    int64_t k = ind->dims[ind->rank - 1];
-    if (k < 0) return KN_OK;
-    if (k < 1 || k > x->rank - b)
-        return kn_node_error(a->n, KN_ERR_INVALID, "indices' last dim %lld exceeds data rank %d minus batch_dims",
-                             (long long)k, x->rank);
-    for (int i = 0; i < b; i++)
-        if (x->dims[i] >= 0 && ind->dims[i] >= 0 && x->dims[i] != ind->dims[i])
-            return kn_node_error(a->n, KN_ERR_INVALID, "batch dim %d differs between data and indices", i);
-    int r = ind->rank - 1 + x->rank - (int)b - (int)k;
-    if (r > KN_MAX_RANK) return kn_node_error(a->n, KN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, KN_MAX_RANK);
-    kn_mv_sh_init(o, r);
-    int j = 0;
-    for (int i = 0; i < ind->rank - 1; i++) sh_copy_dim(o, j++, ind, i);
-    for (int i = (int)(b + k); i < x->rank; i++) sh_copy_dim(o, j++, x, i);
-    return KN_OK;
-}
-
-static int infer_gather_nd(kn_node *n) { return kn_mv_infer(n, shape_gather_nd); }
-
-static int eval_gather_nd(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    if (!in[1]) return kn_node_error(n, KN_ERR_INVALID, "missing indices");
-    int st = eval_begin(n, in, out, shape_gather_nd, &a);
-    if (st) return st;
-    st = kn_k_gather_nd(in[0], in[1], (int)kn_attr_int(n, "batch_dims", 0), &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* ---- Scatter family ------------------------------------------------------ */
-
-static int scatter_reduction(const kn_node *n, kn_reduction *red)
-{
-    const char *s = kn_attr_string(n, "reduction", "none");
-    static const char *const names[] = {"none", "add", "mul", "max", "min"};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(s, names[i])) {
-            *red = (kn_reduction)i;
-            return KN_OK;
-        }
-    return kn_node_error(n, KN_ERR_UNSUPPORTED, "unknown reduction '%s'", s);
-}
-
-static int shape_scatter(const kn_mv_args *a, kn_shape *o)
-{
-    int st = check_index_dtype(a, 1);
-    if (st) return st;
-    if (a->dt[2] != KN_DT_UNDEFINED && a->dt[0] != KN_DT_UNDEFINED && a->dt[2] != a->dt[0])
-        return kn_node_error(a->n, KN_ERR_INVALID, "updates are %s but data is %s", kn_dtype_name(a->dt[2]),
-                             kn_dtype_name(a->dt[0]));
-    *o = a->shp[0];
-    return KN_OK;
-}
-
-static int infer_scatter(kn_node *n) { return kn_mv_infer(n, shape_scatter); }
-
-static int eval_scatter_elements(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    kn_reduction red;
-    int axis;
-    if (!in[1] || !in[2]) return kn_node_error(n, KN_ERR_INVALID, "missing indices or updates");
-    int st = scatter_reduction(n, &red);
-    if (st || (st = eval_begin(n, in, out, shape_scatter, &a)) || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_scatter_elements(in[0], in[1], in[2], axis, red, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-static int eval_scatter_nd(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    kn_reduction red;
-    if (!in[1] || !in[2]) return kn_node_error(n, KN_ERR_INVALID, "missing indices or updates");
-    int st = scatter_reduction(n, &red);
-    if (st || (st = eval_begin(n, in, out, shape_scatter, &a))) return st;
-    st = kn_k_scatter_nd(in[0], in[1], in[2], red, &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* ---- Expand, Tile -------------------------------------------------------- */
-
-/* One output dim of a broadcast of x's dim a (with symbol) and target b. */
-static int bcast_dim(const kn_node *n, const kn_shape *x, int xi, int64_t b, kn_shape *o, int oi)
-{
-    int64_t d = xi >= 0 ? x->dims[xi] : 1;
-    if (d == 1) o->dims[oi] = b;
-    else if (b == 1 || d == b) sh_copy_dim(o, oi, x, xi);
-    else if (d < 0) o->dims[oi] = b;
-    else return kn_node_error(n, KN_ERR_INVALID, "dim %lld cannot be expanded to %lld", (long long)d, (long long)b);
-    return KN_OK;
-}
-
-static int shape_expand(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0];
-    int64_t sh[KN_MAX_RANK];
-    int cnt;
-    if (!a->has[1]) return kn_node_error(a->n, KN_ERR_INVALID, "missing shape input");
-    int st = kn_mv_ints(a, 1, "shape", sh, KN_MAX_RANK, &cnt);
-    if (st) return st;
-    kn_mv_sh_init(o, -1);
-    if (cnt < 0) {
-        const kn_shape *s1 = &a->shp[1];
-        if (x->rank >= 0 && s1->rank == 1 && s1->dims[0] >= 0 && s1->dims[0] <= KN_MAX_RANK)
-            kn_mv_sh_init(o, x->rank > (int)s1->dims[0] ? x->rank : (int)s1->dims[0]);
-        return KN_OK;
-    }
-    if (x->rank < 0) return KN_OK;
-    int r = x->rank > cnt ? x->rank : cnt;
-    kn_mv_sh_init(o, r);
-    for (int i = 0; i < r; i++) {
-        int xi = i - (r - x->rank), si = i - (r - cnt);
-        int64_t b = si >= 0 ? sh[si] : 1;
-        if (b < 0) return kn_node_error(a->n, KN_ERR_INVALID, "shape[%d] = %lld is negative", si, (long long)b);
-        if ((st = bcast_dim(a->n, x, xi, b, o, i))) return st;
-    }
-    return KN_OK;
-}
-
-static int infer_expand(kn_node *n) { return kn_mv_infer(n, shape_expand); }
-
-static int eval_expand(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, shape_expand, &a);
-    if (st) return st;
-    st = kn_k_expand(in[0], &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-static int shape_tile(const kn_mv_args *a, kn_shape *o)
-{
-    const kn_shape *x = &a->shp[0];
-    int64_t rep[KN_MAX_RANK];
-    int cnt;
-    if (!a->has[1]) return kn_node_error(a->n, KN_ERR_INVALID, "missing repeats input");
-    int st = kn_mv_ints(a, 1, "repeats", rep, KN_MAX_RANK, &cnt);
-    if (st) return st;
-    kn_mv_sh_init(o, x->rank);
-    if (cnt < 0 || x->rank < 0) return KN_OK;
-    if (cnt != x->rank) return kn_node_error(a->n, KN_ERR_INVALID, "repeats has %d entries for rank %d", cnt, x->rank);
-    for (int i = 0; i < cnt; i++) {
-        if (rep[i] < 0) return kn_node_error(a->n, KN_ERR_INVALID, "repeats[%d] = %lld is negative", i, (long long)rep[i]);
-        if (rep[i] == 1) sh_copy_dim(o, i, x, i);
-        else if (x->dims[i] >= 0) {
-            if (rep[i] && x->dims[i] > INT64_MAX / rep[i]) return kn_node_error(a->n, KN_ERR_INVALID, "tiled dim overflows");
-            o->dims[i] = x->dims[i] * rep[i];
-        }
-    }
-    return KN_OK;
-}
-
-static int infer_tile(kn_node *n) { return kn_mv_infer(n, shape_tile); }
-
-static int eval_tile(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, shape_tile, &a);
-    if (st) return st;
-    st = kn_k_tile(in[0], &out[0]);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-/* ---- DepthToSpace, SpaceToDepth ------------------------------------------ */
-
-static int block_size(const kn_mv_args *a, int64_t *b)
-{
-    *b = kn_attr_int(a->n, "blocksize", 0);
-    if (*b <= 0 || *b > (1 << 20)) return kn_node_error(a->n, KN_ERR_INVALID, "blocksize %lld must be positive", (long long)*b);
-    if (a->n->op == KN_OP_DepthToSpace) {
-        const char *mode = kn_attr_string(a->n, "mode", "DCR");
-        if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
-            return kn_node_error(a->n, KN_ERR_INVALID, "mode '%s' must be DCR or CRD", mode);
-    }
-    if (a->shp[0].rank >= 0 && a->shp[0].rank != 4)
-        return kn_node_error(a->n, KN_ERR_INVALID, "input must have rank 4, got %d", a->shp[0].rank);
-    return KN_OK;
-}
-
-static int shape_depth_to_space(const kn_mv_args *a, kn_shape *o)
-{
-    int64_t b;
-    int st = block_size(a, &b);
-    if (st) return st;
-    const kn_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, 4);
-    if (x->rank < 0) return KN_OK;
-    sh_copy_dim(o, 0, x, 0);
-    if (x->dims[1] >= 0) {
-        if (x->dims[1] % (b * b))
-            return kn_node_error(a->n, KN_ERR_INVALID, "channels %lld are not a multiple of blocksize^2", (long long)x->dims[1]);
-        o->dims[1] = x->dims[1] / (b * b);
-    }
-    for (int i = 2; i < 4; i++) {
-        if (x->dims[i] > INT64_MAX / b) return kn_node_error(a->n, KN_ERR_INVALID, "dim %d is too large", i);
-        o->dims[i] = x->dims[i] >= 0 ? x->dims[i] * b : -1;
-    }
-    return KN_OK;
-}
-
-static int shape_space_to_depth(const kn_mv_args *a, kn_shape *o)
-{
-    int64_t b;
-    int st = block_size(a, &b);
-    if (st) return st;
-    const kn_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, 4);
-    if (x->rank < 0) return KN_OK;
-    sh_copy_dim(o, 0, x, 0);
-    if (x->dims[1] > INT64_MAX / (b * b)) return kn_node_error(a->n, KN_ERR_INVALID, "channel dim is too large");
-    o->dims[1] = x->dims[1] >= 0 ? x->dims[1] * b * b : -1;
-    for (int i = 2; i < 4; i++) {
-        if (x->dims[i] >= 0 && x->dims[i] % b)
-            return kn_node_error(a->n, KN_ERR_INVALID, "dim %d (%lld) is not a multiple of blocksize", i, (long long)x->dims[i]);
-        o->dims[i] = x->dims[i] >= 0 ? x->dims[i] / b : -1;
-    }
-    return KN_OK;
-}
-
-static int infer_depth_to_space(kn_node *n) { return kn_mv_infer(n, shape_depth_to_space); }
-static int infer_space_to_depth(kn_node *n) { return kn_mv_infer(n, shape_space_to_depth); }
-
-/* Both ops are one 6-D transpose between views of input and output. */
-static int block_transpose(const kn_node *n, const kn_tensor *x, kn_tensor *y, const int64_t *xd, const int64_t *yd,
-                           const int *perm)
-{
-    kn_tensor xv, yv;
-    int st = kn_tensor_view(&xv, x, 6, xd);
-    if (!st) st = kn_tensor_view(&yv, y, 6, yd);
-    if (!st) st = kn_k_transpose(&xv, perm, &yv);
-    return st ? kn_mv_fail(n, st) : KN_OK;
-}
-
-static int eval_depth_to_space(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, shape_depth_to_space, &a);
-    if (st) return st;
-    int64_t b = kn_attr_int(n, "blocksize", 0);
-    const int64_t *d = in[0]->dims;
-    int64_t c = d[1] / (b * b);
-    int64_t yd[6] = {d[0], c, d[2], b, d[3], b};
-    if (!strcmp(kn_attr_string(n, "mode", "DCR"), "CRD")) {
-        int64_t xd[6] = {d[0], c, b, b, d[2], d[3]};
-        static const int perm[6] = {0, 1, 4, 2, 5, 3};
-        return block_transpose(n, in[0], &out[0], xd, yd, perm);
-    }
-    int64_t xd[6] = {d[0], b, b, c, d[2], d[3]};
-    static const int perm[6] = {0, 3, 4, 1, 5, 2};
-    return block_transpose(n, in[0], &out[0], xd, yd, perm);
-}
-
-static int eval_space_to_depth(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    kn_mv_args a;
-    int st = eval_begin(n, in, out, shape_space_to_depth, &a);
-    if (st) return st;
-    int64_t b = kn_attr_int(n, "blocksize", 0);
-    const int64_t *d = in[0]->dims;
-    int64_t xd[6] = {d[0], d[1], d[2] / b, b, d[3] / b, b};
-    int64_t yd[6] = {d[0], b, b, d[1], d[2] / b, d[3] / b};
-    static const int perm[6] = {0, 3, 5, 1, 2, 4};
-    return block_transpose(n, in[0], &out[0], xd, yd, perm);
-}
-
-/* ---- Dropout ------------------------------------------------------------- */
-
-/* Inference mode is the identity; training mode (opset 12+, training_mode
- * input true) drops with numpy's generator so reference data matches. */
-static int dropout_mode(const kn_mv_args *a, bool *training, double *ratio)
-{
-    *training = false;
-    *ratio = 0.5;
-    if (kn_node_opset(a->n) < 12) return KN_OK;
-    if (a->val[1] && kn_tensor_numel(a->val[1]) > 0) *ratio = kn_load_f64(a->val[1]->dtype, a->val[1]->data, 0);
-    if (a->val[2] && kn_tensor_numel(a->val[2]) > 0) *training = kn_load_i64(a->val[2]->dtype, a->val[2]->data, 0) != 0;
-    if (*training && !(*ratio >= 0 && *ratio < 1))
-        return kn_node_error(a->n, KN_ERR_INVALID, "ratio %g must be in [0, 1)", *ratio);
-    return KN_OK;
-}
-
-static kn_dtype mask_dtype(const kn_node *n, kn_dtype x) { return kn_node_opset(n) < 10 ? x : KN_BOOL; }
 
 static int infer_dropout(kn_node *n)
 {
-    kn_mv_args a;
-    kn_mv_args_from_node(n, &a);
-    bool training;
-    double ratio;
-    int st = dropout_mode(&a, &training, &ratio);
-    if (st) return st;
-    kn_mv_set_out(n, 0, a.dt[0], &a.shp[0]);
-    kn_mv_set_out(n, 1, mask_dtype(n, a.dt[0]), &a.shp[0]);
-    return KN_OK;
-}
-
-static int eval_dropout(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
-{
-    (void)ctx;
-    if (!in[0]) return kn_node_error(n, KN_ERR_INVALID, "missing input 0");
-    kn_mv_args a;
-    kn_mv_args_from_eval(n, in, &a);
-    bool training, want_mask = n->n_outputs > 1 && n->outputs[1];
-    double ratio;
-    int st = dropout_mode(&a, &training, &ratio);
-    if (st) return st;
-    kn_dtype mdt = mask_dtype(n, in[0]->dtype);
-    if (want_mask && (st = kn_tensor_alloc(&out[1], mdt, in[0]->rank, in[0]->dims))) return kn_mv_fail(n, st);
-    if (training && ratio != 0) {
-        if ((st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims))) return kn_mv_fail(n, st);
-        uint32_t seed = (uint32_t)kn_attr_int(n, "seed", 0);
-        st = kn_k_dropout_train(in[0], ratio, seed, &out[0], want_mask ? &out[1] : NULL);
-        return st ? kn_mv_fail(n, st) : KN_OK;
+    mv_node m;
+    int st = mv_prepare(n, &m);
+    if (!st && !(st = kn_mv_dropout_check(&m.a))) {
+        set_out(n, 0, m.a.dt[0], &m.a.shp[0]);
+        set_out(n, 1, kn_mv_dropout_mask_dtype(&m.d, m.a.dt[0]), &m.a.shp[0]);
     }
-    if ((st = kn_tensor_copy(&out[0], in[0]))) return kn_mv_fail(n, st);
-    int64_t cnt = want_mask ? kn_tensor_numel(in[0]) : 0;
-    for (int64_t i = 0; i < cnt; i++) kn_store_f64(mdt, out[1].data, (size_t)i, 1.0);
-    return KN_OK;
+    mv_release(&m);
+    return st;
 }
 
 /* ---- the family table ---------------------------------------------------- */
 
 const kn_op_impl kn_ops_movement[] = {
-    {KN_OP_Reshape, infer_reshape, eval_reshape},
-    {KN_OP_Flatten, infer_flatten, eval_flatten},
-    {KN_OP_Squeeze, infer_squeeze, eval_squeeze},
-    {KN_OP_Unsqueeze, infer_unsqueeze, eval_unsqueeze},
-    {KN_OP_Transpose, infer_transpose, eval_transpose},
-    {KN_OP_Concat, infer_concat, eval_concat},
-    {KN_OP_Split, infer_split, eval_split},
-    {KN_OP_Slice, infer_slice, eval_slice},
-    {KN_OP_Gather, infer_gather, eval_gather},
-    {KN_OP_GatherElements, infer_gather_elements, eval_gather_elements},
-    {KN_OP_GatherND, infer_gather_nd, eval_gather_nd},
-    {KN_OP_Scatter, infer_scatter, eval_scatter_elements},
-    {KN_OP_ScatterElements, infer_scatter, eval_scatter_elements},
-    {KN_OP_ScatterND, infer_scatter, eval_scatter_nd},
-    {KN_OP_Expand, infer_expand, eval_expand},
-    {KN_OP_Tile, infer_tile, eval_tile},
-    {KN_OP_DepthToSpace, infer_depth_to_space, eval_depth_to_space},
-    {KN_OP_SpaceToDepth, infer_space_to_depth, eval_space_to_depth},
-    {KN_OP_Dropout, infer_dropout, eval_dropout},
-    {KN_OP_Pad, kn_mv_infer_pad, kn_mv_eval_pad},
-    {KN_OP_Resize, kn_mv_infer_resize, kn_mv_eval_resize},
-    {KN_OP_Upsample, kn_mv_infer_upsample, kn_mv_eval_upsample},
+    {KN_OP_Reshape, infer_rule, NULL},
+    {KN_OP_Flatten, infer_rule, NULL},
+    {KN_OP_Squeeze, infer_rule, NULL},
+    {KN_OP_Unsqueeze, infer_rule, NULL},
+    {KN_OP_Transpose, infer_rule, NULL},
+    {KN_OP_Concat, infer_concat, NULL},
+    {KN_OP_Split, infer_split, NULL},
+    {KN_OP_Slice, infer_rule, NULL},
+    {KN_OP_Gather, infer_rule, NULL},
+    {KN_OP_GatherElements, infer_rule, NULL},
+    {KN_OP_GatherND, infer_rule, NULL},
+    {KN_OP_Scatter, infer_rule, NULL},
+    {KN_OP_ScatterElements, infer_rule, NULL},
+    {KN_OP_ScatterND, infer_rule, NULL},
+    {KN_OP_Expand, infer_rule, NULL},
+    {KN_OP_Tile, infer_rule, NULL},
+    {KN_OP_DepthToSpace, infer_rule, NULL},
+    {KN_OP_SpaceToDepth, infer_rule, NULL},
+    {KN_OP_Dropout, infer_dropout, NULL},
+    {KN_OP_Pad, infer_rule, NULL},
+    {KN_OP_Resize, infer_rule, NULL},
+    {KN_OP_Upsample, infer_rule, NULL},
     {KN_OP_UNKNOWN, NULL, NULL},
 };
