@@ -146,6 +146,51 @@ static LLVMValueRef fold(kn_cg *cg, fold_kind fk, bool flt, LLVMValueRef a, LLVM
     return a;
 }
 
+static LLVMTypeRef scalar_t(LLVMTypeRef t)
+{
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+}
+
+/* exp(v) for float (scalar or vector) v without a libm call, so loops around
+ * it vectorize: Cephes' expf (range reduction by ln 2 in two parts, a degree-6
+ * polynomial, 2^n through the exponent bits), within 2 ulp of expf on
+ * [-87.3, 88.3]; below that it gives 0, above +inf, and NaN stays NaN.
+ * Doubles call llvm.exp. */
+static LLVMValueRef fast_exp(kn_cg *cg, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    if (scalar_t(t) != cg->t_float) return intrin1(cg, "llvm.exp", v);
+    LLVMBuilderRef b = cg->b;
+    unsigned w = is_vec(v) ? LLVMGetVectorSize(t) : 0;
+    LLVMTypeRef it = w ? LLVMVectorType(cg->t_i32, w) : cg->t_i32;
+#define FC(x) like(cg, fconst(cg->t_float, (x)), v)
+#define IC(x) like(cg, kn_cg_i32(cg, (x)), LLVMBuildBitCast(b, v, it, ""))
+    const double hi = 88.3762626647949, lo = -87.3365447504;
+    LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, v, FC(hi), "");
+    LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, v, FC(lo), "");
+    LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, v, v, "");
+    LLVMValueRef x = LLVMBuildSelect(b, big, FC(hi), v, "");
+    x = LLVMBuildSelect(b, small, FC(lo), x, "");
+    x = LLVMBuildSelect(b, nan, FC(0.0), x, "");
+    LLVMValueRef n = intrin1(cg, "llvm.roundeven", LLVMBuildFMul(b, x, FC(1.44269504088896341), ""));
+    x = LLVMBuildFSub(b, x, LLVMBuildFMul(b, n, FC(0.693359375), ""), "");
+    x = LLVMBuildFSub(b, x, LLVMBuildFMul(b, n, FC(-2.12194440e-4), ""), "");
+    static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                               4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+    LLVMValueRef p = FC(c[0]);
+    for (int i = 1; i < 6; i++) p = LLVMBuildFAdd(b, LLVMBuildFMul(b, p, x, ""), FC(c[i]), "");
+    p = LLVMBuildFMul(b, p, LLVMBuildFMul(b, x, x, ""), "");
+    p = LLVMBuildFAdd(b, LLVMBuildFAdd(b, p, x, ""), FC(1.0), "");
+    LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildFPToSI(b, n, it, ""), IC(127), "");
+    e = LLVMBuildBitCast(b, LLVMBuildShl(b, e, IC(23), ""), t, "");
+    LLVMValueRef r = LLVMBuildFMul(b, p, e, "");
+    r = LLVMBuildSelect(b, big, FC(INFINITY), r, "");
+    r = LLVMBuildSelect(b, small, FC(0.0), r, "");
+    return LLVMBuildSelect(b, nan, v, r, "");
+#undef FC
+#undef IC
+}
+
 /* The value folded for input v; p is the map's scalar parameter. */
 static LLVMValueRef map(kn_cg *cg, map_kind mk, bool flt, LLVMValueRef v, LLVMValueRef p)
 {
@@ -156,7 +201,7 @@ static LLVMValueRef map(kn_cg *cg, map_kind mk, bool flt, LLVMValueRef v, LLVMVa
         return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, v, LLVMConstNull(LLVMTypeOf(v)), ""),
                                LLVMBuildNeg(b, v, ""), v, "");
     case M_SQ: return flt ? LLVMBuildFMul(b, v, v, "") : LLVMBuildMul(b, v, v, "");
-    case M_EXPSUB: return intrin1(cg, "llvm.exp", LLVMBuildFSub(b, v, like(cg, p, v), ""));
+    case M_EXPSUB: return fast_exp(cg, LLVMBuildFSub(b, v, like(cg, p, v), ""));
     case M_SQDIFF: {
         LLVMValueRef d = LLVMBuildFSub(b, v, like(cg, p, v), "");
         return LLVMBuildFMul(b, d, d, "");
@@ -288,10 +333,6 @@ static void reduce_kind(kn_op op, fold_kind *fk, map_kind *mk)
     }
 }
 
-static LLVMTypeRef scalar_t(LLVMTypeRef t)
-{
-    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
-}
 
 /* Final transform of an accumulator (m: LogSumExp's maximum). */
 static LLVMValueRef finish(kn_cg *cg, const rspec *r, LLVMValueRef a, LLVMValueRef m)
@@ -565,7 +606,7 @@ static void softmax_cols(kn_cg *cg, bool lg, kn_dtype dt, LLVMValueRef px, LLVMV
         if (pass == 0) {
             st(cg, fold(cg, F_MAXGT, true, ld(cg, t, pm), x), pm);
         } else if (pass == 1) {
-            LLVMValueRef e = intrin1(cg, "llvm.exp", LLVMBuildFSub(cg->b, x, ld(cg, t, pm), ""));
+            LLVMValueRef e = fast_exp(cg, LLVMBuildFSub(cg->b, x, ld(cg, t, pm), ""));
             if (!lg) kn_cg_store(cg, dt, py, idx, e);
             st(cg, LLVMBuildFAdd(cg->b, ld(cg, t, ps), e, ""), ps);
         } else if (lg) {

@@ -439,6 +439,20 @@ static void test_softmax(void **state)
         softmax_case(op, 11, 3, D(2, 3, 20), 2, true, KN_F32);
         softmax_case(op, 13, 2, D(3, 33), -1, true, KN_F64);
     }
+    /* wide range (exp underflows to 0 for most), and NaN/inf rows */
+    for (int lg = 0; lg < 2; lg++)
+        for (int axis = 0; axis < 2; axis++) {
+            tc *c = tc_new(13);
+            kn_tensor *x = tc_input(c, KN_F32, 2, D(6, 40), -100, 100);
+            float *p = x->data;
+            p[3] = NAN;
+            p[40 + 7] = INFINITY;
+            p[80 + 2] = -INFINITY;
+            for (int i = 0; i < 40; i++) p[120 + i] = -INFINITY;
+            tc_node(c, lg ? KN_OP_LogSoftmax : KN_OP_Softmax, 1);
+            tc_int(c, "axis", axis);
+            gen(c);
+        }
 }
 
 /* ---- normalizations ------------------------------------------------------------------------ */
