@@ -58,6 +58,7 @@ struct kn_dnnl_prim {
     prim_run reorder;          /* user layout → wei_buf, for non-constant weights */
     dnnl_memory_t m_wei_user;
     bool has_bias, has_sum;
+    int bias_arg;              /* DNNL_ARG_BIAS, or the first binary post-op's operand */
     const void *bias_const;
     size_t dst_bytes;
 };
@@ -231,16 +232,19 @@ static dnnl_primitive_attr_t user_scratch_attr(void)
     return attr;
 }
 
-/* Fills attr's post-ops from the record. */
-static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, bool *has_sum)
+/* Fills attr's post-ops from the record, after a binary add of `bias_md`
+ * when given (a bias that the output scale must not scale). */
+static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
+                        bool *has_sum)
 {
     *has_sum = false;
     if (rec->n_post < 0 || rec->n_post > 4)
         return kn_error(KN_ERR_INVALID, "oneDNN record: %d post-ops (at most 4)", rec->n_post);
-    if (rec->n_post == 0) return KN_OK;
+    if (rec->n_post == 0 && !bias_md) return KN_OK;
     dnnl_post_ops_t po;
     DN(dnnl_post_ops_create(&po), "creating post-ops");
     dnnl_status_t st = dnnl_success;
+    if (bias_md) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md);
     int bad = 0;
     for (int i = 0; i < rec->n_post && st == dnnl_success && !bad; i++) {
         const kn_abi_post *p = &rec->post[i];
@@ -386,6 +390,8 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     if (hb && (st = const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
     p->has_bias = hb;
     p->bias_const = hb ? bconst : NULL;
+    p->bias_arg = DNNL_ARG_BIAS;
+    if ((st = set_post_ops(rec, attr, NULL, &p->has_sum))) return st;
     dnnl_convolution_desc_t cd;
     DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
                                                   &wei_any, hb ? &bias_md : NULL, &dst_md, strides, dil, pl, pr),
@@ -453,13 +459,20 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     }
     p->has_bias = hb;
     p->bias_const = bconst;
-    if (rec->alpha != 1.0f) {
+    p->bias_arg = DNNL_ARG_BIAS;
+    /* oneDNN scales the bias with the product; Gemm adds C after alpha, so
+     * with alpha the bias becomes a binary add post-op run after the scale */
+    bool scaled = rec->alpha != 1.0f, bias_post = hb && scaled;
+    if (scaled) {
         if (!(rec->alpha == rec->alpha)) return kn_error(KN_ERR_INVALID, "oneDNN matmul: alpha is NaN");
         float a = rec->alpha;
         DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
     }
+    if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+    if ((st = set_post_ops(rec, attr, bias_post ? &bias_md : NULL, &p->has_sum))) return st;
+    const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;
     dnnl_matmul_desc_t md;
-    DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, hb ? &bias_md : NULL, &dst_md), "describing the matmul");
+    DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, prim_bias, &dst_md), "describing the matmul");
     return finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
                        "creating the matmul");
 }
@@ -477,7 +490,6 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     p->kind = rec->kind;
     dnnl_primitive_attr_t attr = user_scratch_attr();
     int st = attr ? KN_OK : kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
-    if (!st) st = set_post_ops(rec, attr, &p->has_sum);
     if (!st)
         st = rec->kind == KN_DNNL_CONV ? create_conv(s, rec, weights, p, attr)
                                        : create_matmul(s, rec, weights, p, attr);
@@ -521,7 +533,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         const void *b = p->bias_const ? p->bias_const : bias;
         if (!b) return kn_error(KN_ERR_INVALID, "oneDNN: no bias given");
         DN(dnnl_memory_set_data_handle(p->m_bias, (void *)b), "binding the bias");
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->m_bias};
+        args[n++] = (dnnl_exec_arg_t){p->bias_arg, p->m_bias};
     }
     if ((rc = run_exec(s, &p->main, args, n, p->kind == KN_DNNL_CONV ? "running the convolution"
                                                                         : "running the matmul")))

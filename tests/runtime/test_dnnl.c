@@ -1,0 +1,551 @@
+/*
+ * tests/runtime/test_dnnl.c — the oneDNN wrapper (runtime/src/dnnl.c) on
+ * hand-built kn_abi_dnnl records, checked against naive C convolution and
+ * matmul: conv shapes (3x3, stride, dilation, depthwise, 1x1, 1-D, 3-D,
+ * asymmetric pads), bias and post-ops (relu, sum, clip, ...), constant and
+ * per-run weights; matmul 2-D, batched with broadcasting, transposes, bias,
+ * Gemm alpha; bitwise determinism with 2 threads; refusals with messages.
+ * Also prints (never asserts) the GFLOP/s of a ResNet-50 3x3 conv.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "../../runtime/src/rt_internal.h"
+
+static uint32_t g_seed = 12345;
+static float frand(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+static float *rand_buf(int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof *p + 64);
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static kn_abi_tensor tens(int rank, const int64_t *dims)
+{
+    kn_abi_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = KN_F32;
+    t.rank = rank;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) t.dims[i] = dims[i], n *= dims[i];
+    t.nbytes = n * 4;
+    return t;
+}
+static int64_t numel(const kn_abi_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+    return n;
+}
+
+static void assert_close(const float *got, const float *want, int64_t n, float tol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float d = fabsf(got[i] - want[i]);
+        if (!(d <= tol * (1.0f + fabsf(want[i])))) {
+            print_error("element %lld: got %g, want %g\n", (long long)i, got[i], want[i]);
+            fail();
+        }
+    }
+}
+
+static float post_apply(const kn_abi_post *p, float v)
+{
+    switch (p->kind) {
+    case KN_POST_RELU: return v > 0 ? v : 0;
+    case KN_POST_LEAKY_RELU: return v > 0 ? v : v * p->alpha;
+    case KN_POST_CLIP: return v < p->alpha ? p->alpha : v > p->beta ? p->beta : v;
+    case KN_POST_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case KN_POST_GELU_ERF: return 0.5f * v * (1.0f + erff(v / sqrtf(2.0f)));
+    case KN_POST_GELU_TANH:
+        return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    default: return v;
+    }
+}
+
+/* Applies the record's post-ops to a computed value; `res` is the residual. */
+static float apply_posts(const kn_abi_dnnl *r, float v, float res)
+{
+    for (int i = 0; i < r->n_post; i++) v = r->post[i].kind == KN_POST_SUM ? v + res : post_apply(&r->post[i], v);
+    return v;
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+typedef struct conv_case {
+    int64_t N, C, O, groups;
+    int sp;
+    int64_t in[3], k[3], stride[3], dil[3], pb[3], pe[3];
+    bool bias, const_w;
+    int n_post;
+    kn_abi_post post[4];
+} conv_case;
+
+static void conv_record(const conv_case *c, kn_abi_dnnl *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_CONV;
+    r->groups = (int32_t)c->groups;
+    r->spatial = c->sp;
+    r->alpha = 1.0f;
+    int64_t sd[5] = {c->N, c->C}, wd[5] = {c->O, c->C / c->groups}, dd[5] = {c->N, c->O};
+    for (int i = 0; i < c->sp; i++) {
+        r->strides[i] = c->stride[i] ? c->stride[i] : 1;
+        r->dilations[i] = c->dil[i] ? c->dil[i] : 1;
+        r->pads_begin[i] = c->pb[i];
+        r->pads_end[i] = c->pe[i];
+        sd[2 + i] = c->in[i];
+        wd[2 + i] = c->k[i];
+        dd[2 + i] = (c->in[i] + c->pb[i] + c->pe[i] - r->dilations[i] * (c->k[i] - 1) - 1) / r->strides[i] + 1;
+    }
+    r->src = tens(c->sp + 2, sd);
+    r->wei = tens(c->sp + 2, wd);
+    r->dst = tens(c->sp + 2, dd);
+    int64_t bd[1] = {c->O};
+    if (c->bias) r->bias = tens(1, bd);
+    r->n_post = c->n_post;
+    memcpy(r->post, c->post, sizeof r->post);
+    /* weights blob: [64 bytes of nothing][weights][bias] */
+    r->wei_ref.loc = c->const_w ? KN_LOC_WEIGHTS : KN_LOC_ARENA;
+    r->wei_ref.offset = 64;
+    r->bias_ref.loc = KN_LOC_WEIGHTS;
+    r->bias_ref.offset = 64 + r->wei.nbytes;
+}
+
+/* Naive N-D convolution, spatial dims padded to 3 with size-1 leading dims. */
+static void conv_ref(const kn_abi_dnnl *r, const float *x, const float *w, const float *b, const float *res,
+                     float *y)
+{
+    int sp = r->spatial, off = 3 - sp;
+    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1},
+            pb[3] = {0, 0, 0};
+    for (int i = 0; i < sp; i++) {
+        in[off + i] = r->src.dims[2 + i], k[off + i] = r->wei.dims[2 + i], out[off + i] = r->dst.dims[2 + i];
+        st[off + i] = r->strides[i], dl[off + i] = r->dilations[i], pb[off + i] = r->pads_begin[i];
+    }
+    int64_t N = r->src.dims[0], C = r->src.dims[1], O = r->dst.dims[1], g = r->groups, Cg = C / g, Og = O / g;
+    int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t od = 0; od < out[0]; od++)
+                for (int64_t oh = 0; oh < out[1]; oh++)
+                    for (int64_t ow = 0; ow < out[2]; ow++) {
+                        double acc = b ? b[o] : 0.0;
+                        int64_t gi = o / Og;
+                        for (int64_t ci = 0; ci < Cg; ci++)
+                            for (int64_t kd = 0; kd < k[0]; kd++)
+                                for (int64_t kh = 0; kh < k[1]; kh++)
+                                    for (int64_t kw = 0; kw < k[2]; kw++) {
+                                        int64_t id = od * st[0] - pb[0] + kd * dl[0];
+                                        int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+                                        int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+                                        if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1] || iw < 0 || iw >= in[2])
+                                            continue;
+                                        int64_t c = gi * Cg + ci;
+                                        acc += (double)x[(n * C + c) * isz + (id * in[1] + ih) * in[2] + iw] *
+                                               w[(o * Cg + ci) * ksz + (kd * k[1] + kh) * k[2] + kw];
+                                    }
+                        int64_t yi = (n * O + o) * osz + (od * out[1] + oh) * out[2] + ow;
+                        y[yi] = apply_posts(r, (float)acc, res ? res[yi] : 0.0f);
+                    }
+}
+
+/* Runs one conv case through oneDNN and the reference. */
+static void run_conv_case(const conv_case *c, int threads)
+{
+    kn_abi_dnnl r;
+    conv_record(c, &r);
+    int64_t nx = numel(&r.src), nw = numel(&r.wei), ny = numel(&r.dst);
+    float *blob = rand_buf(16 + nw + c->O);
+    float *w = blob + 16, *b = c->bias ? blob + 16 + nw : NULL;
+    float *x = rand_buf(nx), *res = rand_buf(ny), *y = rand_buf(ny), *want = malloc((size_t)ny * 4);
+    assert_non_null(want);
+    bool sum = false;
+    for (int i = 0; i < c->n_post; i++) sum |= c->post[i].kind == KN_POST_SUM;
+    conv_ref(&r, x, w, b, sum ? res : NULL, want);
+
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    int st = kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    st = kn_dnnl_prim_exec(s, p, x, c->const_w ? NULL : w, b, y, sum ? res : NULL, threads);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    assert_close(y, want, ny, 1e-4f);
+    if (sum) { /* in place: dst is the residual */
+        memcpy(y, res, (size_t)ny * 4);
+        assert_int_equal(kn_dnnl_prim_exec(s, p, x, c->const_w ? NULL : w, b, y, y, threads), KN_OK);
+        assert_close(y, want, ny, 1e-4f);
+    }
+    kn_dnnl_prim_free(p);
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(res), free(y), free(want);
+}
+
+static void test_conv_3x3_pad1(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 2, .C = 8, .O = 16, .groups = 1, .sp = 2, .in = {10, 9}, .k = {3, 3},
+                   .pb = {1, 1}, .pe = {1, 1}, .const_w = true};
+    run_conv_case(&c, 1);
+}
+static void test_conv_stride2(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 3, .O = 8, .groups = 1, .sp = 2, .in = {15, 16}, .k = {3, 3},
+                   .stride = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .bias = true, .const_w = true};
+    run_conv_case(&c, 1);
+}
+static void test_conv_dilation2(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 4, .O = 4, .groups = 1, .sp = 2, .in = {12, 12}, .k = {3, 3},
+                   .dil = {2, 2}, .pb = {2, 2}, .pe = {2, 2}, .const_w = true};
+    run_conv_case(&c, 1);
+}
+static void test_conv_depthwise(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 32, .O = 32, .groups = 32, .sp = 2, .in = {14, 14}, .k = {3, 3},
+                   .stride = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .bias = true, .const_w = true,
+                   .n_post = 1, .post = {{KN_POST_CLIP, 0.0f, 6.0f}}};
+    run_conv_case(&c, 1);
+    conv_case g = {.N = 1, .C = 8, .O = 16, .groups = 4, .sp = 2, .in = {7, 7}, .k = {3, 3},
+                   .pb = {1, 1}, .pe = {1, 1}, .const_w = true};
+    run_conv_case(&g, 1);
+}
+static void test_conv_1x1(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 2, .C = 64, .O = 32, .groups = 1, .sp = 2, .in = {7, 7}, .k = {1, 1}, .bias = true,
+                   .const_w = true};
+    run_conv_case(&c, 1);
+}
+static void test_conv_1d_asym(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 2, .C = 5, .O = 6, .groups = 1, .sp = 1, .in = {20}, .k = {4}, .pb = {2}, .pe = {1},
+                   .const_w = true};
+    run_conv_case(&c, 1);
+    conv_case d = {.N = 1, .C = 3, .O = 4, .groups = 1, .sp = 2, .in = {9, 8}, .k = {2, 3}, .pb = {0, 2},
+                   .pe = {1, 0}, .stride = {1, 2}, .const_w = true};
+    run_conv_case(&d, 1);
+}
+static void test_conv_3d(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 4, .O = 8, .groups = 1, .sp = 3, .in = {6, 7, 8}, .k = {3, 3, 3},
+                   .pb = {1, 1, 1}, .pe = {1, 1, 1}, .bias = true, .const_w = true};
+    run_conv_case(&c, 1);
+}
+static void test_conv_bias_relu(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 16, .O = 16, .groups = 1, .sp = 2, .in = {8, 8}, .k = {3, 3}, .pb = {1, 1},
+                   .pe = {1, 1}, .bias = true, .const_w = true, .n_post = 1, .post = {{KN_POST_RELU, 0, 0}}};
+    run_conv_case(&c, 1);
+    kn_abi_post more[] = {{KN_POST_SIGMOID, 0, 0}, {KN_POST_LEAKY_RELU, 0.1f, 0},
+                          {KN_POST_GELU_ERF, 0, 0}, {KN_POST_GELU_TANH, 0, 0}};
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+        c.post[0] = more[i];
+        run_conv_case(&c, 1);
+    }
+}
+static void test_conv_sum(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 16, .O = 32, .groups = 1, .sp = 2, .in = {8, 8}, .k = {1, 1}, .bias = true,
+                   .const_w = true, .n_post = 2, .post = {{KN_POST_SUM, 0, 0}, {KN_POST_RELU, 0, 0}}};
+    run_conv_case(&c, 1);
+}
+static void test_conv_runtime_weights(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 16, .O = 16, .groups = 1, .sp = 2, .in = {9, 9}, .k = {3, 3}, .pb = {1, 1},
+                   .pe = {1, 1}, .bias = true, .const_w = false};
+    run_conv_case(&c, 2);
+}
+
+/* ---- matmul ------------------------------------------------------------------- */
+
+typedef struct mm_case {
+    int ra, rb, rc;
+    int64_t a[8], b[8], y[8]; /* stored shapes */
+    bool ta, tb, bias, const_w;
+    float alpha;
+    int n_post;
+    kn_abi_post post[4];
+} mm_case;
+
+static void mm_ref(const mm_case *c, const float *A, const float *B, const float *bias, float *Y)
+{
+    int nd = c->rc;
+    int64_t ad[8], bd[8];
+    for (int i = 0; i < nd; i++) {
+        ad[i] = i < nd - c->ra ? 1 : c->a[i - (nd - c->ra)];
+        bd[i] = i < nd - c->rb ? 1 : c->b[i - (nd - c->rb)];
+    }
+    int64_t M = c->y[nd - 2], N = c->y[nd - 1], K = c->ta ? ad[nd - 2] : ad[nd - 1];
+    int64_t batches = 1;
+    for (int i = 0; i < nd - 2; i++) batches *= c->y[i];
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, aoff = 0, boff = 0, astr = M * K, bstr = K * N;
+        for (int i = nd - 3; i >= 0; i--) {
+            int64_t idx = rem % c->y[i];
+            rem /= c->y[i];
+            if (ad[i] != 1) aoff += idx * astr;
+            if (bd[i] != 1) boff += idx * bstr;
+            astr *= ad[i], bstr *= bd[i];
+        }
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    float av = c->ta ? A[aoff + k * M + m] : A[aoff + m * K + k];
+                    float bv = c->tb ? B[boff + n * K + k] : B[boff + k * N + n];
+                    acc += (double)av * bv;
+                }
+                float v = (float)(acc * (c->alpha ? c->alpha : 1.0f)) + (bias ? bias[n] : 0.0f);
+                kn_abi_dnnl r = {.n_post = c->n_post};
+                memcpy(r.post, c->post, sizeof r.post);
+                Y[bi * M * N + m * N + n] = apply_posts(&r, v, 0.0f);
+            }
+    }
+}
+
+static void run_mm_case(const mm_case *c)
+{
+    kn_abi_dnnl r;
+    memset(&r, 0, sizeof r);
+    r.kind = KN_DNNL_MATMUL;
+    r.src = tens(c->ra, c->a);
+    r.wei = tens(c->rb, c->b);
+    r.dst = tens(c->rc, c->y);
+    r.trans_a = c->ta, r.trans_b = c->tb;
+    r.alpha = c->alpha ? c->alpha : 1.0f;
+    int64_t N = c->y[c->rc - 1], bd[2] = {1, N};
+    if (c->bias) r.bias = tens(2, bd);
+    r.n_post = c->n_post;
+    memcpy(r.post, c->post, sizeof r.post);
+    r.wei_ref.loc = c->const_w ? KN_LOC_WEIGHTS : KN_LOC_INPUT;
+    r.wei_ref.offset = 64;
+    r.bias_ref.loc = KN_LOC_ARENA; /* bias passed at exec */
+    int64_t na = numel(&r.src), nb = numel(&r.wei), ny = numel(&r.dst);
+    float *blob = rand_buf(16 + nb), *A = rand_buf(na), *bias = rand_buf(N), *Y = rand_buf(ny);
+    float *want = malloc((size_t)ny * 4);
+    assert_non_null(want);
+    mm_ref(c, A, blob + 16, c->bias ? bias : NULL, want);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    int st = kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    st = kn_dnnl_prim_exec(s, p, A, c->const_w ? NULL : blob + 16, bias, Y, NULL, 1);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    assert_close(Y, want, ny, 1e-4f);
+    kn_dnnl_prim_free(p);
+    kn_dnnl_session_free(s);
+    free(blob), free(A), free(bias), free(Y), free(want);
+}
+
+static void test_matmul_2d(void **st)
+{
+    (void)st;
+    mm_case c = {.ra = 2, .rb = 2, .rc = 2, .a = {7, 33}, .b = {33, 19}, .y = {7, 19}, .const_w = true};
+    run_mm_case(&c);
+    c.const_w = false;
+    run_mm_case(&c);
+}
+static void test_matmul_batched_broadcast(void **st)
+{
+    (void)st;
+    mm_case c = {.ra = 3, .rb = 2, .rc = 3, .a = {4, 5, 6}, .b = {6, 3}, .y = {4, 5, 3}, .const_w = true};
+    run_mm_case(&c);
+    mm_case d = {.ra = 4, .rb = 4, .rc = 4, .a = {2, 1, 5, 6}, .b = {1, 3, 6, 4}, .y = {2, 3, 5, 4}};
+    run_mm_case(&d);
+}
+static void test_matmul_transposed(void **st)
+{
+    (void)st;
+    mm_case c = {.ra = 2, .rb = 2, .rc = 2, .a = {9, 16}, .b = {12, 16}, .y = {9, 12}, .tb = true, .const_w = true};
+    run_mm_case(&c);
+    mm_case d = {.ra = 3, .rb = 3, .rc = 3, .a = {2, 16, 9}, .b = {2, 12, 16}, .y = {2, 9, 12}, .ta = true,
+                 .tb = true};
+    run_mm_case(&d);
+}
+static void test_matmul_bias_alpha(void **st)
+{
+    (void)st;
+    mm_case c = {.ra = 2, .rb = 2, .rc = 2, .a = {8, 32}, .b = {32, 24}, .y = {8, 24}, .bias = true,
+                 .const_w = true};
+    run_mm_case(&c);
+    c.alpha = 0.5f; /* Gemm: alpha * A x B + C, the bias is not scaled */
+    run_mm_case(&c);
+    c.n_post = 1;
+    c.post[0] = (kn_abi_post){KN_POST_GELU_ERF, 0, 0};
+    run_mm_case(&c);
+}
+
+/* ---- determinism, errors, speed ------------------------------------------ */
+
+static void test_deterministic_2_threads(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 64, .O = 64, .groups = 1, .sp = 2, .in = {28, 28}, .k = {3, 3}, .pb = {1, 1},
+                   .pe = {1, 1}, .bias = true, .const_w = true};
+    kn_abi_dnnl r;
+    conv_record(&c, &r);
+    int64_t nw = numel(&r.wei), ny = numel(&r.dst);
+    float *blob = rand_buf(16 + nw + 64), *x = rand_buf(numel(&r.src)), *y1 = rand_buf(ny), *y2 = rand_buf(ny);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p), KN_OK);
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y1, NULL, 2), KN_OK);
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y2, NULL, 2), KN_OK);
+    assert_memory_equal(y1, y2, (size_t)ny * 4);
+    kn_dnnl_prim_free(p);
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(y1), free(y2);
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p = (kn_dnnl_prim *)1;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    conv_case c = {.N = 1, .C = 4, .O = 4, .groups = 1, .sp = 2, .in = {5, 5}, .k = {3, 3}, .const_w = true};
+    kn_abi_dnnl r;
+    conv_record(&c, &r);
+    float blob[256] = {0};
+
+    kn_abi_dnnl bad = r;
+    bad.src.dtype = KN_F16;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_ERR_UNSUPPORTED);
+    assert_null(p);
+    assert_non_null(strstr(kn_last_error(), "f16"));
+
+    bad = r;
+    bad.groups = 3;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "groups"));
+
+    bad = r;
+    bad.dst.dims[2] = 4; /* 5 - 3 + 1 = 3 */
+    assert_int_not_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_OK);
+    assert_non_null(strstr(kn_last_error(), "oneDNN"));
+
+    bad = r;
+    bad.kind = 42;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_ERR_UNSUPPORTED);
+    bad = r;
+    bad.n_post = 1;
+    bad.post[0].kind = 99;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_ERR_INVALID);
+    bad = r;
+    bad.strides[1] = 0;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_ERR_INVALID);
+    bad = r;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, NULL, &p), KN_ERR_INVALID); /* constant weights, no blob */
+
+    /* a sum post-op without its input */
+    bad = r;
+    bad.n_post = 1;
+    bad.post[0].kind = KN_POST_SUM;
+    assert_int_equal(kn_dnnl_prim_create(s, &bad, (const unsigned char *)blob, &p), KN_OK);
+    float x[100] = {0}, y[100];
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y, NULL, 1), KN_ERR_INVALID);
+    kn_dnnl_prim_free(p);
+
+    mm_case m = {0};
+    (void)m;
+    kn_abi_dnnl mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = KN_DNNL_MATMUL;
+    int64_t a[2] = {3, 4}, b[2] = {5, 6}, yd[2] = {3, 6};
+    mm.src = tens(2, a), mm.wei = tens(2, b), mm.dst = tens(2, yd), mm.alpha = 1;
+    assert_int_equal(kn_dnnl_prim_create(s, &mm, (const unsigned char *)blob, &p), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "matmul"));
+    kn_dnnl_session_free(s);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void test_resnet_conv_speed(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 64, .O = 64, .groups = 1, .sp = 2, .in = {56, 56}, .k = {3, 3}, .pb = {1, 1},
+                   .pe = {1, 1}, .bias = true, .const_w = true, .n_post = 1, .post = {{KN_POST_RELU, 0, 0}}};
+    kn_abi_dnnl r;
+    conv_record(&c, &r);
+    int64_t ny = numel(&r.dst);
+    float *blob = rand_buf(16 + numel(&r.wei) + 64), *x = rand_buf(numel(&r.src)), *y = rand_buf(ny);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p), KN_OK);
+    for (int threads = 1; threads <= 2; threads++) {
+        assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y, NULL, threads), KN_OK); /* warm up */
+        int iters = 0;
+        double t0 = now_s(), t;
+        do {
+            assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y, NULL, threads), KN_OK);
+            iters++;
+        } while ((t = now_s() - t0) < 0.5 && iters < 1000);
+        double flops = 2.0 * 64 * 64 * 9 * 56 * 56 * iters;
+        printf("oneDNN conv 3x3 64->64 56x56 (ResNet-50), %d thread(s): %.3f ms, %.1f GFLOP/s\n", threads,
+               1e3 * t / iters, flops / t * 1e-9);
+    }
+    kn_dnnl_prim_free(p);
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(y);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_3x3_pad1),
+        cmocka_unit_test(test_conv_stride2),
+        cmocka_unit_test(test_conv_dilation2),
+        cmocka_unit_test(test_conv_depthwise),
+        cmocka_unit_test(test_conv_1x1),
+        cmocka_unit_test(test_conv_1d_asym),
+        cmocka_unit_test(test_conv_3d),
+        cmocka_unit_test(test_conv_bias_relu),
+        cmocka_unit_test(test_conv_sum),
+        cmocka_unit_test(test_conv_runtime_weights),
+        cmocka_unit_test(test_matmul_2d),
+        cmocka_unit_test(test_matmul_batched_broadcast),
+        cmocka_unit_test(test_matmul_transposed),
+        cmocka_unit_test(test_matmul_bias_alpha),
+        cmocka_unit_test(test_deterministic_2_threads),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_resnet_conv_speed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
