@@ -1,9 +1,664 @@
-/* The CPU compiler driver (placeholder until the core lands). */
-#include "cg.h"
+/*
+ * codegen/cpu/compile.c — the CPU compiler driver (kn_compile_cpu).
+ *
+ * Checks that the graph can be compiled (static shapes, no control flow),
+ * plans memory (plan.c), creates the LLVM target machine for the requested
+ * target, emits one function per node (a lowering from the four tables, or a
+ * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
+ * function calling them in order, the serialized meta, the weights and the
+ * exported descriptor; then verifies, optimizes (O0..O3 with the loop and SLP
+ * vectorizers), emits an object into a temporary folder and links/archives
+ * it (link.c). Every output file is written under a temporary name and
+ * renamed into place only when all of them succeeded.
+ */
+#include "driver.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "kiln/kiln.h"
+#include "opdesc.h"
+
+typedef struct compile_state {
+    kn_model *m;
+    const kn_compile_opts *o;
+    kn_graph *g;
+    kn_plan plan;
+    kn_meta meta;
+    kn_cg cg;
+    char name[128];
+    char target_desc[160];
+    kn_lowered_as *how;          /* per node index */
+    kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
+    unsigned char **op_attrs;    /* per opnode */
+    LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
+    LLVMValueRef desc;           /* the exported kn_artifact_desc global */
+    unsigned char *meta_bytes;
+    size_t meta_len;
+    char tmpdir[256];
+    char obj[300];
+} compile_state;
+
+/* ---- checks ------------------------------------------------------------------ */
+
+static void shape_str(const kn_shape *s, char *buf, size_t len)
+{
+    if (s->rank < 0) {
+        snprintf(buf, len, "of unknown rank");
+        return;
+    }
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < s->rank && k < len; d++) {
+        if (s->dims[d] >= 0) k += (size_t)snprintf(buf + k, len - k, "%s%lld", d ? "," : "", (long long)s->dims[d]);
+        else k += (size_t)snprintf(buf + k, len - k, "%s%s", d ? "," : "", s->sym[d] ? s->sym[d] : "?");
+    }
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+static int dynamic_error(const kn_value *v)
+{
+    char sh[256];
+    shape_str(&v->shape, sh, sizeof sh);
+    for (int d = 0; d < v->shape.rank; d++)
+        if (v->shape.dims[d] < 0 && v->shape.sym[d])
+            return kn_error(KN_ERR_UNSUPPORTED, "value '%s' has a dynamic shape %s: pin it with --shape %s=N", v->name,
+                            sh, v->shape.sym[d]);
+    if (!v->producer)
+        return kn_error(KN_ERR_UNSUPPORTED, "value '%s' has a dynamic shape %s: pin it with --shape %s=DIMS",
+                        v->name, sh, v->name);
+    return kn_error(KN_ERR_UNSUPPORTED,
+                    "value '%s' (output of node '%s') has a dynamic shape %s: its size depends on data or on an "
+                    "unpinned input; the cpu backend needs static shapes",
+                    v->name, v->producer->name, sh);
+}
+
+static int check_graph(kn_graph *g)
+{
+    int st = kn_graph_toposort(g);
+    if (st) return st;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!g->inputs[i]->const_data && !kn_shape_is_static(&g->inputs[i]->shape)) return dynamic_error(g->inputs[i]);
+    /* control flow first: its outputs' shapes are often dynamic too, and
+     * the subgraph is the real obstacle */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = g->nodes[i];
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == KN_ATTR_GRAPH || n->attrs[a].kind == KN_ATTR_GRAPHS)
+                return kn_node_error(n, KN_ERR_UNSUPPORTED, "control flow is not supported by the cpu backend yet");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] && !kn_shape_is_static(&n->outputs[k]->shape)) return dynamic_error(n->outputs[k]);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const kn_value *v = g->outputs[i];
+        if (!v->producer && !v->const_data && !(v->flags & KN_VALUE_GRAPH_INPUT))
+            return kn_error(KN_ERR_INVALID, "graph output '%s' is not computed by any node", v->name);
+    }
+    return KN_OK;
+}
+
+/* The C identifier of the model: opts->name, or the output's file name. */
+static int model_name(compile_state *s)
+{
+    const kn_compile_opts *o = s->o;
+    if (o->name) {
+        bool ok = *o->name && !(o->name[0] >= '0' && o->name[0] <= '9') && strlen(o->name) < sizeof s->name;
+        for (const char *p = o->name; *p && ok; p++)
+            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+        if (!ok) return kn_error(KN_ERR_INVALID, "--name '%s' is not a C identifier", o->name);
+        snprintf(s->name, sizeof s->name, "%s", o->name);
+        return KN_OK;
+    }
+    const char *path = o->output ? o->output : o->static_output;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t k = 0;
+    if (*base >= '0' && *base <= '9') s->name[k++] = '_';
+    for (const char *p = base; *p && *p != '.' && k + 1 < sizeof s->name; p++) {
+        bool alnum = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+        s->name[k++] = alnum ? *p : '_';
+    }
+    s->name[k] = '\0';
+    if (!k) snprintf(s->name, sizeof s->name, "model");
+    return KN_OK;
+}
+
+/* ---- target -------------------------------------------------------------------- */
+
+static uint64_t features_from_string(const char *f)
+{
+    static const struct {
+        const char *name;
+        uint64_t bit;
+    } map[] = {
+        {"sse4.2", KN_CPU_SSE42},       {"avx", KN_CPU_AVX},           {"avx2", KN_CPU_AVX2},
+        {"fma", KN_CPU_FMA},            {"f16c", KN_CPU_F16C},         {"avx512f", KN_CPU_AVX512F},
+        {"avx512bw", KN_CPU_AVX512BW},  {"avx512dq", KN_CPU_AVX512DQ}, {"avx512vl", KN_CPU_AVX512VL},
+        {"avx512vnni", KN_CPU_AVX512VNNI}, {"avx512bf16", KN_CPU_AVX512BF16}, {"avx512fp16", KN_CPU_AVX512FP16},
+    };
+    uint64_t bits = 0;
+    while (f && *f) {
+        const char *end = strchr(f, ',');
+        size_t len = end ? (size_t)(end - f) : strlen(f);
+        if (len > 1 && f[0] == '+')
+            for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+                if (strlen(map[i].name) == len - 1 && !strncmp(map[i].name, f + 1, len - 1)) bits |= map[i].bit;
+        f = end ? end + 1 : NULL;
+    }
+    return bits;
+}
+
+static int make_target_machine(compile_state *s)
+{
+    const char *target = s->o->target && *s->o->target ? s->o->target : "native";
+    static const uint64_t v2 = KN_CPU_SSE42, v3 = v2 | KN_CPU_AVX | KN_CPU_AVX2 | KN_CPU_FMA | KN_CPU_F16C,
+                          v4 = v3 | KN_CPU_AVX512F | KN_CPU_AVX512BW | KN_CPU_AVX512DQ | KN_CPU_AVX512VL;
+    bool native = !strcmp(target, "native") || !strcmp(target, "cpu");
+    if (!native && strcmp(target, "x86-64-v2") && strcmp(target, "x86-64-v3") && strcmp(target, "x86-64-v4"))
+        return kn_error(KN_ERR_UNSUPPORTED,
+                        "target '%s' is not supported by the cpu backend: use native, x86-64-v2, x86-64-v3 or "
+                        "x86-64-v4", target);
+    if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+        return kn_error(KN_ERR_UNSUPPORTED, "LLVM has no code generator for this machine");
+    char *triple = LLVMGetDefaultTargetTriple(), *err = NULL;
+    LLVMTargetRef t;
+    if (LLVMGetTargetFromTriple(triple, &t, &err)) {
+        int st = kn_error(KN_ERR_UNSUPPORTED, "LLVM target '%s': %s", triple, err ? err : "unknown");
+        LLVMDisposeMessage(err);
+        LLVMDisposeMessage(triple);
+        return st;
+    }
+    char *cpu = native ? LLVMGetHostCPUName() : NULL, *feat = native ? LLVMGetHostCPUFeatures() : NULL;
+    static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
+                                                 LLVMCodeGenLevelAggressive};
+    int lvl = s->o->opt_level < 0 ? 0 : s->o->opt_level > 3 ? 3 : s->o->opt_level;
+    s->cg.tm = LLVMCreateTargetMachine(t, triple, native ? cpu : target, native ? feat : "", levels[lvl],
+                                       LLVMRelocPIC, LLVMCodeModelDefault);
+    if (native) {
+        s->meta.cpu_features = features_from_string(feat);
+        snprintf(s->target_desc, sizeof s->target_desc, "native (%s)", cpu);
+    } else {
+        s->meta.cpu_features = !strcmp(target, "x86-64-v2") ? v2 : !strcmp(target, "x86-64-v3") ? v3 : v4;
+        snprintf(s->target_desc, sizeof s->target_desc, "%s", target);
+    }
+    if (native) {
+        LLVMDisposeMessage(cpu);
+        LLVMDisposeMessage(feat);
+    }
+    if (!s->cg.tm) {
+        LLVMDisposeMessage(triple);
+        return kn_error(KN_ERR_UNSUPPORTED, "LLVM cannot create a target machine for '%s'", target);
+    }
+    s->cg.mod = LLVMModuleCreateWithNameInContext(s->name, s->cg.ctx);
+    LLVMSetTarget(s->cg.mod, triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(s->cg.tm);
+    LLVMSetModuleDataLayout(s->cg.mod, dl);
+    LLVMDisposeTargetData(dl);
+    LLVMDisposeMessage(triple);
+    return KN_OK;
+}
+
+/* ---- meta --------------------------------------------------------------------- */
+
+static int init_meta(compile_state *s)
+{
+    kn_meta *mt = &s->meta;
+    const kn_graph *g = s->g;
+    mt->model_hash = s->o->model_hash;
+    mt->name = s->name;
+    mt->target = s->target_desc;
+    mt->kiln_version = kn_runtime_version();
+    for (int i = 0; i < g->n_inputs; i++) mt->n_inputs += !g->inputs[i]->const_data;
+    mt->n_outputs = g->n_outputs;
+    mt->inputs = calloc((size_t)mt->n_inputs + 1, sizeof *mt->inputs);
+    mt->outputs = calloc((size_t)mt->n_outputs + 1, sizeof *mt->outputs);
+    if (!mt->inputs || !mt->outputs) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0, k = 0; i < g->n_inputs; i++)
+        if (!g->inputs[i]->const_data) kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k++]);
+    for (int i = 0; i < g->n_outputs; i++) kn_cg_abi_tensor(g->outputs[i], &mt->outputs[i]);
+    mt->arena_bytes = s->plan.arena_bytes;
+    mt->intermediate_bytes = s->plan.intermediate_bytes;
+    mt->weights_bytes = s->plan.weights_bytes;
+    mt->weights_hash = kn_fnv1a(KN_FNV_INIT, s->plan.weights, (size_t)s->plan.weights_bytes);
+    return KN_OK;
+}
+
+static void free_meta(compile_state *s)
+{
+    for (int i = 0; i < s->meta.n_opnodes; i++) {
+        free(s->op_tensors[i]);
+        free(s->op_attrs[i]);
+    }
+    free(s->op_tensors);
+    free(s->op_attrs);
+    free(s->meta.inputs);
+    free(s->meta.outputs);
+    free(s->meta.dnnl);
+    free(s->meta.opnodes);
+    free(s->meta_bytes);
+}
+
+/* ---- code ---------------------------------------------------------------------- */
+
+static LLVMTypeRef fn_type(kn_cg *cg)
+{
+    LLVMTypeRef p[5] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    return LLVMFunctionType(cg->t_i32, p, 5, 0);
+}
+
+static void init_cg(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    LLVMContextRef c = cg->ctx;
+    cg->b = LLVMCreateBuilderInContext(c);
+    cg->t_void = LLVMVoidTypeInContext(c);
+    cg->t_i1 = LLVMInt1TypeInContext(c);
+    cg->t_i8 = LLVMInt8TypeInContext(c);
+    cg->t_i16 = LLVMInt16TypeInContext(c);
+    cg->t_i32 = LLVMInt32TypeInContext(c);
+    cg->t_i64 = LLVMInt64TypeInContext(c);
+    cg->t_half = LLVMHalfTypeInContext(c);
+    cg->t_bf16 = LLVMBFloatTypeInContext(c);
+    cg->t_float = LLVMFloatTypeInContext(c);
+    cg->t_double = LLVMDoubleTypeInContext(c);
+    cg->t_ptr = LLVMPointerTypeInContext(c, 0);
+    cg->model = s->m;
+    cg->g = s->g;
+    cg->plan = &s->plan;
+    cg->meta = &s->meta;
+}
+
+/* Starts a function with the node signature; the builder is in its entry. */
+static LLVMValueRef begin_function(kn_cg *cg, const char *name, bool internal)
+{
+    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, fn_type(cg));
+    if (internal) LLVMSetLinkage(fn, LLVMInternalLinkage);
+    cg->fn = fn;
+    cg->a_exec = LLVMGetParam(fn, 0);
+    cg->a_arena = LLVMGetParam(fn, 1);
+    cg->a_weights = LLVMGetParam(fn, 2);
+    cg->a_inputs = LLVMGetParam(fn, 3);
+    cg->a_outputs = LLVMGetParam(fn, 4);
+    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
+    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
+    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
+    return fn;
+}
+
+static kn_cg_lower_fn find_lowering(kn_op op)
+{
+    const kn_cg_lowering *tables[] = {kn_cg_lower_dnnl, kn_cg_lower_elementwise, kn_cg_lower_reduce,
+                                      kn_cg_lower_movement};
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const kn_cg_lowering *l = tables[t]; l->lower; l++)
+            if (l->op == op) return l->lower;
+    return NULL;
+}
+
+static int grow(void **p, int n, int *cap, size_t elem)
+{
+    if (n < *cap) return KN_OK;
+    int nc = *cap ? *cap * 2 : 16;
+    void *q = realloc(*p, elem * (size_t)nc);
+    if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
+    *p = q;
+    *cap = nc;
+    return KN_OK;
+}
+
+/* Appends the opnode record of n to the meta; returns its index in *out_index. */
+static int add_opnode(compile_state *s, const kn_node *n, int *out_index)
+{
+    kn_meta *mt = &s->meta;
+    int cap = s->cg.cap_opnodes, cap2 = cap, cap3 = cap;
+    int st = grow((void **)&mt->opnodes, mt->n_opnodes, &cap, sizeof *mt->opnodes);
+    if (!st) st = grow((void **)&s->op_tensors, mt->n_opnodes, &cap2, sizeof *s->op_tensors);
+    if (!st) st = grow((void **)&s->op_attrs, mt->n_opnodes, &cap3, sizeof *s->op_attrs);
+    if (st) return st;
+    s->cg.cap_opnodes = cap;
+    kn_abi_tensor *ts = calloc((size_t)(n->n_inputs + n->n_outputs) + 1, sizeof *ts);
+    unsigned char *attrs = NULL;
+    size_t attrs_len = 0;
+    if (!ts) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if ((st = kn_attrs_write(n->attrs, n->n_attrs, &attrs, &attrs_len))) {
+        free(ts);
+        kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
+        return st;
+    }
+    for (int i = 0; i < n->n_inputs; i++) kn_cg_abi_tensor(n->inputs[i], &ts[i]);
+    for (int i = 0; i < n->n_outputs; i++) kn_cg_abi_tensor(n->outputs[i], &ts[n->n_inputs + i]);
+    int idx = mt->n_opnodes++;
+    s->op_tensors[idx] = ts;
+    s->op_attrs[idx] = attrs;
+    mt->opnodes[idx] = (kn_abi_opnode){.op = n->op, .n_inputs = n->n_inputs, .n_outputs = n->n_outputs,
+                                       .opset = kn_node_opset(n), .name = n->name, .op_type = n->op_type,
+                                       .inputs = ts, .outputs = ts + n->n_inputs, .attrs = attrs,
+                                       .attrs_len = (int64_t)attrs_len};
+    *out_index = idx;
+    return KN_OK;
+}
+
+/* Fills a stack array of n pointers (at least one slot) and returns it. */
+static LLVMValueRef ptr_array(kn_cg *cg, kn_value *const *vals, int n, const char *name)
+{
+    LLVMValueRef arr = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, kn_cg_i32(cg, n > 0 ? n : 1), name);
+    for (int i = 0; i < n; i++) {
+        LLVMValueRef idx = kn_cg_i64(cg, i);
+        LLVMValueRef slot = LLVMBuildGEP2(cg->b, cg->t_ptr, arr, &idx, 1, "");
+        LLVMBuildStore(cg->b, vals[i] ? kn_cg_ptr(cg, vals[i]) : LLVMConstNull(cg->t_ptr), slot);
+    }
+    return arr;
+}
+
+/* The runtime kernel of n, called through kn_rt_opnode_exec. */
+static int emit_fallback(compile_state *s, const kn_node *n)
+{
+    kn_cg *cg = &s->cg;
+    if (!kn_op_exec(n->op))
+        return kn_node_error(n, KN_ERR_UNSUPPORTED, "the cpu backend has neither a lowering nor a runtime kernel "
+                                                     "for this op");
+    int index = 0, st = add_opnode(s, n, &index);
+    if (st) return st;
+    LLVMValueRef in = ptr_array(cg, n->inputs, n->n_inputs, "in");
+    LLVMValueRef out = ptr_array(cg, n->outputs, n->n_outputs, "out");
+    LLVMTypeRef params[4] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 4, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_opnode_exec");
+    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_opnode_exec", fty);
+    LLVMValueRef args[4] = {cg->a_exec, kn_cg_i32(cg, index), in, out};
+    LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, fty, fn, args, 4, ""));
+    return KN_OK;
+}
+
+static int emit_node(compile_state *s, int i)
+{
+    kn_cg *cg = &s->cg;
+    const kn_node *n = s->g->nodes[i];
+    char fname[64];
+    snprintf(fname, sizeof fname, "node_%d", n->id);
+    LLVMValueRef fn = begin_function(cg, fname, true);
+    kn_cg_lower_fn lower = find_lowering(n->op);
+    int dnnl_before = s->meta.n_dnnl;
+    int st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
+    if (st == KN_OK) {
+        if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
+            LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
+        s->how[i] = s->meta.n_dnnl > dnnl_before ? KN_LOWERED_DNNL : KN_LOWERED_GENERATED;
+        s->node_fns[i] = fn;
+        return KN_OK;
+    }
+    if (st != KN_ERR_UNSUPPORTED) return st;
+    /* a lowering that declined may have emitted part of a body: start over */
+    kn_error_clear();
+    s->meta.n_dnnl = dnnl_before;
+    LLVMDeleteFunction(fn);
+    fn = begin_function(cg, fname, true);
+    s->node_fns[i] = fn;
+    s->how[i] = KN_LOWERED_RUNTIME;
+    return emit_fallback(s, n);
+}
+
+/* `run`: each node function in order, the first failure returned; then the
+ * outputs that are not computed in place (inputs, constants, repeats). */
+static void emit_run(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    const kn_graph *g = s->g;
+    LLVMValueRef run = begin_function(cg, "kn_run", true);
+    LLVMValueRef args[5];
+    for (int k = 0; k < 5; k++) args[k] = LLVMGetParam(run, (unsigned)k);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!s->node_fns[i]) continue;
+        LLVMValueRef st = LLVMBuildCall2(cg->b, fn_type(cg), s->node_fns[i], args, 5, "");
+        LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, run, "fail");
+        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->ctx, run, "");
+        LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, next);
+        LLVMPositionBuilderAtEnd(cg->b, fail);
+        LLVMBuildRet(cg->b, st);
+        LLVMPositionBuilderAtEnd(cg->b, next);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const kn_value *v = g->outputs[i];
+        const kn_abi_ref *r = &s->plan.where[v->id];
+        int64_t nb = s->meta.outputs[i].nbytes;
+        if ((r->loc == KN_LOC_OUTPUT && r->offset == i) || nb <= 0) continue;
+        LLVMValueRef idx = kn_cg_i64(cg, i);
+        LLVMValueRef dst = LLVMBuildLoad2(cg->b, cg->t_ptr, LLVMBuildGEP2(cg->b, cg->t_ptr, cg->a_outputs, &idx, 1, ""),
+                                          "");
+        LLVMBuildMemCpy(cg->b, dst, 1, kn_cg_ptr(cg, v), 1, kn_cg_i64(cg, nb));
+    }
+    LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
+}
+
+static LLVMValueRef const_bytes(compile_state *s, const char *name, const void *data, size_t len, unsigned align)
+{
+    kn_cg *cg = &s->cg;
+    LLVMValueRef init = LLVMConstStringInContext(cg->ctx, data, (unsigned)len, 1);
+    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetAlignment(gv, align);
+    return gv;
+}
+
+/* The meta, the embedded weights and the exported kn_artifact_desc. */
+static int emit_descriptor(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    int st = kn_meta_write(&s->meta, &s->meta_bytes, &s->meta_len);
+    if (st) return st;
+    if (s->meta_len > UINT32_MAX) return kn_error(KN_ERR_UNSUPPORTED, "the model's metadata exceeds 4 GiB");
+    LLVMValueRef meta = const_bytes(s, "kn_meta", s->meta_bytes, s->meta_len, 8);
+    LLVMValueRef weights = LLVMConstNull(cg->t_ptr);
+    uint64_t wlen = 0;
+    if (!s->o->external_weights && s->plan.weights_bytes > 0) {
+        if ((uint64_t)s->plan.weights_bytes > UINT32_MAX)
+            return kn_error(KN_ERR_UNSUPPORTED, "%lld bytes of weights do not fit in the artifact: use --weights "
+                                                "external", (long long)s->plan.weights_bytes);
+        weights = const_bytes(s, "kn_weights", s->plan.weights, (size_t)s->plan.weights_bytes, 64);
+        wlen = (uint64_t)s->plan.weights_bytes;
+    }
+    LLVMValueRef fields[7] = {
+        LLVMConstInt(cg->t_i32, KN_ABI_MAGIC, 0), LLVMConstInt(cg->t_i32, KN_ABI_VERSION, 0), meta,
+        LLVMConstInt(cg->t_i64, s->meta_len, 0),  weights,                                    LLVMConstInt(cg->t_i64, wlen, 0),
+        LLVMGetNamedFunction(cg->mod, "kn_run"),
+    };
+    LLVMValueRef init = LLVMConstStructInContext(cg->ctx, fields, 7, 0);
+    LLVMValueRef desc = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kn_artifact_descriptor");
+    LLVMSetInitializer(desc, init);
+    LLVMSetGlobalConstant(desc, 1);
+    LLVMSetAlignment(desc, 8);
+    s->desc = desc;
+    return KN_OK;
+}
+
+static int optimize(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    char *msg = NULL;
+    if (LLVMVerifyModule(cg->mod, LLVMReturnStatusAction, &msg)) {
+        int st = kn_error(KN_ERR_INTERNAL, "generated code does not verify (a kiln bug): %.600s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return st;
+    }
+    LLVMDisposeMessage(msg);
+    static const char *const pipelines[] = {"default<O0>", "default<O1>", "default<O2>", "default<O3>"};
+    int lvl = s->o->opt_level < 0 ? 0 : s->o->opt_level > 3 ? 3 : s->o->opt_level;
+    LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(pbo, lvl >= 2);
+    LLVMPassBuilderOptionsSetSLPVectorization(pbo, lvl >= 2);
+    LLVMPassBuilderOptionsSetLoopUnrolling(pbo, lvl >= 2);
+    LLVMErrorRef e = LLVMRunPasses(cg->mod, pipelines[lvl], cg->tm, pbo);
+    LLVMDisposePassBuilderOptions(pbo);
+    if (e) {
+        char *em = LLVMGetErrorMessage(e);
+        int st = kn_error(KN_ERR_INTERNAL, "LLVM optimization failed: %s", em);
+        LLVMDisposeErrorMessage(em);
+        return st;
+    }
+    return KN_OK;
+}
+
+static int emit_object(compile_state *s, const char *symbol)
+{
+    char *err = NULL;
+    /* the same module serves both flavours: only the exported name differs */
+    LLVMSetValueName2(s->desc, symbol, strlen(symbol));
+    if (LLVMTargetMachineEmitToFile(s->cg.tm, s->cg.mod, s->obj, LLVMObjectFile, &err)) {
+        int st = kn_error(KN_ERR_IO, "emitting the object file %s: %s", s->obj, err ? err : "unknown error");
+        LLVMDisposeMessage(err);
+        return st;
+    }
+    return KN_OK;
+}
+
+/* ---- outputs ------------------------------------------------------------------- */
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return kn_error(KN_ERR_IO, "%s: cannot be written: %s", path, strerror(errno));
+    bool ok = (len == 0 || fwrite(data, 1, len, f) == len);
+    if (fclose(f) != 0 || !ok) return kn_error(KN_ERR_IO, "%s: cannot be written (disk full?)", path);
+    return KN_OK;
+}
+
+static int make_tmpdir(compile_state *s)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(s->tmpdir, sizeof s->tmpdir, "%s/kiln-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(s->tmpdir)) {
+        int st = kn_error(KN_ERR_IO, "cannot create a temporary folder %s: %s", s->tmpdir, strerror(errno));
+        s->tmpdir[0] = '\0';
+        return st;
+    }
+    snprintf(s->obj, sizeof s->obj, "%s/model.o", s->tmpdir);
+    return KN_OK;
+}
+
+static void remove_tmpdir(compile_state *s)
+{
+    if (!s->tmpdir[0]) return;
+    unlink(s->obj);
+    rmdir(s->tmpdir);
+}
+
+/* Side weights file, .so, .a, header: all temporaries until commit. */
+static int write_outputs(compile_state *s, kn_outset *outs)
+{
+    const kn_compile_opts *o = s->o;
+    const char *tmp;
+    int st;
+    if (o->output) {
+        if ((st = make_tmpdir(s)) || (st = emit_object(s, "kn_artifact_descriptor"))) return st;
+        if ((st = kn_outset_add(outs, o->output, &tmp)) || (st = kn_link_shared(s->obj, tmp))) return st;
+    }
+    if (o->static_output) {
+        char sym[160];
+        snprintf(sym, sizeof sym, "kn_artifact_%s", s->name);
+        if (!s->tmpdir[0] && (st = make_tmpdir(s))) return st;
+        if ((st = emit_object(s, sym))) return st;
+        if ((st = kn_outset_add(outs, o->static_output, &tmp)) || (st = kn_link_static(s->obj, tmp))) return st;
+    }
+    if (o->header) {
+        if ((st = kn_outset_add(outs, o->header, &tmp)) || (st = kn_header_write(&s->meta, o->static_output, tmp)))
+            return st;
+    }
+    return KN_OK;
+}
+
+static int write_weights_file(compile_state *s, kn_outset *outs, char *base, size_t base_len)
+{
+    const char *art = s->o->output ? s->o->output : s->o->static_output;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.weights", art) >= (int)sizeof path)
+        return kn_error(KN_ERR_IO, "%s: path too long", art);
+    const char *slash = strrchr(path, '/');
+    snprintf(base, base_len, "%s", slash ? slash + 1 : path);
+    const char *tmp;
+    int st = kn_outset_add(outs, path, &tmp);
+    if (!st) st = write_file(tmp, s->plan.weights, (size_t)s->plan.weights_bytes);
+    if (!st) s->meta.weights_file = base;
+    return st;
+}
+
+static void print_report(const compile_state *s)
+{
+    static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias"};
+    int counts[4] = {0};
+    for (int i = 0; i < s->g->n_nodes; i++) {
+        const kn_node *n = s->g->nodes[i];
+        printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
+        counts[s->how[i]]++;
+    }
+    printf("%d nodes: %d generated, %d oneDNN, %d runtime kernel, %d alias; arena %lld bytes (%lld without reuse), "
+           "weights %lld bytes, target %s\n",
+           s->g->n_nodes, counts[0], counts[1], counts[2], counts[3], (long long)s->meta.arena_bytes,
+           (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
+}
+
+/* ---- driver -------------------------------------------------------------------- */
+
+static int emit_all(compile_state *s)
+{
+    int st;
+    const kn_graph *g = s->g;
+    s->how = calloc((size_t)g->n_nodes + 1, sizeof *s->how);
+    s->node_fns = calloc((size_t)g->n_nodes + 1, sizeof *s->node_fns);
+    if (!s->how || !s->node_fns) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (kn_plan_is_alias(&s->plan, g->nodes[i])) {
+            s->how[i] = KN_LOWERED_ALIAS;
+            continue;
+        }
+        if ((st = emit_node(s, i))) return st;
+    }
+    emit_run(s);
+    return KN_OK;
+}
+
+static int compile(compile_state *s, kn_outset *outs)
+{
+    int st;
+    char wbase[512];
+    if ((st = check_graph(s->g)) || (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan))) return st;
+    s->cg.ctx = LLVMContextCreate();
+    if ((st = make_target_machine(s))) return st;
+    init_cg(s);
+    if ((st = init_meta(s)) || (st = emit_all(s))) return st;
+    if (s->o->external_weights && (st = write_weights_file(s, outs, wbase, sizeof wbase))) return st;
+    if ((st = emit_descriptor(s)) || (st = optimize(s)) || (st = write_outputs(s, outs))) return st;
+    return kn_outset_commit(outs);
+}
 
 int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
 {
-    (void)m;
-    (void)opts;
-    return kn_error(KN_ERR_UNSUPPORTED, "the CPU code generator is not built yet");
+    if (!m || !opts) return kn_error(KN_ERR_INVALID, "kn_compile_cpu: NULL argument");
+    if (!opts->output && !opts->static_output)
+        return kn_error(KN_ERR_INVALID, "kn_compile_cpu: no output path (a .so or a static .a)");
+    compile_state s = {.m = m, .o = opts, .g = m->graph};
+    kn_outset outs = {0};
+    int st = compile(&s, &outs);
+    if (st) kn_outset_abort(&outs);
+    else if (opts->report) print_report(&s);
+    remove_tmpdir(&s);
+    free_meta(&s);
+    free(s.how);
+    free(s.node_fns);
+    kn_plan_free(&s.plan);
+    if (s.cg.b) LLVMDisposeBuilder(s.cg.b);
+    if (s.cg.mod) LLVMDisposeModule(s.cg.mod);
+    if (s.cg.tm) LLVMDisposeTargetMachine(s.cg.tm);
+    if (s.cg.ctx) LLVMContextDispose(s.cg.ctx);
+    return st;
 }
