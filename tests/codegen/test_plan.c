@@ -1,0 +1,208 @@
+/* Unit tests of the static memory plan (codegen/cpu/plan.c): locations of
+ * inputs, outputs and constants, arena reuse along a chain, aliasing of
+ * reshape-like ops, and that no two values alive at the same time share
+ * arena bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cg.h"
+
+static kn_model *new_model(void)
+{
+    kn_model *m = kn_model_create();
+    assert_non_null(m);
+    assert_int_equal(kn_model_set_opset(m, "", 17), 0);
+    return m;
+}
+
+static kn_value *input(kn_model *m, const char *name, int64_t n)
+{
+    kn_shape s = {.rank = 1, .dims = {n}};
+    kn_value *v = kn_graph_add_input(m->graph, name, KN_F32, &s);
+    assert_non_null(v);
+    return v;
+}
+
+static kn_value *constant(kn_model *m, const char *name, kn_dtype dt, int64_t n, const void *data)
+{
+    kn_tensor *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(kn_tensor_alloc(t, dt, 1, &n), 0);
+    if (data) memcpy(t->data, data, t->nbytes);
+    kn_value *v = kn_graph_add_constant(m->graph, name, t);
+    assert_non_null(v);
+    return v;
+}
+
+static kn_node *unary(kn_model *m, kn_op op, const char *name, kn_value *x)
+{
+    kn_node *n = kn_node_create(m->graph, op, name, 1, &x, 1);
+    assert_non_null(n);
+    return n;
+}
+
+/* Every pair of arena values whose live ranges overlap must not share bytes. */
+static void check_no_overlap(const kn_graph *g, const kn_plan *p)
+{
+    int nn = g->n_nodes;
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i]->n_outputs; k++) {
+            const kn_value *a = g->nodes[i]->outputs[k];
+            if (!a || p->where[a->id].loc != KN_LOC_ARENA) continue;
+            assert_int_equal(p->where[a->id].offset % 64, 0);
+            for (int j = i + 1; j < nn; j++)
+                for (int l = 0; l < g->nodes[j]->n_outputs; l++) {
+                    const kn_value *b = g->nodes[j]->outputs[l];
+                    if (!b || p->where[b->id].loc != KN_LOC_ARENA) continue;
+                    if (p->where[a->id].offset == p->where[b->id].offset && kn_plan_is_alias(p, g->nodes[j]))
+                        continue;
+                    /* a is alive at node j if a user of a (or of its aliases) comes at or after j */
+                    bool alive = false;
+                    for (int u = j; u < nn && !alive; u++)
+                        for (int q = 0; q < g->nodes[u]->n_inputs; q++) {
+                            const kn_value *in = g->nodes[u]->inputs[q];
+                            if (in && p->where[in->id].loc == KN_LOC_ARENA &&
+                                p->where[in->id].offset == p->where[a->id].offset && in->id != b->id &&
+                                (in == a || kn_cg_numel(in) == kn_cg_numel(a)))
+                                alive = true;
+                        }
+                    if (!alive) continue;
+                    int64_t a0 = p->where[a->id].offset, a1 = a0 + (int64_t)kn_dtype_nbytes(a->dtype, (size_t)kn_cg_numel(a));
+                    int64_t b0 = p->where[b->id].offset, b1 = b0 + (int64_t)kn_dtype_nbytes(b->dtype, (size_t)kn_cg_numel(b));
+                    if (a0 < b1 && b0 < a1) fail_msg("'%s' and '%s' overlap while both alive", a->name, b->name);
+                }
+        }
+}
+
+/* x → relu ×5 → y: three intermediates alive two at a time. */
+static void test_chain_reuse(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    kn_value *v = input(m, "x", 256);
+    const char *names[] = {"r0", "r1", "r2", "r3", "r4"};
+    for (int i = 0; i < 5; i++) v = unary(m, KN_OP_Relu, names[i], v)->outputs[0];
+    assert_int_equal(kn_graph_add_output(m->graph, v), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_plan p;
+    assert_int_equal(kn_plan_build(m->graph, &p), 0);
+    const kn_graph *g = m->graph;
+    assert_int_equal(p.where[g->inputs[0]->id].loc, KN_LOC_INPUT);
+    assert_int_equal(p.where[g->inputs[0]->id].offset, 0);
+    assert_int_equal(p.where[v->id].loc, KN_LOC_OUTPUT);
+    assert_int_equal(p.where[v->id].offset, 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(p.where[g->nodes[i]->outputs[0]->id].loc, KN_LOC_ARENA);
+    assert_int_equal(p.intermediate_bytes, 4 * 1024);
+    assert_int_equal(p.arena_bytes, 2 * 1024);
+    check_no_overlap(g, &p);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
+/* relu → reshape (alias) → relu; a reshape that is a graph output is not an alias. */
+static void test_alias(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    int64_t shape[2] = {8, 8};
+    kn_value *x = input(m, "x", 64), *sh = constant(m, "shape", KN_I64, 2, shape);
+    kn_value *a = unary(m, KN_OP_Relu, "relu0", x)->outputs[0];
+    kn_value *ins[2] = {a, sh};
+    kn_node *rs = kn_node_create(m->graph, KN_OP_Reshape, "reshape0", 2, ins, 1);
+    kn_node *r1 = unary(m, KN_OP_Relu, "relu1", rs->outputs[0]);
+    kn_node *r2 = unary(m, KN_OP_Relu, "relu2", r1->outputs[0]);
+    ins[0] = r2->outputs[0];
+    kn_node *rs_out = kn_node_create(m->graph, KN_OP_Reshape, "reshape1", 2, ins, 1);
+    assert_int_equal(kn_graph_add_output(m->graph, rs_out->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_plan p;
+    assert_int_equal(kn_plan_build(m->graph, &p), 0);
+    assert_true(kn_plan_is_alias(&p, rs));
+    assert_false(kn_plan_is_alias(&p, rs_out));
+    assert_false(kn_plan_is_alias(&p, r1));
+    assert_int_equal(p.where[rs->outputs[0]->id].offset, p.where[a->id].offset);
+    assert_int_equal(p.where[rs_out->outputs[0]->id].loc, KN_LOC_OUTPUT);
+    /* a (through its alias) is read by relu1, so relu1's output needs other bytes */
+    assert_int_not_equal(p.where[r1->outputs[0]->id].offset, p.where[a->id].offset);
+    assert_int_equal(p.weights_bytes, 64);
+    check_no_overlap(m->graph, &p);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
+/* Constants: 64-byte aligned, copied into the blob, shared data stored once;
+ * an unused constant is left out; a Dropout with a mask output is no alias. */
+static void test_constants_and_dropout(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    float w[3] = {1, 2, 3}, w2[5] = {4, 5, 6, 7, 8};
+    kn_value *x = input(m, "x", 3);
+    kn_value *c1 = constant(m, "c1", KN_F32, 3, w), *c2 = constant(m, "c2", KN_F32, 5, w2);
+    constant(m, "unused", KN_F32, 100, NULL);
+    kn_tensor *view = malloc(sizeof *view);
+    assert_non_null(view);
+    int64_t three = 3;
+    assert_int_equal(kn_tensor_view(view, c1->const_data, 1, &three), 0);
+    kn_value *c1b = kn_graph_add_constant(m->graph, "c1_again", view);
+    assert_non_null(c1b);
+    kn_value *ins[2] = {x, c1};
+    kn_node *add = kn_node_create(m->graph, KN_OP_Add, "add0", 2, ins, 1);
+    ins[0] = add->outputs[0], ins[1] = c1b;
+    kn_node *add2 = kn_node_create(m->graph, KN_OP_Add, "add1", 2, ins, 1);
+    kn_node *dr = kn_node_create(m->graph, KN_OP_Dropout, "drop0", 1, add2->outputs, 2);
+    kn_node *r = unary(m, KN_OP_Relu, "relu0", dr->outputs[0]);
+    assert_int_equal(kn_graph_add_output(m->graph, r->outputs[0]), 0);
+    assert_int_equal(kn_graph_add_output(m->graph, dr->outputs[1]), 0);
+    assert_int_equal(kn_graph_add_output(m->graph, c2), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_plan p;
+    assert_int_equal(kn_plan_build(m->graph, &p), 0);
+    assert_int_equal(p.where[c1->id].loc, KN_LOC_WEIGHTS);
+    assert_int_equal(p.where[c1b->id].loc, KN_LOC_WEIGHTS);
+    assert_int_equal(p.where[c1b->id].offset, p.where[c1->id].offset);
+    assert_int_equal(p.where[c2->id].loc, KN_LOC_WEIGHTS); /* copied to its output by run */
+    assert_int_equal(p.where[c2->id].offset % 64, 0);
+    assert_int_equal(p.weights_bytes, 128);
+    assert_memory_equal(p.weights + p.where[c1->id].offset, w, sizeof w);
+    assert_memory_equal(p.weights + p.where[c2->id].offset, w2, sizeof w2);
+    assert_false(kn_plan_is_alias(&p, dr));
+    assert_int_equal(p.where[dr->outputs[1]->id].loc, KN_LOC_OUTPUT);
+    assert_int_equal(p.where[dr->outputs[1]->id].offset, 1);
+    check_no_overlap(m->graph, &p);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
+/* A dynamic shape is refused with the value's name. */
+static void test_dynamic_refused(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    kn_shape s = {.rank = 1, .dims = {-1}};
+    kn_value *x = kn_graph_add_input(m->graph, "x", KN_F32, &s);
+    assert_int_equal(kn_graph_add_output(m->graph, unary(m, KN_OP_Relu, "r", x)->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_plan p;
+    assert_int_not_equal(kn_plan_build(m->graph, &p), 0);
+    assert_non_null(strstr(kn_last_error(), "'x'"));
+    assert_null(p.where);
+    kn_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_reuse),
+        cmocka_unit_test(test_alias),
+        cmocka_unit_test(test_constants_and_dropout),
+        cmocka_unit_test(test_dynamic_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
