@@ -900,6 +900,78 @@ static int lower_global_pool(kn_cg *cg, const kn_node *n)
     return KN_OK;
 }
 
+/* 1-D/2-D pooling with the output row innermost: for each output row and each
+ * kernel row inside the input, each kernel column folds the range of output
+ * columns whose tap lies inside the input (a compile-time range) into a row
+ * buffer, so no tap needs a bounds check and the inner loop vectorizes. The
+ * valid-tap count (AveragePool's divisor) is rows × columns. Dims are
+ * {H, W}, {OH, OW}, and kernel/strides/begin pads/dilations per axis. */
+static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px, LLVMValueRef py, int64_t planes,
+                      const int64_t *in, const int64_t *out, const int64_t *k, const int64_t *s, const int64_t *pb,
+                      const int64_t *dil)
+{
+    LLVMTypeRef t = kn_cg_compute_type(cg, dt);
+    int64_t H = in[0], W = in[1], OH = out[0], OW = out[1], lo[64], hi[64];
+    for (int64_t kw = 0; kw < k[1]; kw++) {
+        int64_t off = kw * dil[1] - pb[1];
+        lo[kw] = off >= 0 ? 0 : (-off + s[1] - 1) / s[1];
+        hi[kw] = W - 1 - off < 0 ? 0 : (W - 1 - off) / s[1] + 1;
+        if (hi[kw] > OW) hi[kw] = OW;
+    }
+    LLVMValueRef row = entry_alloca(cg, t, OW), cnth = entry_alloca(cg, cg->t_i64, 1);
+    kn_cg_loop lp, lh, lk, lw;
+    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, planes, "pl");
+    LLVMValueRef xb = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, H * W), "");
+    LLVMValueRef oh = kn_cg_loop_begin(cg, &lh, OH, "oh");
+    LLVMValueRef yb = LLVMBuildMul(cg->b, madd(cg, oh, pl, OH), kn_cg_i64(cg, OW), "");
+    LLVMValueRef ow = kn_cg_loop_begin(cg, &lw, OW, "init");
+    st(cg, fold_init(cg, mx ? F_MAXGT : F_SUM, dt), at(cg, t, row, ow));
+    kn_cg_loop_end(cg, &lw);
+    st(cg, kn_cg_i64(cg, 0), cnth);
+    LLVMValueRef kh = kn_cg_loop_begin(cg, &lk, k[0], "kh");
+    LLVMValueRef ih = madd(cg, addc(cg, LLVMBuildMul(cg->b, oh, kn_cg_i64(cg, s[0]), ""), -pb[0]), kh, dil[0]);
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "tap_row");
+    LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntULT, ih, kn_cg_i64(cg, H), ""), then, cont);
+    LLVMPositionBuilderAtEnd(cg->b, then);
+    st(cg, LLVMBuildAdd(cg->b, ld(cg, cg->t_i64, cnth), kn_cg_i64(cg, 1), ""), cnth);
+    LLVMValueRef xrow = madd(cg, xb, ih, W);
+    for (int64_t kw = 0; kw < k[1]; kw++) {
+        if (hi[kw] <= lo[kw]) continue;
+        ow = addc(cg, kn_cg_loop_begin(cg, &lw, hi[kw] - lo[kw], "ow"), lo[kw]);
+        LLVMValueRef xi = madd(cg, addc(cg, xrow, kw * dil[1] - pb[1]), ow, s[1]);
+        LLVMValueRef pr = at(cg, t, row, ow);
+        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, true, ld(cg, t, pr), kn_cg_load(cg, dt, px, xi)), pr);
+        kn_cg_loop_end(cg, &lw);
+    }
+    LLVMBuildBr(cg->b, cont);
+    LLVMPositionBuilderAtEnd(cg->b, cont);
+    kn_cg_loop_end(cg, &lk);
+    LLVMValueRef ch = ld(cg, cg->t_i64, cnth);
+    ow = kn_cg_loop_begin(cg, &lw, OW, "fin");
+    LLVMValueRef cw = kn_cg_i64(cg, 0);
+    for (int64_t kw = 0; kw < k[1]; kw++) {
+        LLVMValueRef a = LLVMBuildICmp(cg->b, LLVMIntSGE, ow, kn_cg_i64(cg, lo[kw]), "");
+        LLVMValueRef b = LLVMBuildICmp(cg->b, LLVMIntSLT, ow, kn_cg_i64(cg, hi[kw]), "");
+        cw = LLVMBuildAdd(cg->b, cw, LLVMBuildZExt(cg->b, LLVMBuildAnd(cg->b, a, b, ""), cg->t_i64, ""), "");
+    }
+    LLVMValueRef cnt = LLVMBuildMul(cg->b, ch, cw, "");
+    LLVMValueRef res = ld(cg, t, at(cg, t, row, ow));
+    LLVMValueRef none = LLVMBuildICmp(cg->b, LLVMIntEQ, cnt, kn_cg_i64(cg, 0), "");
+    if (!mx) {
+        if (cip) {
+            res = LLVMBuildFDiv(cg->b, res, fconst(t, (double)(k[0] * k[1])), "");
+            none = LLVMConstInt(cg->t_i1, 0, 0);
+        } else {
+            res = LLVMBuildFDiv(cg->b, res, LLVMBuildSIToFP(cg->b, cnt, t, ""), "");
+        }
+    }
+    kn_cg_store(cg, dt, py, LLVMBuildAdd(cg->b, yb, ow, ""), LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, ""));
+    kn_cg_loop_end(cg, &lw);
+    kn_cg_loop_end(cg, &lh);
+    kn_cg_loop_end(cg, &lp);
+}
+
 /* Max/Average pooling: each output position folds its window; taps outside
  * the input are skipped (bounds checks only on axes where padding can reach). */
 static int lower_pool(kn_cg *cg, const kn_node *n)
@@ -927,6 +999,15 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         check[i] = w.pads[i] > 0 || hi >= in[i];
     }
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
+    if (nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0) {
+        /* 1-D pools are 2-D pools of one row */
+        int f = nsp == 2 ? 0 : 1;
+        int64_t in2[2] = {f ? 1 : in[0], in[nsp - 1]}, out2[2] = {f ? 1 : od[2], od[r - 1]};
+        int64_t k2[2] = {f ? 1 : w.kernel[0], w.kernel[nsp - 1]}, s2[2] = {f ? 1 : w.strides[0], w.strides[nsp - 1]};
+        int64_t p2[2] = {f ? 0 : w.pads[0], w.pads[nsp - 1]}, d2[2] = {f ? 1 : w.dilations[0], w.dilations[nsp - 1]};
+        pool_rows(cg, mx, cip, dt, px, py, span(x, 0, 2), in2, out2, k2, s2, p2, d2);
+        return KN_OK;
+    }
     LLVMValueRef acc = entry_alloca(cg, t, 1), cnt = entry_alloca(cg, cg->t_i64, 1);
     kn_cg_loop lp, lo[KN_NN_MAXSP], lk[KN_NN_MAXSP];
     LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, span(x, 0, 2), "pl");
