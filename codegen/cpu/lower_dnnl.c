@@ -1,0 +1,189 @@
+/*
+ * codegen/cpu/lower_dnnl.c — Conv, MatMul and Gemm lowered onto oneDNN
+ * primitives: each node becomes one kn_abi_dnnl record (created once per
+ * session by runtime/src/dnnl.c) and a call to kn_rt_dnnl_exec.
+ *
+ * The record conventions are those documented at the top of
+ * runtime/src/dnnl.c: tensors as stored (row-major), transposes as flags,
+ * ONNX conv weight layout and ONNX dilations. Constant weights are passed as
+ * a NULL pointer: the runtime reordered them at session creation.
+ *
+ * Every check happens before anything is emitted, so that a case oneDNN
+ * cannot take (other dtypes, 1-D MatMul operands, a Gemm C that is not a row
+ * bias, dynamic shapes) returns KN_ERR_UNSUPPORTED and the node falls back to
+ * its runtime kernel.
+ */
+#include <string.h>
+
+#include "cg.h"
+
+/* True if v is f32 with a static shape and a place in the memory plan. */
+static bool usable(const kn_cg *cg, const kn_value *v)
+{
+    return v && v->dtype == KN_F32 && kn_shape_is_static(&v->shape) && v->shape.rank <= 8 &&
+           v->id < cg->plan->n_where && cg->plan->where[v->id].loc >= 0;
+}
+
+static kn_abi_ref where_of(const kn_cg *cg, const kn_value *v) { return cg->plan->where[v->id]; }
+
+static bool is_const(const kn_cg *cg, const kn_value *v) { return where_of(cg, v).loc == KN_LOC_WEIGHTS; }
+
+/* The record with its common fields; weights/bias refs from the plan. */
+static void record_init(const kn_cg *cg, kn_abi_dnnl *r, int kind, const kn_value *src, const kn_value *wei,
+                        const kn_value *bias, const kn_value *dst)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->alpha = 1.0f;
+    r->groups = 1;
+    kn_cg_abi_tensor(src, &r->src);
+    kn_cg_abi_tensor(wei, &r->wei);
+    kn_cg_abi_tensor(dst, &r->dst);
+    r->wei_ref = where_of(cg, wei);
+    if (bias) {
+        kn_cg_abi_tensor(bias, &r->bias);
+        r->bias_ref = where_of(cg, bias);
+    } else {
+        r->bias_ref.loc = KN_LOC_ARENA; /* no bias: bias.rank 0, nbytes 0 */
+    }
+}
+
+static int emit(kn_cg *cg, const kn_abi_dnnl *r, const kn_value *src, const kn_value *wei, const kn_value *bias,
+                const kn_value *dst)
+{
+    LLVMValueRef ps = kn_cg_ptr(cg, src), pd = kn_cg_ptr(cg, dst);
+    LLVMValueRef pw = is_const(cg, wei) ? NULL : kn_cg_ptr(cg, wei);
+    LLVMValueRef pb = bias ? kn_cg_ptr(cg, bias) : NULL;
+    return kn_cg_emit_dnnl(cg, r, ps, pw, pb, pd, NULL);
+}
+
+/* ---- Conv ------------------------------------------------------------------------ */
+
+/* Fills strides, dilations and pads of r from the node's attributes and
+ * checks that they give the inferred output size. */
+static int conv_geometry(const kn_node *n, kn_abi_dnnl *r, const kn_value *x, const kn_value *w, const kn_value *y)
+{
+    int sp = x->shape.rank - 2;
+    const int64_t *a;
+    int cnt;
+    for (int i = 0; i < sp; i++) r->strides[i] = 1, r->dilations[i] = 1;
+    if ((cnt = kn_attr_ints(n, "strides", &a)) > 0) {
+        if (cnt != sp) return KN_ERR_UNSUPPORTED;
+        for (int i = 0; i < sp; i++) r->strides[i] = a[i];
+    }
+    if ((cnt = kn_attr_ints(n, "dilations", &a)) > 0) {
+        if (cnt != sp) return KN_ERR_UNSUPPORTED;
+        for (int i = 0; i < sp; i++) r->dilations[i] = a[i];
+    }
+    if ((cnt = kn_attr_ints(n, "kernel_shape", &a)) > 0) {
+        if (cnt != sp) return KN_ERR_UNSUPPORTED;
+        for (int i = 0; i < sp; i++)
+            if (a[i] != w->shape.dims[2 + i]) return KN_ERR_UNSUPPORTED;
+    }
+    const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
+    bool same_upper = !strcmp(ap, "SAME_UPPER"), same_lower = !strcmp(ap, "SAME_LOWER");
+    if (!strcmp(ap, "NOTSET") || !strcmp(ap, "")) {
+        if ((cnt = kn_attr_ints(n, "pads", &a)) > 0) {
+            if (cnt != 2 * sp) return KN_ERR_UNSUPPORTED;
+            for (int i = 0; i < sp; i++) r->pads_begin[i] = a[i], r->pads_end[i] = a[sp + i];
+        }
+    } else if (!same_upper && !same_lower && strcmp(ap, "VALID")) {
+        return KN_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < sp; i++) {
+        int64_t in = x->shape.dims[2 + i], k = w->shape.dims[2 + i], s = r->strides[i], d = r->dilations[i];
+        if (s < 1 || d < 1 || r->pads_begin[i] < 0 || r->pads_end[i] < 0) return KN_ERR_UNSUPPORTED;
+        int64_t ext = d * (k - 1) + 1;
+        if (same_upper || same_lower) {
+            int64_t out = (in + s - 1) / s, total = (out - 1) * s + ext - in;
+            if (total < 0) total = 0;
+            r->pads_begin[i] = same_upper ? total / 2 : total - total / 2;
+            r->pads_end[i] = total - r->pads_begin[i];
+        }
+        int64_t span = in + r->pads_begin[i] + r->pads_end[i] - ext;
+        if (span < 0 || span / s + 1 != y->shape.dims[2 + i]) return KN_ERR_UNSUPPORTED;
+    }
+    return KN_OK;
+}
+
+static int lower_conv(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, x) || !usable(cg, w) || !usable(cg, y) || (b && !usable(cg, b))) return KN_ERR_UNSUPPORTED;
+    int rank = x->shape.rank;
+    if (rank < 3 || rank > 5 || w->shape.rank != rank || y->shape.rank != rank) return KN_ERR_UNSUPPORTED;
+    int64_t g = kn_attr_int(n, "group", 1), C = x->shape.dims[1], O = w->shape.dims[0];
+    if (g < 1 || g > INT32_MAX || O % g || w->shape.dims[1] * g != C || y->shape.dims[0] != x->shape.dims[0] ||
+        y->shape.dims[1] != O)
+        return KN_ERR_UNSUPPORTED;
+    if (b && (b->shape.rank != 1 || b->shape.dims[0] != O)) return KN_ERR_UNSUPPORTED;
+    kn_abi_dnnl r;
+    record_init(cg, &r, KN_DNNL_CONV, x, w, b, y);
+    r.groups = (int32_t)g;
+    r.spatial = rank - 2;
+    int st = conv_geometry(n, &r, x, w, y);
+    if (st) return st;
+    return emit(cg, &r, x, w, b, y);
+}
+
+/* ---- MatMul and Gemm --------------------------------------------------------- */
+
+/* True if a [.., M, K] x b [.., K, N] → y, batch dims broadcasting numpy-style. */
+static bool matmul_shapes_ok(const kn_value *a, const kn_value *b, const kn_value *y, bool ta, bool tb)
+{
+    int ra = a->shape.rank, rb = b->shape.rank, ry = y->shape.rank;
+    if (ra < 2 || rb < 2 || ry != (ra > rb ? ra : rb)) return false;
+    const int64_t *ad = a->shape.dims, *bd = b->shape.dims, *yd = y->shape.dims;
+    int64_t M = ta ? ad[ra - 1] : ad[ra - 2], K = ta ? ad[ra - 2] : ad[ra - 1];
+    int64_t Kb = tb ? bd[rb - 1] : bd[rb - 2], N = tb ? bd[rb - 2] : bd[rb - 1];
+    if (K != Kb || yd[ry - 2] != M || yd[ry - 1] != N) return false;
+    for (int i = 0; i < ry - 2; i++) {
+        int ia = i - (ry - ra), ib = i - (ry - rb);
+        int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1;
+        if ((da != 1 && da != yd[i]) || (db != 1 && db != yd[i])) return false;
+    }
+    return true;
+}
+
+static int lower_matmul(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, a) || !usable(cg, b) || !usable(cg, y)) return KN_ERR_UNSUPPORTED;
+    /* 1-D operands (vector products) stay with the runtime kernel */
+    if (!matmul_shapes_ok(a, b, y, false, false)) return KN_ERR_UNSUPPORTED;
+    kn_abi_dnnl r;
+    record_init(cg, &r, KN_DNNL_MATMUL, a, b, NULL, y);
+    return emit(cg, &r, a, b, NULL, y);
+}
+
+static int lower_gemm(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1), *c = kn_node_input(n, 2);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, a) || !usable(cg, b) || !usable(cg, y)) return KN_ERR_UNSUPPORTED;
+    if (a->shape.rank != 2 || b->shape.rank != 2 || y->shape.rank != 2) return KN_ERR_UNSUPPORTED;
+    bool ta = kn_attr_int(n, "transA", 0) != 0, tb = kn_attr_int(n, "transB", 0) != 0;
+    float alpha = kn_attr_float(n, "alpha", 1.0f), beta = kn_attr_float(n, "beta", 1.0f);
+    if (!matmul_shapes_ok(a, b, y, ta, tb) || !(alpha == alpha)) return KN_ERR_UNSUPPORTED;
+    if (c && beta == 0.0f) c = NULL; /* 0 * C adds nothing (ONNX: C may then be anything) */
+    if (c) {
+        int64_t N = y->shape.dims[1];
+        bool row = (c->shape.rank == 1 && c->shape.dims[0] == N) ||
+                   (c->shape.rank == 2 && c->shape.dims[0] == 1 && c->shape.dims[1] == N);
+        if (beta != 1.0f || !usable(cg, c) || !row) return KN_ERR_UNSUPPORTED;
+    }
+    kn_abi_dnnl r;
+    record_init(cg, &r, KN_DNNL_MATMUL, a, b, c, y);
+    r.trans_a = ta, r.trans_b = tb;
+    r.alpha = alpha;
+    return emit(cg, &r, a, b, c, y);
+}
+
+const kn_cg_lowering kn_cg_lower_dnnl[] = {
+    {KN_OP_Conv, lower_conv},
+    {KN_OP_MatMul, lower_matmul},
+    {KN_OP_Gemm, lower_gemm},
+    {KN_OP_UNKNOWN, NULL},
+};
