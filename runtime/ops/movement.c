@@ -132,7 +132,7 @@ int kn_mv_axis(const kn_opdesc *d, int64_t axis, int r, int *out)
 static int exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
                       kn_mv_args *a)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args_from_tensors(d, in, a);
     kn_mv_shape s;
     int st = fn(a, &s);
@@ -425,6 +425,7 @@ int kn_mv_concat_shape(const kn_opdesc *d, int cnt, const kn_mv_shape *const *sh
 static int exec_concat(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     int cnt = d->n_inputs;
+    if (cnt < 1) return kn_op_error(d, KN_ERR_INVALID, "needs at least one input");
     kn_mv_shape *sh = calloc((size_t)cnt + 1, sizeof *sh);
     const kn_mv_shape **ps = calloc((size_t)cnt + 1, sizeof *ps);
     int st = KN_OK;
@@ -513,7 +514,7 @@ int kn_mv_split_plan(const kn_mv_args *a, int *axis, int64_t *sizes)
 
 static int exec_split(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_tensors(d, in, &a);
     int axis = 0;
@@ -636,7 +637,7 @@ static int shape_slice(const kn_mv_args *a, kn_mv_shape *o)
 
 static int exec_slice(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_tensors(d, in, &a);
     kn_mv_shape o;
@@ -687,7 +688,7 @@ static int exec_gather(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
 {
     kn_mv_args a;
     int axis;
-    if (!in[1]) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
+    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
     int st = exec_begin(d, in, out, shape_gather, &a);
     if (st || (st = gather_axis(&a, &axis))) return st;
     st = kn_k_gather(in[0], in[1], axis, &out[0]);
@@ -710,7 +711,7 @@ static int exec_gather_elements(const kn_opdesc *d, const kn_tensor *const *in, 
 {
     kn_mv_args a;
     int axis;
-    if (!in[1]) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
+    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
     int st = exec_begin(d, in, out, shape_gather_elements, &a);
     if (st || (st = gather_axis(&a, &axis))) return st;
     st = kn_k_gather_elements(in[0], in[1], axis, &out[0]);
@@ -748,7 +749,7 @@ static int shape_gather_nd(const kn_mv_args *a, kn_mv_shape *o)
 static int exec_gather_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     kn_mv_args a;
-    if (!in[1]) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
+    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
     int st = exec_begin(d, in, out, shape_gather_nd, &a);
     if (st) return st;
     st = kn_k_gather_nd(in[0], in[1], (int)kn_op_attr_int(d, "batch_dims", 0), &out[0]);
@@ -785,7 +786,7 @@ static int exec_scatter_elements(const kn_opdesc *d, const kn_tensor *const *in,
     kn_mv_args a;
     kn_reduction red;
     int axis;
-    if (!in[1] || !in[2]) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
+    if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
     int st = scatter_reduction(d, &red);
     if (st || (st = exec_begin(d, in, out, shape_scatter, &a)) || (st = gather_axis(&a, &axis))) return st;
     st = kn_k_scatter_elements(in[0], in[1], in[2], axis, red, &out[0]);
@@ -796,7 +797,7 @@ static int exec_scatter_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_te
 {
     kn_mv_args a;
     kn_reduction red;
-    if (!in[1] || !in[2]) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
+    if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
     int st = scatter_reduction(d, &red);
     if (st || (st = exec_begin(d, in, out, shape_scatter, &a))) return st;
     st = kn_k_scatter_nd(in[0], in[1], in[2], red, &out[0]);
@@ -1010,7 +1011,7 @@ int kn_mv_dropout_check(const kn_mv_args *a)
 
 static int exec_dropout(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_tensors(d, in, &a);
     bool training, want_mask = kn_op_has_output(d, 1);

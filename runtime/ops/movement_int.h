@@ -58,6 +58,12 @@ kn_dtype kn_mv_dropout_mask_dtype(const kn_opdesc *d, kn_dtype x);
 
 /* ---- shared by movement.c and movement_resize.c ---- */
 
+/* Input i, or NULL when omitted or past the n_inputs entries in[] holds. */
+static inline const kn_tensor *kn_mv_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
+{
+    return i < d->n_inputs ? in[i] : NULL;
+}
+
 void kn_mv_args_from_tensors(const kn_opdesc *d, const kn_tensor *const *in, kn_mv_args *a);
 /* Integer input i (≤ max entries) into out; *out_n = -1 if not known. */
 int kn_mv_ints(const kn_mv_args *a, int i, const char *what, int64_t *out, int max, int *out_n);

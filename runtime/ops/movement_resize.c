@@ -137,7 +137,7 @@ static void pad_value(const kn_opdesc *d, const kn_tensor *x, const kn_tensor *c
 
 int kn_mv_exec_pad(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_tensors(d, in, &a);
     kn_mv_shape o;
@@ -349,7 +349,7 @@ static int run_resize(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
 
 int kn_mv_exec_resize(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_mv_args_from_tensors(d, in, &a);
     resize_io io = resize_layout(d);
@@ -390,7 +390,7 @@ int kn_mv_shape_upsample(const kn_mv_args *a, kn_mv_shape *o)
 }
 int kn_mv_exec_upsample(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (!in[0]) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
+    if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
     kn_mv_args a;
     kn_tensor sc;
     kn_mv_args_from_tensors(d, in, &a);

@@ -1,6 +1,9 @@
-/* Unit tests of AffineGrid, DeformConv and TfIdfVectorizer (ir/ops/misc2.c)
- * through the reference evaluator: small hand-computed cases, and errors
- * naming the node for inconsistent inputs or attributes. */
+/* Unit tests of the 'misc' family (inference in ir/ops/misc*.c, execution in
+ * runtime/ops/misc*.c): AffineGrid, DeformConv and TfIdfVectorizer through
+ * the reference evaluator (small hand-computed cases, and errors naming the
+ * node for inconsistent inputs or attributes); windows, losses and missing
+ * inputs through the runtime alone (kn_op_exec with a hand-built
+ * descriptor, as a compiled artifact calls it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,6 +190,83 @@ static void test_tfidf_too_few_indexes_names_node(void **state)
     free_all(&r, 1, ins);
 }
 
+/* ---- the runtime alone: a descriptor and kn_op_exec, no IR ---------------- */
+
+/* A descriptor of node "r" as a compiled artifact would carry it. */
+static kn_opdesc rt_desc(kn_op op, int64_t opset, int n_in, int n_out, const bool *has, const kn_attr *attrs,
+                         int n_attrs)
+{
+    return (kn_opdesc){.op = op, .name = "r", .op_type = kn_op_type_name(op), .domain = "", .opset = opset,
+                       .n_inputs = n_in, .n_outputs = n_out, .has_output = has, .attrs = attrs,
+                       .n_attrs = n_attrs};
+}
+
+static void test_exec_window_without_ir(void **state)
+{
+    (void)state;
+    int64_t four = 4;
+    kn_tensor size = tensor(KN_I64, 0, NULL, &four);
+    const kn_tensor *in[1] = {&size};
+    kn_opdesc desc = rt_desc(KN_OP_HannWindow, 17, 1, 1, NULL, NULL, 0);
+    kn_exec_fn f = kn_op_exec(KN_OP_HannWindow);
+    assert_non_null(f);
+    kn_tensor out[1] = {{0}};
+    int st = f(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].dtype, KN_F32);
+    assert_int_equal(out[0].dims[0], 4);
+    const float want[4] = {0, 0.5f, 1, 0.5f}; /* periodic */
+    for (int i = 0; i < 4; i++) assert_float_equal(((float *)out[0].data)[i], want[i], 1e-6);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&size);
+}
+
+/* SoftmaxCrossEntropyLoss keeps its log-probabilities when output 1 is not wanted. */
+static void test_exec_sce_unwanted_output(void **state)
+{
+    (void)state;
+    int64_t xd[2] = {1, 2}, one = 1, t0 = 0;
+    const float x[2] = {0, 0};
+    kn_tensor ins[2] = {tensor(KN_F32, 2, xd, x), tensor(KN_I64, 1, &one, &t0)};
+    const kn_tensor *in[2] = {&ins[0], &ins[1]};
+    const bool has[2] = {true, false};
+    kn_opdesc desc = rt_desc(KN_OP_SoftmaxCrossEntropyLoss, 13, 2, 2, has, NULL, 0);
+    kn_tensor out[2];
+    memset(out, 0, sizeof out);
+    int st = kn_op_exec(KN_OP_SoftmaxCrossEntropyLoss)(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    assert_int_equal(out[0].rank, 0);
+    assert_float_equal(((float *)out[0].data)[0], 0.69314718f, 1e-6);
+    assert_null(out[1].data);
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&ins[0]);
+    kn_tensor_free(&ins[1]);
+}
+
+/* in[] holds only n_inputs entries; a required input past them is an error
+ * naming the node, not a read out of bounds. */
+static void test_exec_missing_inputs_name_node(void **state)
+{
+    (void)state;
+    int64_t two = 2;
+    kn_tensor x = tensor(KN_F32, 1, &two, NULL);
+    const kn_tensor *in[1] = {&x};
+    kn_tensor out[3];
+    memset(out, 0, sizeof out);
+    const kn_op ops[] = {KN_OP_RNN, KN_OP_LSTM, KN_OP_STFT, KN_OP_MelWeightMatrix, KN_OP_AffineGrid,
+                         KN_OP_DeformConv, KN_OP_NonMaxSuppression, KN_OP_GridSample, KN_OP_TfIdfVectorizer};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        int n_in = ops[i] == KN_OP_TfIdfVectorizer ? 0 : 1;
+        kn_opdesc desc = rt_desc(ops[i], 20, n_in, 1, NULL, NULL, 0);
+        assert_int_not_equal(kn_op_exec(ops[i])(&desc, in, out), 0);
+        char want[96];
+        snprintf(want, sizeof want, "node 'r' (%s): required input %d is missing", kn_op_type_name(ops[i]), n_in);
+        if (!strstr(kn_last_error(), want)) fail_msg("%s", kn_last_error());
+        assert_null(out[0].data);
+    }
+    kn_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +276,9 @@ int main(void)
         cmocka_unit_test(test_deform_conv_bad_offset_names_node),
         cmocka_unit_test(test_tfidf_counts),
         cmocka_unit_test(test_tfidf_too_few_indexes_names_node),
+        cmocka_unit_test(test_exec_window_without_ir),
+        cmocka_unit_test(test_exec_sce_unwanted_output),
+        cmocka_unit_test(test_exec_missing_inputs_name_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,11 @@
-/* Unit tests of the 'movement' op family (ir/ops/movement*.c) through the
- * reference evaluator: Reshape 0/-1, Transpose, Slice with a negative step,
- * Gather with negative indices, Concat, Pad reflect, Resize nearest, static
- * shape inference from constants, and the error for an out-of-range index. */
+/* Unit tests of the 'movement' op family (inference in ir/ops/movement.c,
+ * execution in runtime/ops/movement*.c) through the reference evaluator:
+ * Reshape 0/-1, Transpose, Slice with a negative step, Gather with negative
+ * indices, Concat, Pad reflect, Resize nearest, static shape inference from
+ * constants, and the error for an out-of-range index; and through the
+ * runtime alone (kn_op_exec with a hand-built descriptor, as a compiled
+ * artifact calls it): unwanted outputs, serialized attributes, missing
+ * inputs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -333,6 +337,93 @@ static void test_pad_negative_result_error(void **state)
     free_all(&r, ins, 2, out, 1);
 }
 
+/* ---- the runtime alone: a descriptor and kn_op_exec, no IR ---------------- */
+
+/* A descriptor of node "r" as a compiled artifact would carry it. */
+static kn_opdesc rt_desc(kn_op op, int64_t opset, int n_in, int n_out, const bool *has, const kn_attr *attrs,
+                         int n_attrs)
+{
+    return (kn_opdesc){.op = op, .name = "r", .op_type = kn_op_type_name(op), .domain = "", .opset = opset,
+                       .n_inputs = n_in, .n_outputs = n_out, .has_output = has, .attrs = attrs,
+                       .n_attrs = n_attrs};
+}
+
+/* An output the node does not want is never allocated. */
+static void test_exec_split_unwanted_output(void **state)
+{
+    (void)state;
+    int64_t six = 6, three = 3;
+    const int64_t parts[3] = {1, 2, 3};
+    kn_tensor x = iota_f32(1, &six), sp = i64_tensor(1, &three, parts);
+    const kn_tensor *in[2] = {&x, &sp};
+    const bool has[3] = {true, false, true};
+    kn_opdesc desc = rt_desc(KN_OP_Split, 13, 2, 3, has, NULL, 0);
+    kn_exec_fn f = kn_op_exec(KN_OP_Split);
+    assert_non_null(f);
+    kn_tensor out[3];
+    memset(out, 0, sizeof out);
+    int st = f(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    int64_t one = 1;
+    check_out(&out[0], 1, &one, (const float[]){0});
+    assert_null(out[1].data);
+    check_out(&out[2], 1, &three, (const float[]){3, 4, 5});
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&out[2]);
+    kn_tensor_free(&x);
+    kn_tensor_free(&sp);
+}
+
+/* Attributes that went through the artifact serialization drive the op. */
+static void test_exec_transpose_serialized_attrs(void **state)
+{
+    (void)state;
+    const int64_t perm[2] = {1, 0};
+    kn_attr a = {.name = "perm", .kind = KN_ATTR_INTS, .n = 2, .ints = (int64_t *)perm};
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(kn_attrs_write(&a, 1, &bytes, &len), 0);
+    kn_attr *attrs = NULL;
+    int n_attrs = 0;
+    void *block = NULL;
+    assert_int_equal(kn_attrs_read(bytes, len, &attrs, &n_attrs, &block), 0);
+    free(bytes);
+    int64_t d[2] = {2, 3}, want_d[2] = {3, 2};
+    kn_tensor x = iota_f32(2, d);
+    const kn_tensor *in[1] = {&x};
+    kn_opdesc desc = rt_desc(KN_OP_Transpose, 13, 1, 1, NULL, attrs, n_attrs);
+    kn_tensor out[1] = {{0}};
+    int st = kn_op_exec(KN_OP_Transpose)(&desc, in, out);
+    if (st) fail_msg("%s", kn_last_error());
+    check_out(&out[0], 2, want_d, (const float[]){0, 3, 1, 4, 2, 5});
+    kn_tensor_free(&out[0]);
+    kn_tensor_free(&x);
+    kn_attrs_free(block);
+}
+
+/* in[] holds only n_inputs entries; a required input past them is an error
+ * naming the node, not a read out of bounds. */
+static void test_exec_missing_inputs_name_node(void **state)
+{
+    (void)state;
+    int64_t two = 2;
+    kn_tensor x = iota_f32(1, &two);
+    const kn_tensor *in[1] = {&x};
+    kn_tensor out[1] = {{0}};
+    const kn_op ops[] = {KN_OP_Gather, KN_OP_GatherElements, KN_OP_GatherND, KN_OP_ScatterND, KN_OP_Reshape,
+                         KN_OP_Expand, KN_OP_Tile, KN_OP_Concat};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        int n_in = ops[i] == KN_OP_Concat ? 0 : 1;
+        kn_opdesc desc = rt_desc(ops[i], 13, n_in, 1, NULL, NULL, 0);
+        assert_int_not_equal(kn_op_exec(ops[i])(&desc, in, out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "node 'r' (%s): ", kn_op_type_name(ops[i]));
+        if (!strstr(kn_last_error(), want)) fail_msg("%s", kn_last_error());
+        assert_null(out[0].data);
+    }
+    kn_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +441,9 @@ int main(void)
         cmocka_unit_test(test_depth_to_space_crd),
         cmocka_unit_test(test_reshape_runtime_shape_infers_rank),
         cmocka_unit_test(test_pad_negative_result_error),
+        cmocka_unit_test(test_exec_split_unwanted_output),
+        cmocka_unit_test(test_exec_transpose_serialized_attrs),
+        cmocka_unit_test(test_exec_missing_inputs_name_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
