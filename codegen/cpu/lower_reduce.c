@@ -210,6 +210,24 @@ static LLVMValueRef map(kn_cg *cg, map_kind mk, bool flt, LLVMValueRef v, LLVMVa
     }
 }
 
+/* Folds the w lanes of v into a scalar by halving (a fixed tree order). */
+static LLVMValueRef hreduce(kn_cg *cg, fold_kind fk, bool flt, LLVMValueRef v, unsigned w)
+{
+    while (w > 1) {
+        LLVMValueRef lo[32], hi[32];
+        for (unsigned i = 0; i < w / 2; i++) {
+            lo[i] = kn_cg_i32(cg, (int)i);
+            hi[i] = kn_cg_i32(cg, (int)(i + w / 2));
+        }
+        LLVMValueRef u = LLVMGetPoison(LLVMTypeOf(v));
+        LLVMValueRef a = LLVMBuildShuffleVector(cg->b, v, u, LLVMConstVector(lo, w / 2), "");
+        LLVMValueRef b = LLVMBuildShuffleVector(cg->b, v, u, LLVMConstVector(hi, w / 2), "");
+        v = fold(cg, fk, flt, a, b);
+        w /= 2;
+    }
+    return LLVMBuildExtractElement(cg->b, v, kn_cg_i32(cg, 0), "");
+}
+
 /* Folds map(x[base + i]) for 0 <= i < n into a scalar; when py is given the
  * mapped values are also stored to py[base + i]. f32/f64 rows go through a
  * vector accumulator (fixed order, so results are deterministic). */
@@ -237,9 +255,7 @@ static LLVMValueRef row_fold(kn_cg *cg, fold_kind fk, map_kind mk, kn_dtype dt, 
         if (py) LLVMSetAlignment(LLVMBuildStore(cg->b, v, at(cg, t, py, idx)), es);
         st(cg, fold(cg, fk, flt, ld(cg, vt, vacc), v), vacc);
         kn_cg_loop_end(cg, &l);
-        LLVMValueRef vv = ld(cg, vt, vacc), s = init;
-        for (unsigned e = 0; e < w; e++) s = fold(cg, fk, flt, s, LLVMBuildExtractElement(cg->b, vv, kn_cg_i32(cg, (int)e), ""));
-        st(cg, s, acc);
+        st(cg, fold(cg, fk, flt, init, hreduce(cg, fk, flt, ld(cg, vt, vacc), w)), acc);
     }
     if (n > nv) {
         kn_cg_loop l;
