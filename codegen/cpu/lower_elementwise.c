@@ -501,8 +501,11 @@ static LLVMValueRef body_variadic(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
 {
     LLVMValueRef acc = v[0];
     bool fl = is_float_dt(c->dt);
-    for (int k = 1; k < c->n_ops; k++)
+    for (int k = 1; k < c->n_ops; k++) {
         acc = fl ? bin_float(cg, (kn_binary_op)c->kop, false, acc, v[k]) : bin_int(cg, (kn_binary_op)c->kop, is_signed_dt(c->dt), acc, v[k]);
+        if (c->dt == KN_F16) /* the kernel stores every partial result in f16 */
+            acc = LLVMBuildFPExt(cg->b, LLVMBuildFPTrunc(cg->b, acc, cg->t_half, ""), cg->t_float, "");
+    }
     if (c->n->op == KN_OP_Mean && c->n_ops > 1) acc = LLVMBuildFDiv(cg->b, acc, cf(LLVMTypeOf(acc), c->n_ops), "");
     return acc;
 }
@@ -568,9 +571,9 @@ static int lower_variadic(kn_cg *cg, const kn_node *n)
         if (c.ops[k]->dtype != c.dt) return KN_ERR_UNSUPPORTED;
     if (c.out_dt != c.dt || !(is_float_dt(c.dt) || is_int_dt(c.dt))) return KN_ERR_UNSUPPORTED;
     if (n->op == KN_OP_Mean && !is_float_dt(c.dt)) return KN_ERR_UNSUPPORTED;
-    /* the kernel rounds every partial result to the dtype: f16/bf16 chains
-     * longer than one step would differ */
-    if ((c.dt == KN_F16 || c.dt == KN_BF16) && (c.n_ops > 2 || (n->op == KN_OP_Mean && c.n_ops > 1)))
+    /* the kernel rounds every partial result to the dtype: f16 does too
+     * (body_variadic), bf16 chains longer than one step are left to it */
+    if (c.dt == KN_BF16 && (c.n_ops > 2 || (n->op == KN_OP_Mean && c.n_ops > 1)))
         return KN_ERR_UNSUPPORTED;
     return emit_map(cg, &c, n->outputs[0]);
 }
