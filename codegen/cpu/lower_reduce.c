@@ -95,7 +95,10 @@ static LLVMValueRef intrin1(kn_cg *cg, const char *name, LLVMValueRef v)
     return kn_cg_intrinsic(cg, name, LLVMTypeOf(v), &v, 1);
 }
 
-static bool dt_float(kn_dtype dt) { return dt == KN_F32 || dt == KN_F64; }
+/* Floats computed in float (f16/bf16/f32) or double (f64). */
+static bool dt_float(kn_dtype dt) { return dt == KN_F32 || dt == KN_F64 || dt == KN_F16 || dt == KN_BF16; }
+/* Floats stored as their compute type (vector loads work on them). */
+static bool dt_native(kn_dtype dt) { return dt == KN_F32 || dt == KN_F64; }
 static bool dt_int(kn_dtype dt) { return dt == KN_I32 || dt == KN_I64; }
 
 /* Identity of a fold in the compute type of dt. */
@@ -240,7 +243,7 @@ static LLVMValueRef row_fold(kn_cg *cg, fold_kind fk, map_kind mk, kn_dtype dt, 
     LLVMValueRef init = fold_init(cg, fk, dt);
     st(cg, init, acc);
     unsigned w = dt == KN_F64 ? 8 : 16;
-    int64_t nv = (dt_float(dt) || dt_int(dt)) && n >= 2 * (int64_t)w ? n / w * w : 0;
+    int64_t nv = (dt_native(dt) || dt_int(dt)) && n >= 2 * (int64_t)w ? n / w * w : 0;
     if (nv) {
         LLVMTypeRef vt = LLVMVectorType(t, w);
         unsigned es = (unsigned)LLVMABISizeOfType(LLVMGetModuleDataLayout(cg->mod), t);

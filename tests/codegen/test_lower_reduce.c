@@ -48,13 +48,8 @@ static void fill(tc *c, kn_tensor *t, float lo, float hi)
     int64_t n = kn_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
         float r = (rnd(c) + 3.0f) / 6.0f * (hi - lo) + lo;
-        switch (t->dtype) {
-        case KN_F32: ((float *)t->data)[i] = r; break;
-        case KN_F64: ((double *)t->data)[i] = r; break;
-        case KN_I32: ((int32_t *)t->data)[i] = (int32_t)lrintf(r); break;
-        case KN_I64: ((int64_t *)t->data)[i] = (int64_t)lrintf(r); break;
-        default: break;
-        }
+        if (kn_dtype_info(t->dtype)->is_float) kn_store_f64(t->dtype, t->data, (size_t)i, r);
+        else kn_store_i64(t->dtype, t->data, (size_t)i, (int64_t)lrintf(r));
     }
 }
 
@@ -163,7 +158,10 @@ static void check_close(const kn_tensor *ref, const void *got, int out_index)
         double r = kn_load_f64(ref->dtype, ref->data, (size_t)i);
         if (isfinite(r) && fabs(r) > mag) mag = fabs(r);
     }
-    double tol = 1e-5 * (mag > 1e-6 ? mag : 1e-6);
+    /* f32/f64: the brief's 1e-5; f16/bf16: one unit in the last place, since
+     * float accumulation may round the other way than the reference's double */
+    double rel = ref->dtype == KN_F16 ? 1e-3 : ref->dtype == KN_BF16 ? 8e-3 : 1e-5;
+    double tol = rel * (mag > 1e-6 ? mag : 1e-6);
     for (int64_t i = 0; i < n; i++) {
         double r = kn_load_f64(ref->dtype, ref->data, (size_t)i), g = kn_load_f64(ref->dtype, got, (size_t)i);
         bool ok = isnan(r) ? isnan(g) : isinf(r) ? g == r : fabs(r - g) <= tol;
@@ -300,6 +298,8 @@ static void gen(tc *c) { assert_int_equal(tc_run(c), KN_OK); }
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
 
+static void softmax_case(kn_op op, int opset, int rank, const int64_t *dims, int64_t axis, bool has_axis, kn_dtype dt);
+
 /* ---- Reduce* ------------------------------------------------------------------------- */
 
 static void reduce_case(kn_op op, kn_dtype dt, int rank, const int64_t *dims, int na, const int64_t *axes, int keep,
@@ -373,6 +373,39 @@ static void test_reduce_ints_and_attrs(void **state)
     tc_node(c, KN_OP_ReduceSum, 1);
     c->n->outputs[0]->shape = (kn_shape){0};
     assert_int_equal(tc_run(c), KN_ERR_UNSUPPORTED);
+}
+
+/* f16 and bf16 compute in float with conversions on load and store. */
+static void test_half_types(void **state)
+{
+    (void)state;
+    static const kn_dtype dts[] = {KN_F16, KN_BF16};
+    for (int k = 0; k < 2; k++) {
+        kn_dtype dt = dts[k];
+        reduce_case(KN_OP_ReduceSum, dt, 2, D(4, 100), 1, D(-1), 0, -3, 3);
+        reduce_case(KN_OP_ReduceMean, dt, 3, D(3, 37, 5), 1, D(1), 1, -3, 3);
+        reduce_case(KN_OP_ReduceMax, dt, 3, D(2, 3, 40), 2, D(0, 2), 0, -3, 3);
+        reduce_case(KN_OP_ReduceLogSumExp, dt, 2, D(4, 50), 1, D(1), 0, -3, 3);
+        softmax_case(KN_OP_Softmax, 13, 2, D(4, 100), 0, false, dt);
+        softmax_case(KN_OP_LogSoftmax, 13, 3, D(2, 5, 7), 1, true, dt);
+        tc *c = tc_new(17);
+        tc_input(c, dt, 2, D(3, 64), -3, 3);
+        tc_const(c, dt, 1, D(64), 0.5f, 2, NULL);
+        tc_const(c, dt, 1, D(64), -1, 1, NULL);
+        tc_node(c, KN_OP_LayerNormalization, 1);
+        gen(c);
+        c = tc_new(19);
+        tc_input(c, dt, 4, D(1, 2, 9, 9), -3, 3);
+        tc_node(c, KN_OP_AveragePool, 1);
+        tc_ints(c, "kernel_shape", 2, D(3, 3));
+        tc_ints(c, "pads", 4, D(1, 1, 1, 1));
+        gen(c);
+        c = tc_new(13);
+        tc_input(c, dt, 2, D(3, 20), -3, 3);
+        tc_node(c, KN_OP_ArgMax, 1);
+        tc_int(c, "axis", 1);
+        gen(c);
+    }
 }
 
 static void test_reduce_nan(void **state)
@@ -592,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_reduce_layouts),
         cmocka_unit_test(test_reduce_ints_and_attrs),
         cmocka_unit_test(test_reduce_nan),
+        cmocka_unit_test(test_half_types),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_layernorm),
