@@ -990,13 +990,20 @@ static int resize_scales(const kn_node *n, const kn_value *x, bool legacy, mv_re
     const kn_tensor *tsc = at.data ? &at : sc && sc->const_data && kn_tensor_numel(sc->const_data) > 0 ? sc->const_data : NULL;
     if ((sz && !sz->const_data) || (!tsz && sc && !sc->const_data)) return KN_ERR_UNSUPPORTED;
     if (tsz) {
-        if (strcmp(kn_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch")) return KN_ERR_UNSUPPORTED;
-        if (kn_tensor_numel(tsz) != na) return KN_ERR_UNSUPPORTED;
+        /* keep_aspect_ratio_policy: one scale for the listed axes, the
+         * smallest (not_larger) or largest (not_smaller), as the reference */
+        static const char *const pol[] = {"stretch", "not_larger", "not_smaller"};
+        int policy = pick(kn_attr_string(n, "keep_aspect_ratio_policy", "stretch"), pol, 3);
+        if (policy < 0 || kn_tensor_numel(tsz) != na) return KN_ERR_UNSUPPORTED;
+        double keep = policy == 1 ? INFINITY : 0;
         for (int i = 0; i < na; i++) {
             int64_t in = x->shape.dims[axes[i]];
             if (in <= 0) return KN_ERR_UNSUPPORTED;
-            p->scales[axes[i]] = (double)kn_load_i64(tsz->dtype, tsz->data, (size_t)i) / (double)in;
+            double s = (double)kn_load_i64(tsz->dtype, tsz->data, (size_t)i) / (double)in;
+            p->scales[axes[i]] = s;
+            keep = policy == 1 ? fmin(keep, s) : fmax(keep, s);
         }
+        for (int i = 0; policy && i < na; i++) p->scales[axes[i]] = keep;
     } else if (tsc) {
         if (kn_tensor_numel(tsc) != na || !kn_dtype_info(tsc->dtype)->is_float) return KN_ERR_UNSUPPORTED;
         for (int i = 0; i < na; i++) {
