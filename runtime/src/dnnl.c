@@ -39,6 +39,10 @@
 struct kn_dnnl_session {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
+    /* activations in a primitive's blocked layout (0: src, 1: dst), shared by
+     * the session's primitives (they run one at a time); sized at creation */
+    void *act[2];
+    size_t act_cap[2];
 };
 
 /* A primitive with its scratchpad (user mode: no allocation at exec). */
@@ -50,6 +54,11 @@ typedef struct prim_run {
 
 struct kn_dnnl_prim {
     int kind;
+    /* what it was built from, to rebuild it for another thread count: oneDNN
+     * fixes a primitive's thread partitioning when it is created */
+    kn_abi_dnnl rec;
+    const unsigned char *weights;
+    int nthr;
     prim_run main;
     dnnl_memory_t m_src, m_wei, m_bias, m_dst;
     /* weights in the primitive's layout when it differs from the user's */
@@ -57,6 +66,11 @@ struct kn_dnnl_prim {
     void *wei_buf;
     prim_run reorder;          /* user layout → wei_buf, for non-constant weights */
     dnnl_memory_t m_wei_user;
+    /* src/dst in the primitive's (blocked) layout, reordered from/to the
+     * caller's plain buffers around each run */
+    bool src_reorder, dst_reorder;
+    dnnl_memory_t m_src_user, m_dst_user, m_post_user;
+    prim_run src_ro, dst_ro, sum_ro;
     bool has_bias, has_sum;
     int bias_arg;              /* DNNL_ARG_BIAS, or the first binary post-op's operand */
     const void *bias_const;
@@ -181,6 +195,8 @@ void kn_dnnl_session_free(kn_dnnl_session *s)
     if (!s) return;
     if (s->stream) dnnl_stream_destroy(s->stream);
     if (s->engine) dnnl_engine_destroy(s->engine);
+    free(s->act[0]);
+    free(s->act[1]);
     free(s);
 }
 
@@ -230,6 +246,31 @@ static dnnl_primitive_attr_t user_scratch_attr(void)
         return NULL;
     }
     return attr;
+}
+
+/* Creates a reorder from → to (user scratchpad) in r. */
+static int make_reorder(kn_dnnl_session *s, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        prim_run *r, const char *what)
+{
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    dnnl_primitive_desc_t rpd;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, s->engine, to, s->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return dnnl_fail(st, what);
+    return run_make(s, rpd, r, what);
+}
+
+/* Grows the session's activation buffer i to n bytes (creation time only). */
+static int session_reserve(kn_dnnl_session *s, int i, size_t n)
+{
+    if (n <= s->act_cap[i]) return KN_OK;
+    void *p = alloc64(n);
+    if (!p) return kn_error(KN_ERR_NOMEM, "out of memory for a %zu-byte oneDNN activation buffer", n);
+    free(s->act[i]);
+    s->act[i] = p;
+    s->act_cap[i] = n;
+    return KN_OK;
 }
 
 /* Fills attr's post-ops from the record, after a binary add of `bias_md`
@@ -297,13 +338,7 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
     if (!p->wei_buf) return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of reordered weights", n);
     DN(dnnl_memory_create(&p->m_wei, want, s->engine, p->wei_buf), "creating the weights memory");
     DN(dnnl_memory_create(&p->m_wei_user, user, s->engine, (void *)wconst), "creating the user weights memory");
-    dnnl_primitive_attr_t attr = user_scratch_attr();
-    if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
-    dnnl_primitive_desc_t rpd;
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, user, s->engine, want, s->engine, attr);
-    dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success) return dnnl_fail(st, "creating the weights reorder");
-    int rc = run_make(s, rpd, &p->reorder, "creating the weights reorder");
+    int rc = make_reorder(s, user, want, &p->reorder, "creating the weights reorder");
     if (rc || !wconst) return rc;
     /* constant: reorder once, then the reorder is not needed any more */
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->m_wei_user}, {DNNL_ARG_TO, p->m_wei}};
@@ -324,10 +359,30 @@ static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc,
     dnnl_primitive_desc_t pd;
     DN(dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL), what);
     dnnl_memory_desc_t want = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_memory_desc_t src_pd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    dnnl_memory_desc_t dst_pd = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int rc = run_make(s, pd, &p->main, what);
     if (rc) return rc;
-    DN(dnnl_memory_create(&p->m_src, src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
-    DN(dnnl_memory_create(&p->m_dst, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    p->src_reorder = !dnnl_memory_desc_equal(src_md, &src_pd);
+    p->dst_reorder = !dnnl_memory_desc_equal(dst_md, &dst_pd);
+    DN(dnnl_memory_create(&p->m_src, &src_pd, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
+    DN(dnnl_memory_create(&p->m_dst, &dst_pd, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    if (p->src_reorder) {
+        DN(dnnl_memory_create(&p->m_src_user, src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
+        if ((rc = make_reorder(s, src_md, &src_pd, &p->src_ro, "creating the src reorder")) ||
+            (rc = session_reserve(s, 0, dnnl_memory_desc_get_size(&src_pd))))
+            return rc;
+    }
+    if (p->dst_reorder) {
+        DN(dnnl_memory_create(&p->m_dst_user, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+        if ((rc = make_reorder(s, &dst_pd, dst_md, &p->dst_ro, "creating the dst reorder")) ||
+            (rc = session_reserve(s, 1, dnnl_memory_desc_get_size(&dst_pd))))
+            return rc;
+        if (p->has_sum) {
+            DN(dnnl_memory_create(&p->m_post_user, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the sum memory");
+            if ((rc = make_reorder(s, dst_md, &dst_pd, &p->sum_ro, "creating the residual reorder"))) return rc;
+        }
+    }
     if (bias_md) DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
     p->dst_bytes = dnnl_memory_desc_get_size(dst_md);
     return setup_weights(s, p, wei_user, &want, wconst);
@@ -376,6 +431,11 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
         (st = plain_md(&wei_user, wnd, wd, "describing the conv weights")))
         return st;
     DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any), "describing the conv weights");
+    /* oneDNN's direct kernels want blocked activations (nChw16c); plain NCHW
+     * would get the im2col+GEMM path, several times slower */
+    dnnl_memory_desc_t src_any, dst_any;
+    DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, dnnl_f32, dnnl_format_tag_any), "describing the conv src");
+    DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, dnnl_f32, dnnl_format_tag_any), "describing the conv dst");
     bool hb = has_bias(rec);
     if (hb) {
         if ((st = check_tensor(&rec->bias, "conv bias", 1, 1))) return st;
@@ -393,8 +453,8 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     p->bias_arg = DNNL_ARG_BIAS;
     if ((st = set_post_ops(rec, attr, NULL, &p->has_sum))) return st;
     dnnl_convolution_desc_t cd;
-    DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
-                                                  &wei_any, hb ? &bias_md : NULL, &dst_md, strides, dil, pl, pr),
+    DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                  &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
        "describing the convolution");
     return finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
                        "creating the convolution");
@@ -477,6 +537,44 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
                        "creating the matmul");
 }
 
+static void set_threads(int threads)
+{
+    if (g_omp_set) g_omp_set(threads > 0 ? threads : 1);
+}
+
+/* Builds p (zeroed) from rec for `threads` OpenMP threads. */
+static int build_prim(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, int threads,
+                      kn_dnnl_prim *p)
+{
+    p->kind = rec->kind;
+    p->rec = *rec;
+    p->weights = weights;
+    p->nthr = threads;
+    set_threads(threads);
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    int st = attr ? KN_OK : kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    if (!st)
+        st = rec->kind == KN_DNNL_CONV ? create_conv(s, rec, weights, p, attr)
+                                       : create_matmul(s, rec, weights, p, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static void prim_clear(kn_dnnl_prim *p)
+{
+    run_free(&p->main);
+    run_free(&p->reorder);
+    run_free(&p->src_ro);
+    run_free(&p->dst_ro);
+    run_free(&p->sum_ro);
+    dnnl_memory_t mems[] = {p->m_src, p->m_wei, p->m_bias, p->m_dst, p->m_wei_user, p->m_src_user, p->m_dst_user,
+                            p->m_post_user};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    free(p->wei_buf);
+    memset(p, 0, sizeof *p);
+}
+
 int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
                         kn_dnnl_prim **out)
 {
@@ -487,18 +585,32 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
         return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: unknown primitive kind %d", rec->kind);
     kn_dnnl_prim *p = calloc(1, sizeof *p);
     if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
-    p->kind = rec->kind;
-    dnnl_primitive_attr_t attr = user_scratch_attr();
-    int st = attr ? KN_OK : kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
-    if (!st)
-        st = rec->kind == KN_DNNL_CONV ? create_conv(s, rec, weights, p, attr)
-                                       : create_matmul(s, rec, weights, p, attr);
-    if (attr) dnnl_primitive_attr_destroy(attr);
+    /* sessions start with one thread (kn_session_create) */
+    int st = build_prim(s, rec, weights, 1, p);
     if (st) {
         kn_dnnl_prim_free(p);
         return st;
     }
     *out = p;
+    return KN_OK;
+}
+
+/* Rebuilds p for a new thread count (once per change, not per run): a
+ * primitive created for T threads runs T OpenMP threads whatever the
+ * caller's setting. On failure p is left as it was. */
+static int rebuild_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
+{
+    kn_dnnl_prim *q = calloc(1, sizeof *q);
+    if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
+    int st = build_prim(s, &p->rec, p->weights, threads, q);
+    if (st) {
+        prim_clear(q);
+        free(q);
+        return st;
+    }
+    prim_clear(p);
+    *p = *q;
+    free(q);
     return KN_OK;
 }
 
@@ -508,13 +620,23 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
                       const void *post_src, int threads)
 {
     if (!s || !p || !src || !dst) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_exec: NULL argument");
-    if (threads > 0 && g_omp_set) g_omp_set(threads);
+    if (threads < 1) threads = 1;
+    int rc;
+    if (threads != p->nthr && (rc = rebuild_for(s, p, threads))) return rc;
+    set_threads(threads);
+    void *dst_prim = p->dst_reorder ? s->act[1] : dst;
+    DN(dnnl_memory_set_data_handle(p->m_dst, dst_prim), "binding the dst");
     if (p->has_sum) {
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the sum post-op has no input");
         /* the sum post-op accumulates into dst: start from the residual */
-        if (post_src != dst) memmove(dst, post_src, p->dst_bytes);
+        if (p->dst_reorder) {
+            DN(dnnl_memory_set_data_handle(p->m_post_user, (void *)post_src), "binding the residual");
+            dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_post_user}, {DNNL_ARG_TO, p->m_dst}};
+            if ((rc = run_exec(s, &p->sum_ro, ra, 2, "reordering the residual"))) return rc;
+        } else if (post_src != dst) {
+            memmove(dst, post_src, p->dst_bytes);
+        }
     }
-    int rc;
     if (!p->wei_const) {
         if (!wei) return kn_error(KN_ERR_INVALID, "oneDNN: no weights given for a primitive without constant ones");
         if (p->wei_reorder) {
@@ -527,8 +649,14 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     }
     dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p->m_src}, {DNNL_ARG_WEIGHTS, p->m_wei}, {DNNL_ARG_DST, p->m_dst}};
     int n = 3;
-    DN(dnnl_memory_set_data_handle(p->m_src, src), "binding the src");
-    DN(dnnl_memory_set_data_handle(p->m_dst, dst), "binding the dst");
+    if (p->src_reorder) {
+        DN(dnnl_memory_set_data_handle(p->m_src_user, src), "binding the src");
+        DN(dnnl_memory_set_data_handle(p->m_src, s->act[0]), "binding the src");
+        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_src_user}, {DNNL_ARG_TO, p->m_src}};
+        if ((rc = run_exec(s, &p->src_ro, ra, 2, "reordering the src"))) return rc;
+    } else {
+        DN(dnnl_memory_set_data_handle(p->m_src, src), "binding the src");
+    }
     if (p->has_bias) {
         const void *b = p->bias_const ? p->bias_const : bias;
         if (!b) return kn_error(KN_ERR_INVALID, "oneDNN: no bias given");
@@ -538,6 +666,11 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     if ((rc = run_exec(s, &p->main, args, n, p->kind == KN_DNNL_CONV ? "running the convolution"
                                                                         : "running the matmul")))
         return rc;
+    if (p->dst_reorder) {
+        DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");
+        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
+        if ((rc = run_exec(s, &p->dst_ro, ra, 2, "reordering the dst"))) return rc;
+    }
     DN(dnnl_stream_wait(s->stream), "waiting for the stream");
     return KN_OK;
 }
@@ -545,11 +678,6 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
 void kn_dnnl_prim_free(kn_dnnl_prim *p)
 {
     if (!p) return;
-    run_free(&p->main);
-    run_free(&p->reorder);
-    dnnl_memory_t mems[] = {p->m_src, p->m_wei, p->m_bias, p->m_dst, p->m_wei_user};
-    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
-    free(p->wei_buf);
+    prim_clear(p);
     free(p);
 }
