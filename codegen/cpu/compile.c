@@ -23,6 +23,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "eval.h"
 #include "kiln/kiln.h"
 #include "opdesc.h"
 
@@ -79,29 +80,151 @@ static int dynamic_error(const kn_value *v)
                     v->name, v->producer->name, sh);
 }
 
-static int check_graph(kn_graph *g)
+/* What folding cannot fix: dynamic inputs and control flow. */
+static int check_structure(kn_graph *g)
 {
     int st = kn_graph_toposort(g);
     if (st) return st;
     for (int i = 0; i < g->n_inputs; i++)
         if (!g->inputs[i]->const_data && !kn_shape_is_static(&g->inputs[i]->shape)) return dynamic_error(g->inputs[i]);
-    /* control flow first: its outputs' shapes are often dynamic too, and
-     * the subgraph is the real obstacle */
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = g->nodes[i];
         for (int a = 0; a < n->n_attrs; a++)
             if (n->attrs[a].kind == KN_ATTR_GRAPH || n->attrs[a].kind == KN_ATTR_GRAPHS)
                 return kn_node_error(n, KN_ERR_UNSUPPORTED, "control flow is not supported by the cpu backend yet");
     }
+    return KN_OK;
+}
+
+/* After folding: every value the code touches has a static shape. */
+static int check_static(const kn_graph *g)
+{
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = g->nodes[i];
         for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] && !kn_shape_is_static(&n->outputs[k]->shape)) return dynamic_error(n->outputs[k]);
+            if (n->outputs[k] && !n->outputs[k]->const_data && !kn_shape_is_static(&n->outputs[k]->shape))
+                return dynamic_error(n->outputs[k]);
     }
     for (int i = 0; i < g->n_outputs; i++) {
         const kn_value *v = g->outputs[i];
         if (!v->producer && !v->const_data && !(v->flags & KN_VALUE_GRAPH_INPUT))
             return kn_error(KN_ERR_INVALID, "graph output '%s' is not computed by any node", v->name);
+    }
+    return KN_OK;
+}
+
+/* ---- constant folding ------------------------------------------------------------ */
+
+/* Nodes whose outputs are known at compile time are evaluated here and their
+ * outputs become weights: Constant, any deterministic op whose inputs are all
+ * constants, and Shape/Size (they read only the static shape). The outputs'
+ * const_data is set on the caller's model (owned by it). */
+/* report label of a node evaluated at compile time (beside kn_lowered_as) */
+#define LOWERED_FOLDED ((kn_lowered_as)4)
+#define FOLD_MAX_BYTES ((size_t)16 << 20)
+
+/* Dropout may be random (training mode); the rest of the registry is deterministic. */
+static bool foldable_op(kn_op op) { return op != KN_OP_UNKNOWN && op != KN_OP_Dropout; }
+
+static bool node_is_folded(const kn_node *n)
+{
+    bool any = false;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (!n->outputs[k]) continue;
+        if (!n->outputs[k]->const_data) return false;
+        any = true;
+    }
+    return any;
+}
+
+static bool fold_candidate(const kn_node *n, kn_tensor *shape_only)
+{
+    if (!foldable_op(n->op) || n->n_outputs < 1 || node_is_folded(n)) return false;
+    for (int a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a].kind == KN_ATTR_GRAPH || n->attrs[a].kind == KN_ATTR_GRAPHS) return false;
+    if ((n->op == KN_OP_Shape || n->op == KN_OP_Size) && n->n_inputs >= 1 && n->inputs[0] &&
+        kn_shape_is_static(&n->inputs[0]->shape)) {
+        memset(shape_only, 0, sizeof *shape_only);
+        shape_only->dtype = n->inputs[0]->dtype;
+        shape_only->rank = n->inputs[0]->shape.rank;
+        memcpy(shape_only->dims, n->inputs[0]->shape.dims, sizeof shape_only->dims);
+        return true;
+    }
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] && !n->inputs[k]->const_data) return false;
+    for (int k = 0; k < n->n_outputs; k++) {
+        const kn_value *v = n->outputs[k];
+        int64_t ne = v ? kn_cg_numel(v) : 0; /* -1: unknown until evaluated */
+        if (v && ne >= 0 && kn_dtype_nbytes(v->dtype, (size_t)ne) > FOLD_MAX_BYTES) return false;
+    }
+    return true;
+}
+
+/* Evaluates n and hands its outputs to the model as constants. A node the
+ * evaluator cannot run is simply left to code generation. */
+static int fold_node(kn_model *m, kn_node *n, kn_tensor *shape_only)
+{
+    const kn_tensor *in[16] = {0};
+    kn_tensor out[16];
+    if (n->n_inputs > 16 || n->n_outputs > 16) return KN_OK;
+    memset(out, 0, sizeof out);
+    for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] ? n->inputs[k]->const_data : NULL;
+    if (shape_only->rank || n->op == KN_OP_Shape || n->op == KN_OP_Size) in[0] = shape_only;
+    if (kn_node_eval(NULL, n, in, out)) {
+        for (int k = 0; k < n->n_outputs; k++) kn_tensor_free(&out[k]);
+        kn_error_clear();
+        return KN_OK;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        kn_value *v = n->outputs[k];
+        bool known = v && kn_shape_is_static(&v->shape);
+        bool agrees = v && (v->dtype == out[k].dtype || v->dtype == KN_DT_UNDEFINED) &&
+                      (!known || kn_shape_numel(out[k].rank, out[k].dims) == kn_cg_numel(v));
+        if (!agrees || out[k].nbytes > FOLD_MAX_BYTES || (out[k].nbytes && !out[k].data)) {
+            kn_tensor_free(&out[k]);
+            continue; /* disagrees with inference or too big: leave it to the generated code */
+        }
+        /* inference could not know it; the values from constants say it */
+        if (!known) v->dtype = out[k].dtype, kn_shape_set(&v->shape, out[k].rank, out[k].dims);
+        kn_tensor *t = malloc(sizeof *t);
+        if (!t) {
+            for (int j = k; j < n->n_outputs; j++) kn_tensor_free(&out[j]);
+            return kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+        *t = out[k];
+        if (!(t = kn_model_adopt_tensor(m, t))) {
+            for (int j = k + 1; j < n->n_outputs; j++) kn_tensor_free(&out[j]);
+            return kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+        v->const_data = t;
+    }
+    return KN_OK;
+}
+
+static int fold_pass(kn_model *m, kn_graph *g, int *n_folded)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kn_tensor shape_only = {0};
+        if (!fold_candidate(g->nodes[i], &shape_only)) continue;
+        int st = fold_node(m, g->nodes[i], &shape_only);
+        if (st) return st;
+        *n_folded += node_is_folded(g->nodes[i]);
+    }
+    return KN_OK;
+}
+
+/* Folding makes values known that shape inference needed (Shape → Gather →
+ * Concat → Reshape chains), so fold and re-infer until nothing changes. */
+static int fold_constants(kn_model *m, kn_graph *g)
+{
+    for (int round = 0; round < 16; round++) {
+        int n_folded = 0, st = fold_pass(m, g, &n_folded);
+        if (st) return st;
+        if (!n_folded) break;
+        if ((st = kn_graph_infer(g))) {
+            kn_error_prefix("type/shape inference after constant folding: ");
+            return st;
+        }
     }
     return KN_OK;
 }
@@ -594,16 +717,16 @@ static int write_weights_file(compile_state *s, kn_outset *outs, char *base, siz
 
 static void print_report(const compile_state *s)
 {
-    static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias"};
-    int counts[4] = {0};
+    static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded"};
+    int counts[5] = {0};
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
         counts[s->how[i]]++;
     }
-    printf("%d nodes: %d generated, %d oneDNN, %d runtime kernel, %d alias; arena %lld bytes (%lld without reuse), "
+    printf("%d nodes: %d generated, %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes (%lld without reuse), "
            "weights %lld bytes, target %s\n",
-           s->g->n_nodes, counts[0], counts[1], counts[2], counts[3], (long long)s->meta.arena_bytes,
+           s->g->n_nodes, counts[0], counts[1], counts[2], counts[3], counts[4], (long long)s->meta.arena_bytes,
            (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
 }
 
@@ -617,6 +740,10 @@ static int emit_all(compile_state *s)
     s->node_fns = calloc((size_t)g->n_nodes + 1, sizeof *s->node_fns);
     if (!s->how || !s->node_fns) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
+        if (node_is_folded(g->nodes[i])) {
+            s->how[i] = LOWERED_FOLDED;
+            continue;
+        }
         if (kn_plan_is_alias(&s->plan, g->nodes[i])) {
             s->how[i] = KN_LOWERED_ALIAS;
             continue;
@@ -631,7 +758,9 @@ static int compile(compile_state *s, kn_outset *outs)
 {
     int st;
     char wbase[512];
-    if ((st = check_graph(s->g)) || (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan))) return st;
+    if ((st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_static(s->g)) ||
+        (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
+        return st;
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
     init_cg(s);
