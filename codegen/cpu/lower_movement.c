@@ -22,6 +22,7 @@
 #include "cg.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,15 +236,27 @@ static LLVMValueRef emit_index_check(kn_cg *cg, LLVMValueRef ind, LLVMTypeRef t,
     return LLVMBuildICmp(cg->b, LLVMIntNE, any, LLVMConstInt(cg->t_i8, 0, 0), "");
 }
 
-/* `if (bad) { *status = KN_ERR_INVALID; goto done; }` — returns `done`; the
- * builder continues in the good path, which must branch to `done` at the end. */
-static LLVMBasicBlockRef emit_guard(kn_cg *cg, LLVMValueRef bad)
+/* `if (bad) { kn_error(KN_ERR_INVALID, msg); *status = KN_ERR_INVALID; goto
+ * done; }` — the runtime reports a non-zero status with the message last
+ * recorded, so the failing node is named. Returns `done`; the builder
+ * continues in the good path, which must branch to `done` at the end. */
+static LLVMBasicBlockRef emit_guard(kn_cg *cg, const kn_node *n, LLVMValueRef bad, int64_t dim)
 {
     LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "bad_index");
     LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
     LLVMBuildCondBr(cg->b, bad, fail, ok);
     LLVMPositionBuilderAtEnd(cg->b, fail);
+    char msg[512];
+    snprintf(msg, sizeof msg, "node '%s' (%s): an index is out of range for an axis of size %lld", n->name,
+             kn_op_name(n->op), (long long)dim);
+    LLVMTypeRef params[2] = {cg->t_i32, cg->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 2, 1);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_error");
+    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_error", fty);
+    LLVMValueRef args[3] = {kn_cg_i32(cg, KN_ERR_INVALID), LLVMBuildGlobalStringPtr(cg->b, "%s", ""),
+                            LLVMBuildGlobalStringPtr(cg->b, msg, "")};
+    LLVMBuildCall2(cg->b, fty, fn, args, 3, "");
     if (cg->status) LLVMBuildStore(cg->b, kn_cg_i32(cg, KN_ERR_INVALID), cg->status);
     LLVMBuildBr(cg->b, done);
     LLVMPositionBuilderAtEnd(cg->b, ok);
@@ -645,7 +658,7 @@ static int lower_gather(kn_cg *cg, const kn_node *n)
     if (ni == 0) return KN_OK;
     LLVMValueRef pi = kn_cg_ptr(cg, ind);
     LLVMTypeRef it = kn_cg_elem_type(cg, ind->dtype);
-    LLVMBasicBlockRef done = emit_guard(cg, emit_index_check(cg, pi, it, ni, dim));
+    LLVMBasicBlockRef done = emit_guard(cg, n, emit_index_check(cg, pi, it, ni, dim), dim);
     if (kn_cg_numel(y) > 0) {
         box_init(&b, kn_cg_ptr(cg, y), kn_cg_ptr(cg, x));
         box_add(&b, outer, ni * inner, dim * inner);
@@ -678,7 +691,7 @@ static int lower_gather_elements(kn_cg *cg, const kn_node *n)
     mv_strides(r, y->shape.dims, ys);
     LLVMValueRef pi = kn_cg_ptr(cg, ind);
     LLVMTypeRef it = kn_cg_elem_type(cg, ind->dtype);
-    LLVMBasicBlockRef done = emit_guard(cg, emit_index_check(cg, pi, it, ni, x->shape.dims[axis]));
+    LLVMBasicBlockRef done = emit_guard(cg, n, emit_index_check(cg, pi, it, ni, x->shape.dims[axis]), x->shape.dims[axis]);
     mv_box b;
     box_init(&b, kn_cg_ptr(cg, y), kn_cg_ptr(cg, x));
     for (int k = 0; k < r; k++) box_add(&b, y->shape.dims[k], ys[k], k == axis ? 0 : xs[k]);

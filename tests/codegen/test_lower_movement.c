@@ -280,10 +280,13 @@ static int tc_run_ex(tc *c, bool expect_bad)
             assert_non_null(outputs[i]);
             memset(outputs[i], 0xcd, ref[i].nbytes + 1);
         }
+        kn_error_clear();
         int rc = fn(NULL, NULL, (const char *)blob, inputs, outputs);
         for (int i = 0; i < c->n->n_outputs; i++) {
             if (expect_bad) {
                 if (rc != KN_ERR_INVALID) fail_msg("bad indices: status %d, expected %d", rc, KN_ERR_INVALID);
+                if (!strstr(kn_last_error(), "node 'n0'") || !strstr(kn_last_error(), "out of range"))
+                    fail_msg("bad indices: message '%s' does not name the node", kn_last_error());
                 unsigned char *o = outputs[i];
                 for (size_t k = 0; k <= ref[i].nbytes; k++)
                     if (o[k] != 0xcd) fail_msg("bad indices: output written at byte %zu", k);
