@@ -899,21 +899,63 @@ static int lower_lpnorm(kn_cg *cg, const kn_node *n)
 
 /* ---- pooling -------------------------------------------------------------------------- */
 
+/* LpPool's |v|^p and acc^(1/p) (p == 0: not an Lp pool, identity). */
+static LLVMValueRef lp_map(kn_cg *cg, LLVMValueRef v, double p)
+{
+    if (p == 0) return v;
+    LLVMValueRef a = intrin1(cg, "llvm.fabs", v);
+    if (p == 1) return a;
+    if (p == 2) return LLVMBuildFMul(cg->b, v, v, "");
+    LLVMValueRef args[2] = {a, like(cg, fconst(scalar_t(LLVMTypeOf(v)), p), v)};
+    return kn_cg_intrinsic(cg, "llvm.pow", LLVMTypeOf(v), args, 2);
+}
+
+static LLVMValueRef lp_finish(kn_cg *cg, LLVMValueRef a, double p)
+{
+    if (p == 0 || p == 1) return a;
+    if (p == 2) return intrin1(cg, "llvm.sqrt", a);
+    LLVMValueRef args[2] = {a, fconst(LLVMTypeOf(a), 1.0 / p)};
+    return kn_cg_intrinsic(cg, "llvm.pow", LLVMTypeOf(a), args, 2);
+}
+
+/* The order p of LpPool/GlobalLpPool: an int since opset 2, a float in opset 1. */
+static double lp_order(const kn_node *n)
+{
+    const kn_attr *a = kn_node_attr(n, "p");
+    if (a && a->kind == KN_ATTR_FLOAT) return a->f;
+    return (double)kn_attr_int(n, "p", 2);
+}
+
 static int lower_global_pool(kn_cg *cg, const kn_node *n)
 {
     if (!nc_float_ok(n, 2)) return KN_ERR_UNSUPPORTED;
     const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
     int64_t planes = span(x, 0, 2), sp = span(x, 2, x->shape.rank);
     if (kn_cg_numel(y) != planes) return KN_ERR_UNSUPPORTED;
-    bool avg = n->op == KN_OP_GlobalAveragePool;
+    bool avg = n->op == KN_OP_GlobalAveragePool, lpk = n->op == KN_OP_GlobalLpPool;
+    double p = lpk ? lp_order(n) : 0;
+    if (lpk && !(p > 0)) return KN_ERR_UNSUPPORTED;
     kn_dtype dt = x->dtype;
     LLVMTypeRef t = kn_cg_compute_type(cg, dt);
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
     kn_cg_loop l;
     LLVMValueRef pl = kn_cg_loop_begin(cg, &l, planes, "pl");
     LLVMValueRef base = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, sp), "");
-    LLVMValueRef a = row_fold(cg, avg ? F_SUM : F_MAXGT, M_ID, dt, px, NULL, base, sp, NULL);
-    if (avg) a = sp ? LLVMBuildFDiv(cg->b, a, fconst(t, (double)sp), "") : fconst(t, 0.0);
+    LLVMValueRef a;
+    if (lpk && (p == 1 || p == 2)) {
+        a = lp_finish(cg, row_fold(cg, F_SUM, p == 1 ? M_ABS : M_SQ, dt, px, NULL, base, sp, NULL), p);
+    } else if (lpk) { /* a general order: |v|^p through llvm.pow, element by element */
+        LLVMValueRef acc = entry_alloca(cg, t, 1);
+        st(cg, fconst(t, 0.0), acc);
+        kn_cg_loop li;
+        LLVMValueRef v = kn_cg_load(cg, dt, px, LLVMBuildAdd(cg->b, base, kn_cg_loop_begin(cg, &li, sp, "i"), ""));
+        st(cg, LLVMBuildFAdd(cg->b, ld(cg, t, acc), lp_map(cg, v, p), ""), acc);
+        kn_cg_loop_end(cg, &li);
+        a = lp_finish(cg, ld(cg, t, acc), p);
+    } else {
+        a = row_fold(cg, avg ? F_SUM : F_MAXGT, M_ID, dt, px, NULL, base, sp, NULL);
+        if (avg) a = sp ? LLVMBuildFDiv(cg->b, a, fconst(t, (double)sp), "") : fconst(t, 0.0);
+    }
     kn_cg_store(cg, dt, py, pl, a);
     kn_cg_loop_end(cg, &l);
     return KN_OK;
@@ -925,7 +967,7 @@ static int lower_global_pool(kn_cg *cg, const kn_node *n)
  * buffer, so no tap needs a bounds check and the inner loop vectorizes. The
  * valid-tap count (AveragePool's divisor) is rows × columns. Dims are
  * {H, W}, {OH, OW}, and kernel/strides/begin pads/dilations per axis. */
-static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px, LLVMValueRef py, int64_t planes,
+static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVMValueRef px, LLVMValueRef py, int64_t planes,
                       const int64_t *in, const int64_t *out, const int64_t *k, const int64_t *s, const int64_t *pb,
                       const int64_t *dil)
 {
@@ -938,8 +980,8 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px
         if (hi[kw] > OW) hi[kw] = OW;
     }
     LLVMValueRef row = entry_alloca(cg, t, OW), cnth = entry_alloca(cg, cg->t_i64, 1);
-    kn_cg_loop lp, lh, lk, lw;
-    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, planes, "pl");
+    kn_cg_loop lpl, lh, lk, lw;
+    LLVMValueRef pl = kn_cg_loop_begin(cg, &lpl, planes, "pl");
     LLVMValueRef xb = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, H * W), "");
     LLVMValueRef oh = kn_cg_loop_begin(cg, &lh, OH, "oh");
     LLVMValueRef yb = LLVMBuildMul(cg->b, madd(cg, oh, pl, OH), kn_cg_i64(cg, OW), "");
@@ -960,7 +1002,7 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px
         ow = addc(cg, kn_cg_loop_begin(cg, &lw, hi[kw] - lo[kw], "ow"), lo[kw]);
         LLVMValueRef xi = madd(cg, addc(cg, xrow, kw * dil[1] - pb[1]), ow, s[1]);
         LLVMValueRef pr = at(cg, t, row, ow);
-        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, true, ld(cg, t, pr), kn_cg_load(cg, dt, px, xi)), pr);
+        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, true, ld(cg, t, pr), lp_map(cg, kn_cg_load(cg, dt, px, xi), lp)), pr);
         kn_cg_loop_end(cg, &lw);
     }
     LLVMBuildBr(cg->b, cont);
@@ -977,7 +1019,10 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px
     LLVMValueRef cnt = LLVMBuildMul(cg->b, ch, cw, "");
     LLVMValueRef res = ld(cg, t, at(cg, t, row, ow));
     LLVMValueRef none = LLVMBuildICmp(cg->b, LLVMIntEQ, cnt, kn_cg_i64(cg, 0), "");
-    if (!mx) {
+    if (lp) {
+        res = lp_finish(cg, res, lp);
+        none = LLVMConstInt(cg->t_i1, 0, 0);
+    } else if (!mx) {
         if (cip) {
             res = LLVMBuildFDiv(cg->b, res, fconst(t, (double)(k[0] * k[1])), "");
             none = LLVMConstInt(cg->t_i1, 0, 0);
@@ -988,7 +1033,7 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, kn_dtype dt, LLVMValueRef px
     kn_cg_store(cg, dt, py, LLVMBuildAdd(cg->b, yb, ow, ""), LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, ""));
     kn_cg_loop_end(cg, &lw);
     kn_cg_loop_end(cg, &lh);
-    kn_cg_loop_end(cg, &lp);
+    kn_cg_loop_end(cg, &lpl);
 }
 
 /* Max/Average pooling: each output position folds its window; taps outside
@@ -1007,6 +1052,8 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     for (int i = 0; i < r; i++)
         if (od[i] != y->shape.dims[i] || y->shape.rank != r) return KN_ERR_UNSUPPORTED;
     bool mx = n->op == KN_OP_MaxPool, cip = kn_attr_int(n, "count_include_pad", 0) != 0;
+    double lp = n->op == KN_OP_LpPool ? lp_order(n) : 0;
+    if (n->op == KN_OP_LpPool && !(lp > 0)) return KN_ERR_UNSUPPORTED;
     kn_dtype dt = x->dtype;
     LLVMTypeRef t = kn_cg_compute_type(cg, dt);
     const int64_t *in = x->shape.dims + 2;
@@ -1024,12 +1071,12 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         int64_t in2[2] = {f ? 1 : in[0], in[nsp - 1]}, out2[2] = {f ? 1 : od[2], od[r - 1]};
         int64_t k2[2] = {f ? 1 : w.kernel[0], w.kernel[nsp - 1]}, s2[2] = {f ? 1 : w.strides[0], w.strides[nsp - 1]};
         int64_t p2[2] = {f ? 0 : w.pads[0], w.pads[nsp - 1]}, d2[2] = {f ? 1 : w.dilations[0], w.dilations[nsp - 1]};
-        pool_rows(cg, mx, cip, dt, px, py, span(x, 0, 2), in2, out2, k2, s2, p2, d2);
+        pool_rows(cg, mx, cip, lp, dt, px, py, span(x, 0, 2), in2, out2, k2, s2, p2, d2);
         return KN_OK;
     }
     LLVMValueRef acc = entry_alloca(cg, t, 1), cnt = entry_alloca(cg, cg->t_i64, 1);
-    kn_cg_loop lp, lo[KN_NN_MAXSP], lk[KN_NN_MAXSP];
-    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, span(x, 0, 2), "pl");
+    kn_cg_loop lpl, lo[KN_NN_MAXSP], lk[KN_NN_MAXSP];
+    LLVMValueRef pl = kn_cg_loop_begin(cg, &lpl, span(x, 0, 2), "pl");
     LLVMValueRef xbase = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, in_prod), "");
     LLVMValueRef ybase = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, out_prod), "");
     LLVMValueRef o[KN_NN_MAXSP], yi = ybase;
@@ -1054,12 +1101,15 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     }
     LLVMValueRef idx = LLVMBuildAdd(cg->b, xbase, LLVMBuildSelect(cg->b, inside, xi, kn_cg_i64(cg, 0), ""), "");
     LLVMValueRef v = kn_cg_load(cg, dt, px, idx), a = ld(cg, t, acc);
-    st(cg, LLVMBuildSelect(cg->b, inside, fold(cg, mx ? F_MAXGT : F_SUM, true, a, v), a, ""), acc);
+    st(cg, LLVMBuildSelect(cg->b, inside, fold(cg, mx ? F_MAXGT : F_SUM, true, a, lp_map(cg, v, lp)), a, ""), acc);
     st(cg, LLVMBuildAdd(cg->b, ld(cg, cg->t_i64, cnt), LLVMBuildZExt(cg->b, inside, cg->t_i64, ""), ""), cnt);
     for (int i = nsp - 1; i >= 0; i--) kn_cg_loop_end(cg, &lk[i]);
     LLVMValueRef c = ld(cg, cg->t_i64, cnt), res = ld(cg, t, acc);
     LLVMValueRef none = LLVMBuildICmp(cg->b, LLVMIntEQ, c, kn_cg_i64(cg, 0), "");
-    if (!mx) {
+    if (lp) {
+        res = lp_finish(cg, res, lp);
+        none = LLVMConstInt(cg->t_i1, 0, 0);
+    } else if (!mx) {
         LLVMValueRef dv = cip ? fconst(t, (double)k_prod) : LLVMBuildSIToFP(cg->b, c, t, "");
         res = LLVMBuildFDiv(cg->b, res, dv, "");
         if (cip && k_prod == 0) none = LLVMConstInt(cg->t_i1, 1, 0);
@@ -1068,7 +1118,7 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     res = LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, "");
     kn_cg_store(cg, dt, py, yi, res);
     for (int i = nsp - 1; i >= 0; i--) kn_cg_loop_end(cg, &lo[i]);
-    kn_cg_loop_end(cg, &lp);
+    kn_cg_loop_end(cg, &lpl);
     return KN_OK;
 }
 
@@ -1098,5 +1148,7 @@ const kn_cg_lowering kn_cg_lower_reduce[] = {
     {KN_OP_GlobalMaxPool, lower_global_pool},
     {KN_OP_MaxPool, lower_pool},
     {KN_OP_AveragePool, lower_pool},
+    {KN_OP_LpPool, lower_pool},
+    {KN_OP_GlobalLpPool, lower_global_pool},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -614,6 +614,23 @@ static void test_pool(void **state)
         pool_case(op, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
         pool_case(op, 5, D(1, 2, 4, 5, 6), D(2, 2, 2), NULL, NULL, NULL, 0, 0, NULL);
     }
+    /* LpPool (p = 2 default, 1, 3) in 1-, 2- and 3-D; GlobalLpPool */
+    pool_case(KN_OP_LpPool, 4, D(1, 2, 9, 9), D(3, 3), D(2, 2), D(1, 1, 1, 1), NULL, 0, 0, NULL);
+    pool_case(KN_OP_LpPool, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
+    pool_case(KN_OP_LpPool, 5, D(1, 2, 4, 5, 6), D(2, 2, 2), NULL, NULL, NULL, 0, 0, NULL);
+    for (int p = 1; p <= 3; p++) {
+        tc *c = tc_new(18);
+        tc_input(c, KN_F32, 4, D(1, 2, 6, 6), -3, 3);
+        tc_node(c, KN_OP_LpPool, 1);
+        tc_ints(c, "kernel_shape", 2, D(2, 3));
+        tc_int(c, "p", p);
+        gen(c);
+        c = tc_new(18);
+        tc_input(c, KN_F32, 4, D(2, 3, 7, 7), -3, 3);
+        tc_node(c, KN_OP_GlobalLpPool, 1);
+        tc_int(c, "p", p);
+        gen(c);
+    }
 }
 
 int main(void)
