@@ -71,11 +71,17 @@ struct kn_dnnl_prim {
     bool src_reorder, dst_reorder;
     dnnl_memory_t m_src_user, m_dst_user, m_post_user;
     prim_run src_ro, dst_ro, sum_ro;
+    /* a 1x1 conv run as a matmul W[O, C] x X[n][C, HW]: the roles of src and
+     * weights are swapped at exec; swap_const is W when constant */
+    bool swap;
+    const void *swap_const;
     bool has_bias, has_sum;
     int bias_arg;              /* DNNL_ARG_BIAS, or the first binary post-op's operand */
     const void *bias_const;
     size_t dst_bytes;
 };
+
+static void prim_clear(kn_dnnl_prim *p);
 
 /* ---- errors and small helpers --------------------------------------------- */
 
@@ -388,6 +394,74 @@ static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc,
     return setup_weights(s, p, wei_user, &want, wconst);
 }
 
+/* True for a pointwise conv: 1x1 kernel, stride 1, no padding, one group. */
+static bool is_pointwise(const kn_abi_dnnl *rec)
+{
+    if (rec->groups != 1) return false;
+    for (int i = 0; i < rec->spatial; i++)
+        if (rec->wei.dims[2 + i] != 1 || rec->strides[i] != 1 || rec->pads_begin[i] || rec->pads_end[i] ||
+            rec->src.dims[2 + i] != rec->dst.dims[2 + i])
+            return false;
+    return true;
+}
+
+/* KN_ERR_UNSUPPORTED if oneDNN would run op_desc with a reference
+ * (unoptimized) kernel. */
+static int reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr)
+{
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL);
+    if (ds != dnnl_success) return dnnl_fail(ds, "describing a 1x1 convolution");
+    const char *impl = NULL;
+    ds = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    bool ref = ds != dnnl_success || !impl || !strncmp(impl, "ref", 3);
+    dnnl_primitive_desc_destroy(pd);
+    return ref ? kn_error(KN_ERR_UNSUPPORTED, "oneDNN: only a reference matmul for the 1x1 convolution") : KN_OK;
+}
+
+/* A pointwise conv on plain NC(D)HW is the batched matmul W[O, C] x X[C, HW]:
+ * no activation reorders (oneDNN's conv kernels want channels-last). */
+static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
+                            kn_dnnl_prim *p)
+{
+    int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], HW = 1;
+    for (int i = 0; i < rec->spatial; i++) HW *= rec->src.dims[2 + i];
+    dnnl_dims_t ad = {1, O, C}, xd = {N, C, HW}, dd = {N, O, HW}, bd = {1, O, 1};
+    dnnl_memory_desc_t a_md, x_md, d_md, b_md;
+    int st;
+    if ((st = plain_md(&a_md, 3, ad, "describing the 1x1 conv weights")) ||
+        (st = plain_md(&x_md, 3, xd, "describing the 1x1 conv src")) ||
+        (st = plain_md(&d_md, 3, dd, "describing the 1x1 conv dst")) ||
+        (st = plain_md(&b_md, 3, bd, "describing the 1x1 conv bias")))
+        return st;
+    bool hb = has_bias(rec);
+    const void *wconst, *bconst = NULL;
+    if ((st = const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
+    if (hb && (st = const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    dnnl_matmul_desc_t md;
+    /* a per-row matmul bias gets oneDNN's reference kernel; a binary add
+     * post-op broadcast over rows keeps the brgemm one */
+    st = set_post_ops(rec, attr, hb ? &b_md : NULL, &p->has_sum);
+    if (!st) {
+        dnnl_status_t ds = dnnl_matmul_desc_init(&md, &a_md, &x_md, NULL, &d_md);
+        if (ds != dnnl_success) st = dnnl_fail(ds, "describing the 1x1 convolution");
+    }
+    if (!st) st = reject_reference(s, &md, attr);
+    if (!st) {
+        p->has_bias = hb;
+        p->bias_const = bconst;
+        p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+        p->swap = true;
+        p->swap_const = wconst;
+        st = finish_prim(s, p, &md, attr, &a_md, &x_md, hb ? &b_md : NULL, &d_md, NULL,
+                         "creating the 1x1 convolution");
+    }
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
 static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                        dnnl_primitive_attr_t attr)
 {
@@ -416,6 +490,14 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
         dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
         pl[i] = rec->pads_begin[i];
         pr[i] = rec->pads_end[i];
+    }
+    if (is_pointwise(rec)) {
+        kn_dnnl_prim keep = *p;
+        if ((st = create_pointwise(s, rec, weights, p)) != KN_ERR_UNSUPPORTED) return st;
+        /* oneDNN has no matmul for it (bias broadcast?): the conv path then */
+        prim_clear(p);
+        p->kind = keep.kind, p->rec = keep.rec, p->weights = keep.weights, p->nthr = keep.nthr;
+        kn_error_clear();
     }
     /* ONNX [O, C/g, k..] is the same bytes as oneDNN's goi(d)hw [g, O/g, C/g, k..] */
     int wnd = g > 1 ? nd + 1 : nd;
@@ -624,6 +706,12 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     int rc;
     if (threads != p->nthr && (rc = rebuild_for(s, p, threads))) return rc;
     set_threads(threads);
+    if (p->swap) {
+        const void *w = p->swap_const ? p->swap_const : wei;
+        if (!w) return kn_error(KN_ERR_INVALID, "oneDNN: no weights given for a 1x1 convolution");
+        wei = src;
+        src = (void *)w;
+    }
     void *dst_prim = p->dst_reorder ? s->act[1] : dst;
     DN(dnnl_memory_set_data_handle(p->m_dst, dst_prim), "binding the dst");
     if (p->has_sum) {
