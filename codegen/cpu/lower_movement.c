@@ -575,7 +575,8 @@ static int lower_slice(kn_cg *cg, const kn_node *n)
     box_init(&b, kn_cg_ptr(cg, y), kn_cg_ptr(cg, x));
     for (int k = 0; k < r; k++) {
         b.src0 += starts[k] * xs[k];
-        box_add(&b, y->shape.dims[k], ys[k], steps[k] * xs[k]);
+        /* a huge step only ever takes one element: keep the stride finite */
+        box_add(&b, y->shape.dims[k], ys[k], y->shape.dims[k] > 1 ? steps[k] * xs[k] : 0);
     }
     emit_box(cg, &b, es);
     return KN_OK;
@@ -881,7 +882,8 @@ static int pad_amounts(const kn_node *n, int r, int64_t *pads)
     memset(pads, 0, sizeof(int64_t) * 2 * KN_MAX_RANK);
     for (int i = 0; i < na; i++) {
         int k = kn_norm_axis(axes[i], r);
-        if (k < 0) return KN_ERR_UNSUPPORTED;
+        const int64_t lim = (int64_t)1 << 48; /* keeps the sums below from overflowing */
+        if (k < 0 || raw[i] < -lim || raw[i] > lim || raw[na + i] < -lim || raw[na + i] > lim) return KN_ERR_UNSUPPORTED;
         pads[k] = raw[i];
         pads[r + k] = raw[na + i];
     }
