@@ -676,6 +676,23 @@ static void remove_tmpdir(compile_state *s)
     rmdir(s->tmpdir);
 }
 
+/* A missing or read-only output folder is reported before minutes of work. */
+static int check_output_dirs(const kn_compile_opts *o)
+{
+    const char *paths[3] = {o->output, o->static_output, o->header};
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i]) continue;
+        char dir[4096];
+        const char *slash = strrchr(paths[i], '/');
+        if (!*paths[i] || (slash && !slash[1])) return kn_error(KN_ERR_INVALID, "'%s' is not a file name", paths[i]);
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - paths[i]) : 1, slash ? paths[i] : ".");
+        if (!dir[0]) snprintf(dir, sizeof dir, "/");
+        if (access(dir, W_OK) != 0)
+            return kn_error(KN_ERR_IO, "%s: cannot be written: folder '%s': %s", paths[i], dir, strerror(errno));
+    }
+    return KN_OK;
+}
+
 /* Side weights file, .so, .a, header: all temporaries until commit. */
 static int write_outputs(compile_state *s, kn_outset *outs)
 {
@@ -758,7 +775,7 @@ static int compile(compile_state *s, kn_outset *outs)
 {
     int st;
     char wbase[512];
-    if ((st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_static(s->g)) ||
+    if ((st = check_output_dirs(s->o)) || (st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_static(s->g)) ||
         (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
         return st;
     s->cg.ctx = LLVMContextCreate();
