@@ -223,6 +223,90 @@ static bool ctx_init(kn_cg *cg, ew_ctx *c, const kn_node *n, int n_ops, ew_body 
     return dt_ok(cg, c->out_dt);
 }
 
+/* ---- vectorizable float approximations ------------------------------------------
+ * libm calls keep LLVM from vectorizing a loop, so the float forms of exp,
+ * tanh and erf are polynomials (Cephes expf; Eigen's rational tanh and erf).
+ * Measured against double libm over dense grids: exp 1.2e-7, tanh 4e-7, erf
+ * 4.3e-7 relative (normal results). NaN is passed through explicitly because
+ * the clamps (minnum/maxnum) would drop it. */
+
+static LLVMValueRef poly(kn_cg *cg, LLVMValueRef x, const double *c, int n)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef y = cf(t, c[0]);
+    for (int i = 1; i < n; i++) y = LLVMBuildFAdd(cg->b, LLVMBuildFMul(cg->b, y, x, ""), cf(t, c[i]), "");
+    return y;
+}
+
+static LLVMValueRef clampf(kn_cg *cg, LLVMValueRef x, double lo, double hi)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return intr2(cg, "llvm.minnum", intr2(cg, "llvm.maxnum", x, cf(t, lo)), cf(t, hi));
+}
+
+/* 2^n for an i32 n in [-75, 65] (an exponent field that stays normal). */
+static LLVMValueRef pow2i(kn_cg *cg, LLVMValueRef n)
+{
+    LLVMValueRef e = LLVMBuildShl(cg->b, LLVMBuildAdd(cg->b, n, kn_cg_i32(cg, 127), ""), kn_cg_i32(cg, 23), "");
+    return LLVMBuildBitCast(cg->b, e, cg->t_float, "");
+}
+
+static LLVMValueRef fast_expf(kn_cg *cg, LLVMValueRef x)
+{
+    static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                               4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef t = cg->t_float;
+    LLVMValueRef xc = clampf(cg, x, -104.0, 89.0); /* past these: 0 and inf */
+    LLVMValueRef fx = intr1(cg, "llvm.floor", LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cf(t, M_LOG2E), ""), cf(t, 0.5), ""));
+    LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, fx, cf(t, 0.693359375), ""), "");
+    r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cf(t, -2.12194440e-4), ""), "");
+    LLVMValueRef y = poly(cg, r, p, 6);
+    y = LLVMBuildFAdd(b, LLVMBuildFAdd(b, LLVMBuildFMul(b, y, LLVMBuildFMul(b, r, r, ""), ""), r, ""), cf(t, 1), "");
+    /* scale by 2^n in two steps so that results near overflow and in the
+     * subnormal range are rounded once, by the last multiplication */
+    LLVMValueRef n = LLVMBuildFPToSI(b, fx, cg->t_i32, "");
+    LLVMValueRef n1 = LLVMBuildAShr(b, n, kn_cg_i32(cg, 1), ""), n2 = LLVMBuildSub(b, n, n1, "");
+    y = LLVMBuildFMul(b, LLVMBuildFMul(b, y, pow2i(cg, n1), ""), pow2i(cg, n2), "");
+    return sel(cg, fcmp(cg, LLVMRealUNO, x, x), x, y);
+}
+
+static LLVMValueRef fast_tanhf(kn_cg *cg, LLVMValueRef x)
+{
+    static const double a[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                               5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                               4.89352455891786e-03};
+    static const double bq[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                                4.89352518554385e-03};
+    LLVMBuilderRef b = cg->b;
+    LLVMValueRef xc = clampf(cg, x, -7.90531110763549805, 7.90531110763549805);
+    LLVMValueRef x2 = LLVMBuildFMul(b, xc, xc, "");
+    LLVMValueRef num = LLVMBuildFMul(b, poly(cg, x2, a, 7), xc, "");
+    LLVMValueRef r = LLVMBuildFDiv(b, num, poly(cg, x2, bq, 4), "");
+    LLVMValueRef tiny = fcmp(cg, LLVMRealOLT, intr1(cg, "llvm.fabs", x), cf(cg->t_float, 0.0004));
+    return sel(cg, LLVMBuildOr(b, tiny, fcmp(cg, LLVMRealUNO, x, x), ""), x, r);
+}
+
+static LLVMValueRef fast_erff(kn_cg *cg, LLVMValueRef x)
+{
+    static const double a[] = {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                               -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                               -1.60960333262415e-02};
+    static const double bq[] = {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                                -7.37332916720468e-03, -1.42647390514189e-02};
+    LLVMBuilderRef b = cg->b;
+    LLVMValueRef xc = clampf(cg, x, -4.0, 4.0);
+    LLVMValueRef x2 = LLVMBuildFMul(b, xc, xc, "");
+    LLVMValueRef num = LLVMBuildFMul(b, poly(cg, x2, a, 7), xc, "");
+    LLVMValueRef r = LLVMBuildFDiv(b, num, poly(cg, x2, bq, 5), "");
+    return sel(cg, fcmp(cg, LLVMRealUNO, x, x), x, r);
+}
+
+static LLVMValueRef vexp(kn_cg *cg, LLVMValueRef x)
+{
+    return LLVMTypeOf(x) == cg->t_float ? fast_expf(cg, x) : intr1(cg, "llvm.exp", x);
+}
+
 /* ---- unary ops ------------------------------------------------------------------- */
 
 /* 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below: one exp of -|x|, no overflow and
@@ -230,7 +314,7 @@ static bool ctx_init(kn_cg *cg, ew_ctx *c, const kn_node *n, int n_ops, ew_body 
 static LLVMValueRef sigmoid(kn_cg *cg, LLVMValueRef x)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
-    LLVMValueRef e = intr1(cg, "llvm.exp", LLVMBuildFNeg(cg->b, intr1(cg, "llvm.fabs", x), ""));
+    LLVMValueRef e = vexp(cg, LLVMBuildFNeg(cg->b, intr1(cg, "llvm.fabs", x), ""));
     LLVMValueRef d = LLVMBuildFAdd(cg->b, cf(t, 1), e, "");
     LLVMValueRef pos = LLVMBuildFDiv(cg->b, cf(t, 1), d, "");
     LLVMValueRef neg = LLVMBuildFDiv(cg->b, e, d, "");
@@ -270,7 +354,7 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     case KN_UN_ROUND: return intr1(cg, "llvm.roundeven", x);
     case KN_UN_SQRT: return intr1(cg, "llvm.sqrt", x);
     case KN_UN_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
-    case KN_UN_EXP: return intr1(cg, "llvm.exp", x);
+    case KN_UN_EXP: return vexp(cg, x);
     case KN_UN_LOG: return intr1(cg, "llvm.log", x);
     case KN_UN_SIN: return intr1(cg, "llvm.sin", x);
     case KN_UN_COS: return intr1(cg, "llvm.cos", x);
@@ -283,8 +367,8 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     case KN_UN_ASINH: return libm1(cg, "asinh", x);
     case KN_UN_ACOSH: return libm1(cg, "acosh", x);
     case KN_UN_ATANH: return libm1(cg, "atanh", x);
-    case KN_UN_ERF: return libm1(cg, "erf", x);
-    case KN_UN_TANH: return libm1(cg, "tanh", x);
+    case KN_UN_ERF: return t == cg->t_float ? fast_erff(cg, x) : libm1(cg, "erf", x);
+    case KN_UN_TANH: return t == cg->t_float ? fast_tanhf(cg, x) : libm1(cg, "tanh", x);
     case KN_UN_ISNAN: return bool_i8(cg, isnan);
     case KN_UN_ISINF: {
         LLVMValueRef r = LLVMConstInt(cg->t_i1, 0, 0);
