@@ -542,6 +542,75 @@ static void split3(const kn_value *x, int a, int64_t *outer, int64_t *n, int64_t
     *inner = span(x, a + 1, x->shape.rank);
 }
 
+/* (v, i) replaces (b, bi): better, or equal with the index rule (select_last:
+ * the later index; otherwise never, as the running index only grows). */
+static LLVMValueRef arg_better(kn_cg *cg, bool flt, bool is_max, bool last, LLVMValueRef v, LLVMValueRef b)
+{
+    LLVMValueRef c = is_max ? gt_nan(cg, flt, v, b) : gt_nan(cg, flt, b, v);
+    return last ? LLVMBuildOr(cg->b, c, eq_nan(cg, flt, v, b), "") : c;
+}
+
+/* Index of the best element of the contiguous row x[base .. base+n): one
+ * candidate per vector lane (lane l sees elements l, l+w, ... in order), then
+ * the lanes are merged with ties going to the lower (or, select_last, the
+ * higher) index, then the scalar tail. */
+static LLVMValueRef arg_row(kn_cg *cg, kn_dtype dt, LLVMValueRef px, LLVMValueRef base, int64_t n, bool is_max,
+                            bool last)
+{
+    bool flt = dt_float(dt);
+    LLVMTypeRef t = kn_cg_compute_type(cg, dt), i64 = cg->t_i64;
+    unsigned w = LLVMABISizeOfType(LLVMGetModuleDataLayout(cg->mod), t) == 8 ? 8 : 16;
+    LLVMValueRef bv = entry_alloca(cg, t, 1), bi = entry_alloca(cg, i64, 1);
+    int64_t nv = n / w * w, start = 1;
+    if (nv >= 2 * (int64_t)w) {
+        LLVMTypeRef vt = LLVMVectorType(t, w), it = LLVMVectorType(i64, w);
+        unsigned es = (unsigned)LLVMABISizeOfType(LLVMGetModuleDataLayout(cg->mod), t);
+        LLVMValueRef vb = entry_alloca(cg, vt, 1), vi = entry_alloca(cg, it, 1), lanes[16];
+        for (unsigned l = 0; l < w; l++) lanes[l] = kn_cg_i64(cg, l);
+        LLVMValueRef lane = LLVMConstVector(lanes, w);
+        LLVMValueRef first = LLVMBuildLoad2(cg->b, vt, at(cg, t, px, base), "");
+        LLVMSetAlignment(first, es);
+        st(cg, first, vb);
+        st(cg, lane, vi);
+        kn_cg_loop l;
+        LLVMValueRef j = LLVMBuildMul(cg->b, addc(cg, kn_cg_loop_begin(cg, &l, nv / w - 1, "vj"), 1), kn_cg_i64(cg, w), "");
+        LLVMValueRef v = LLVMBuildLoad2(cg->b, vt, at(cg, t, px, LLVMBuildAdd(cg->b, base, j, "")), "");
+        LLVMSetAlignment(v, es);
+        LLVMValueRef b = ld(cg, vt, vb), c = arg_better(cg, flt, is_max, last, v, b);
+        st(cg, LLVMBuildSelect(cg->b, c, v, b, ""), vb);
+        st(cg, LLVMBuildSelect(cg->b, c, LLVMBuildAdd(cg->b, splat(cg, j, w), lane, ""), ld(cg, it, vi), ""), vi);
+        kn_cg_loop_end(cg, &l);
+        LLVMValueRef V = ld(cg, vt, vb), I = ld(cg, it, vi);
+        LLVMValueRef cb = LLVMBuildExtractElement(cg->b, V, kn_cg_i32(cg, 0), "");
+        LLVMValueRef ci = LLVMBuildExtractElement(cg->b, I, kn_cg_i32(cg, 0), "");
+        for (unsigned e = 1; e < w; e++) {
+            LLVMValueRef v2 = LLVMBuildExtractElement(cg->b, V, kn_cg_i32(cg, (int)e), "");
+            LLVMValueRef i2 = LLVMBuildExtractElement(cg->b, I, kn_cg_i32(cg, (int)e), "");
+            LLVMValueRef c = is_max ? gt_nan(cg, flt, v2, cb) : gt_nan(cg, flt, cb, v2);
+            LLVMValueRef tie = LLVMBuildICmp(cg->b, last ? LLVMIntSGT : LLVMIntSLT, i2, ci, "");
+            c = LLVMBuildOr(cg->b, c, LLVMBuildAnd(cg->b, eq_nan(cg, flt, v2, cb), tie, ""), "");
+            cb = LLVMBuildSelect(cg->b, c, v2, cb, "");
+            ci = LLVMBuildSelect(cg->b, c, i2, ci, "");
+        }
+        st(cg, cb, bv);
+        st(cg, ci, bi);
+        start = nv;
+    } else {
+        st(cg, kn_cg_load(cg, dt, px, base), bv);
+        st(cg, kn_cg_i64(cg, 0), bi);
+    }
+    if (n > start) {
+        kn_cg_loop l;
+        LLVMValueRef j = addc(cg, kn_cg_loop_begin(cg, &l, n - start, "j"), start);
+        LLVMValueRef v = kn_cg_load(cg, dt, px, LLVMBuildAdd(cg->b, base, j, "")), b = ld(cg, t, bv);
+        LLVMValueRef c = arg_better(cg, flt, is_max, last, v, b);
+        st(cg, LLVMBuildSelect(cg->b, c, v, b, ""), bv);
+        st(cg, LLVMBuildSelect(cg->b, c, j, ld(cg, i64, bi), ""), bi);
+        kn_cg_loop_end(cg, &l);
+    }
+    return ld(cg, i64, bi);
+}
+
 static int lower_arg(kn_cg *cg, const kn_node *n)
 {
     const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
@@ -556,6 +625,14 @@ static int lower_arg(kn_cg *cg, const kn_node *n)
     bool is_max = n->op == KN_OP_ArgMax, last = kn_attr_int(n, "select_last_index", 0) != 0, flt = dt_float(dt);
     LLVMTypeRef t = kn_cg_compute_type(cg, dt);
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
+    if (inner == 1 && (dt_native(dt) || dt_int(dt))) {
+        kn_cg_loop l;
+        LLVMValueRef o = kn_cg_loop_begin(cg, &l, outer, "o");
+        LLVMValueRef r = arg_row(cg, dt, px, LLVMBuildMul(cg->b, o, kn_cg_i64(cg, len), ""), len, is_max, last);
+        kn_cg_store(cg, KN_I64, py, o, r);
+        kn_cg_loop_end(cg, &l);
+        return KN_OK;
+    }
     LLVMValueRef bv = entry_alloca(cg, t, inner), bi = entry_alloca(cg, cg->t_i64, inner);
     kn_cg_loop lo, li, lj;
     LLVMValueRef o = kn_cg_loop_begin(cg, &lo, outer, "o");

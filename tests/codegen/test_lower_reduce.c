@@ -431,6 +431,23 @@ static void test_reduce_nan(void **state)
 static void test_argmax(void **state)
 {
     (void)state;
+    /* long rows (vector lanes, lane merge, tail), ties and NaN */
+    for (int k = 0; k < 16; k++) {
+        tc *c = tc_new(13);
+        kn_dtype dt = k & 8 ? KN_I64 : k & 4 ? KN_F64 : KN_F32;
+        kn_tensor *x = tc_input(c, dt, 2, D(5, 77), -3, 3);
+        if (dt != KN_I64) {
+            for (int64_t i = 0; i < kn_tensor_numel(x); i++)
+                kn_store_f64(dt, x->data, (size_t)i, round(kn_load_f64(dt, x->data, (size_t)i)));
+            kn_store_f64(dt, x->data, 77 + 40, NAN);
+            kn_store_f64(dt, x->data, 77 + 60, NAN);
+            kn_store_f64(dt, x->data, 154 + 76, NAN);
+        }
+        tc_node(c, k & 2 ? KN_OP_ArgMin : KN_OP_ArgMax, 1);
+        tc_int(c, "axis", -1);
+        tc_int(c, "select_last_index", k & 1);
+        gen(c);
+    }
     for (int k = 0; k < 8; k++) {
         tc *c = tc_new(13);
         kn_dtype dt = k & 4 ? KN_I32 : KN_F32;
