@@ -316,9 +316,8 @@ static LLVMValueRef sigmoid(kn_cg *cg, LLVMValueRef x)
     LLVMTypeRef t = LLVMTypeOf(x);
     LLVMValueRef e = vexp(cg, LLVMBuildFNeg(cg->b, intr1(cg, "llvm.fabs", x), ""));
     LLVMValueRef d = LLVMBuildFAdd(cg->b, cf(t, 1), e, "");
-    LLVMValueRef pos = LLVMBuildFDiv(cg->b, cf(t, 1), d, "");
-    LLVMValueRef neg = LLVMBuildFDiv(cg->b, e, d, "");
-    return sel(cg, fcmp(cg, LLVMRealOGE, x, cf(t, 0)), pos, neg);
+    LLVMValueRef num = sel(cg, fcmp(cg, LLVMRealOGE, x, cf(t, 0)), cf(t, 1), e);
+    return LLVMBuildFDiv(cg->b, num, d, "");
 }
 
 /* log(1+e^x) as x + log1p(e^-x) for x > 0, log1p(e^x) otherwise. */
