@@ -1048,7 +1048,9 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
                       const int64_t *in, const int64_t *out, const int64_t *k, const int64_t *s, const int64_t *pb,
                       const int64_t *dil)
 {
-    LLVMTypeRef t = kn_cg_compute_type(cg, dt);
+    /* 8-bit integer max pools compare in i32 (sign- or zero-extended) */
+    bool i8 = dt == KN_I8 || dt == KN_U8;
+    LLVMTypeRef t = i8 ? cg->t_i32 : kn_cg_compute_type(cg, dt);
     int64_t H = in[0], W = in[1], OH = out[0], OW = out[1], lo[64], hi[64];
     for (int64_t kw = 0; kw < k[1]; kw++) {
         int64_t off = kw * dil[1] - pb[1];
@@ -1063,7 +1065,7 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
     LLVMValueRef oh = kn_cg_loop_begin(cg, &lh, OH, "oh");
     LLVMValueRef yb = LLVMBuildMul(cg->b, madd(cg, oh, pl, OH), kn_cg_i64(cg, OW), "");
     LLVMValueRef ow = kn_cg_loop_begin(cg, &lw, OW, "init");
-    st(cg, fold_init(cg, mx ? F_MAXGT : F_SUM, dt), at(cg, t, row, ow));
+    st(cg, i8 ? kn_cg_i32(cg, INT32_MIN) : fold_init(cg, mx ? F_MAXGT : F_SUM, dt), at(cg, t, row, ow));
     kn_cg_loop_end(cg, &lw);
     st(cg, kn_cg_i64(cg, 0), cnth);
     LLVMValueRef kh = kn_cg_loop_begin(cg, &lk, k[0], "kh");
@@ -1079,7 +1081,10 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
         ow = addc(cg, kn_cg_loop_begin(cg, &lw, hi[kw] - lo[kw], "ow"), lo[kw]);
         LLVMValueRef xi = madd(cg, addc(cg, xrow, kw * dil[1] - pb[1]), ow, s[1]);
         LLVMValueRef pr = at(cg, t, row, ow);
-        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, true, ld(cg, t, pr), lp_map(cg, kn_cg_load(cg, dt, px, xi), lp)), pr);
+        LLVMValueRef v = kn_cg_load(cg, dt, px, xi);
+        if (i8) v = dt == KN_I8 ? LLVMBuildSExt(cg->b, v, t, "") : LLVMBuildZExt(cg->b, v, t, "");
+        else v = lp_map(cg, v, lp);
+        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, !i8, ld(cg, t, pr), v), pr);
         kn_cg_loop_end(cg, &lw);
     }
     LLVMBuildBr(cg->b, cont);
@@ -1107,7 +1112,9 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
             res = LLVMBuildFDiv(cg->b, res, LLVMBuildSIToFP(cg->b, cnt, t, ""), "");
         }
     }
-    kn_cg_store(cg, dt, py, LLVMBuildAdd(cg->b, yb, ow, ""), LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, ""));
+    res = LLVMBuildSelect(cg->b, none, i8 ? kn_cg_i32(cg, 0) : fconst(t, 0.0), res, "");
+    if (i8) res = LLVMBuildTrunc(cg->b, res, cg->t_i8, "");
+    kn_cg_store(cg, dt, py, LLVMBuildAdd(cg->b, yb, ow, ""), res);
     kn_cg_loop_end(cg, &lw);
     kn_cg_loop_end(cg, &lh);
     kn_cg_loop_end(cg, &lpl);
@@ -1117,8 +1124,11 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
  * the input are skipped (bounds checks only on axes where padding can reach). */
 static int lower_pool(kn_cg *cg, const kn_node *n)
 {
-    if (!nc_float_ok(n, 3)) return KN_ERR_UNSUPPORTED;
     const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
+    bool i8 = x && (x->dtype == KN_I8 || x->dtype == KN_U8) && n->op == KN_OP_MaxPool;
+    if (i8 ? !(y && is_static(x) && is_static(y) && y->dtype == x->dtype && x->shape.rank >= 3 && only_out0(n))
+           : !nc_float_ok(n, 3))
+        return KN_ERR_UNSUPPORTED;
     desc d;
     if (get_desc(n, &d)) return KN_ERR_UNSUPPORTED;
     kn_nn_window w;
@@ -1141,8 +1151,10 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         int64_t hi = (od[2 + i] - 1) * w.strides[i] - w.pads[i] + (w.kernel[i] - 1) * w.dilations[i];
         check[i] = w.pads[i] > 0 || hi >= in[i];
     }
+    bool rows = nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0;
+    if (i8 && !rows) return KN_ERR_UNSUPPORTED; /* only the row path handles 8-bit integers */
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
-    if (nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0) {
+    if (rows) {
         /* 1-D pools are 2-D pools of one row */
         int f = nsp == 2 ? 0 : 1;
         int64_t in2[2] = {f ? 1 : in[0], in[nsp - 1]}, out2[2] = {f ? 1 : od[2], od[r - 1]};

@@ -631,6 +631,16 @@ static void test_pool(void **state)
         pool_case(op, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
         pool_case(op, 5, D(1, 2, 4, 5, 6), D(2, 2, 2), NULL, NULL, NULL, 0, 0, NULL);
     }
+    /* 8-bit integer MaxPool (compared after sign/zero extension) */
+    for (int k = 0; k < 2; k++) {
+        tc *c = tc_new(12);
+        tc_input(c, k ? KN_U8 : KN_I8, 4, D(1, 3, 9, 9), k ? 0 : -128, k ? 255 : 127);
+        tc_node(c, KN_OP_MaxPool, 1);
+        tc_ints(c, "kernel_shape", 2, D(3, 3));
+        tc_ints(c, "strides", 2, D(2, 2));
+        tc_ints(c, "pads", 4, D(1, 1, 1, 1));
+        gen(c);
+    }
     /* LpPool (p = 2 default, 1, 3) in 1-, 2- and 3-D; GlobalLpPool */
     pool_case(KN_OP_LpPool, 4, D(1, 2, 9, 9), D(3, 3), D(2, 2), D(1, 1, 1, 1), NULL, 0, 0, NULL);
     pool_case(KN_OP_LpPool, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
