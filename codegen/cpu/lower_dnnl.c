@@ -49,12 +49,13 @@ static void record_init(const kn_cg *cg, kn_abi_dnnl *r, int kind, const kn_valu
 }
 
 static int emit(kn_cg *cg, const kn_abi_dnnl *r, const kn_value *src, const kn_value *wei, const kn_value *bias,
-                const kn_value *dst)
+                const kn_value *dst, const kn_value *residual)
 {
     LLVMValueRef ps = kn_cg_ptr(cg, src), pd = kn_cg_ptr(cg, dst);
     LLVMValueRef pw = is_const(cg, wei) ? NULL : kn_cg_ptr(cg, wei);
     LLVMValueRef pb = bias ? kn_cg_ptr(cg, bias) : NULL;
-    return kn_cg_emit_dnnl(cg, r, ps, pw, pb, pd, NULL);
+    LLVMValueRef pr = residual ? kn_cg_ptr(cg, residual) : NULL;
+    return kn_cg_emit_dnnl(cg, r, ps, pw, pb, pd, pr);
 }
 
 /* ---- Conv ------------------------------------------------------------------------ */
@@ -124,7 +125,7 @@ static int lower_conv(kn_cg *cg, const kn_node *n)
     r.spatial = rank - 2;
     int st = conv_geometry(n, &r, x, w, y);
     if (st) return st;
-    return emit(cg, &r, x, w, b, y);
+    return emit(cg, &r, x, w, b, y, NULL);
 }
 
 /* ---- MatMul and Gemm --------------------------------------------------------- */
@@ -155,7 +156,7 @@ static int lower_matmul(kn_cg *cg, const kn_node *n)
     if (!matmul_shapes_ok(a, b, y, false, false)) return KN_ERR_UNSUPPORTED;
     kn_abi_dnnl r;
     record_init(cg, &r, KN_DNNL_MATMUL, a, b, NULL, y);
-    return emit(cg, &r, a, b, NULL, y);
+    return emit(cg, &r, a, b, NULL, y, NULL);
 }
 
 static int lower_gemm(kn_cg *cg, const kn_node *n)
@@ -168,17 +169,28 @@ static int lower_gemm(kn_cg *cg, const kn_node *n)
     float alpha = kn_attr_float(n, "alpha", 1.0f), beta = kn_attr_float(n, "beta", 1.0f);
     if (!matmul_shapes_ok(a, b, y, ta, tb) || !(alpha == alpha)) return KN_ERR_UNSUPPORTED;
     if (c && beta == 0.0f) c = NULL; /* 0 * C adds nothing (ONNX: C may then be anything) */
+    /* C is a row bias ([N], [1, N]) or a full [M, N] addend (a sum post-op,
+     * added after the alpha scale); other broadcasts and beta stay with the
+     * runtime kernel */
+    const kn_value *bias = NULL, *residual = NULL;
     if (c) {
-        int64_t N = y->shape.dims[1];
+        int64_t M = y->shape.dims[0], N = y->shape.dims[1];
         bool row = (c->shape.rank == 1 && c->shape.dims[0] == N) ||
                    (c->shape.rank == 2 && c->shape.dims[0] == 1 && c->shape.dims[1] == N);
-        if (beta != 1.0f || !usable(cg, c) || !row) return KN_ERR_UNSUPPORTED;
+        bool full = c->shape.rank == 2 && c->shape.dims[0] == M && c->shape.dims[1] == N && M != 1;
+        if (beta != 1.0f || !usable(cg, c) || !(row || full)) return KN_ERR_UNSUPPORTED;
+        if (row) bias = c;
+        else residual = c;
     }
     kn_abi_dnnl r;
-    record_init(cg, &r, KN_DNNL_MATMUL, a, b, c, y);
+    record_init(cg, &r, KN_DNNL_MATMUL, a, b, bias, y);
     r.trans_a = ta, r.trans_b = tb;
     r.alpha = alpha;
-    return emit(cg, &r, a, b, c, y);
+    if (residual) {
+        r.n_post = 1;
+        r.post[0].kind = KN_POST_SUM;
+    }
+    return emit(cg, &r, a, b, bias, y, residual);
 }
 
 const kn_cg_lowering kn_cg_lower_dnnl[] = {
