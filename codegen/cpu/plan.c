@@ -68,7 +68,25 @@ static int64_t value_nbytes(const kn_value *v)
 
 /* ---- weights ------------------------------------------------------------- */
 
-static bool value_needed(const kn_graph *g, const kn_value *v) { return v->n_users > 0 || is_output_of(g, v); }
+/* A node whose outputs were all evaluated at compile time emits no code. */
+static bool node_folded(const kn_node *n)
+{
+    bool any = false;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (!n->outputs[k]) continue;
+        if (!n->outputs[k]->const_data) return false;
+        any = true;
+    }
+    return any;
+}
+
+/* Only constants that emitted code reads (or that are outputs) are stored. */
+static bool value_needed(const kn_graph *g, const kn_value *v)
+{
+    for (int i = 0; i < v->n_users; i++)
+        if (v->users[i].node->graph == g && !node_folded(v->users[i].node)) return true;
+    return is_output_of(g, v);
+}
 
 static int plan_weights(const kn_graph *g, kn_plan *p)
 {
@@ -194,7 +212,7 @@ static int plan_arena(const kn_graph *g, kn_plan *p, int *root, int *last, int *
         const kn_node *n = g->nodes[i];
         for (int k = 0; k < n->n_outputs; k++) {
             const kn_value *v = n->outputs[k];
-            if (!v || root[v->id] != v->id || p->where[v->id].loc >= 0) continue;
+            if (!v || v->const_data || root[v->id] != v->id || p->where[v->id].loc >= 0) continue;
             int64_t nb = value_nbytes(v);
             if (nb < 0) {
                 free(s.live);
