@@ -27,8 +27,8 @@
 #include "nn_int.h"
 #include "reduce_int.h"
 
-/* Most elements a stack row buffer may hold (64 KiB of floats). */
-#define ROW_MAX 16384
+/* Most elements a stack row buffer may hold (32 KiB of floats). */
+#define ROW_MAX 8192
 
 /* ---- small IR helpers --------------------------------------------------------- */
 
@@ -1126,9 +1126,13 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
 {
     const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
     bool i8 = x && (x->dtype == KN_I8 || x->dtype == KN_U8) && n->op == KN_OP_MaxPool;
-    if (i8 ? !(y && is_static(x) && is_static(y) && y->dtype == x->dtype && x->shape.rank >= 3 && only_out0(n))
-           : !nc_float_ok(n, 3))
+    /* MaxPool's optional Indices output: the general path tracks the argmax */
+    const kn_value *yi_v = n->op == KN_OP_MaxPool && n->n_outputs > 1 ? n->outputs[1] : NULL;
+    bool base_ok = y && x && is_static(x) && is_static(y) && y->dtype == x->dtype && x->shape.rank >= 3;
+    if (yi_v && (i8 || !base_ok || !dt_float(x->dtype) || yi_v->dtype != KN_I64 || !is_static(yi_v) ||
+                 kn_cg_numel(yi_v) != kn_cg_numel(y)))
         return KN_ERR_UNSUPPORTED;
+    if (!yi_v && (i8 ? !(base_ok && only_out0(n)) : !nc_float_ok(n, 3))) return KN_ERR_UNSUPPORTED;
     desc d;
     if (get_desc(n, &d)) return KN_ERR_UNSUPPORTED;
     kn_nn_window w;
@@ -1151,7 +1155,8 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         int64_t hi = (od[2 + i] - 1) * w.strides[i] - w.pads[i] + (w.kernel[i] - 1) * w.dilations[i];
         check[i] = w.pads[i] > 0 || hi >= in[i];
     }
-    bool rows = nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0;
+    bool rows = nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0 && !yi_v;
+    bool col_major = kn_attr_int(n, "storage_order", 0) == 1;
     if (i8 && !rows) return KN_ERR_UNSUPPORTED; /* only the row path handles 8-bit integers */
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
     if (rows) {
@@ -1164,6 +1169,7 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         return KN_OK;
     }
     LLVMValueRef acc = entry_alloca(cg, t, 1), cnt = entry_alloca(cg, cg->t_i64, 1);
+    LLVMValueRef arg = entry_alloca(cg, cg->t_i64, 1), pyi = yi_v ? kn_cg_ptr(cg, yi_v) : NULL;
     kn_cg_loop lpl, lo[KN_NN_MAXSP], lk[KN_NN_MAXSP];
     LLVMValueRef pl = kn_cg_loop_begin(cg, &lpl, span(x, 0, 2), "pl");
     LLVMValueRef xbase = LLVMBuildMul(cg->b, pl, kn_cg_i64(cg, in_prod), "");
@@ -1177,8 +1183,9 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     }
     st(cg, fold_init(cg, mx ? F_MAXGT : F_SUM, dt), acc);
     st(cg, kn_cg_i64(cg, 0), cnt);
-    LLVMValueRef inside = LLVMConstInt(cg->t_i1, 1, 0), xi = kn_cg_i64(cg, 0);
-    int64_t xs = in_prod;
+    st(cg, kn_cg_i64(cg, -1), arg);
+    LLVMValueRef inside = LLVMConstInt(cg->t_i1, 1, 0), xi = kn_cg_i64(cg, 0), xc = kn_cg_i64(cg, 0);
+    int64_t xs = in_prod, cs = 1;
     for (int i = 0; i < nsp; i++) {
         LLVMValueRef k = kn_cg_loop_begin(cg, &lk[i], w.kernel[i], "kw");
         LLVMValueRef pos = addc(cg, LLVMBuildMul(cg->b, o[i], kn_cg_i64(cg, w.strides[i]), ""), -w.pads[i]);
@@ -1187,10 +1194,22 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
             inside = LLVMBuildAnd(cg->b, inside, LLVMBuildICmp(cg->b, LLVMIntULT, pos, kn_cg_i64(cg, in[i]), ""), "");
         xs /= in[i];
         xi = madd(cg, xi, pos, xs);
+        xc = madd(cg, xc, pos, cs); /* column-major flat index (storage_order 1) */
+        cs *= in[i];
     }
     LLVMValueRef idx = LLVMBuildAdd(cg->b, xbase, LLVMBuildSelect(cg->b, inside, xi, kn_cg_i64(cg, 0), ""), "");
     LLVMValueRef v = kn_cg_load(cg, dt, px, idx), a = ld(cg, t, acc);
-    st(cg, LLVMBuildSelect(cg->b, inside, fold(cg, mx ? F_MAXGT : F_SUM, true, a, lp_map(cg, v, lp)), a, ""), acc);
+    if (mx) {
+        /* the kernel's rule: the first tap inside, then any greater one */
+        LLVMValueRef ar = ld(cg, cg->t_i64, arg);
+        LLVMValueRef take = LLVMBuildOr(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, v, a, ""),
+                                        LLVMBuildICmp(cg->b, LLVMIntSLT, ar, kn_cg_i64(cg, 0), ""), "");
+        take = LLVMBuildAnd(cg->b, inside, take, "");
+        st(cg, LLVMBuildSelect(cg->b, take, v, a, ""), acc);
+        st(cg, LLVMBuildSelect(cg->b, take, col_major ? xc : xi, ar, ""), arg);
+    } else {
+        st(cg, LLVMBuildSelect(cg->b, inside, fold(cg, F_SUM, true, a, lp_map(cg, v, lp)), a, ""), acc);
+    }
     st(cg, LLVMBuildAdd(cg->b, ld(cg, cg->t_i64, cnt), LLVMBuildZExt(cg->b, inside, cg->t_i64, ""), ""), cnt);
     for (int i = nsp - 1; i >= 0; i--) kn_cg_loop_end(cg, &lk[i]);
     LLVMValueRef c = ld(cg, cg->t_i64, cnt), res = ld(cg, t, acc);
@@ -1206,6 +1225,11 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     }
     res = LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, "");
     kn_cg_store(cg, dt, py, yi, res);
+    if (pyi) {
+        LLVMValueRef ar = ld(cg, cg->t_i64, arg);
+        ar = LLVMBuildSelect(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLT, ar, kn_cg_i64(cg, 0), ""), kn_cg_i64(cg, 0), ar, "");
+        kn_cg_store(cg, KN_I64, pyi, yi, LLVMBuildAdd(cg->b, xbase, ar, ""));
+    }
     for (int i = nsp - 1; i >= 0; i--) kn_cg_loop_end(cg, &lo[i]);
     kn_cg_loop_end(cg, &lpl);
     return KN_OK;

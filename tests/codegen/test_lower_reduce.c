@@ -631,6 +631,19 @@ static void test_pool(void **state)
         pool_case(op, 3, D(2, 3, 11), D(4), D(3), D(1, 2), NULL, 0, 0, NULL);
         pool_case(op, 5, D(1, 2, 4, 5, 6), D(2, 2, 2), NULL, NULL, NULL, 0, 0, NULL);
     }
+    /* MaxPool with Indices (row-major and column-major), NaN taps */
+    for (int k = 0; k < 3; k++) {
+        tc *c = tc_new(12);
+        kn_tensor *x = tc_input(c, KN_F32, k == 2 ? 5 : 4, k == 2 ? D(1, 2, 4, 5, 6) : D(2, 2, 7, 8), -3, 3);
+        ((float *)x->data)[0] = NAN;
+        ((float *)x->data)[20] = NAN;
+        tc_node(c, KN_OP_MaxPool, 2);
+        tc_ints(c, "kernel_shape", k == 2 ? 3 : 2, D(3, 3, 2));
+        tc_ints(c, "strides", k == 2 ? 3 : 2, D(2, 2, 2));
+        if (k < 2) tc_ints(c, "pads", 4, D(1, 1, 1, 1));
+        tc_int(c, "storage_order", k == 1);
+        gen(c);
+    }
     /* 8-bit integer MaxPool (compared after sign/zero extension) */
     for (int k = 0; k < 2; k++) {
         tc *c = tc_new(12);
