@@ -1,22 +1,28 @@
 /*
  * codegen/cpu/lower_reduce.c — generated loop nests for reductions (Reduce*,
  * ArgMax/ArgMin), Softmax/LogSoftmax, normalizations (Layer, Batch
- * (inference), Instance, Group, Lp) and pooling (Max, Average, global), each
- * specialized to the node's static shapes (see cg.h).
+ * (inference), Instance, Group, Lp) and pooling (Max with optional Indices,
+ * Average, Lp, and their global forms), each specialized to the node's static
+ * shapes (see cg.h). Float dtypes f32/f64 (f16/bf16 computed in float);
+ * integer Reduce Sum/Prod/Max/Min/L1/SumSquare on i32/i64, ArgMax/Min on
+ * i32/i64, MaxPool on i8/u8. Anything else is left to the runtime kernel.
  *
  * Layout strategy: a reduction over the contiguous innermost extent folds a
  * row into a scalar through an explicit vector accumulator (LLVM 16's C API
  * cannot set fast-math flags, so the loop vectorizer would not reassociate a
  * scalar float sum on its own); a reduction over an outer axis keeps the
  * contiguous inner axis innermost and folds into a row buffer (a stack array
- * of the row), which LLVM vectorizes as plain elementwise code.
+ * of the row), which LLVM vectorizes as plain elementwise code. exp is a
+ * polynomial in IR (fast_exp) so softmax loops vectorize too.
  *
  * Semantics follow the runtime kernels (runtime/kernels/reduce.c, nn.c,
  * nn_pool.c, linalg.c): NaN propagates through ReduceMax/Min and ArgMax
  * treats NaN as the largest value; the global and windowed max pools keep
- * the `v > acc` rule; statistics are two-pass (mean, then centred variance).
- * Floats accumulate in the compute type (float for f32) rather than double,
- * so sums may differ from the reference in the last bits.
+ * the `v > acc` rule (the 1-D/2-D row path starts from -inf, so a NaN first
+ * tap is skipped there where the kernel would keep it); statistics are
+ * two-pass (mean, then centred variance). Floats accumulate in the compute
+ * type (float for f32) rather than double, so sums may differ from the
+ * reference in the last bits.
  */
 #include "cg.h"
 
