@@ -189,12 +189,64 @@ static void emit_level(kn_cg *cg, const mv_box *b, LLVMTypeRef et, int es, int l
     kn_cg_loop_end(cg, &l);
 }
 
-/* Emits the loop nest of one box (moving es-byte elements). */
-static void emit_box(kn_cg *cg, mv_box *b, int es)
+static void emit_simple(kn_cg *cg, mv_box *b, int es)
 {
     if (!box_simplify(b)) return;
     LLVMTypeRef et = LLVMIntTypeInContext(cg->ctx, (unsigned)(8 * es));
     emit_level(cg, b, et, es, 0, kn_cg_i64(cg, b->dst0), kn_cg_i64(cg, b->src0));
+}
+
+#define MV_TILE 8
+
+/* A transpose-like box (innermost axis contiguous in the destination but
+ * strided in the source, another axis contiguous in the source) is walked in
+ * MV_TILE x MV_TILE blocks so both sides stay in cache and the block becomes
+ * vector shuffles; the ragged edges are plain boxes. */
+static bool emit_tiled(kn_cg *cg, const mv_box *b0, int es)
+{
+    mv_box b = *b0;
+    if (!box_simplify(&b) || b.rank < 2 || !b.src || b.eidx || b.rank + 2 > MV_MAXAX) return false;
+    int L = b.rank - 1, J = -1;
+    mv_axis al = b.ax[L];
+    if (al.tbl || al.dst != 1 || al.src == 1 || al.src == 0 || al.n < 2 * MV_TILE) return false;
+    for (int k = L - 1; k >= 0 && J < 0; k--)
+        if (!b.ax[k].tbl && b.ax[k].src == 1 && b.ax[k].n >= 2 * MV_TILE) J = k;
+    if (J < 0) return false;
+    mv_axis aj = b.ax[J];
+    int64_t qj = aj.n / MV_TILE, ql = al.n / MV_TILE;
+    /* the full blocks */
+    mv_box t = b;
+    t.ax[J].n = qj;
+    t.ax[J].dst = aj.dst * MV_TILE;
+    t.ax[J].src = MV_TILE;
+    t.ax[L].n = ql;
+    t.ax[L].dst = MV_TILE;
+    t.ax[L].src = al.src * MV_TILE;
+    t.rank = L + 1;
+    box_add(&t, MV_TILE, aj.dst, 1);
+    box_add(&t, MV_TILE, 1, al.src);
+    LLVMTypeRef et = LLVMIntTypeInContext(cg->ctx, (unsigned)(8 * es));
+    emit_level(cg, &t, et, es, 0, kn_cg_i64(cg, t.dst0), kn_cg_i64(cg, t.src0));
+    /* rows of J past the last block, all of L */
+    mv_box r = b;
+    r.ax[J].n = aj.n - qj * MV_TILE;
+    r.dst0 += qj * MV_TILE * aj.dst;
+    r.src0 += qj * MV_TILE;
+    emit_simple(cg, &r, es);
+    /* the blocks' rows, L past the last block */
+    r = b;
+    r.ax[J].n = qj * MV_TILE;
+    r.ax[L].n = al.n - ql * MV_TILE;
+    r.dst0 += ql * MV_TILE;
+    r.src0 += ql * MV_TILE * al.src;
+    emit_simple(cg, &r, es);
+    return true;
+}
+
+/* Emits the loop nest(s) of one box (moving es-byte elements). */
+static void emit_box(kn_cg *cg, mv_box *b, int es)
+{
+    if (!emit_tiled(cg, b, es)) emit_simple(cg, b, es);
 }
 
 /* A private constant i64 array (compile-time index tables). */

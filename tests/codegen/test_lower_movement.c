@@ -371,6 +371,11 @@ static void test_transpose(void **state)
     transpose_case(KN_I16, 2, D(17, 33), D(1, 0));
     transpose_case(KN_F64, 1, D(9), D(0));
     transpose_case(KN_F32, 5, D(1, 2, 1, 3, 4), D(4, 2, 0, 3, 1));
+    /* big enough to be walked in blocks, with ragged edges and without */
+    transpose_case(KN_F32, 3, D(3, 40, 24), D(0, 2, 1));
+    transpose_case(KN_U8, 4, D(2, 19, 5, 35), D(0, 2, 3, 1));
+    transpose_case(KN_F64, 4, D(2, 32, 3, 16), D(0, 2, 3, 1));
+    transpose_case(KN_F16, 4, D(2, 16, 17, 18), D(3, 1, 0, 2));
 }
 
 static void test_concat_split(void **state)
