@@ -557,6 +557,26 @@ static void mm_operand(const kn_abi_tensor *t, int nd, bool trans, dnnl_dims_t d
     }
 }
 
+/* Weights shared by every batch (x [.., M, K] times a [K, N] matrix, the
+ * transformer projection) make one [B*M, K] x [K, N] product: oneDNN then
+ * picks a blocked weight layout and its fastest kernel, which it does not for
+ * a broadcast batch. Returns the new rank. */
+static int collapse_batch(int nd, bool trans_a, dnnl_dims_t sd, dnnl_dims_t ss, dnnl_dims_t wd, dnnl_dims_t ws,
+                          dnnl_dims_t dd)
+{
+    if (nd <= 2 || trans_a) return nd;
+    int64_t rows = 1;
+    for (int i = 0; i < nd - 2; i++) {
+        if (wd[i] != 1 || sd[i] != dd[i]) return nd;
+        rows *= sd[i];
+    }
+    int64_t M = sd[nd - 2], K = sd[nd - 1], N = dd[nd - 1];
+    sd[0] = rows * M, sd[1] = K, ss[0] = K, ss[1] = 1;
+    dd[0] = rows * M, dd[1] = N;
+    wd[0] = wd[nd - 2], wd[1] = wd[nd - 1], ws[0] = ws[nd - 2], ws[1] = ws[nd - 1];
+    return 2;
+}
+
 static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
                          kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
 {
@@ -581,6 +601,7 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
         if ((sd[i] != 1 && sd[i] != dd[i]) || (wd[i] != 1 && wd[i] != dd[i]))
             return kn_error(KN_ERR_INVALID, "oneDNN matmul: batch dim %d: %lld and %lld do not broadcast to %lld", i,
                             (long long)sd[i], (long long)wd[i], (long long)dd[i]);
+    nd = collapse_batch(nd, rec->trans_a, sd, ss, wd, ws, dd);
     dnnl_memory_desc_t src_md, wei_user, wei_any, dst_md, bias_md;
     DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, dnnl_f32, ss), "describing the matmul src");
     DN(dnnl_memory_desc_init_by_strides(&wei_user, nd, wd, dnnl_f32, ws), "describing the matmul weights");
