@@ -605,10 +605,24 @@ static int emit_descriptor(compile_state *s)
     return KN_OK;
 }
 
+/* Only the descriptor is exported: every other definition (node functions,
+ * helpers a lowering added, constant tables) becomes internal, so several
+ * static artifacts link into one program without clashes, and LLVM may
+ * inline and drop what it likes. */
+static void internalize(compile_state *s)
+{
+    for (LLVMValueRef f = LLVMGetFirstFunction(s->cg.mod); f; f = LLVMGetNextFunction(f))
+        if (!LLVMIsDeclaration(f)) LLVMSetLinkage(f, LLVMInternalLinkage);
+    for (LLVMValueRef g = LLVMGetFirstGlobal(s->cg.mod); g; g = LLVMGetNextGlobal(g))
+        if (g != s->desc && !LLVMIsDeclaration(g) && LLVMGetLinkage(g) != LLVMPrivateLinkage)
+            LLVMSetLinkage(g, LLVMInternalLinkage);
+}
+
 static int optimize(compile_state *s)
 {
     kn_cg *cg = &s->cg;
     char *msg = NULL;
+    internalize(s);
     if (LLVMVerifyModule(cg->mod, LLVMReturnStatusAction, &msg)) {
         int st = kn_error(KN_ERR_INTERNAL, "generated code does not verify (a kiln bug): %.600s", msg ? msg : "");
         LLVMDisposeMessage(msg);
