@@ -76,6 +76,19 @@ static LLVMValueRef libm1(kn_cg *cg, const char *base, LLVMValueRef x)
     return kn_cg_libm(cg, name, t, &x, 1);
 }
 
+/* llvm.fptosi.sat.i64.<float type>: NaN → 0, out of range → INT64_MIN/MAX,
+ * the kernel's float → int64 rule. Overloaded on two types, so not through
+ * kn_cg_intrinsic. */
+static LLVMValueRef fptosi_sat_i64(kn_cg *cg, LLVMValueRef x)
+{
+    static const char name[] = "llvm.fptosi.sat";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    LLVMTypeRef tys[2] = {cg->t_i64, LLVMTypeOf(x)};
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cg->mod, id, tys, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(cg->ctx, id, tys, 2);
+    return LLVMBuildCall2(cg->b, fty, fn, &x, 1, "");
+}
+
 static LLVMValueRef bool_i8(kn_cg *cg, LLVMValueRef i1) { return LLVMBuildZExt(cg->b, i1, cg->t_i8, ""); }
 
 /* ---- the broadcasting loop nest ----------------------------------------------- */
@@ -569,9 +582,46 @@ static LLVMValueRef pow_exponent(kn_cg *cg, const ew_ctx *c, LLVMValueRef e, LLV
     return is_signed_dt(de) ? LLVMBuildSIToFP(cg->b, e, t, "") : LLVMBuildUIToFP(cg->b, e, t, "");
 }
 
+/* Integer base: an integer exponent by squaring (unrolled over the
+ * exponent's bits, so the loop stays vectorizable), wrapping in the base's
+ * width; a negative exponent gives what 1/a truncates to. A float exponent
+ * computes pow in double and converts like the kernel's store (saturating
+ * to int64, NaN → 0, then wrapping). */
+static LLVMValueRef int_pow(kn_cg *cg, const ew_ctx *c, LLVMValueRef a, LLVMValueRef e)
+{
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef ta = LLVMTypeOf(a), te = LLVMTypeOf(e);
+    kn_dtype de = c->ops[1]->dtype;
+    bool sa = is_signed_dt(c->dt);
+    if (is_float_dt(de)) {
+        LLVMValueRef x = sa ? LLVMBuildSIToFP(b, a, cg->t_double, "") : LLVMBuildUIToFP(b, a, cg->t_double, "");
+        LLVMValueRef y = te == cg->t_double ? e : LLVMBuildFPExt(b, e, cg->t_double, "");
+        LLVMValueRef i = fptosi_sat_i64(cg, intr2(cg, "llvm.pow", x, y));
+        return LLVMGetIntTypeWidth(ta) == 64 ? i : LLVMBuildTrunc(b, i, ta, "");
+    }
+    LLVMValueRef one = LLVMConstInt(ta, 1, 0), zero = LLVMConstInt(ta, 0, 0);
+    LLVMValueRef r = one, base = a, ee = e;
+    unsigned bits = LLVMGetIntTypeWidth(te);
+    for (unsigned i = 0; i < bits; i++) {
+        LLVMValueRef bit = LLVMBuildTrunc(b, ee, cg->t_i1, "");
+        r = sel(cg, bit, LLVMBuildMul(b, r, base, ""), r);
+        base = LLVMBuildMul(b, base, base, "");
+        ee = LLVMBuildLShr(b, ee, LLVMConstInt(te, 1, 0), "");
+    }
+    if (!is_signed_dt(de)) return r;
+    /* negative exponent: 1 for a == 1, ±1 for a == -1, else 0 */
+    LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, e, LLVMConstInt(te, 0, 0), "");
+    LLVMValueRef odd = LLVMBuildTrunc(b, e, cg->t_i1, "");
+    LLVMValueRef m1 = sa ? LLVMBuildICmp(b, LLVMIntEQ, a, LLVMConstAllOnes(ta), "") : LLVMConstInt(cg->t_i1, 0, 0);
+    LLVMValueRef rn = sel(cg, LLVMBuildICmp(b, LLVMIntEQ, a, one, ""), one,
+                          sel(cg, m1, sel(cg, odd, LLVMConstAllOnes(ta), one), zero));
+    return sel(cg, neg, rn, r);
+}
+
 static LLVMValueRef body_binary(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
 {
     kn_binary_op op = (kn_binary_op)c->kop;
+    if (op == KN_BIN_POW && !is_float_dt(c->dt)) return int_pow(cg, c, v[0], v[1]);
     if (is_float_dt(c->dt)) {
         LLVMValueRef e = op == KN_BIN_POW ? pow_exponent(cg, c, v[1], LLVMTypeOf(v[0])) : v[1];
         return bin_float(cg, op, c->pow_square, v[0], e);
@@ -614,7 +664,7 @@ static bool bin_dtypes_ok(const ew_ctx *c, kn_binary_op op)
     case KN_BIN_BITAND: case KN_BIN_BITOR: case KN_BIN_BITXOR: return in;
     case KN_BIN_AND: case KN_BIN_OR: case KN_BIN_XOR: return a == KN_BOOL;
     case KN_BIN_EQ: return fl || in || a == KN_BOOL;
-    case KN_BIN_POW: return fl; /* integer bases: the kernel's power by squaring */
+    case KN_BIN_POW: return fl || in;
     default: return fl || in;
     }
 }
@@ -636,7 +686,13 @@ static int lower_binary(kn_cg *cg, const kn_node *n)
     if (!bin_dtypes_ok(&c, k) || kn_k_binary_out_dtype(k, c.dt) != c.out_dt) return KN_ERR_UNSUPPORTED;
     kn_dtype db = c.ops[1]->dtype;
     if (k == KN_BIN_POW) {
-        if (db != c.dt && !is_int_dt(db)) return KN_ERR_UNSUPPORTED;
+        /* a float base takes its own dtype or an integer exponent; an
+         * integer base any integer, f32 or f64 one */
+        bool fl = is_float_dt(c.dt);
+        if (fl ? db != c.dt && !is_int_dt(db) : !is_int_dt(db) && db != KN_F32 && db != KN_F64)
+            return KN_ERR_UNSUPPORTED;
+        /* a u64 result from double has the kernel's own C-cast rules */
+        if (c.dt == KN_U64 && is_float_dt(db)) return KN_ERR_UNSUPPORTED;
         c.pow_square = const_all(c.ops[1], 2.0);
     } else if (db != c.dt) {
         return KN_ERR_UNSUPPORTED;
@@ -743,19 +799,6 @@ static LLVMValueRef f64_to_f32_odd(kn_cg *cg, LLVMValueRef d)
                            LLVMBuildAdd(b, u, LLVMConstInt(cg->t_i32, 1, 0), ""));
     LLVMValueRef keep = LLVMBuildOr(b, LLVMBuildOr(b, exact, inf, ""), odd, "");
     return LLVMBuildBitCast(b, sel(cg, keep, u, adj), cg->t_float, "");
-}
-
-/* llvm.fptosi.sat.i64.<float type>: NaN → 0, out of range → INT64_MIN/MAX,
- * the kernel's float → int64 rule. Overloaded on two types, so not through
- * kn_cg_intrinsic. */
-static LLVMValueRef fptosi_sat_i64(kn_cg *cg, LLVMValueRef x)
-{
-    static const char name[] = "llvm.fptosi.sat";
-    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
-    LLVMTypeRef tys[2] = {cg->t_i64, LLVMTypeOf(x)};
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cg->mod, id, tys, 2);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(cg->ctx, id, tys, 2);
-    return LLVMBuildCall2(cg->b, fty, fn, &x, 1, "");
 }
 
 static LLVMValueRef body_cast(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)

@@ -557,12 +557,28 @@ static void test_binary_float(void **state)
             tc_int(c, "fmod", f);
             gen(c);
         }
-    /* integer Pow is the kernel's */
-    c = tc_new(20);
-    tc_input(c, KN_I32, 1, D(4), 0, 3, NULL);
-    tc_input(c, KN_I32, 1, D(4), 0, 3, NULL);
-    tc_node(c, KN_OP_Pow);
-    assert_int_equal(tc_run(c), KN_ERR_UNSUPPORTED);
+    /* integer bases: integer exponents (negative ones too, wrapping
+     * products) and float exponents */
+    static const double pa[] = {2, -2, 3, -3, 1, -1, -1, 0, 0, 5, 7, 2, 10, -128, 1, -1};
+    static const double pe[] = {3, 3, 4, 5, -2, -3, -2, 0, 3, 0, 9, 40, 20, 1, 100, 100};
+    static const kn_dtype idt[] = {KN_I8, KN_U8, KN_I32, KN_U32, KN_I64, KN_U64};
+    for (size_t d = 0; d < sizeof idt / sizeof *idt; d++)
+        for (size_t e = 0; e < sizeof idt / sizeof *idt; e++) {
+            c = tc_new(20);
+            tc_input(c, idt[d], 1, D(16), 0, 0, pa);
+            tc_input(c, idt[e], 1, D(16), 0, 0, pe);
+            tc_node(c, KN_OP_Pow);
+            gen(c);
+        }
+    static const double pf[] = {0.5, 2, 3.5, -1, 0, 1, 2.5, 30, 100, -0.5, 1, 2, 3, 4, NAN, INFINITY};
+    for (size_t d = 0; d + 1 < sizeof idt / sizeof *idt; d++) /* all but u64 */
+        for (int f = 0; f < 2; f++) {
+            c = tc_new(20);
+            tc_input(c, idt[d], 1, D(16), 0, 0, pa);
+            tc_input(c, f ? KN_F64 : KN_F32, 1, D(16), 0, 0, pf);
+            tc_node(c, KN_OP_Pow);
+            gen(c);
+        }
 }
 
 static void int_pair(kn_op op, kn_dtype dt, const double *a, const double *b, int64_t n, const char *attr, int64_t av,
