@@ -445,7 +445,7 @@ static int lower_transpose(kn_cg *cg, const kn_node *n)
     }
     for (int k = 0; k < r; k++)
         if (y->shape.rank != r || y->shape.dims[k] != x->shape.dims[perm[k]]) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     emit_transpose(cg, x, y, r, x->shape.dims, perm, es);
     return KN_OK;
 }
@@ -460,7 +460,7 @@ static int lower_space_depth(kn_cg *cg, const kn_node *n)
     int64_t b = kn_attr_int(n, "blocksize", 0);
     const int64_t *d = x->shape.dims;
     if (b <= 0) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     int64_t xd[6];
     const int *perm;
     static const int p_dcr[6] = {0, 3, 4, 1, 5, 2}, p_crd[6] = {0, 1, 4, 2, 5, 3}, p_s2d[6] = {0, 3, 5, 1, 2, 4};
@@ -509,7 +509,7 @@ static int lower_concat(kn_cg *cg, const kn_node *n)
         sum += x->shape.dims[axis];
     }
     if (sum != y->shape.dims[axis]) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     int64_t ys[KN_MAX_RANK], xs[KN_MAX_RANK], at_off = 0;
     mv_strides(r, y->shape.dims, ys);
     LLVMValueRef py = kn_cg_ptr(cg, y);
@@ -620,7 +620,7 @@ static int lower_slice(kn_cg *cg, const kn_node *n)
     if (y->shape.rank != r || slice_params(n, r, x->shape.dims, starts, steps, cnts)) return KN_ERR_UNSUPPORTED;
     for (int k = 0; k < r; k++)
         if (cnts[k] != y->shape.dims[k]) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     mv_strides(r, x->shape.dims, xs);
     mv_strides(r, y->shape.dims, ys);
     mv_box b;
@@ -695,7 +695,7 @@ static int lower_gather(kn_cg *cg, const kn_node *n)
     if (outer * ni * inner != kn_cg_numel(y)) return KN_ERR_UNSUPPORTED;
     mv_box b;
     if (ind->const_data) {
-        if (kn_cg_numel(y) == 0) return KN_OK;
+        if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
         int64_t *tmp = malloc(sizeof *tmp * (size_t)(ni ? ni : 1));
         if (!tmp) return kn_error(KN_ERR_NOMEM, "out of memory");
         int st = gather_const(ind->const_data, dim, inner, tmp, ni);
@@ -708,7 +708,7 @@ static int lower_gather(kn_cg *cg, const kn_node *n)
         emit_box(cg, &b, es);
         return KN_OK;
     }
-    if (ni == 0) return KN_OK;
+    if (ni == 0 || !mv_stored(cg, y)) return KN_OK;
     LLVMValueRef pi = kn_cg_ptr(cg, ind);
     LLVMTypeRef it = kn_cg_elem_type(cg, ind->dtype);
     LLVMBasicBlockRef done = emit_guard(cg, n, emit_index_check(cg, pi, it, ni, dim), dim);
@@ -739,7 +739,7 @@ static int lower_gather_elements(kn_cg *cg, const kn_node *n)
         if (y->shape.dims[k] != ind->shape.dims[k] || (k != axis && ind->shape.dims[k] > x->shape.dims[k]))
             return KN_ERR_UNSUPPORTED;
     int64_t ni = kn_cg_numel(ind), xs[KN_MAX_RANK], ys[KN_MAX_RANK];
-    if (ni == 0) return KN_OK;
+    if (ni == 0 || !mv_stored(cg, y)) return KN_OK;
     mv_strides(r, x->shape.dims, xs);
     mv_strides(r, y->shape.dims, ys);
     LLVMValueRef pi = kn_cg_ptr(cg, ind);
@@ -777,7 +777,7 @@ static int lower_expand(kn_cg *cg, const kn_node *n)
         if (d != o && d != 1) return KN_ERR_UNSUPPORTED;
         srcs[i] = d == 1 ? 0 : xs[xi];
     }
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     box_init(&b, kn_cg_ptr(cg, y), kn_cg_ptr(cg, x));
     for (int i = 0; i < R; i++) box_add(&b, y->shape.dims[i], ys[i], srcs[i]);
     emit_box(cg, &b, es);
@@ -794,7 +794,7 @@ static int lower_tile(kn_cg *cg, const kn_node *n)
     int r = x->shape.rank;
     for (int k = 0; k < r; k++)
         if (x->shape.dims[k] == 0 ? y->shape.dims[k] != 0 : y->shape.dims[k] % x->shape.dims[k]) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     int64_t xs[KN_MAX_RANK], ys[KN_MAX_RANK];
     mv_strides(r, x->shape.dims, xs);
     mv_strides(r, y->shape.dims, ys);
@@ -983,7 +983,7 @@ static int lower_pad(kn_cg *cg, const kn_node *n)
         p->yd[k] = y->shape.dims[k];
         if (p->yd[k] != p->xd[k] + pads[k] + pads[p->r + k]) goto out;
     }
-    if (kn_cg_numel(y) == 0) {
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) {
         st = KN_OK;
         goto out;
     }
@@ -1183,7 +1183,7 @@ static int lower_resize(kn_cg *cg, const kn_node *n)
     }
     int r = x->shape.rank;
     if (resize_scales(n, x, legacy, &p)) return KN_ERR_UNSUPPORTED;
-    if (kn_cg_numel(y) == 0) return KN_OK;
+    if (kn_cg_numel(y) == 0 || !mv_stored(cg, y)) return KN_OK; /* nothing to write */
     if (kn_cg_numel(x) == 0) return KN_ERR_UNSUPPORTED;
     int64_t xs[KN_MAX_RANK], ys[KN_MAX_RANK], maxd = 1;
     mv_strides(r, x->shape.dims, xs);
