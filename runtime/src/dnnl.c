@@ -19,7 +19,15 @@
  *  - wei_ref / bias_ref in KN_LOC_WEIGHTS: constant, read from `weights` at
  *    creation (the pointers passed at exec are then ignored).
  *
- * Threads: libdnnl here uses GNU OpenMP. The thread count is set for the
+ * Layouts: a conv gets activations in the layout its fastest kernel wants
+ * (channels-last for brgconv), reordered from/to the caller's plain buffers
+ * through two session-wide buffers; a 1x1 stride-1 conv instead runs as the
+ * matmul W[O, C] x X[C, HW] on the plain layout (no reorders). A matmul whose
+ * weights are shared by every batch is one 2-D product.
+ *
+ * Threads: oneDNN fixes a primitive's thread partitioning when it is created,
+ * so primitives are built for 1 thread (a new session's count) and rebuilt
+ * once when kn_dnnl_prim_exec sees another count. libdnnl here uses GNU OpenMP. The thread count is set for the
  * calling thread with omp_set_num_threads, looked up with dlsym in the
  * libgomp that libdnnl already loaded, so that libkiln_rt (and static apps)
  * need neither -fopenmp nor -lgomp.
