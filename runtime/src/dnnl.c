@@ -27,10 +27,10 @@
  *
  * Threads: oneDNN fixes a primitive's thread partitioning when it is created,
  * so primitives are built for 1 thread (a new session's count) and rebuilt
- * once when kn_dnnl_prim_exec sees another count. libdnnl here uses GNU OpenMP. The thread count is set for the
- * calling thread with omp_set_num_threads, looked up with dlsym in the
- * libgomp that libdnnl already loaded, so that libkiln_rt (and static apps)
- * need neither -fopenmp nor -lgomp.
+ * once when kn_dnnl_prim_exec sees another count. libdnnl here uses GNU
+ * OpenMP: the count is set for the calling thread with omp_set_num_threads,
+ * looked up with dlsym in the libgomp that libdnnl already loaded, so that
+ * libkiln_rt (and static apps) need neither -fopenmp nor -lgomp.
  */
 #include <dlfcn.h>
 #include <pthread.h>
