@@ -1,0 +1,19 @@
+# `kiln compile` as a user meets it (codegen/cpu/compile.c): --report names how
+# each node was lowered; a model that cannot be compiled exits non-zero with
+# the node's name and leaves no file behind. Included from tests/CMakeLists.txt.
+set(KILN_NODE_SUITE ${CMAKE_SOURCE_DIR}/.venv/lib/python3.11/site-packages/onnx/backend/test/data/node)
+set(KILN_CG_OUT ${CMAKE_BINARY_DIR}/codegen_cli)
+
+add_test(NAME codegen/compile_report
+         COMMAND $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_gemm_default_matrix_bias/model.onnx
+                 -o ${KILN_CG_OUT}/gemm.so --emit-header ${KILN_CG_OUT}/gemm.h --report)
+set_tests_properties(codegen/compile_report PROPERTIES TIMEOUT 120 LABELS codegen
+  PASS_REGULAR_EXPRESSION "Gemm +(generated|oneDNN|runtime kernel)\n1 nodes: [0-9]+ generated, [0-9]+ oneDNN, [0-9]+ runtime kernel, 0 alias, 0 folded; arena 0 bytes")
+
+add_test(NAME codegen/compile_failure_leaves_nothing
+         COMMAND sh -c "rm -f \"$2\" \"$3\"; \"$1\" compile \"$4\" -o \"$2\" --emit-header \"$3\" && exit 1; \
+test ! -e \"$2\" && test ! -e \"$3\" && ! ls \"$5\" | grep -q tmp-kiln"
+                 sh $<TARGET_FILE:kiln> ${KILN_CG_OUT}/if.so ${KILN_CG_OUT}/if.h
+                 ${KILN_NODE_SUITE}/test_if/model.onnx ${KILN_CG_OUT})
+set_tests_properties(codegen/compile_failure_leaves_nothing PROPERTIES TIMEOUT 120 LABELS codegen)
+file(MAKE_DIRECTORY ${KILN_CG_OUT})
