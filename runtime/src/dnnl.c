@@ -725,6 +725,16 @@ static int rebuild_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
     return KN_OK;
 }
 
+/* Rebuilds p for `threads` now, so that the next run does not (for
+ * kn_session_set_threads; not yet declared in rt_internal.h). */
+int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
+{
+    if (!s || !p) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_set_threads: NULL argument");
+    if (threads < 1) threads = 1;
+    return threads == p->nthr ? KN_OK : rebuild_for(s, p, threads);
+}
+
 /* ---- execution ------------------------------------------------------------------ */
 
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
