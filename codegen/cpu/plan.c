@@ -172,7 +172,7 @@ static void arena_release(arena_state *s, int root)
         }
 }
 
-/* Which values alias which (root[id]) and where each root dies (last[id]). */
+/* Which values alias which: root[id] is the value whose bytes id shares. */
 static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -191,16 +191,17 @@ static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
     }
 }
 
-static int plan_arena(const kn_graph *g, kn_plan *p, int *root, int *last, int *def)
+/* last[root]: index of the last node that reads the root or any alias of it
+ * (or writes it, for values nobody reads). */
+static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
 {
     int nv = p->n_where;
-    for (int i = 0; i < nv; i++) last[i] = -1, def[i] = -1;
+    for (int i = 0; i < nv; i++) last[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = g->nodes[i];
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k]) {
                 int r = root[n->outputs[k]->id];
-                if (def[r] < 0) def[r] = i;
                 if (last[r] < i) last[r] = i;
             }
         for (int k = 0; k < n->n_inputs; k++)
@@ -258,7 +259,7 @@ int kn_plan_build(const kn_graph *g, kn_plan *out)
     int nv = g->model->n_value_ids;
     out->n_where = nv;
     out->where = malloc(sizeof *out->where * ((size_t)nv + 1));
-    int *root = malloc(sizeof(int) * ((size_t)nv + 1) * 3);
+    int *root = malloc(sizeof(int) * ((size_t)nv + 1) * 2);
     if (!out->where || !root) {
         free(root);
         kn_plan_free(out);
@@ -277,7 +278,7 @@ int kn_plan_build(const kn_graph *g, kn_plan *out)
     if (!st) {
         plan_io(g, out);
         find_aliases(g, out, root);
-        st = plan_arena(g, out, root, root + nv, root + 2 * nv);
+        st = plan_arena(g, out, root, root + nv + 1);
     }
     free(root);
     if (st) kn_plan_free(out);
