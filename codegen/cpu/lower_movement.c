@@ -11,13 +11,17 @@
  * turns a box into a loop nest, after dropping size-1 axes and merging axes
  * that are contiguous on both sides, so the innermost loop walks the longest
  * run we can prove contiguous; a run contiguous on both sides becomes one
- * llvm.memcpy (a vector copy after O3). Elements are moved as integers of
- * their byte size, so one path serves every dtype; packed 4-bit types and
- * strings are left to the runtime kernels (KN_ERR_UNSUPPORTED).
+ * llvm.memcpy (a vector copy after O3); a transpose-like box whose source
+ * is contiguous along an outer axis is walked in 8x8 blocks. Elements are
+ * moved as integers of their byte size, so one path serves every dtype;
+ * packed 4-bit types and strings are left to the runtime kernels
+ * (KN_ERR_UNSUPPORTED), as are shapes or parameters not known at compile
+ * time.
  *
  * Runtime indices (Gather, GatherElements) are validated in a first loop;
- * if one is out of range the node stores KN_ERR_INVALID into cg->status and
- * skips the copy, so no read or write ever leaves its buffer.
+ * if one is out of range the node records a message naming itself
+ * (kn_error), stores KN_ERR_INVALID into cg->status and skips the copy, so
+ * no read or write ever leaves its buffer.
  */
 #include "cg.h"
 
