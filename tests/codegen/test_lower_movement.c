@@ -595,6 +595,9 @@ static void test_pad(void **state)
     pad_case(13, KN_F32, 2, D(3, 4), D(5, 5, 5, 5), "reflect", NULL); /* several reflections */
     pad_case(2, KN_F32, 2, D(3, 4), D(1, 1, 1, 1), NULL, &v);
     pad_case(13, KN_I64, 1, D(6), D(3, 4), "edge", NULL);
+    pad_case(13, KN_F32, 4, D(2, 3, 4, 5), D(1, 2, 1, 2, 2, 1, 2, 1), "edge", NULL); /* 81 boxes */
+    pad_case(13, KN_F32, 4, D(2, 3, 20, 24), D(0, 0, 1, 1, 0, 0, -2, 3), "reflect", NULL);
+    pad_case(13, KN_I16, 3, D(0, 3, 4), D(1, 1, 1, 1, 1, 1), "constant", NULL); /* empty input */
 }
 
 static void test_depth_space(void **state)
