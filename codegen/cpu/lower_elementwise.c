@@ -31,6 +31,7 @@
 #include "eval.h"
 
 #define EW_MAX_OPS 16
+#define POW_ANY 1e300 /* ew_ctx.pow_const: no constant exponent to specialize */
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -107,7 +108,7 @@ struct ew_ctx {
     int kop;                  /* kn_unary_op or kn_binary_op */
     kn_unary_params p;
     LLVMValueRef lo, hi;      /* Clip bounds (NULL: none) */
-    bool pow_square;          /* Pow by the constant 2 */
+    double pow_const;         /* Pow by this constant exponent (POW_ANY: not one of the special cases) */
     ew_body body;
 };
 
@@ -490,7 +491,27 @@ static int lower_unary(kn_cg *cg, const kn_node *n)
 
 /* ---- binary and variadic ops --------------------------------------------------------- */
 
-static LLVMValueRef bin_float(kn_cg *cg, kn_binary_op op, bool pow_square, LLVMValueRef a, LLVMValueRef bb)
+/* pow(a, k) for the constant exponents models use (x^2 in hand-written
+ * norms, x^3 in tanh-Gelu, x^0.5): multiplications and sqrt vectorize where
+ * powf calls do not. pow's special cases are kept: pow(x, 0) = 1 even for
+ * NaN, pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf where sqrt differs. */
+static LLVMValueRef pow_const(kn_cg *cg, LLVMValueRef a, LLVMValueRef e, double k)
+{
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef t = LLVMTypeOf(a);
+    if (k == 0) return cf(t, 1);
+    if (k == 1) return a;
+    if (k == 2) return LLVMBuildFMul(b, a, a, "");
+    if (k == 3) return LLVMBuildFMul(b, LLVMBuildFMul(b, a, a, ""), a, "");
+    if (k == -1) return LLVMBuildFDiv(b, cf(t, 1), a, "");
+    if (k == 0.5) {
+        LLVMValueRef r = LLVMBuildFAdd(b, intr1(cg, "llvm.sqrt", a), cf(t, 0), ""); /* -0 → +0 */
+        return sel(cg, fcmp(cg, LLVMRealOEQ, a, cf(t, -INFINITY)), cf(t, INFINITY), r);
+    }
+    return intr2(cg, "llvm.pow", a, e);
+}
+
+static LLVMValueRef bin_float(kn_cg *cg, kn_binary_op op, double pow_k, LLVMValueRef a, LLVMValueRef bb)
 {
     LLVMBuilderRef b = cg->b;
     LLVMTypeRef t = LLVMTypeOf(a);
@@ -499,7 +520,7 @@ static LLVMValueRef bin_float(kn_cg *cg, kn_binary_op op, bool pow_square, LLVMV
     case KN_BIN_SUB: return LLVMBuildFSub(b, a, bb, "");
     case KN_BIN_MUL: return LLVMBuildFMul(b, a, bb, "");
     case KN_BIN_DIV: return LLVMBuildFDiv(b, a, bb, "");
-    case KN_BIN_POW: return pow_square ? LLVMBuildFMul(b, a, a, "") : intr2(cg, "llvm.pow", a, bb);
+    case KN_BIN_POW: return pow_const(cg, a, bb, pow_k);
     case KN_BIN_FMOD: return LLVMBuildFRem(b, a, bb, "");
     case KN_BIN_MOD: { /* C fmod, moved to the divisor's sign */
         LLVMValueRef r = LLVMBuildFRem(b, a, bb, ""), zero = cf(t, 0);
@@ -624,7 +645,7 @@ static LLVMValueRef body_binary(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
     if (op == KN_BIN_POW && !is_float_dt(c->dt)) return int_pow(cg, c, v[0], v[1]);
     if (is_float_dt(c->dt)) {
         LLVMValueRef e = op == KN_BIN_POW ? pow_exponent(cg, c, v[1], LLVMTypeOf(v[0])) : v[1];
-        return bin_float(cg, op, c->pow_square, v[0], e);
+        return bin_float(cg, op, c->pow_const, v[0], e);
     }
     return bin_int(cg, op, is_signed_dt(c->dt), v[0], v[1]);
 }
@@ -635,7 +656,7 @@ static LLVMValueRef body_variadic(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
     LLVMValueRef acc = v[0];
     bool fl = is_float_dt(c->dt);
     for (int k = 1; k < c->n_ops; k++) {
-        acc = fl ? bin_float(cg, (kn_binary_op)c->kop, false, acc, v[k]) : bin_int(cg, (kn_binary_op)c->kop, is_signed_dt(c->dt), acc, v[k]);
+        acc = fl ? bin_float(cg, (kn_binary_op)c->kop, POW_ANY, acc, v[k]) : bin_int(cg, (kn_binary_op)c->kop, is_signed_dt(c->dt), acc, v[k]);
         if (c->dt == KN_F16) /* the kernel stores every partial result in f16 */
             acc = LLVMBuildFPExt(cg->b, LLVMBuildFPTrunc(cg->b, acc, cg->t_half, ""), cg->t_float, "");
     }
@@ -693,7 +714,10 @@ static int lower_binary(kn_cg *cg, const kn_node *n)
             return KN_ERR_UNSUPPORTED;
         /* a u64 result from double has the kernel's own C-cast rules */
         if (c.dt == KN_U64 && is_float_dt(db)) return KN_ERR_UNSUPPORTED;
-        c.pow_square = const_all(c.ops[1], 2.0);
+        static const double ks[] = {0, 1, 2, 3, -1, 0.5};
+        c.pow_const = POW_ANY;
+        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+            if (const_all(c.ops[1], ks[i])) c.pow_const = ks[i];
     } else if (db != c.dt) {
         return KN_ERR_UNSUPPORTED;
     }

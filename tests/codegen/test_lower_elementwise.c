@@ -532,11 +532,18 @@ static void test_binary_float(void **state)
     /* Pow: integer exponent, constant 2 */
     binary_case(KN_OP_Pow, KN_F32, KN_I64, &k_shapes[1], 0.1f, 3, -3, 3);
     binary_case(KN_OP_Pow, KN_F32, KN_I32, &k_shapes[0], -3, 3, 0, 4);
-    tc *c = tc_new(20);
-    tc_input(c, KN_F32, 2, D(8, 33), -3, 3, NULL);
-    tc_const(c, KN_F32, 0, D(0), 0, 0, V(2.0));
-    tc_node(c, KN_OP_Pow);
-    gen(c);
+    /* constant exponents with their own code, over special values */
+    tc *c;
+    static const double ks[] = {0, 1, 2, 3, -1, 0.5, -0.5, 4};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        for (int d = 0; d < 2; d++) {
+            c = tc_new(20);
+            tc_input(c, KN_F32, 2, D(3, N_SPECIAL), 0, 0, NULL);
+            for (int64_t j = 0; j < 3 * N_SPECIAL; j++) put(&c->rt[0], j, j < N_SPECIAL ? k_special[j] : -3 + 6.0 * rnd01(c));
+            tc_const(c, KN_F32, d, D(1), 0, 0, &ks[i]); /* a scalar, then shape [1] */
+            tc_node(c, KN_OP_Pow);
+            gen(c);
+        }
     /* NaN and infinities through Max/Min/comparisons/Mod */
     static const kn_op sops[] = {KN_OP_Max, KN_OP_Min, KN_OP_Equal, KN_OP_Less, KN_OP_Greater, KN_OP_Add, KN_OP_Mod};
     for (size_t k = 0; k < sizeof sops / sizeof *sops; k++) {
