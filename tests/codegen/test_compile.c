@@ -364,6 +364,29 @@ static void test_static_and_header(void **state)
     kn_model_free(m);
 }
 
+/* Same model, same options: byte-identical artifacts. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    char p[2][600];
+    for (int k = 0; k < 2; k++) {
+        kn_model *m = new_model();
+        g_seed = 99;
+        int64_t d[2] = {3, 20};
+        kn_value *a[2] = {add_input(m, "x", 2, d), add_const_f32(m, "c", 2, d)};
+        kn_node *add = node(m, KN_OP_Mul, "mul0", 2, a, 1);
+        assert_int_equal(kn_graph_add_output(m->graph, add->outputs[0]), 0);
+        assert_int_equal(kn_graph_infer(m->graph), 0);
+        snprintf(p[k], sizeof p[k], "%s/det%d.so", g_dir, k);
+        kn_compile_opts o = {.output = p[k], .name = "det", .opt_level = 3, .target = "x86-64-v3"};
+        if (kn_compile_cpu(m, &o)) fail_msg("compile: %s", kn_last_error());
+        kn_model_free(m);
+    }
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", p[0], p[1]);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_control_flow_leaves_nothing),
         cmocka_unit_test(test_dynamic_shape_refused),
         cmocka_unit_test(test_static_and_header),
+        cmocka_unit_test(test_deterministic),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
