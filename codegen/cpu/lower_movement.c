@@ -2,7 +2,8 @@
  * codegen/cpu/lower_movement.c — generated loop nests for data movement
  * (see cg.h): Transpose, Concat, Split, Slice, Gather, GatherElements,
  * Expand, Tile, Pad, DepthToSpace, SpaceToDepth, nearest Resize/Upsample,
- * and plain copies for Reshape-like ops the memory plan did not alias.
+ * ScatterElements/ScatterND without reduction, and plain copies for
+ * Reshape-like ops the memory plan did not alias.
  *
  * Every op is described as a list of "boxes": a box is an iteration space
  * over the output (up to 2*KN_MAX_RANK axes) in which each axis advances the
@@ -18,7 +19,7 @@
  * (KN_ERR_UNSUPPORTED), as are shapes or parameters not known at compile
  * time.
  *
- * Runtime indices (Gather, GatherElements) are validated in a first loop;
+ * Runtime indices (Gather*, Scatter*) are validated in a first loop;
  * if one is out of range the node records a message naming itself
  * (kn_error), stores KN_ERR_INVALID into cg->status and skips the copy, so
  * no read or write ever leaves its buffer.
@@ -47,10 +48,12 @@ typedef struct mv_box {
     int64_t dst0, src0;   /* base offsets in elements */
     LLVMValueRef dst, src; /* src NULL: store `fill` */
     uint64_t fill;        /* bit pattern of one element */
-    /* GatherElements: src += norm(eidx[dst offset]) * emul */
+    /* GatherElements: src += norm(eidx[dst offset]) * emul; with eidx_dst
+     * (ScatterElements): dst += norm(eidx[src offset]) * emul */
     LLVMValueRef eidx;
     LLVMTypeRef eidx_t;
     int64_t emul, ewrap;
+    bool eidx_dst;
 } mv_box;
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -153,9 +156,11 @@ static void emit_level(kn_cg *cg, const mv_box *b, LLVMTypeRef et, int es, int l
         LLVMValueRef v;
         if (b->src) {
             if (b->eidx) {
-                LLVMValueRef ip = mv_elem_ptr(cg, b->eidx_t, b->eidx, doff);
+                LLVMValueRef ip = mv_elem_ptr(cg, b->eidx_t, b->eidx, b->eidx_dst ? soff : doff);
                 LLVMValueRef iv = mv_norm(cg, LLVMBuildLoad2(cg->b, b->eidx_t, ip, ""), b->eidx_t, b->ewrap);
-                soff = LLVMBuildAdd(cg->b, soff, LLVMBuildMul(cg->b, iv, kn_cg_i64(cg, b->emul), ""), "");
+                LLVMValueRef add = LLVMBuildMul(cg->b, iv, kn_cg_i64(cg, b->emul), "");
+                if (b->eidx_dst) doff = LLVMBuildAdd(cg->b, doff, add, "");
+                else soff = LLVMBuildAdd(cg->b, soff, add, "");
             }
             v = LLVMBuildLoad2(cg->b, et, mv_elem_ptr(cg, et, b->src, soff), "");
         } else {
@@ -269,27 +274,34 @@ static LLVMValueRef const_table(kn_cg *cg, const int64_t *v, int64_t n)
     return g;
 }
 
-/* Emits a loop that checks n runtime indices against [-dim, dim); returns the
- * i1 "any bad" value after the loop. */
-static LLVMValueRef emit_index_check(kn_cg *cg, LLVMValueRef ind, LLVMTypeRef t, int64_t n, int64_t dim)
+/* Emits a loop that checks n runtime indices ind[first + i * stride] against
+ * [-dim, dim); returns the i1 "any bad" value after the loop. */
+static LLVMValueRef emit_index_check_strided(kn_cg *cg, LLVMValueRef ind, LLVMTypeRef t, int64_t n, int64_t stride,
+                                             int64_t first, int64_t dim)
 {
     LLVMBuilderRef eb = LLVMCreateBuilderInContext(cg->ctx);
     LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(cg->fn);
-    LLVMValueRef first = LLVMGetFirstInstruction(entry);
-    if (first) LLVMPositionBuilderBefore(eb, first);
+    LLVMValueRef head = LLVMGetFirstInstruction(entry);
+    if (head) LLVMPositionBuilderBefore(eb, head);
     else LLVMPositionBuilderAtEnd(eb, entry);
     LLVMValueRef flag = LLVMBuildAlloca(eb, cg->t_i8, "bad_index");
     LLVMDisposeBuilder(eb);
     LLVMBuildStore(cg->b, LLVMConstInt(cg->t_i8, 0, 0), flag);
     kn_cg_loop l;
     LLVMValueRef iv = kn_cg_loop_begin(cg, &l, n, "chk");
-    LLVMValueRef v = mv_norm(cg, LLVMBuildLoad2(cg->b, t, mv_elem_ptr(cg, t, ind, iv), ""), t, dim);
+    LLVMValueRef at = LLVMBuildAdd(cg->b, LLVMBuildMul(cg->b, iv, kn_cg_i64(cg, stride), ""), kn_cg_i64(cg, first), "");
+    LLVMValueRef v = mv_norm(cg, LLVMBuildLoad2(cg->b, t, mv_elem_ptr(cg, t, ind, at), ""), t, dim);
     LLVMValueRef bad = LLVMBuildICmp(cg->b, LLVMIntUGE, v, kn_cg_i64(cg, dim), "");
     LLVMValueRef acc = LLVMBuildLoad2(cg->b, cg->t_i8, flag, "");
     LLVMBuildStore(cg->b, LLVMBuildOr(cg->b, acc, LLVMBuildZExt(cg->b, bad, cg->t_i8, ""), ""), flag);
     kn_cg_loop_end(cg, &l);
     LLVMValueRef any = LLVMBuildLoad2(cg->b, cg->t_i8, flag, "");
     return LLVMBuildICmp(cg->b, LLVMIntNE, any, LLVMConstInt(cg->t_i8, 0, 0), "");
+}
+
+static LLVMValueRef emit_index_check(kn_cg *cg, LLVMValueRef ind, LLVMTypeRef t, int64_t n, int64_t dim)
+{
+    return emit_index_check_strided(cg, ind, t, n, 1, 0, dim);
 }
 
 /* `if (bad) { kn_error(KN_ERR_INVALID, msg); *status = KN_ERR_INVALID; goto
@@ -304,8 +316,11 @@ static LLVMBasicBlockRef emit_guard(kn_cg *cg, const kn_node *n, LLVMValueRef ba
     LLVMBuildCondBr(cg->b, bad, fail, ok);
     LLVMPositionBuilderAtEnd(cg->b, fail);
     char msg[512];
-    snprintf(msg, sizeof msg, "node '%s' (%s): an index is out of range for an axis of size %lld", n->name,
-             kn_op_name(n->op), (long long)dim);
+    if (dim >= 0)
+        snprintf(msg, sizeof msg, "node '%s' (%s): an index is out of range for an axis of size %lld", n->name,
+                 kn_op_name(n->op), (long long)dim);
+    else
+        snprintf(msg, sizeof msg, "node '%s' (%s): an index is out of range", n->name, kn_op_name(n->op));
     LLVMTypeRef params[2] = {cg->t_i32, cg->t_ptr};
     LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 2, 1);
     LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_error");
@@ -1209,6 +1224,104 @@ static int lower_resize(kn_cg *cg, const kn_node *n)
     return KN_OK;
 }
 
+/* ---- ScatterElements, ScatterND (no reduction) ------------------------------------ */
+
+/* Common checks: static shapes, no reduction, updates of data's dtype,
+ * int32/int64 indices; the output starts as a copy of data. */
+static int scatter_begin(const kn_node *n, int *es)
+{
+    const kn_value *x = kn_node_input(n, 0), *ind = kn_node_input(n, 1), *upd = kn_node_input(n, 2);
+    const kn_value *y = n->outputs[0];
+    if (mv_check_xy(x, y, es) || !mv_static(ind) || !index_dtype(ind) || !mv_static(upd) || upd->dtype != x->dtype)
+        return KN_ERR_UNSUPPORTED;
+    if (strcmp(kn_attr_string(n, "reduction", "none"), "none") || kn_cg_numel(x) != kn_cg_numel(y))
+        return KN_ERR_UNSUPPORTED;
+    return KN_OK;
+}
+
+static int lower_scatter_elements(kn_cg *cg, const kn_node *n)
+{
+    int es;
+    if (scatter_begin(n, &es)) return KN_ERR_UNSUPPORTED;
+    const kn_value *x = kn_node_input(n, 0), *ind = kn_node_input(n, 1), *upd = kn_node_input(n, 2);
+    const kn_value *y = n->outputs[0];
+    int r = x->shape.rank;
+    int axis = kn_norm_axis(kn_attr_int(n, "axis", 0), r);
+    if (r < 1 || axis < 0 || ind->shape.rank != r || upd->shape.rank != r) return KN_ERR_UNSUPPORTED;
+    for (int k = 0; k < r; k++)
+        if (upd->shape.dims[k] != ind->shape.dims[k] || (k != axis && ind->shape.dims[k] > x->shape.dims[k]))
+            return KN_ERR_UNSUPPORTED;
+    if (!mv_stored(cg, y)) return KN_OK;
+    int64_t ni = kn_cg_numel(ind), ys[KN_MAX_RANK], us[KN_MAX_RANK];
+    if (ni == 0) return emit_copy(cg, x, y, es);
+    mv_strides(r, y->shape.dims, ys);
+    mv_strides(r, upd->shape.dims, us);
+    LLVMValueRef pi = kn_cg_ptr(cg, ind);
+    LLVMTypeRef it = kn_cg_elem_type(cg, ind->dtype);
+    int64_t dim = x->shape.dims[axis];
+    /* like Gather: a bad index fails before anything is written */
+    LLVMBasicBlockRef done = emit_guard(cg, n, emit_index_check(cg, pi, it, ni, dim), dim);
+    emit_copy(cg, x, y, es);
+    mv_box b;
+    box_init(&b, kn_cg_ptr(cg, y), kn_cg_ptr(cg, upd));
+    for (int k = 0; k < r; k++) box_add(&b, upd->shape.dims[k], k == axis ? 0 : ys[k], us[k]);
+    b.eidx = pi;
+    b.eidx_t = it;
+    b.emul = ys[axis];
+    b.ewrap = dim;
+    b.eidx_dst = true;
+    emit_box(cg, &b, es);
+    emit_guard_end(cg, done);
+    return KN_OK;
+}
+
+static int lower_scatter_nd(kn_cg *cg, const kn_node *n)
+{
+    int es;
+    if (scatter_begin(n, &es)) return KN_ERR_UNSUPPORTED;
+    const kn_value *x = kn_node_input(n, 0), *ind = kn_node_input(n, 1), *upd = kn_node_input(n, 2);
+    const kn_value *y = n->outputs[0];
+    int r = x->shape.rank, ri = ind->shape.rank;
+    int k = ri >= 1 ? (int)ind->shape.dims[ri - 1] : -1;
+    if (ri < 1 || k < 0 || k > r || upd->shape.rank != ri - 1 + r - k) return KN_ERR_UNSUPPORTED;
+    for (int i = 0; i < ri - 1; i++)
+        if (upd->shape.dims[i] != ind->shape.dims[i]) return KN_ERR_UNSUPPORTED;
+    for (int i = k; i < r; i++)
+        if (upd->shape.dims[ri - 1 + i - k] != x->shape.dims[i]) return KN_ERR_UNSUPPORTED;
+    if (!mv_stored(cg, y)) return KN_OK;
+    int64_t nupd = kn_shape_numel(ri - 1, ind->shape.dims), slice = kn_shape_numel(r - k, x->shape.dims + k);
+    int64_t ys[KN_MAX_RANK];
+    if (nupd == 0 || slice == 0) return emit_copy(cg, x, y, es);
+    mv_strides(r, y->shape.dims, ys);
+    LLVMValueRef pi = kn_cg_ptr(cg, ind), pu = kn_cg_ptr(cg, upd), py = kn_cg_ptr(cg, y);
+    LLVMTypeRef it = kn_cg_elem_type(cg, ind->dtype);
+    /* the tuples' j-th components sit k apart: check them as k strided runs */
+    LLVMBasicBlockRef done = NULL;
+    if (k > 0) {
+        LLVMValueRef bad = LLVMConstInt(cg->t_i1, 0, 0);
+        for (int j = 0; j < k; j++) {
+            LLVMValueRef flag = emit_index_check_strided(cg, pi, it, nupd, k, j, x->shape.dims[j]);
+            bad = LLVMBuildOr(cg->b, bad, flag, "");
+        }
+        done = emit_guard(cg, n, bad, -1);
+    }
+    emit_copy(cg, x, y, es);
+    LLVMTypeRef et = LLVMIntTypeInContext(cg->ctx, (unsigned)(8 * es));
+    kn_cg_loop l;
+    LLVMValueRef u = kn_cg_loop_begin(cg, &l, nupd, "upd");
+    LLVMValueRef off = kn_cg_i64(cg, 0);
+    for (int j = 0; j < k; j++) {
+        LLVMValueRef at = LLVMBuildAdd(cg->b, LLVMBuildMul(cg->b, u, kn_cg_i64(cg, k), ""), kn_cg_i64(cg, j), "");
+        LLVMValueRef v = mv_norm(cg, LLVMBuildLoad2(cg->b, it, mv_elem_ptr(cg, it, pi, at), ""), it, x->shape.dims[j]);
+        off = LLVMBuildAdd(cg->b, off, LLVMBuildMul(cg->b, v, kn_cg_i64(cg, ys[j]), ""), "");
+    }
+    LLVMValueRef src = mv_elem_ptr(cg, et, pu, LLVMBuildMul(cg->b, u, kn_cg_i64(cg, slice), ""));
+    LLVMBuildMemCpy(cg->b, mv_elem_ptr(cg, et, py, off), (unsigned)es, src, (unsigned)es, kn_cg_i64(cg, slice * es));
+    kn_cg_loop_end(cg, &l);
+    if (done) emit_guard_end(cg, done);
+    return KN_OK;
+}
+
 const kn_cg_lowering kn_cg_lower_movement[] = {
     {KN_OP_Reshape, lower_copy},
     {KN_OP_Flatten, lower_copy},
@@ -1229,5 +1342,8 @@ const kn_cg_lowering kn_cg_lower_movement[] = {
     {KN_OP_SpaceToDepth, lower_space_depth},
     {KN_OP_Resize, lower_resize},
     {KN_OP_Upsample, lower_resize},
+    {KN_OP_Scatter, lower_scatter_elements},
+    {KN_OP_ScatterElements, lower_scatter_elements},
+    {KN_OP_ScatterND, lower_scatter_nd},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -673,6 +673,65 @@ static void test_resize(void **state)
     assert_int_equal(tc_run(c), KN_ERR_UNSUPPORTED);
 }
 
+static void test_scatter(void **state)
+{
+    (void)state;
+    for (int axis = -2; axis < 2; axis++) {
+        tc *c = tc_new(13);
+        tc_input(c, KN_F32, 2, D(4, 5), -3, 3);
+        tc_input(c, axis == 0 ? KN_I32 : KN_I64, 2, D(3, 2), -3.4f, 3.4f);
+        tc_input(c, KN_F32, 2, D(3, 2), -3, 3);
+        tc_node(c, KN_OP_ScatterElements, 1);
+        tc_int(c, "axis", axis);
+        gen(c);
+    }
+    /* ScatterND: whole rows, single elements, the whole tensor (k = 0) */
+    tc *c = tc_new(13);
+    tc_input(c, KN_I16, 3, D(4, 3, 5), -3, 3);
+    kn_tensor *ind = tc_input(c, KN_I64, 2, D(2, 1), 0, 0);
+    ((int64_t *)ind->data)[0] = 2;
+    ((int64_t *)ind->data)[1] = -1;
+    tc_input(c, KN_I16, 3, D(2, 3, 5), -3, 3);
+    tc_node(c, KN_OP_ScatterND, 1);
+    gen(c);
+    c = tc_new(13);
+    tc_input(c, KN_F32, 3, D(4, 3, 5), -3, 3);
+    tc_input(c, KN_I32, 3, D(2, 2, 3), 0, 2.4f);
+    tc_input(c, KN_F32, 2, D(2, 2), -3, 3);
+    tc_node(c, KN_OP_ScatterND, 1);
+    gen(c);
+    c = tc_new(13);
+    tc_input(c, KN_F32, 2, D(2, 3), -3, 3);
+    tc_input(c, KN_I64, 1, D(0), 0, 0);
+    tc_input(c, KN_F32, 2, D(2, 3), -3, 3);
+    tc_node(c, KN_OP_ScatterND, 1);
+    gen(c);
+    /* bad indices */
+    c = tc_new(13);
+    tc_input(c, KN_F32, 2, D(4, 5), -3, 3);
+    kn_tensor *bad = tc_input(c, KN_I64, 2, D(2, 1), 0, 3);
+    ((int64_t *)bad->data)[1] = -5;
+    tc_input(c, KN_F32, 2, D(2, 5), -3, 3);
+    tc_node(c, KN_OP_ScatterND, 1);
+    assert_int_equal(tc_run_ex(c, true), KN_OK);
+    c = tc_new(13);
+    tc_input(c, KN_F32, 2, D(4, 5), -3, 3);
+    bad = tc_input(c, KN_I32, 2, D(2, 2), 0, 3);
+    ((int32_t *)bad->data)[2] = 5;
+    tc_input(c, KN_F32, 2, D(2, 2), -3, 3);
+    tc_node(c, KN_OP_ScatterElements, 1);
+    tc_int(c, "axis", 1);
+    assert_int_equal(tc_run_ex(c, true), KN_OK);
+    /* reductions are the runtime's */
+    c = tc_new(18);
+    tc_input(c, KN_F32, 2, D(4, 5), -3, 3);
+    tc_input(c, KN_I64, 2, D(2, 1), 0, 3);
+    tc_input(c, KN_F32, 2, D(2, 5), -3, 3);
+    tc_node(c, KN_OP_ScatterND, 1);
+    tc_str(c, "reduction", "add");
+    assert_int_equal(tc_run(c), KN_ERR_UNSUPPORTED);
+}
+
 int main(void)
 {
     LLVMLinkInMCJIT();
@@ -689,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_pad),
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_scatter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
