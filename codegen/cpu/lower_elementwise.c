@@ -316,9 +316,78 @@ static LLVMValueRef fast_erff(kn_cg *cg, LLVMValueRef x)
     return sel(cg, fcmp(cg, LLVMRealUNO, x, x), x, r);
 }
 
+/* Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9
+ * polynomial in m - 1, ln2 split in two; subnormals are scaled up first.
+ * 8e-8 relative on (0, FLT_MAX]. */
+static LLVMValueRef fast_logf(kn_cg *cg, LLVMValueRef x)
+{
+    static const double p[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
+                               1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
+                               3.3333331174E-1};
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef t = cg->t_float, i32 = cg->t_i32;
+    LLVMValueRef sub = fcmp(cg, LLVMRealOLT, x, cf(t, FLT_MIN));
+    LLVMValueRef xs = sel(cg, sub, LLVMBuildFMul(b, x, cf(t, 8388608.0), ""), x);
+    LLVMValueRef u = LLVMBuildBitCast(b, xs, i32, "");
+    LLVMValueRef e = LLVMBuildSub(b, LLVMBuildAnd(b, LLVMBuildLShr(b, u, kn_cg_i32(cg, 23), ""), kn_cg_i32(cg, 0xff), ""),
+                                  kn_cg_i32(cg, 126), "");
+    e = LLVMBuildSub(b, e, sel(cg, sub, kn_cg_i32(cg, 23), kn_cg_i32(cg, 0)), "");
+    LLVMValueRef mu = LLVMBuildOr(b, LLVMBuildAnd(b, u, LLVMConstInt(i32, 0x807fffffu, 0), ""), kn_cg_i32(cg, 0x3f000000), "");
+    LLVMValueRef m = LLVMBuildBitCast(b, mu, t, ""); /* [0.5, 1) */
+    LLVMValueRef lt = fcmp(cg, LLVMRealOLT, m, cf(t, M_SQRT1_2));
+    LLVMValueRef fe = LLVMBuildSIToFP(b, LLVMBuildSub(b, e, LLVMBuildZExt(b, lt, i32, ""), ""), t, "");
+    m = LLVMBuildFSub(b, sel(cg, lt, LLVMBuildFAdd(b, m, m, ""), m), cf(t, 1), "");
+    LLVMValueRef z = LLVMBuildFMul(b, m, m, "");
+    LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildFMul(b, poly(cg, m, p, 9), m, ""), z, "");
+    y = LLVMBuildFAdd(b, y, LLVMBuildFMul(b, fe, cf(t, -2.12194440e-4), ""), "");
+    y = LLVMBuildFAdd(b, y, LLVMBuildFMul(b, z, cf(t, -0.5), ""), "");
+    LLVMValueRef r = LLVMBuildFAdd(b, LLVMBuildFAdd(b, m, y, ""), LLVMBuildFMul(b, fe, cf(t, 0.693359375), ""), "");
+    /* log(0) = -inf, log(inf) = inf, log(<0) = log(NaN) = NaN */
+    r = sel(cg, fcmp(cg, LLVMRealOEQ, x, cf(t, INFINITY)), x, r);
+    r = sel(cg, fcmp(cg, LLVMRealOEQ, x, cf(t, 0)), cf(t, -INFINITY), r);
+    return sel(cg, fcmp(cg, LLVMRealULT, x, cf(t, 0)), cf(t, NAN), r);
+}
+
+/* log1p(x) = log(u) * x / (u - 1) with u = 1 + x (Goldberg): the rounding
+ * of u cancels out. 1.7e-7 relative on (0, 1]. */
+static LLVMValueRef fast_log1pf(kn_cg *cg, LLVMValueRef x)
+{
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef t = cg->t_float;
+    LLVMValueRef u = LLVMBuildFAdd(b, cf(t, 1), x, ""), d = LLVMBuildFSub(b, u, cf(t, 1), "");
+    LLVMValueRef r = LLVMBuildFMul(b, fast_logf(cg, u), LLVMBuildFDiv(b, x, d, ""), "");
+    r = sel(cg, fcmp(cg, LLVMRealOEQ, u, cf(t, INFINITY)), u, r);
+    return sel(cg, fcmp(cg, LLVMRealOEQ, d, cf(t, 0)), x, r);
+}
+
+/* expm1: Taylor to x^8 below |x| = 0.5 (no cancellation), exp(x) - 1
+ * above. 1.3e-7 relative. */
+static LLVMValueRef fast_expm1f(kn_cg *cg, LLVMValueRef x)
+{
+    static const double p[] = {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1};
+    LLVMTypeRef t = cg->t_float;
+    LLVMValueRef small = LLVMBuildFMul(cg->b, poly(cg, x, p, 8), x, "");
+    LLVMValueRef big = LLVMBuildFSub(cg->b, fast_expf(cg, x), cf(t, 1), "");
+    return sel(cg, fcmp(cg, LLVMRealOLT, intr1(cg, "llvm.fabs", x), cf(t, 0.5)), small, big);
+}
+
 static LLVMValueRef vexp(kn_cg *cg, LLVMValueRef x)
 {
     return LLVMTypeOf(x) == cg->t_float ? fast_expf(cg, x) : intr1(cg, "llvm.exp", x);
+}
+
+/* A math function by its C name: the vectorizable form for float where
+ * there is one, libm otherwise. */
+static LLVMValueRef vmath(kn_cg *cg, const char *name, LLVMValueRef x)
+{
+    if (LLVMTypeOf(x) == cg->t_float) {
+        if (!strcmp(name, "log1p")) return fast_log1pf(cg, x);
+        if (!strcmp(name, "expm1")) return fast_expm1f(cg, x);
+        if (!strcmp(name, "tanh")) return fast_tanhf(cg, x);
+        if (!strcmp(name, "erf")) return fast_erff(cg, x);
+        if (!strcmp(name, "log")) return fast_logf(cg, x);
+    }
+    return libm1(cg, name, x);
 }
 
 /* ---- unary ops ------------------------------------------------------------------- */
@@ -338,8 +407,8 @@ static LLVMValueRef sigmoid(kn_cg *cg, LLVMValueRef x)
 static LLVMValueRef softplus(kn_cg *cg, LLVMValueRef x)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
-    LLVMValueRef e = intr1(cg, "llvm.exp", LLVMBuildFNeg(cg->b, intr1(cg, "llvm.fabs", x), ""));
-    LLVMValueRef l = libm1(cg, "log1p", e);
+    LLVMValueRef e = vexp(cg, LLVMBuildFNeg(cg->b, intr1(cg, "llvm.fabs", x), ""));
+    LLVMValueRef l = vmath(cg, "log1p", e);
     return sel(cg, fcmp(cg, LLVMRealOGT, x, cf(t, 0)), LLVMBuildFAdd(cg->b, x, l, ""), l);
 }
 
@@ -368,7 +437,7 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     case KN_UN_SQRT: return intr1(cg, "llvm.sqrt", x);
     case KN_UN_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
     case KN_UN_EXP: return vexp(cg, x);
-    case KN_UN_LOG: return intr1(cg, "llvm.log", x);
+    case KN_UN_LOG: return t == cg->t_float ? fast_logf(cg, x) : intr1(cg, "llvm.log", x);
     case KN_UN_SIN: return intr1(cg, "llvm.sin", x);
     case KN_UN_COS: return intr1(cg, "llvm.cos", x);
     case KN_UN_TAN: return libm1(cg, "tan", x);
@@ -380,8 +449,8 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     case KN_UN_ASINH: return libm1(cg, "asinh", x);
     case KN_UN_ACOSH: return libm1(cg, "acosh", x);
     case KN_UN_ATANH: return libm1(cg, "atanh", x);
-    case KN_UN_ERF: return t == cg->t_float ? fast_erff(cg, x) : libm1(cg, "erf", x);
-    case KN_UN_TANH: return t == cg->t_float ? fast_tanhf(cg, x) : libm1(cg, "tanh", x);
+    case KN_UN_ERF: return vmath(cg, "erf", x);
+    case KN_UN_TANH: return vmath(cg, "tanh", x);
     case KN_UN_ISNAN: return bool_i8(cg, isnan);
     case KN_UN_ISINF: {
         LLVMValueRef r = LLVMConstInt(cg->t_i1, 0, 0);
@@ -413,17 +482,17 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     case KN_UN_SOFTPLUS: return softplus(cg, x);
     case KN_UN_SOFTSIGN: return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, one, intr1(cg, "llvm.fabs", x), ""), "");
     case KN_UN_ELU:
-        return sel(cg, fcmp(cg, LLVMRealOLT, x, zero), LLVMBuildFMul(b, cf(t, p->alpha), libm1(cg, "expm1", x), ""), x);
+        return sel(cg, fcmp(cg, LLVMRealOLT, x, zero), LLVMBuildFMul(b, cf(t, p->alpha), vmath(cg, "expm1", x), ""), x);
     case KN_UN_SELU: {
-        LLVMValueRef neg = LLVMBuildFMul(b, cf(t, p->alpha), libm1(cg, "expm1", x), "");
+        LLVMValueRef neg = LLVMBuildFMul(b, cf(t, p->alpha), vmath(cg, "expm1", x), "");
         return LLVMBuildFMul(b, cf(t, p->gamma), sel(cg, fcmp(cg, LLVMRealOGT, x, zero), x, neg), "");
     }
     case KN_UN_CELU: {
-        LLVMValueRef e = libm1(cg, "expm1", LLVMBuildFDiv(b, x, cf(t, p->alpha), ""));
+        LLVMValueRef e = vmath(cg, "expm1", LLVMBuildFDiv(b, x, cf(t, p->alpha), ""));
         LLVMValueRef neg = intr2(cg, "llvm.minnum", zero, LLVMBuildFMul(b, cf(t, p->alpha), e, ""));
         return LLVMBuildFAdd(b, intr2(cg, "llvm.maxnum", zero, x), neg, "");
     }
-    case KN_UN_MISH: return LLVMBuildFMul(b, x, libm1(cg, "tanh", softplus(cg, x)), "");
+    case KN_UN_MISH: return LLVMBuildFMul(b, x, vmath(cg, "tanh", softplus(cg, x)), "");
     case KN_UN_THRESHOLDEDRELU: return sel(cg, fcmp(cg, LLVMRealOGT, x, cf(t, p->alpha)), x, zero);
     case KN_UN_SHRINK: {
         LLVMValueRef l = cf(t, p->alpha), bias = cf(t, p->beta);

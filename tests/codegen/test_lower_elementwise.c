@@ -306,7 +306,7 @@ static void gen(tc *c)
 #define V(...) ((const double[]){__VA_ARGS__})
 
 static const double k_special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.5, -2.5,
-                                   2.5, 80, -80, 100, -100, 3.4e38, -3.4e38, 1e-3, -1e-3, 7, -7, 0.25, 12};
+                                   2.5, 80, -80, 100, -100, 3.4e38, -3.4e38, 1e-3, -1e-3, 7, -7, 0.25, 12, 1e-40, -1e-40};
 #define N_SPECIAL ((int64_t)(sizeof k_special / sizeof *k_special))
 
 /* ---- unary ------------------------------------------------------------------------------ */
@@ -360,7 +360,7 @@ static void test_unary_special(void **state)
                                 KN_OP_Exp, KN_OP_IsNaN, KN_OP_IsInf, KN_OP_Relu, KN_OP_LeakyRelu,
                                 KN_OP_Sigmoid, KN_OP_HardSigmoid, KN_OP_HardSwish, KN_OP_Tanh, KN_OP_Gelu,
                                 KN_OP_Softplus, KN_OP_Softsign, KN_OP_Elu, KN_OP_Selu, KN_OP_Celu,
-                                KN_OP_ThresholdedRelu, KN_OP_Shrink, KN_OP_Erf};
+                                KN_OP_ThresholdedRelu, KN_OP_Shrink, KN_OP_Erf, KN_OP_Log, KN_OP_Mish};
     for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
         unary_case(ops[k], KN_F32, 1, D(N_SPECIAL), 0, 0, k_special);
         unary_case(ops[k], KN_F64, 1, D(N_SPECIAL), 0, 0, k_special);
@@ -461,6 +461,8 @@ static void test_unary_accuracy(void **state)
     static const struct { kn_op op; double lo, hi; } k[] = {
         {KN_OP_Exp, -87, 88.7}, {KN_OP_Tanh, -9, 9}, {KN_OP_Erf, -5, 5}, {KN_OP_Sigmoid, -87, 30},
         {KN_OP_Exp, -0.01, 0.01}, {KN_OP_Tanh, -0.01, 0.01}, {KN_OP_Erf, -0.01, 0.01},
+        {KN_OP_Log, 1e-6, 1e3}, {KN_OP_Log, 0.99, 1.01}, {KN_OP_Softplus, -80, 30}, {KN_OP_Elu, -20, 1},
+        {KN_OP_Elu, -0.01, 0.01}, {KN_OP_Selu, -1, 1}, {KN_OP_Celu, -0.6, 0.6}, {KN_OP_Mish, -20, 20},
     };
     enum { N = 20001 };
     static double vals[N];
