@@ -272,7 +272,9 @@ static LLVMValueRef fast_expf(kn_cg *cg, LLVMValueRef x)
     LLVMBuilderRef b = cg->b;
     LLVMTypeRef t = cg->t_float;
     LLVMValueRef xc = clampf(cg, x, -104.0, 89.0); /* past these: 0 and inf */
-    LLVMValueRef fx = intr1(cg, "llvm.floor", LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cf(t, M_LOG2E), ""), cf(t, 0.5), ""));
+    /* n = round(x log2 e) by the 1.5 * 2^23 trick: cheaper than a floor */
+    LLVMValueRef magic = cf(t, 12582912.0);
+    LLVMValueRef fx = LLVMBuildFSub(b, LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cf(t, M_LOG2E), ""), magic, ""), magic, "");
     LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, fx, cf(t, 0.693359375), ""), "");
     r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cf(t, -2.12194440e-4), ""), "");
     LLVMValueRef y = poly(cg, r, p, 6);
