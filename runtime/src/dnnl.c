@@ -725,9 +725,7 @@ static int rebuild_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
     return KN_OK;
 }
 
-/* Rebuilds p for `threads` now, so that the next run does not (for
- * kn_session_set_threads; not yet declared in rt_internal.h). */
-int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+/* Rebuilds p for `threads` now, so that the next run does not. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
 {
     if (!s || !p) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_set_threads: NULL argument");

@@ -27,6 +27,9 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                       const void *post_src, int threads);
 void kn_dnnl_prim_free(kn_dnnl_prim *p);
+/* Rebuilds p for `threads` (oneDNN fixes a primitive's thread split when it
+ * is created), so that the next run does not have to. */
+int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 
 /* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
 

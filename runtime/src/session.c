@@ -84,6 +84,10 @@ int kn_session_set_threads(kn_session *s, int threads)
     if (!s) return kn_error(KN_ERR_INVALID, "kn_session_set_threads: NULL session");
     if (threads < 1 || threads > KN_MAX_THREADS)
         return kn_error(KN_ERR_INVALID, "kn_session_set_threads: %d threads (expected 1..%d)", threads, KN_MAX_THREADS);
+    for (int i = 0; i < s->art->meta.n_dnnl; i++) {
+        int st = s->prims[i] ? kn_dnnl_prim_set_threads(s->dnnl, s->prims[i], threads) : KN_OK;
+        if (st) return st;
+    }
     s->threads = threads;
     return KN_OK;
 }
