@@ -12,6 +12,11 @@ foreach(model resnet50 mobilenetv2 bert)
            COMMAND ${KILN_MODELS_SRC}/run_model_test.sh $<TARGET_FILE:kiln> ${KILN_PYTHON} ${dir})
   set_tests_properties(models/${model} PROPERTIES
     FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
+  # the same model compiled ahead of time and run through libkiln_rt
+  add_test(NAME models/${model}_compiled
+           COMMAND ${KILN_MODELS_SRC}/run_model_test.sh $<TARGET_FILE:kiln> ${KILN_PYTHON} ${dir} --compiled)
+  set_tests_properties(models/${model}_compiled PROPERTIES
+    FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
 endforeach()
 
 # The demo: the bundled digits model must reach its known accuracy (>= 290/300).
