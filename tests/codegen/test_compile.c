@@ -355,10 +355,15 @@ static void test_static_and_header(void **state)
               "    for (int i = 0; i < 16; i++) if (y[i] != (x[i] > 0 ? x[i] : 0)) return 2;\n"
               "    kn_session_free(s); kn_artifact_close(a); return 0;\n}\n", f);
         fclose(f);
+#if defined(__SANITIZE_ADDRESS__)
+        const char *san = "-fsanitize=address,undefined"; /* as libkiln_rt was built */
+#else
+        const char *san = "";
+#endif
         snprintf(cmd, sizeof cmd,
-                 "cc -std=c11 -Wall -Werror -I%s/runtime/include -I%s -o %s %s %s -L%s -lkiln_rt -lm "
+                 "cc -std=c11 -Wall -Werror %s -I%s/runtime/include -I%s -o %s %s %s -L%s -lkiln_rt -lm "
                  "-Wl,-rpath,%s && %s",
-                 src, g_dir, exe, app, a, build, build, exe);
+                 san, src, g_dir, exe, app, a, build, build, exe);
         assert_int_equal(system(cmd), 0);
     }
     kn_model_free(m);

@@ -3,6 +3,9 @@
 # sample app with CMake (find_package) and with pkg-config, and runs both.
 set -euo pipefail
 build="$1"; src="$2"
+# a sanitizer build of libkiln_rt needs the app built with the same runtime
+san=""
+case "${3:-OFF}" in ON|on|1|TRUE|true) san="-fsanitize=address,undefined" ;; esac
 work="$build/sample-test"
 rm -rf "$work"; mkdir -p "$work"
 prefix="$work/prefix"
@@ -12,12 +15,13 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 data="$src/samples/digits"
 
 cmake -S "$src/samples/embed" -B "$work/cmake-build" -G Ninja -Dkiln_DIR="$prefix/lib/cmake/kiln" \
-    -DKILN_ARTIFACT_DIR="$work" >/dev/null
+    -DKILN_ARTIFACT_DIR="$work" -DCMAKE_C_FLAGS="$san" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 out1=$("$work/cmake-build/embed_digits" "$work/digits.so" "$data/heldout_images.npy" "$data/heldout_labels.npy")
 echo "$out1"
 
-PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$src/samples/embed" ARTIFACT_DIR="$work" OUT="$work/embed_pc"
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$src/samples/embed" ARTIFACT_DIR="$work" OUT="$work/embed_pc" \
+    CFLAGS="-std=c11 -O2 -Wall -Wextra $san" LDFLAGS="$san"
 out2=$("$work/embed_pc" "$work/digits.so" "$data/heldout_images.npy" "$data/heldout_labels.npy")
 echo "$out2"
 
