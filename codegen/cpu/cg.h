@@ -64,10 +64,13 @@ typedef struct kn_plan {
     int64_t intermediate_bytes; /* sum of all arena values (no reuse) */
     unsigned char *weights;  /* 64-byte aligned blob of every constant (malloc'd) */
     int64_t weights_bytes;
+    int n_slots;             /* values in KN_LOC_DYNAMIC (offset = slot index) */
 } kn_plan;
 
-/* Plans g (main graph, static shapes): constants → weights blob, graph
- * inputs/outputs → user buffers, everything else → arena offsets (64-byte
+/* Plans g (main graph, static input shapes): constants → weights blob,
+ * values whose shape is not static (it depends on data) → a session slot
+ * each (KN_LOC_DYNAMIC), graph inputs/outputs → user buffers, everything
+ * else → arena offsets (64-byte
  * aligned, reused once a value's last user has run). Reshape-like ops whose
  * output may share the input's bytes (Reshape, Flatten, Squeeze, Unsqueeze,
  * Identity, inference Dropout) alias it when that is safe. */
@@ -138,7 +141,8 @@ LLVMValueRef kn_cg_libm(kn_cg *cg, const char *fname, LLVMTypeRef t, LLVMValueRe
 int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMValueRef wei, LLVMValueRef bias,
                     LLVMValueRef dst, LLVMValueRef post_src);
 
-/* Fills a kn_abi_tensor from a value (static shape required). */
+/* Fills a kn_abi_tensor from a value (static shape required; the compiler
+ * marks dynamic values itself). */
 void kn_cg_abi_tensor(const kn_value *v, kn_abi_tensor *out);
 
 /* ---- lowerings -------------------------------------------------------------- */

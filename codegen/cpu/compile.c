@@ -1,7 +1,8 @@
 /*
  * codegen/cpu/compile.c — the CPU compiler driver (kn_compile_cpu).
  *
- * Checks that the graph can be compiled (static shapes, no control flow),
+ * Checks that the graph can be compiled (static input shapes, no control
+ * flow),
  * plans memory (plan.c), creates the LLVM target machine for the requested
  * target, emits one function per node (a lowering from the four tables, or a
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
@@ -10,6 +11,11 @@
  * vectorizers), emits an object into a temporary folder and links/archives
  * it (link.c). Every output file is written under a temporary name and
  * renamed into place only when all of them succeeded.
+ *
+ * A value whose shape is still not static after folding depends on input
+ * data (NonZero, a Reshape to a shape that is an input, ...). The plan puts
+ * it in a session slot; every node that reads or writes one runs through its
+ * runtime kernel, which sizes the value at run time (kiln/abi.h).
  */
 #include "driver.h"
 
@@ -75,8 +81,8 @@ static int dynamic_error(const kn_value *v)
         return kn_error(KN_ERR_UNSUPPORTED, "value '%s' has a dynamic shape %s: pin it with --shape %s=DIMS",
                         v->name, sh, v->name);
     return kn_error(KN_ERR_UNSUPPORTED,
-                    "value '%s' (output of node '%s') has a dynamic shape %s: its size depends on data or on an "
-                    "unpinned input; the cpu backend needs static shapes",
+                    "value '%s' (output of node '%s') has a dynamic shape %s: its size depends on data, and the "
+                    "cpu backend has no runtime kernel for this op to size it at run time",
                     v->name, v->producer->name, sh);
 }
 
@@ -96,14 +102,17 @@ static int check_structure(kn_graph *g)
     return KN_OK;
 }
 
-/* After folding: every value the code touches has a static shape. */
-static int check_static(const kn_graph *g)
+/* After folding: a node that produces a data-dependent value must have a
+ * runtime kernel (only those size their outputs at run time). */
+static int check_dynamic(const kn_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = g->nodes[i];
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] && !n->outputs[k]->const_data && !kn_shape_is_static(&n->outputs[k]->shape))
-                return dynamic_error(n->outputs[k]);
+        for (int k = 0; k < n->n_outputs; k++) {
+            const kn_value *v = n->outputs[k];
+            if (v && !v->const_data && !kn_shape_is_static(&v->shape) && !kn_op_exec(n->op))
+                return dynamic_error(v);
+        }
     }
     for (int i = 0; i < g->n_outputs; i++) {
         const kn_value *v = g->outputs[i];
@@ -332,6 +341,40 @@ static int make_target_machine(compile_state *s)
 
 /* ---- meta --------------------------------------------------------------------- */
 
+/* The plan's slot of v, or -1 if v has a static place. */
+static int slot_of(const kn_plan *p, const kn_value *v)
+{
+    if (!v || v->id < 0 || v->id >= p->n_where || p->where[v->id].loc != KN_LOC_DYNAMIC) return -1;
+    return (int)p->where[v->id].offset;
+}
+
+/* kn_cg_abi_tensor, plus the slot of a dynamic value (which has no size). */
+static void abi_tensor(const kn_plan *p, const kn_value *v, kn_abi_tensor *out)
+{
+    kn_cg_abi_tensor(v, out);
+    int slot = slot_of(p, v);
+    if (slot < 0) return;
+    out->slot = slot + 1;
+    out->nbytes = 0;
+    if (out->rank < 0 || out->rank > 8) {
+        out->rank = -1;
+        memset(out->dims, 0, sizeof out->dims);
+        return;
+    }
+    for (int d = 0; d < out->rank; d++)
+        if (out->dims[d] < 0) out->dims[d] = -1;
+}
+
+/* A node that reads or writes a dynamic value runs through its runtime kernel. */
+static bool touches_dynamic(const kn_plan *p, const kn_node *n)
+{
+    for (int k = 0; k < n->n_inputs; k++)
+        if (slot_of(p, n->inputs[k]) >= 0) return true;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (slot_of(p, n->outputs[k]) >= 0) return true;
+    return false;
+}
+
 static int init_meta(compile_state *s)
 {
     kn_meta *mt = &s->meta;
@@ -347,7 +390,8 @@ static int init_meta(compile_state *s)
     if (!mt->inputs || !mt->outputs) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0, k = 0; i < g->n_inputs; i++)
         if (!g->inputs[i]->const_data) kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k++]);
-    for (int i = 0; i < g->n_outputs; i++) kn_cg_abi_tensor(g->outputs[i], &mt->outputs[i]);
+    for (int i = 0; i < g->n_outputs; i++) abi_tensor(&s->plan, g->outputs[i], &mt->outputs[i]);
+    mt->n_slots = s->plan.n_slots;
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;
     mt->weights_bytes = s->plan.weights_bytes;
@@ -457,8 +501,8 @@ static int add_opnode(compile_state *s, const kn_node *n, int *out_index)
         kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
         return st;
     }
-    for (int i = 0; i < n->n_inputs; i++) kn_cg_abi_tensor(n->inputs[i], &ts[i]);
-    for (int i = 0; i < n->n_outputs; i++) kn_cg_abi_tensor(n->outputs[i], &ts[n->n_inputs + i]);
+    for (int i = 0; i < n->n_inputs; i++) abi_tensor(&s->plan, n->inputs[i], &ts[i]);
+    for (int i = 0; i < n->n_outputs; i++) abi_tensor(&s->plan, n->outputs[i], &ts[n->n_inputs + i]);
     int idx = mt->n_opnodes++;
     s->op_tensors[idx] = ts;
     s->op_attrs[idx] = attrs;
@@ -509,7 +553,7 @@ static int emit_node(compile_state *s, int i)
     char fname[64];
     snprintf(fname, sizeof fname, "node_%d", n->id);
     LLVMValueRef fn = begin_function(cg, fname, true);
-    kn_cg_lower_fn lower = find_lowering(n->op);
+    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
     int dnnl_before = s->meta.n_dnnl;
     int st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
     if (st == KN_OK) {
@@ -789,7 +833,7 @@ static int compile(compile_state *s, kn_outset *outs)
 {
     int st;
     char wbase[512];
-    if ((st = check_output_dirs(s->o)) || (st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_static(s->g)) ||
+    if ((st = check_output_dirs(s->o)) || (st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_dynamic(s->g)) ||
         (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
         return st;
     s->cg.ctx = LLVMContextCreate();

@@ -8,7 +8,9 @@
  * value lives from its producer to its last user, and a freed interval is
  * reused by the best-fitting later value. Reshape-like ops whose output is
  * only a view of the input share the input's location ("alias"); the input
- * then lives until the alias's last use.
+ * then lives until the alias's last use. A computed value whose shape is not
+ * static (it depends on input data) gets a session slot instead: the runtime
+ * kernel that produces it sizes it at run time.
  */
 #include "cg.h"
 
@@ -179,6 +181,7 @@ static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
         const kn_node *n = g->nodes[i];
         if (!is_view_op(n) || n->n_inputs < 1 || !n->inputs[0] || n->n_outputs < 1 || !n->outputs[0]) continue;
         const kn_value *x = n->inputs[0], *y = n->outputs[0];
+        if (p->where[x->id].loc == KN_LOC_DYNAMIC || p->where[y->id].loc == KN_LOC_DYNAMIC) continue;
         if (is_output_of(g, y) || x->dtype != y->dtype || value_nbytes(x) != value_nbytes(y)) continue;
         int r = root[x->id];
         const kn_value *rv = NULL;
@@ -268,11 +271,14 @@ int kn_plan_build(const kn_graph *g, kn_plan *out)
     for (int i = 0; i < nv; i++) out->where[i] = (kn_abi_ref){.loc = -1}, root[i] = i;
     for (int i = 0; i < g->n_values; i++) {
         const kn_value *v = g->values[i];
-        if (!v->const_data && !kn_shape_is_static(&v->shape) && (v->producer || input_index(g, v) >= 0)) {
+        if (v->const_data || kn_shape_is_static(&v->shape)) continue;
+        if (!v->producer && input_index(g, v) >= 0) {
             free(root);
             kn_plan_free(out);
-            return kn_error(KN_ERR_INVALID, "value '%s' has a dynamic shape", v->name);
+            return kn_error(KN_ERR_INVALID, "graph input '%s' has a dynamic shape", v->name);
         }
+        if (!v->producer) continue;
+        out->where[v->id] = (kn_abi_ref){.loc = KN_LOC_DYNAMIC, .offset = out->n_slots++};
     }
     int st = plan_weights(g, out);
     if (!st) {

@@ -162,7 +162,7 @@ static int prepare_opnode(kn_artifact *a, int i)
                         label_of(a), o->name, o->op_type);
     rt->has_output = calloc((size_t)o->n_outputs + 1, sizeof *rt->has_output);
     if (!rt->has_output) return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < o->n_outputs; k++) rt->has_output[k] = o->outputs[k].rank >= 0;
+    for (int k = 0; k < o->n_outputs; k++) rt->has_output[k] = o->outputs[k].rank >= 0 || o->outputs[k].slot > 0;
     kn_attr *attrs = NULL;
     int n_attrs = 0;
     if (o->attrs_len > 0 && kn_attrs_read(o->attrs, (size_t)o->attrs_len, &attrs, &n_attrs, &rt->attrs_block)) {
@@ -400,7 +400,7 @@ static int io_info(const kn_abi_tensor *t, int n, int i, const char *what, kn_io
     out->dtype = (kn_dtype)t->dtype;
     out->rank = t->rank;
     for (int k = 0; k < t->rank; k++) out->dims[k] = t->dims[k];
-    out->nbytes = (size_t)t->nbytes;
+    out->nbytes = (size_t)t->nbytes; /* 0 for a data-dependent shape, whose unknown dims are -1 */
     return KN_OK;
 }
 

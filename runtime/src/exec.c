@@ -6,8 +6,10 @@
  * A runtime kernel allocates its outputs and sizes them from its inputs'
  * values when the op is data-dependent; the compiled plan reserved exactly
  * the recorded shape, so each output is checked against it before it is
- * copied into place. A mismatch is refused with the node's name: that is how
- * a data-dependent shape that the compiler could not fix is reported.
+ * copied into place. A mismatch is refused with the node's name. Outputs
+ * the compiler marked dynamic (data-dependent shapes) are not checked but
+ * kept, as the kernel sized them, in the session's slot for later nodes and
+ * for kn_session_run_tensors.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,13 +61,36 @@ static int deliver_output(const kn_rt_opnode *rt, int k, const kn_tensor *got, v
     return KN_OK;
 }
 
-/* Borrowed views over the plan's buffers; NULL for omitted inputs. */
-static int input_views(const kn_rt_opnode *rt, const void *const *in_ptrs, kn_tensor *views, const kn_tensor **in)
+/* A borrowed view of dynamic value `slot` (1-based), as the run produced it. */
+static int slot_view(kn_session *s, const kn_rt_opnode *rt, int i, const kn_abi_tensor *t, kn_tensor *v)
+{
+    if (!s->slots || t->slot > s->art->meta.n_slots)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "input %d ('%s'): slot %d does not exist", i,
+                           t->name ? t->name : "?", t->slot);
+    const kn_tensor *held = &s->slots[t->slot - 1];
+    if (held->rank < 0 || (held->nbytes && !held->data))
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "input %d ('%s') has not been computed in this run", i,
+                           t->name ? t->name : "?");
+    *v = *held;
+    v->own = KN_BORROWED;
+    return KN_OK;
+}
+
+/* Borrowed views over the plan's buffers or the session's dynamic slots;
+ * NULL for omitted inputs. */
+static int input_views(kn_session *s, const kn_rt_opnode *rt, const void *const *in_ptrs, kn_tensor *views,
+                       const kn_tensor **in)
 {
     const kn_abi_opnode *o = rt->abi;
     for (int i = 0; i < o->n_inputs; i++) {
         const kn_abi_tensor *t = &o->inputs[i];
         in[i] = NULL;
+        if (t->slot > 0) {
+            int st = slot_view(s, rt, i, t, &views[i]);
+            if (st) return st;
+            in[i] = &views[i];
+            continue;
+        }
         if (t->rank < 0) continue;
         const void *p = in_ptrs ? in_ptrs[i] : NULL;
         if (!p && t->nbytes > 0)
@@ -82,10 +107,36 @@ static int input_views(const kn_rt_opnode *rt, const void *const *in_ptrs, kn_te
     return KN_OK;
 }
 
+/* Moves a produced dynamic output into its slot, replacing the previous
+ * run's tensor. A kernel may return a view of an input (borrowed): that is
+ * copied, since the input may be overwritten before the value's last use. */
+static int keep_dynamic(kn_session *s, const kn_rt_opnode *rt, int k, kn_tensor *got)
+{
+    const kn_abi_tensor *want = &rt->abi->outputs[k];
+    if (!s->slots || want->slot > s->art->meta.n_slots)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d: slot %d does not exist", k, want->slot);
+    if (want->dtype != KN_DT_UNDEFINED && (int)got->dtype != want->dtype)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d is %s, the artifact expects %s", k,
+                           kn_dtype_name(got->dtype), kn_dtype_name(want->dtype));
+    if (got->rank < 0 || got->rank > KN_MAX_RANK)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d was not produced", k);
+    kn_tensor *slot = &s->slots[want->slot - 1];
+    kn_tensor_free(slot);
+    if (got->own == KN_BORROWED && got->nbytes) {
+        int st = kn_tensor_copy(slot, got);
+        if (st) kn_op_error(&rt->desc, st, "output %d: out of memory", k);
+        return st;
+    }
+    *slot = *got;
+    memset(got, 0, sizeof *got);
+    return KN_OK;
+}
+
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs)
 {
     if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: no session");
-    const kn_artifact *a = ex->session->art;
+    kn_session *s = ex->session;
+    const kn_artifact *a = s->art;
     if (index < 0 || index >= a->meta.n_opnodes)
         return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: node #%d does not exist (the artifact has %d)", index,
                         a->meta.n_opnodes);
@@ -95,10 +146,13 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     const kn_tensor **in = calloc((size_t)n_in + 1, sizeof *in);
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
-    if (!st) st = input_views(rt, in_ptrs, views, in);
+    if (!st) st = input_views(s, rt, in_ptrs, views, in);
     if (!st) st = kn_op_exec(rt->desc.op)(&rt->desc, in, outs);
-    for (int k = 0; k < n_out && !st; k++)
-        if (rt->has_output[k]) st = deliver_output(rt, k, &outs[k], out_ptrs ? out_ptrs[k] : NULL);
+    for (int k = 0; k < n_out && !st; k++) {
+        if (!rt->has_output[k]) continue;
+        if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);
+        else st = deliver_output(rt, k, &outs[k], out_ptrs ? out_ptrs[k] : NULL);
+    }
     for (int k = 0; outs && k < n_out; k++) kn_tensor_free(&outs[k]);
     free(outs);
     free(in);

@@ -7,7 +7,8 @@
  *   u32 "KNMT", u32 format version, then the fields of kn_meta in
  *   declaration order, except that the I/O counts precede the strings. A
  *   string is u32 length + bytes (0xffffffff: NULL); a tensor is name,
- *   dtype, rank, 8 dims, 8 dim names, nbytes; an opnode's attributes are
+ *   dtype, rank, 8 dims, 8 dim names, nbytes, slot; the slot count follows
+ *   the I/O counts; an opnode's attributes are
  *   u64 length + the kn_attrs_write bytes. Nothing may follow the last
  *   record.
  *
@@ -28,10 +29,11 @@
 #include "kiln/tensor.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 1u
+#define META_FORMAT 2u
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
-#define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8)
+#define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4)
+#define MAX_SLOTS (1 << 24)
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
 #define MIN_OPNODE_BYTES (4 * 3 + 8 + 4 + 4 + 8)
 #define MAX_OPNODE_ARITY 1000
@@ -123,6 +125,7 @@ static void w_tensor(wbuf *w, const kn_abi_tensor *t)
     for (int i = 0; i < 8; i++) w_i64(w, t->dims[i]);
     for (int i = 0; i < 8; i++) w_str(w, t->dim_names[i]);
     w_i64(w, t->nbytes);
+    w_i32(w, t->slot);
 }
 
 static void w_ref(wbuf *w, const kn_abi_ref *r)
@@ -179,7 +182,7 @@ static int w_opnode(wbuf *w, int index, const kn_abi_opnode *o)
 
 static int check_counts(const kn_meta *m)
 {
-    if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0)
+    if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0 || m->n_slots < 0)
         return kn_error(KN_ERR_INVALID, "meta: negative count");
     if ((m->n_inputs && !m->inputs) || (m->n_outputs && !m->outputs) || (m->n_dnnl && !m->dnnl) ||
         (m->n_opnodes && !m->opnodes))
@@ -201,6 +204,7 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     w_u64(&w, m->cpu_features);
     w_i32(&w, m->n_inputs);
     w_i32(&w, m->n_outputs);
+    w_i32(&w, m->n_slots);
     w_str(&w, m->name);
     w_str(&w, m->target);
     w_str(&w, m->kiln_version);
@@ -232,6 +236,7 @@ typedef struct rbuf {
     size_t len, pos;
     char *blk; /* one block for every string and array of the result */
     size_t cap, used;
+    int32_t n_slots; /* of the meta being read, for checking tensors' slots */
 } rbuf;
 
 #define RD(call)                    \
@@ -339,12 +344,30 @@ static int r_count(rbuf *r, int32_t *out, int32_t max, size_t min_size, const ch
     return KN_OK;
 }
 
-enum { T_ANY = 0, T_IO = 1, T_OPNODE = 2 };
+enum { T_ANY = 0, T_IO = 1, T_OPNODE = 2, T_OUTPUT = 3 };
+
+/* A dynamic value (slot > 0): only graph outputs and opnode tensors may be
+ * one, its slot must exist, its dims are sizes or -1, it has no size. */
+static int check_dynamic(const kn_abi_tensor *t, int mode, int n_slots, const char *what)
+{
+    if (mode != T_OUTPUT && mode != T_OPNODE) return r_bad(what, "a graph input or oneDNN tensor cannot be dynamic");
+    if (t->slot > n_slots) return r_bad(what, "slot %d, but the artifact has %d", t->slot, n_slots);
+    if (t->rank < -1 || t->rank > KN_MAX_RANK) return r_bad(what, "rank %d outside [-1, %d]", t->rank, KN_MAX_RANK);
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < -1) return r_bad(what, "dim %lld", (long long)t->dims[i]);
+    if (t->nbytes != 0) return r_bad(what, "a dynamic value with a static size %lld", (long long)t->nbytes);
+    if (t->dtype != KN_DT_UNDEFINED && !kn_dtype_valid(t->dtype)) return r_bad(what, "unknown dtype %d", t->dtype);
+    if (mode == T_OUTPUT && !t->name) return r_bad(what, "no name");
+    return KN_OK;
+}
 
 /* Checks what later code relies on: ranks index dims[8], dims are sizes,
  * and (for I/O and opnode tensors) nbytes is what dtype and dims say. */
-static int check_tensor(const kn_abi_tensor *t, int mode, const char *what)
+static int check_tensor(const kn_abi_tensor *t, int mode, int n_slots, const char *what)
 {
+    if (t->slot < 0) return r_bad(what, "negative slot %d", t->slot);
+    if (t->slot > 0) return check_dynamic(t, mode, n_slots, what);
+    if (mode == T_OUTPUT) mode = T_IO;
     int min_rank = mode == T_IO ? 0 : -1;
     if (t->rank < min_rank || t->rank > KN_MAX_RANK)
         return r_bad(what, "rank %d outside [%d, %d]", t->rank, min_rank, KN_MAX_RANK);
@@ -367,13 +390,15 @@ static int check_tensor(const kn_abi_tensor *t, int mode, const char *what)
 
 static int r_tensor(rbuf *r, kn_abi_tensor *t, int mode, const char *what)
 {
+    int n_slots = r->n_slots;
     RD(r_str(r, &t->name, what));
     RD(r_i32(r, &t->dtype, what));
     RD(r_i32(r, &t->rank, what));
     for (int i = 0; i < 8; i++) RD(r_i64(r, &t->dims[i], what));
     for (int i = 0; i < 8; i++) RD(r_str(r, &t->dim_names[i], what));
     RD(r_i64(r, &t->nbytes, what));
-    return check_tensor(t, mode, what);
+    RD(r_i32(r, &t->slot, what));
+    return check_tensor(t, mode, n_slots, what);
 }
 
 static int r_tensors(rbuf *r, int n, kn_abi_tensor *arr, int mode, const char *what)
@@ -486,6 +511,9 @@ static int r_meta(rbuf *r, kn_meta *m)
     RD(r_u64(r, &m->cpu_features, "header"));
     RD(r_count(r, &m->n_inputs, 1 << 20, MIN_TENSOR_BYTES, "inputs"));
     RD(r_count(r, &m->n_outputs, 1 << 20, MIN_TENSOR_BYTES, "outputs"));
+    RD(r_i32(r, &m->n_slots, "slots"));
+    if (m->n_slots < 0 || m->n_slots > MAX_SLOTS) return r_bad("slots", "count %d outside [0, %d]", m->n_slots, MAX_SLOTS);
+    r->n_slots = m->n_slots;
     /* the inputs array comes first in the block (even when empty), so that
      * kn_meta_free finds the block through m->inputs */
     RD(r_alloc(r, sizeof *m->inputs * (size_t)m->n_inputs, (void **)&m->inputs, "inputs"));
@@ -493,7 +521,7 @@ static int r_meta(rbuf *r, kn_meta *m)
     RD(r_str(r, &m->target, "target"));
     RD(r_str(r, &m->kiln_version, "kiln version"));
     RD(r_tensors(r, m->n_inputs, m->inputs, T_IO, "input"));
-    RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_IO, "output"));
+    RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_OUTPUT, "output"));
     RD(r_sizes(r, m));
     RD(r_count(r, &m->n_dnnl, 1 << 24, MIN_DNNL_BYTES, "oneDNN records"));
     RD(r_count(r, &m->n_opnodes, 1 << 24, MIN_OPNODE_BYTES, "opnodes"));

@@ -63,6 +63,7 @@ struct kn_session {
     kn_dnnl_session *dnnl;
     kn_dnnl_prim **prims;          /* meta.n_dnnl */
     int threads;
+    kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
 };
 
 #endif

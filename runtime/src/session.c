@@ -5,6 +5,12 @@
  * ways to run (raw buffers, or tensors checked against the compiled
  * signature) and the runtime's version numbers.
  *
+ * Values whose shape depends on input data live in the session's slots
+ * (kiln/abi.h): a slot holds the tensor a runtime kernel produced until the
+ * next run replaces it or the session is freed. Graph outputs among them can
+ * only be returned as tensors (kn_session_run_tensors), with their actual
+ * shapes; kn_session_run, whose caller sized the buffers, refuses them.
+ *
  * The artifact is only read, so any number of sessions of one artifact run
  * concurrently; one session is not meant to run on two threads at once.
  */
@@ -70,6 +76,12 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
         memset(p, 0, size); /* never let garbage leak into results: runs stay deterministic */
         s->arena = p;
     }
+    int n_slots = a->meta.n_slots;
+    if (n_slots > 0 && !(s->slots = calloc((size_t)n_slots, sizeof *s->slots))) {
+        kn_session_free(s);
+        return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
+    }
+    for (int i = 0; i < n_slots; i++) s->slots[i].rank = -1; /* not computed yet */
     int st = create_prims(s);
     if (st) {
         kn_session_free(s);
@@ -92,9 +104,10 @@ int kn_session_set_threads(kn_session *s, int threads)
     return KN_OK;
 }
 
-int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs)
+/* kn_session_run without the refusal of dynamic outputs (their buffers are
+ * ignored: run_tensors takes them from the slots). */
+static int run_raw(kn_session *s, const void *const *inputs, void *const *outputs)
 {
-    if (!s) return kn_error(KN_ERR_INVALID, "kn_session_run: NULL session");
     const kn_meta *m = &s->art->meta;
     if ((m->n_inputs && !inputs) || (m->n_outputs && !outputs))
         return kn_error(KN_ERR_INVALID, "%s: kn_session_run: NULL input or output array", label_of(s->art));
@@ -102,7 +115,7 @@ int kn_session_run(kn_session *s, const void *const *inputs, void *const *output
         if (!inputs[i] && m->inputs[i].nbytes > 0)
             return kn_error(KN_ERR_INVALID, "input '%s': NULL buffer", m->inputs[i].name);
     for (int i = 0; i < m->n_outputs; i++)
-        if (!outputs[i] && m->outputs[i].nbytes > 0)
+        if (!outputs[i] && m->outputs[i].nbytes > 0 && m->outputs[i].slot == 0)
             return kn_error(KN_ERR_INVALID, "output '%s': NULL buffer", m->outputs[i].name);
     kn_error_clear();
     /* the ABI passes inputs as void *const *; the generated code never writes them */
@@ -110,6 +123,17 @@ int kn_session_run(kn_session *s, const void *const *inputs, void *const *output
     if (st && !*kn_last_error())
         kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);
     return st;
+}
+
+int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs)
+{
+    if (!s) return kn_error(KN_ERR_INVALID, "kn_session_run: NULL session");
+    const kn_meta *m = &s->art->meta;
+    for (int i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i].slot > 0)
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: output '%s' has a data-dependent shape: use kn_session_run_tensors",
+                            label_of(s->art), m->outputs[i].name);
+    return run_raw(s, inputs, outputs);
 }
 
 /* "f32[1,3,224,224]" */
@@ -144,6 +168,31 @@ static void free_outputs(int n, kn_tensor *outputs)
     for (int i = 0; i < n; i++) kn_tensor_free(&outputs[i]);
 }
 
+/* Hands each dynamic output's slot to the caller: moved when no later output
+ * is the same value, copied otherwise. */
+static int take_dynamic_outputs(kn_session *s, int n, kn_tensor *outputs)
+{
+    const kn_meta *m = &s->art->meta;
+    for (int i = 0; i < n; i++) {
+        int slot = m->outputs[i].slot;
+        if (slot <= 0) continue;
+        kn_tensor *held = slot <= m->n_slots && s->slots ? &s->slots[slot - 1] : NULL;
+        if (!held || held->rank < 0)
+            return kn_error(KN_ERR_INTERNAL, "%s: output '%s' was not computed", label_of(s->art), m->outputs[i].name);
+        bool again = false;
+        for (int j = i + 1; j < n && !again; j++) again = m->outputs[j].slot == slot;
+        if (again || held->own == KN_BORROWED) {
+            int st = kn_tensor_copy(&outputs[i], held);
+            if (st) return kn_error(st, "output '%s': out of memory", m->outputs[i].name);
+            continue;
+        }
+        outputs[i] = *held;
+        memset(held, 0, sizeof *held);
+        held->rank = -1;
+    }
+    return KN_OK;
+}
+
 int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs, kn_tensor *outputs)
 {
     if (!s || (n_inputs && !inputs) || (n_outputs && !outputs) || n_inputs < 0 || n_outputs < 0)
@@ -162,11 +211,13 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
     }
     for (int i = 0; i < n_outputs && !st; i++) {
         const kn_abi_tensor *t = &m->outputs[i];
+        if (t->slot > 0) continue; /* taken from its slot after the run */
         st = kn_tensor_alloc(&outputs[i], (kn_dtype)t->dtype, t->rank, t->dims);
         if (st) kn_error_prefix("output '%s': ", t->name);
         out[i] = outputs[i].data;
     }
-    if (!st) st = kn_session_run(s, in, out);
+    if (!st) st = run_raw(s, in, out);
+    if (!st) st = take_dynamic_outputs(s, n_outputs, outputs);
     if (st) free_outputs(n_outputs, outputs);
     free(in);
     free(out);
@@ -181,6 +232,8 @@ void kn_session_free(kn_session *s)
             if (s->prims[i]) kn_dnnl_prim_free(s->prims[i]);
     free(s->prims);
     if (s->dnnl) kn_dnnl_session_free(s->dnnl);
+    for (int i = 0; s->slots && i < s->art->meta.n_slots; i++) kn_tensor_free(&s->slots[i]);
+    free(s->slots);
     free(s->arena);
     free(s);
 }

@@ -392,6 +392,135 @@ static void test_deterministic(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- data-dependent shapes ---------------------------------------------------- */
+
+/* Compiles m (inferred by the caller) to file and opens it. */
+static kn_artifact *compile_open(kn_model *m, const char *file)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    kn_compile_opts o = {.output = path, .opt_level = 2, .target = "native"};
+    if (kn_compile_cpu(m, &o)) fail_msg("compile: %s", kn_last_error());
+    kn_artifact *art = NULL;
+    if (kn_artifact_open(path, &art)) fail_msg("open: %s", kn_last_error());
+    return art;
+}
+
+/* Runs through kn_session_run_tensors and checks every output against the
+ * evaluator, shapes included. */
+static void run_tensors_check(kn_model *m, kn_session *s, int n_in, const char **names, kn_tensor *in)
+{
+    int n_out = m->graph->n_outputs;
+    kn_tensor ref[4] = {0}, got[4] = {0};
+    assert_int_equal(kn_eval_model(m, n_in, names, in, ref), 0);
+    if (kn_session_run_tensors(s, n_in, in, n_out, got)) fail_msg("run: %s", kn_last_error());
+    for (int i = 0; i < n_out; i++) {
+        assert_int_equal(got[i].dtype, ref[i].dtype);
+        assert_int_equal(got[i].rank, ref[i].rank);
+        for (int d = 0; d < ref[i].rank; d++) assert_int_equal(got[i].dims[d], ref[i].dims[d]);
+        compare(&ref[i], got[i].data);
+        kn_tensor_free(&got[i]);
+        kn_tensor_free(&ref[i]);
+    }
+}
+
+static void expect_raw_run_refused(kn_session *s, const char *output, int n_in, kn_tensor *in)
+{
+    const void *ins[4];
+    void *outs[4] = {0};
+    char buf[256];
+    for (int i = 0; i < n_in; i++) ins[i] = in[i].data;
+    outs[0] = outs[1] = buf;
+    assert_int_equal(kn_session_run(s, ins, outs), KN_ERR_UNSUPPORTED);
+    char want[300];
+    snprintf(want, sizeof want, "output '%s' has a data-dependent shape: use kn_session_run_tensors", output);
+    if (!strstr(kn_last_error(), want)) fail_msg("message '%s' lacks '%s'", kn_last_error(), want);
+}
+
+/* Reshape to a shape that is a graph input: y (and what Relu makes of it) is
+ * sized at run time; Shape(y) is a static output computed from a dynamic
+ * value. Two shape values give two output shapes from one artifact. */
+static void test_reshape_shape_input(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    int64_t dx[2] = {2, 6}, two = 2;
+    kn_value *x = add_input(m, "x", 2, dx);
+    kn_value *shape = kn_graph_add_input(m->graph, "shape", KN_I64, &(kn_shape){.rank = 1, .dims = {2}});
+    assert_non_null(shape);
+    kn_value *a[2] = {x, shape};
+    kn_node *rs = node(m, KN_OP_Reshape, "reshape0", 2, a, 1);
+    kn_node *r = node(m, KN_OP_Relu, "relu0", 1, rs->outputs, 1);
+    kn_node *sh = node(m, KN_OP_Shape, "shape0", 1, r->outputs, 1);
+    assert_int_equal(kn_graph_add_output(m->graph, r->outputs[0]), 0);
+    assert_int_equal(kn_graph_add_output(m->graph, sh->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_artifact *art = compile_open(m, "reshape_dyn.so");
+    kn_io_info info;
+    assert_int_equal(kn_artifact_output_info(art, 0, &info), 0);
+    assert_int_equal(info.rank, 2);
+    assert_int_equal(info.dims[0], -1);
+    assert_int_equal(info.dims[1], -1);
+    assert_int_equal(info.nbytes, 0);
+    assert_int_equal(kn_artifact_output_info(art, 1, &info), 0);
+    assert_int_equal(info.dims[0], two);
+    kn_session *s = NULL;
+    if (kn_session_create(art, &s)) fail_msg("session: %s", kn_last_error());
+    kn_tensor in[2] = {0};
+    const char *names[2] = {"x", "shape"};
+    assert_int_equal(kn_tensor_alloc(&in[0], KN_F32, 2, dx), 0);
+    assert_int_equal(kn_tensor_alloc(&in[1], KN_I64, 1, &two), 0);
+    for (int i = 0; i < 12; i++) ((float *)in[0].data)[i] = rnd();
+    static const int64_t shapes[3][2] = {{3, 4}, {12, 1}, {-1, 6}};
+    for (int k = 0; k < 3; k++) {
+        memcpy(in[1].data, shapes[k], sizeof shapes[k]);
+        run_tensors_check(m, s, 2, names, in);
+    }
+    assert_int_equal(kn_artifact_output_info(art, 0, &info), 0);
+    expect_raw_run_refused(s, info.name, 2, in);
+    kn_session_free(s);
+    kn_artifact_close(art);
+    kn_tensor_free(&in[0]);
+    kn_tensor_free(&in[1]);
+    kn_model_free(m);
+}
+
+/* NonZero's output size depends on the data; Gather reads it (a runtime
+ * kernel consuming a dynamic value) and both are outputs. */
+static void test_nonzero_gather(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    int64_t dx[1] = {6};
+    kn_value *x = add_input(m, "x", 1, dx);
+    kn_node *nz = node(m, KN_OP_NonZero, "nz0", 1, &x, 1);
+    kn_value *a[2] = {x, nz->outputs[0]};
+    kn_node *g = node(m, KN_OP_Gather, "gather0", 2, a, 1);
+    kn_node *r = node(m, KN_OP_Neg, "neg0", 1, g->outputs, 1);
+    assert_int_equal(kn_graph_add_output(m->graph, r->outputs[0]), 0);
+    assert_int_equal(kn_graph_add_output(m->graph, nz->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_artifact *art = compile_open(m, "nonzero_dyn.so");
+    kn_session *s = NULL;
+    if (kn_session_create(art, &s)) fail_msg("session: %s", kn_last_error());
+    kn_tensor in = {0};
+    const char *names[1] = {"x"};
+    assert_int_equal(kn_tensor_alloc(&in, KN_F32, 1, dx), 0);
+    static const float data[3][6] = {{1, 0, 2, 0, 3, 4}, {0, 0, 5, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
+    for (int k = 0; k < 3; k++) {
+        memcpy(in.data, data[k], sizeof data[k]);
+        run_tensors_check(m, s, 1, names, &in);
+    }
+    kn_io_info info;
+    assert_int_equal(kn_artifact_output_info(art, 1, &info), 0);
+    assert_int_equal(info.dims[1], -1);
+    expect_raw_run_refused(s, "neg0:0", 1, &in);
+    kn_session_free(s);
+    kn_artifact_close(art);
+    kn_tensor_free(&in);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +532,8 @@ int main(void)
         cmocka_unit_test(test_dynamic_shape_refused),
         cmocka_unit_test(test_static_and_header),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_reshape_shape_input),
+        cmocka_unit_test(test_nonzero_gather),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

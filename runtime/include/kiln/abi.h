@@ -18,6 +18,11 @@
  * call back into libkiln_rt: kn_rt_dnnl_exec() for oneDNN primitives the
  * session created up front, kn_rt_opnode_exec() for ops run by their runtime
  * kernel. A non-zero return stops the run; the runtime has set the message.
+ *
+ * Values whose shape depends on input data (NonZero, Reshape to a shape that
+ * is an input, ...) have no static offset: they live in per-session slots
+ * (kn_abi_tensor.slot), only runtime-kernel nodes read or write them, and
+ * graph outputs among them are returned by kn_session_run_tensors.
  */
 #ifndef KILN_ABI_H
 #define KILN_ABI_H
@@ -30,7 +35,7 @@ extern "C" {
 #endif
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
-#define KN_ABI_VERSION 1u
+#define KN_ABI_VERSION 2u
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
 enum {
@@ -48,7 +53,10 @@ enum {
     KN_CPU_AVX512FP16 = 1u << 11,
 };
 
-/* A tensor's static description. dims are the compiled (maximum) sizes. */
+/* A tensor's static description. dims are the compiled (maximum) sizes.
+ * A dynamic value (its shape depends on input data, so it has no place in
+ * the static plan) has slot > 0: it lives in the session's slot slot-1, its
+ * unknown dims are -1 (rank -1 if even that is unknown) and nbytes is 0. */
 typedef struct kn_abi_tensor {
     const char *name;
     int32_t dtype; /* kn_dtype */
@@ -56,6 +64,8 @@ typedef struct kn_abi_tensor {
     int64_t dims[8];
     const char *dim_names[8]; /* symbolic dim names from the model, or NULL */
     int64_t nbytes;
+    int32_t slot;  /* 0: static; k > 0: dynamic value in session slot k-1 */
+    int32_t pad_;
 } kn_abi_tensor;
 
 /* Where a tensor lives while the model runs. */
@@ -64,6 +74,7 @@ enum {
     KN_LOC_WEIGHTS = 1, /* weights + offset */
     KN_LOC_INPUT = 2,   /* user input #offset */
     KN_LOC_OUTPUT = 3,  /* user output #offset */
+    KN_LOC_DYNAMIC = 4, /* session slot #offset (a data-dependent shape; never in a oneDNN record) */
 };
 
 typedef struct kn_abi_ref {
@@ -146,6 +157,8 @@ typedef struct kn_meta {
     const char *weights_file;   /* external weights: file name beside the artifact, or NULL */
     uint64_t weights_hash;      /* FNV-1a of the weight bytes */
     int32_t n_dnnl, n_opnodes;
+    int32_t n_slots;            /* dynamic values (kn_abi_tensor.slot) */
+    int32_t pad_;
     kn_abi_dnnl *dnnl;
     kn_abi_opnode *opnodes;
 } kn_meta;
@@ -186,7 +199,10 @@ int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, cons
                     const void *post_src);
 
 /* Runs opnode #index through its runtime kernel, reading inputs from
- * in_ptrs[i] (NULL for omitted ones) and writing outputs to out_ptrs[i]. */
+ * in_ptrs[i] (NULL for omitted ones) and writing outputs to out_ptrs[i].
+ * Dynamic inputs and outputs (slot > 0 in the record) ignore the pointer:
+ * they are read from the session's slot, and a dynamic output's tensor, as
+ * the kernel sized it, replaces what the slot held. */
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs);
 
 #ifdef __cplusplus
