@@ -184,6 +184,26 @@ static int prepare_opnode(kn_artifact *a, int i)
     return KN_OK;
 }
 
+/* The opnode after which each dynamic value can be freed within a run
+ * (opnodes run in their recorded order). Graph outputs are kept for
+ * kn_session_run_tensors; an order that lies only makes a run fail with
+ * "not computed", never read freed memory. */
+static int plan_slot_frees(kn_artifact *a)
+{
+    const kn_meta *m = &a->meta;
+    a->slot_last_use = calloc((size_t)m->n_slots + 1, sizeof *a->slot_last_use);
+    if (!a->slot_last_use) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_slots; i++) a->slot_last_use[i] = -1;
+    for (int i = 0; i < m->n_opnodes; i++)
+        for (int k = 0; k < m->opnodes[i].n_inputs; k++) {
+            int slot = m->opnodes[i].inputs[k].slot;
+            if (slot > 0) a->slot_last_use[slot - 1] = i;
+        }
+    for (int i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i].slot > 0) a->slot_last_use[m->outputs[i].slot - 1] = -1;
+    return KN_OK;
+}
+
 static int prepare_opnodes(kn_artifact *a)
 {
     int n = a->meta.n_opnodes;
@@ -281,7 +301,7 @@ static int artifact_init(kn_artifact *a, const char *weights_dir)
     }
     if ((st = check_cpu(label, a->meta.cpu_features))) return st;
     if ((st = attach_weights(a, weights_dir))) return st;
-    if ((st = check_dnnl_refs(a))) return st;
+    if ((st = check_dnnl_refs(a)) || (st = plan_slot_frees(a))) return st;
     return prepare_opnodes(a);
 }
 
@@ -378,6 +398,7 @@ void kn_artifact_close(kn_artifact *a)
             free(a->opnodes[i].has_output);
         }
     free(a->opnodes);
+    free(a->slot_last_use);
     kn_meta_free(&a->meta);
     if (a->weights_map) munmap(a->weights_map, a->weights_map_len);
     if (a->dl) dlclose(a->dl);

@@ -132,6 +132,19 @@ static int keep_dynamic(kn_session *s, const kn_rt_opnode *rt, int k, kn_tensor 
     return KN_OK;
 }
 
+/* Frees the dynamic inputs of opnode `index` that no later node reads. */
+static void free_dead_slots(kn_session *s, int index)
+{
+    const kn_artifact *a = s->art;
+    const kn_abi_opnode *o = a->opnodes[index].abi;
+    for (int i = 0; i < o->n_inputs && s->slots && a->slot_last_use; i++) {
+        int slot = o->inputs[i].slot;
+        if (slot <= 0 || slot > a->meta.n_slots || a->slot_last_use[slot - 1] != index) continue;
+        kn_tensor_free(&s->slots[slot - 1]);
+        s->slots[slot - 1].rank = -1;
+    }
+}
+
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs)
 {
     if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: no session");
@@ -157,5 +170,6 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     free(outs);
     free(in);
     free(views);
+    if (!st) free_dead_slots(s, index);
     return st;
 }

@@ -49,6 +49,7 @@ struct kn_artifact {
     void *weights_map;             /* mmapped external weights */
     size_t weights_map_len;
     kn_rt_opnode *opnodes;         /* meta.n_opnodes */
+    int32_t *slot_last_use;        /* meta.n_slots: last opnode reading the slot, -1: keep (an output) */
     char *path;
 };
 

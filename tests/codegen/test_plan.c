@@ -196,6 +196,33 @@ static void test_dynamic_refused(void **state)
     kn_model_free(m);
 }
 
+/* A value sized by data (NonZero) and what is computed from it get session
+ * slots, not arena bytes; a Reshape of it is not an alias. */
+static void test_dynamic_slots(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    kn_value *x = input(m, "x", 6);
+    kn_node *r = unary(m, KN_OP_Relu, "r", x);
+    kn_node *nz = unary(m, KN_OP_NonZero, "nz", r->outputs[0]);
+    kn_node *fl = unary(m, KN_OP_Flatten, "fl", nz->outputs[0]);
+    kn_node *neg = unary(m, KN_OP_Neg, "neg", fl->outputs[0]);
+    assert_int_equal(kn_graph_add_output(m->graph, neg->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    kn_plan p;
+    if (kn_plan_build(m->graph, &p)) fail_msg("%s", kn_last_error());
+    assert_int_equal(p.n_slots, 3);
+    assert_int_equal(p.where[r->outputs[0]->id].loc, KN_LOC_ARENA);
+    const kn_value *dyn[3] = {nz->outputs[0], fl->outputs[0], neg->outputs[0]};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(p.where[dyn[i]->id].loc, KN_LOC_DYNAMIC);
+        assert_int_equal(p.where[dyn[i]->id].offset, i);
+    }
+    assert_false(kn_plan_is_alias(&p, fl));
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_alias),
         cmocka_unit_test(test_constants_and_dropout),
         cmocka_unit_test(test_dynamic_refused),
+        cmocka_unit_test(test_dynamic_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,7 @@ static void assert_tensor_eq(const kn_abi_tensor *a, const kn_abi_tensor *b)
         else assert_null(b->dim_names[i]);
     }
     assert_int_equal(a->nbytes, b->nbytes);
+    assert_int_equal(a->slot, b->slot);
 }
 
 static void test_meta_round_trip(void **state)
@@ -319,6 +320,54 @@ static void test_meta_read_rejects_bad_values(void **state)
     free(f.attrs);
 }
 
+/* Dynamic values (slot > 0): an output and an opnode tensor round-trip;
+ * inputs, oneDNN tensors, slots beyond the count, sizes and bad dims do not. */
+static void test_meta_dynamic_slots(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    f.m.n_slots = 2;
+    f.out[0] = (kn_abi_tensor){.name = "idx", .dtype = KN_I64, .rank = 2, .dims = {1, -1}, .slot = 2};
+    f.op_out[0] = f.out[0];
+    f.op_in[0] = (kn_abi_tensor){.name = "t0", .dtype = KN_DT_UNDEFINED, .rank = -1, .slot = 1};
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    if (kn_meta_read(bytes, len, &r)) fail_msg("%s", kn_last_error());
+    assert_int_equal(r.n_slots, 2);
+    assert_tensor_eq(&f.out[0], &r.outputs[0]);
+    assert_tensor_eq(&f.op_in[0], &r.opnodes[0].inputs[0]);
+    assert_tensor_eq(&f.op_out[0], &r.opnodes[0].outputs[0]);
+    kn_meta_free(&r);
+    free(bytes);
+    static const struct {
+        int which; /* 0: output slot 3; 1: input dynamic; 2: sized; 3: dim -2; 4: oneDNN src dynamic */
+        const char *text;
+    } bad[] = {{0, "slot 3, but the artifact has 2"}, {1, "cannot be dynamic"}, {2, "static size"},
+               {3, "dim -2"}, {4, "cannot be dynamic"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        fixture g;
+        make_meta(&g);
+        g.m.n_slots = 2;
+        g.out[0] = (kn_abi_tensor){.name = "idx", .dtype = KN_I64, .rank = 2, .dims = {1, -1}, .slot = 2};
+        switch (bad[k].which) {
+        case 0: g.out[0].slot = 3; break;
+        case 1: g.in[1].slot = 1; break;
+        case 2: g.out[0].nbytes = 16; break;
+        case 3: g.out[0].dims[1] = -2; break;
+        default: g.dnnl[0].src.slot = 1; break;
+        }
+        assert_int_equal(kn_meta_write(&g.m, &bytes, &len), 0);
+        assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+        if (!strstr(kn_last_error(), bad[k].text)) fail_msg("case %zu: '%s' lacks '%s'", k, kn_last_error(), bad[k].text);
+        free(bytes);
+        free(g.attrs);
+    }
+    free(f.attrs);
+}
+
 /* ---- attributes ----------------------------------------------------------- */
 
 static void test_attrs_every_kind(void **state)
@@ -468,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_meta_many_small_records),
         cmocka_unit_test(test_meta_write_refuses_inconsistent),
         cmocka_unit_test(test_meta_read_rejects_bad_values),
+        cmocka_unit_test(test_meta_dynamic_slots),
         cmocka_unit_test(test_attrs_every_kind),
         cmocka_unit_test(test_attrs_graph_refused),
         cmocka_unit_test(test_fnv1a),
