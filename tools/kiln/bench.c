@@ -91,6 +91,16 @@ static int run_ort(const char *model, int threads, int runs, int warmup, const c
     return KN_OK;
 }
 
+/* One run through kn_session_run_tensors (outputs allocated and freed). */
+static int run_tensors_once(kn_session *s, int n_in, const kn_tensor *in, int n_out)
+{
+    kn_tensor out[64] = {{0}};
+    if (n_out > 64) return kn_error(KN_ERR_UNSUPPORTED, "more than 64 outputs");
+    int st = kn_session_run_tensors(s, n_in, in, n_out, out);
+    for (int i = 0; i < n_out; i++) kn_tensor_free(&out[i]);
+    return st;
+}
+
 int kn_cmd_bench(int argc, char **argv)
 {
     const char *path = NULL, *ort_model = NULL;
@@ -180,17 +190,19 @@ int kn_cmd_bench(int argc, char **argv)
         snprintf(p, sizeof p, "%s/in%d.npy", dir, i);
         if (!st && vs_ort) st = kn_npy_write(p, &in[i]);
     }
+    /* outputs whose shape depends on data need kn_session_run_tensors */
+    bool dynamic = false;
     for (int i = 0; !st && i < n_out; i++) {
         kn_io_info info;
         kn_artifact_output_info(art, i, &info);
+        for (int d = 0; d < info.rank; d++) dynamic |= info.dims[d] < 0;
         out_ptrs[i] = malloc(info.nbytes ? info.nbytes : 1);
         if (!out_ptrs[i]) st = kn_error(KN_ERR_NOMEM, "out of memory");
     }
-    for (int r = 0; !st && r < warmup; r++) st = kn_session_run(s, (const void *const *)in_ptrs, out_ptrs);
-    for (int r = 0; !st && r < runs; r++) {
+    for (int r = 0; !st && r < warmup + runs; r++) {
         double t0 = now_ms();
-        st = kn_session_run(s, (const void *const *)in_ptrs, out_ptrs);
-        times[r] = now_ms() - t0;
+        st = dynamic ? run_tensors_once(s, n_in, in, n_out) : kn_session_run(s, (const void *const *)in_ptrs, out_ptrs);
+        if (r >= warmup) times[r - warmup] = now_ms() - t0;
     }
     double ort_med = 0, ort_p90 = 0;
     if (!st && vs_ort) st = run_ort(ort_model, threads, runs, warmup, dir, art, &ort_med, &ort_p90);
