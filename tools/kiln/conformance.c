@@ -141,86 +141,6 @@ static void as_bf16_if_meant(kn_tensor *t, kn_dtype meant)
     if (meant == KN_BF16 && t->dtype == KN_U16) t->dtype = KN_BF16;
 }
 
-static char run_set(kn_model *m, const char *set_dir, char *msg, size_t len)
-{
-    kn_graph *g = m->graph;
-    int n_in = count_files(set_dir, "input"), n_out = count_files(set_dir, "output");
-    if (n_in > MAX_IO || n_out > MAX_IO) {
-        snprintf(msg, len, "too many inputs/outputs");
-        return R_FAIL;
-    }
-    kn_tensor in[MAX_IO] = {0}, want[MAX_IO] = {0}, got[MAX_IO] = {0};
-    const char *names[MAX_IO];
-    char *tnames[MAX_IO] = {0};
-    char code = R_PASS;
-    /* runtime inputs in graph order (constants excluded) */
-    const kn_value *formal[MAX_IO];
-    int n_formal = 0;
-    for (int i = 0; i < g->n_inputs && n_formal < MAX_IO; i++)
-        if (!g->inputs[i]->const_data) formal[n_formal++] = g->inputs[i];
-    for (int i = 0; i < n_in; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/input_%d.pb", set_dir, i);
-        int st = kn_onnx_load_tensor_file(p, &in[i], &tnames[i]);
-        if (st) {
-            snprintf(msg, len, "input_%d.pb: %s", i, kn_last_error());
-            code = status_code(st);
-            goto out;
-        }
-        const kn_value *v = tnames[i] && *tnames[i] ? kn_graph_lookup_local(g, tnames[i]) : NULL;
-        if (v && (v->flags & KN_VALUE_GRAPH_INPUT)) names[i] = v->name;
-        else if (i < n_formal) names[i] = formal[i]->name;
-        else if (i < g->n_inputs) names[i] = g->inputs[i]->name;
-        else {
-            snprintf(msg, len, "test gives %d inputs, the model has %d", n_in, g->n_inputs);
-            code = R_FAIL;
-            goto out;
-        }
-        const kn_value *formal_v = kn_graph_lookup_local(g, names[i]);
-        if (formal_v) as_bf16_if_meant(&in[i], formal_v->dtype);
-    }
-    for (int i = 0; i < n_out; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/output_%d.pb", set_dir, i);
-        int st = kn_onnx_load_tensor_file(p, &want[i], NULL);
-        if (st) {
-            snprintf(msg, len, "output_%d.pb: %s", i, kn_last_error());
-            code = status_code(st);
-            goto out;
-        }
-    }
-    if (n_out != g->n_outputs) {
-        snprintf(msg, len, "test expects %d outputs, the model has %d", n_out, g->n_outputs);
-        code = R_FAIL;
-        goto out;
-    }
-    kn_eval_options opts = {.check_infer = 1};
-    int st = kn_eval_model_opts(m, n_in, names, in, got, &opts);
-    if (st) {
-        snprintf(msg, len, "%s", kn_last_error());
-        code = status_code(st);
-        goto out;
-    }
-    for (int i = 0; i < n_out && code == R_PASS; i++) {
-        char what[300];
-        snprintf(what, sizeof what, "output '%s'", g->outputs[i]->name);
-        as_bf16_if_meant(&want[i], got[i].dtype);
-        if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
-    }
-out:
-    for (int i = 0; i < MAX_IO; i++) {
-        kn_tensor_free(&in[i]);
-        kn_tensor_free(&want[i]);
-        kn_tensor_free(&got[i]);
-        free(tnames[i]);
-    }
-    return code;
-}
-
-/* ---- the cpu backend: compile the case, run it through libkiln_rt -------- */
-
-static int g_opt_level = 2;
-
 /* Loads set_dir's tensors in[0..n_in) / want[0..n_out), mapped to graph inputs. */
 static char load_set(const kn_graph *g, const char *set_dir, kn_tensor *in, const char **names, char **tnames,
                      int *out_n_in, kn_tensor *want, int *out_n_out, char *msg, size_t len)
@@ -247,8 +167,9 @@ static char load_set(const kn_graph *g, const char *set_dir, kn_tensor *in, cons
         const kn_value *v = tnames[i] && *tnames[i] ? kn_graph_lookup_local(g, tnames[i]) : NULL;
         if (v && (v->flags & KN_VALUE_GRAPH_INPUT)) names[i] = v->name;
         else if (i < n_formal) names[i] = formal[i]->name;
+        else if (i < g->n_inputs) names[i] = g->inputs[i]->name; /* an overridable initializer */
         else {
-            snprintf(msg, len, "test gives %d inputs, the model has %d", n_in, n_formal);
+            snprintf(msg, len, "test gives %d inputs, the model has %d", n_in, g->n_inputs);
             return R_FAIL;
         }
         const kn_value *fv = kn_graph_lookup_local(g, names[i]);
@@ -266,6 +187,43 @@ static char load_set(const kn_graph *g, const char *set_dir, kn_tensor *in, cons
     }
     return R_PASS;
 }
+
+static char run_set(kn_model *m, const char *set_dir, char *msg, size_t len)
+{
+    kn_graph *g = m->graph;
+    kn_tensor in[MAX_IO] = {0}, want[MAX_IO] = {0}, got[MAX_IO] = {0};
+    const char *names[MAX_IO];
+    char *tnames[MAX_IO] = {0};
+    int n_in = 0, n_out = 0;
+    char code = load_set(g, set_dir, in, names, tnames, &n_in, want, &n_out, msg, len);
+    if (code == R_PASS && n_out != g->n_outputs) {
+        snprintf(msg, len, "test expects %d outputs, the model has %d", n_out, g->n_outputs);
+        code = R_FAIL;
+    }
+    kn_eval_options opts = {.check_infer = 1};
+    int st = code == R_PASS ? kn_eval_model_opts(m, n_in, names, in, got, &opts) : KN_OK;
+    if (st) {
+        snprintf(msg, len, "%s", kn_last_error());
+        code = status_code(st);
+    }
+    for (int i = 0; i < n_out && code == R_PASS; i++) {
+        char what[300];
+        snprintf(what, sizeof what, "output '%s'", g->outputs[i]->name);
+        as_bf16_if_meant(&want[i], got[i].dtype);
+        if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
+    }
+    for (int i = 0; i < MAX_IO; i++) {
+        kn_tensor_free(&in[i]);
+        kn_tensor_free(&want[i]);
+        kn_tensor_free(&got[i]);
+        free(tnames[i]);
+    }
+    return code;
+}
+
+/* ---- the cpu backend: compile the case, run it through libkiln_rt -------- */
+
+static int g_opt_level = 2;
 
 /* Compiles model_path with its inputs pinned to the shapes of this data set,
  * runs the artifact and compares. */
