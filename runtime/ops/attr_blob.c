@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "opdesc.h"
+#include "wbuf.h"
 
 #define ATTR_MAGIC 0x54414e4bu /* "KNAT" */
 #define CHUNK_HDR 64
@@ -29,65 +30,17 @@
 
 /* ---- writing ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    unsigned char *p;
-    size_t len, cap;
-    int err;
-} wbuf;
 
-static void w_bytes(wbuf *w, const void *src, size_t n)
-{
-    if (w->err || n == 0) return;
-    if (n > SIZE_MAX / 2 - w->len) {
-        w->err = kn_error(KN_ERR_NOMEM, "attributes: too large to serialize");
-        return;
-    }
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n) cap *= 2;
-        unsigned char *p = realloc(w->p, cap);
-        if (!p) {
-            w->err = kn_error(KN_ERR_NOMEM, "attributes: out of memory (%zu bytes)", cap);
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-static void w_u32(wbuf *w, uint32_t v)
-{
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    w_bytes(w, b, 4);
-}
-
-static void w_u64(wbuf *w, uint64_t v)
-{
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    w_bytes(w, b, 8);
-}
-
-static void w_f32(wbuf *w, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    w_u32(w, u);
-}
-
-static int w_str32(wbuf *w, const char *s, const char *attr)
+static int w_str32(kn_wbuf *w, const char *s, const char *attr)
 {
     size_t n = s ? strlen(s) : 0;
     if (n > UINT32_MAX) return kn_error(KN_ERR_INVALID, "attribute '%s': string too long", attr);
-    w_u32(w, (uint32_t)n);
-    w_bytes(w, s, n);
+    kn_wbuf_u32(w, (uint32_t)n);
+    kn_wbuf_bytes(w, s, n);
     return KN_OK;
 }
 
-static int w_tensor(wbuf *w, const kn_tensor *t, const char *attr)
+static int w_tensor(kn_wbuf *w, const kn_tensor *t, const char *attr)
 {
     if (!t) return kn_error(KN_ERR_INVALID, "attribute '%s': NULL tensor", attr);
     int64_t numel = t->rank >= 0 && t->rank <= KN_MAX_RANK ? kn_shape_numel(t->rank, t->dims) : -1;
@@ -98,26 +51,26 @@ static int w_tensor(wbuf *w, const kn_tensor *t, const char *attr)
     if (nbytes && (!t->data || t->nbytes < nbytes))
         return kn_error(KN_ERR_INVALID, "attribute '%s': tensor holds %zu bytes, its shape needs %zu", attr,
                         t->data ? t->nbytes : 0, nbytes);
-    w_u32(w, (uint32_t)t->dtype);
-    w_u32(w, (uint32_t)t->rank);
-    for (int i = 0; i < t->rank; i++) w_u64(w, (uint64_t)t->dims[i]);
-    w_u64(w, nbytes);
-    w_bytes(w, t->data, nbytes);
+    kn_wbuf_u32(w, (uint32_t)t->dtype);
+    kn_wbuf_u32(w, (uint32_t)t->rank);
+    for (int i = 0; i < t->rank; i++) kn_wbuf_u64(w, (uint64_t)t->dims[i]);
+    kn_wbuf_u64(w, nbytes);
+    kn_wbuf_bytes(w, t->data, nbytes);
     return KN_OK;
 }
 
-static int w_list(wbuf *w, const kn_attr *a)
+static int w_list(kn_wbuf *w, const kn_attr *a)
 {
     if (a->n < 0 || (a->n > 0 && ((a->kind == KN_ATTR_FLOATS && !a->floats) || (a->kind == KN_ATTR_INTS && !a->ints) ||
                                   (a->kind == KN_ATTR_STRINGS && !a->strings) ||
                                   (a->kind == KN_ATTR_TENSORS && !a->tensors))))
         return kn_error(KN_ERR_INVALID, "attribute '%s': list of %d with no elements", a->name, a->n);
-    w_u32(w, (uint32_t)a->n);
+    kn_wbuf_u32(w, (uint32_t)a->n);
     int st = KN_OK;
     for (int k = 0; k < a->n && !st; k++) {
         switch (a->kind) {
-        case KN_ATTR_FLOATS: w_f32(w, a->floats[k]); break;
-        case KN_ATTR_INTS: w_u64(w, (uint64_t)a->ints[k]); break;
+        case KN_ATTR_FLOATS: kn_wbuf_f32(w, a->floats[k]); break;
+        case KN_ATTR_INTS: kn_wbuf_u64(w, (uint64_t)a->ints[k]); break;
         case KN_ATTR_STRINGS: st = w_str32(w, a->strings[k], a->name); break;
         default: st = w_tensor(w, a->tensors[k], a->name); break;
         }
@@ -125,19 +78,19 @@ static int w_list(wbuf *w, const kn_attr *a)
     return st;
 }
 
-static int w_attr(wbuf *w, const kn_attr *a)
+static int w_attr(kn_wbuf *w, const kn_attr *a)
 {
     if (!a->name) return kn_error(KN_ERR_INVALID, "attributes: an attribute has no name");
     int st = w_str32(w, a->name, a->name);
     if (st) return st;
-    w_u32(w, (uint32_t)a->kind);
+    kn_wbuf_u32(w, (uint32_t)a->kind);
     switch (a->kind) {
-    case KN_ATTR_FLOAT: w_f32(w, a->f); return KN_OK;
-    case KN_ATTR_INT: w_u64(w, (uint64_t)a->i); return KN_OK;
+    case KN_ATTR_FLOAT: kn_wbuf_f32(w, a->f); return KN_OK;
+    case KN_ATTR_INT: kn_wbuf_u64(w, (uint64_t)a->i); return KN_OK;
     case KN_ATTR_STRING:
         if (a->s_len && !a->s) return kn_error(KN_ERR_INVALID, "attribute '%s': NULL string", a->name);
-        w_u64(w, a->s_len);
-        w_bytes(w, a->s, a->s_len);
+        kn_wbuf_u64(w, a->s_len);
+        kn_wbuf_bytes(w, a->s, a->s_len);
         return KN_OK;
     case KN_ATTR_TENSOR: return w_tensor(w, a->t, a->name);
     case KN_ATTR_FLOATS:
@@ -158,9 +111,9 @@ int kn_attrs_write(const kn_attr *attrs, int n_attrs, unsigned char **out_bytes,
     if (out_len) *out_len = 0;
     if (!out_bytes || !out_len || n_attrs < 0 || (n_attrs && !attrs))
         return kn_error(KN_ERR_INVALID, "kn_attrs_write: bad arguments");
-    wbuf w = {0};
-    w_u32(&w, ATTR_MAGIC);
-    w_u32(&w, (uint32_t)n_attrs);
+    kn_wbuf w = {.what = "attributes"};
+    kn_wbuf_u32(&w, ATTR_MAGIC);
+    kn_wbuf_u32(&w, (uint32_t)n_attrs);
     int st = KN_OK;
     for (int i = 0; i < n_attrs && !st && !w.err; i++) st = w_attr(&w, &attrs[i]);
     if (!st) st = w.err;

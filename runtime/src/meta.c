@@ -27,6 +27,7 @@
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
 #define META_FORMAT 2u
@@ -50,62 +51,13 @@ uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len)
 
 /* ---- writing ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    unsigned char *p;
-    size_t len, cap;
-    int err; /* sticky: the first failure wins */
-} wbuf;
+static void w_i32(kn_wbuf *w, int32_t v) { kn_wbuf_u32(w, (uint32_t)v); }
+static void w_i64(kn_wbuf *w, int64_t v) { kn_wbuf_u64(w, (uint64_t)v); }
 
-static void w_bytes(wbuf *w, const void *src, size_t n)
-{
-    if (w->err || n == 0) return;
-    if (n > SIZE_MAX / 2 - w->len) {
-        w->err = kn_error(KN_ERR_NOMEM, "meta: too large to serialize");
-        return;
-    }
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 1024;
-        while (cap < w->len + n) cap *= 2;
-        unsigned char *p = realloc(w->p, cap);
-        if (!p) {
-            w->err = kn_error(KN_ERR_NOMEM, "meta: out of memory (%zu bytes)", cap);
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-static void w_u32(wbuf *w, uint32_t v)
-{
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    w_bytes(w, b, 4);
-}
-
-static void w_u64(wbuf *w, uint64_t v)
-{
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    w_bytes(w, b, 8);
-}
-
-static void w_i32(wbuf *w, int32_t v) { w_u32(w, (uint32_t)v); }
-static void w_i64(wbuf *w, int64_t v) { w_u64(w, (uint64_t)v); }
-
-static void w_f32(wbuf *w, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    w_u32(w, u);
-}
-
-static void w_str(wbuf *w, const char *s)
+static void w_str(kn_wbuf *w, const char *s)
 {
     if (!s) {
-        w_u32(w, STR_NULL);
+        kn_wbuf_u32(w, STR_NULL);
         return;
     }
     size_t n = strlen(s);
@@ -113,11 +65,11 @@ static void w_str(wbuf *w, const char *s)
         if (!w->err) w->err = kn_error(KN_ERR_INVALID, "meta: string of %zu bytes is too long", n);
         return;
     }
-    w_u32(w, (uint32_t)n);
-    w_bytes(w, s, n);
+    kn_wbuf_u32(w, (uint32_t)n);
+    kn_wbuf_bytes(w, s, n);
 }
 
-static void w_tensor(wbuf *w, const kn_abi_tensor *t)
+static void w_tensor(kn_wbuf *w, const kn_abi_tensor *t)
 {
     w_str(w, t->name);
     w_i32(w, t->dtype);
@@ -128,20 +80,20 @@ static void w_tensor(wbuf *w, const kn_abi_tensor *t)
     w_i32(w, t->slot);
 }
 
-static void w_ref(wbuf *w, const kn_abi_ref *r)
+static void w_ref(kn_wbuf *w, const kn_abi_ref *r)
 {
     w_i32(w, r->loc);
     w_i64(w, r->offset);
 }
 
-static void w_dnnl(wbuf *w, const kn_abi_dnnl *d)
+static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
 {
     w_i32(w, d->kind);
     w_i32(w, d->n_post);
     for (int i = 0; i < 4; i++) {
         w_i32(w, d->post[i].kind);
-        w_f32(w, d->post[i].alpha);
-        w_f32(w, d->post[i].beta);
+        kn_wbuf_f32(w, d->post[i].alpha);
+        kn_wbuf_f32(w, d->post[i].beta);
     }
     w_tensor(w, &d->src);
     w_tensor(w, &d->wei);
@@ -149,7 +101,7 @@ static void w_dnnl(wbuf *w, const kn_abi_dnnl *d)
     w_tensor(w, &d->dst);
     w_i32(w, d->trans_a);
     w_i32(w, d->trans_b);
-    w_f32(w, d->alpha);
+    kn_wbuf_f32(w, d->alpha);
     w_i32(w, d->groups);
     w_i32(w, d->spatial);
     for (int i = 0; i < 3; i++) w_i64(w, d->strides[i]);
@@ -160,7 +112,7 @@ static void w_dnnl(wbuf *w, const kn_abi_dnnl *d)
     w_ref(w, &d->bias_ref);
 }
 
-static int w_opnode(wbuf *w, int index, const kn_abi_opnode *o)
+static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
 {
     if (o->n_inputs < 0 || o->n_outputs < 0 || o->n_inputs > MAX_OPNODE_ARITY ||
         o->n_outputs > MAX_OPNODE_ARITY || (o->n_inputs && !o->inputs) || (o->n_outputs && !o->outputs) ||
@@ -175,8 +127,8 @@ static int w_opnode(wbuf *w, int index, const kn_abi_opnode *o)
     w_str(w, o->op_type);
     for (int i = 0; i < o->n_inputs; i++) w_tensor(w, &o->inputs[i]);
     for (int i = 0; i < o->n_outputs; i++) w_tensor(w, &o->outputs[i]);
-    w_u64(w, (uint64_t)o->attrs_len);
-    w_bytes(w, o->attrs, (size_t)o->attrs_len);
+    kn_wbuf_u64(w, (uint64_t)o->attrs_len);
+    kn_wbuf_bytes(w, o->attrs, (size_t)o->attrs_len);
     return KN_OK;
 }
 
@@ -197,11 +149,11 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     if (!m || !out_bytes || !out_len) return kn_error(KN_ERR_INVALID, "kn_meta_write: NULL argument");
     int st = check_counts(m);
     if (st) return st;
-    wbuf w = {0};
-    w_u32(&w, META_MAGIC);
-    w_u32(&w, META_FORMAT);
-    w_u64(&w, m->model_hash);
-    w_u64(&w, m->cpu_features);
+    kn_wbuf w = {.what = "meta"};
+    kn_wbuf_u32(&w, META_MAGIC);
+    kn_wbuf_u32(&w, META_FORMAT);
+    kn_wbuf_u64(&w, m->model_hash);
+    kn_wbuf_u64(&w, m->cpu_features);
     w_i32(&w, m->n_inputs);
     w_i32(&w, m->n_outputs);
     w_i32(&w, m->n_slots);
@@ -214,7 +166,7 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     w_i64(&w, m->intermediate_bytes);
     w_i64(&w, m->weights_bytes);
     w_str(&w, m->weights_file);
-    w_u64(&w, m->weights_hash);
+    kn_wbuf_u64(&w, m->weights_hash);
     w_i32(&w, m->n_dnnl);
     w_i32(&w, m->n_opnodes);
     for (int i = 0; i < m->n_dnnl; i++) w_dnnl(&w, &m->dnnl[i]);
