@@ -4,6 +4,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+void kn_cg_init_types(kn_cg *cg)
+{
+    LLVMContextRef c = cg->ctx;
+    if (!cg->b) cg->b = LLVMCreateBuilderInContext(c);
+    cg->t_void = LLVMVoidTypeInContext(c);
+    cg->t_i1 = LLVMInt1TypeInContext(c);
+    cg->t_i8 = LLVMInt8TypeInContext(c);
+    cg->t_i16 = LLVMInt16TypeInContext(c);
+    cg->t_i32 = LLVMInt32TypeInContext(c);
+    cg->t_i64 = LLVMInt64TypeInContext(c);
+    cg->t_half = LLVMHalfTypeInContext(c);
+    cg->t_bf16 = LLVMBFloatTypeInContext(c);
+    cg->t_float = LLVMFloatTypeInContext(c);
+    cg->t_double = LLVMDoubleTypeInContext(c);
+    cg->t_ptr = LLVMPointerTypeInContext(c, 0);
+}
+
+LLVMTypeRef kn_cg_fn_type(kn_cg *cg)
+{
+    LLVMTypeRef p[5] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    return LLVMFunctionType(cg->t_i32, p, 5, 0);
+}
+
+LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal)
+{
+    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, kn_cg_fn_type(cg));
+    if (internal) LLVMSetLinkage(fn, LLVMInternalLinkage);
+    cg->fn = fn;
+    cg->a_exec = LLVMGetParam(fn, 0);
+    cg->a_arena = LLVMGetParam(fn, 1);
+    cg->a_weights = LLVMGetParam(fn, 2);
+    cg->a_inputs = LLVMGetParam(fn, 3);
+    cg->a_outputs = LLVMGetParam(fn, 4);
+    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
+    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
+    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
+    return fn;
+}
+
 int64_t kn_cg_numel(const kn_value *v)
 {
     return kn_shape_is_static(&v->shape) ? kn_shape_numel(v->shape.rank, v->shape.dims) : -1;

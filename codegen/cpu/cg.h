@@ -97,6 +97,15 @@ typedef struct kn_cg {
     LLVMValueRef status;      /* i32 alloca a lowering may set non-zero on a runtime failure */
 } kn_cg;
 
+/* Fills cg's LLVM types from cg->ctx (and creates cg->b if NULL). */
+void kn_cg_init_types(kn_cg *cg);
+/* The node function type: i32 (ptr ex, ptr arena, ptr weights, ptr inputs, ptr outputs). */
+LLVMTypeRef kn_cg_fn_type(kn_cg *cg);
+/* Adds a function of the node type named `name` (internal linkage if asked),
+ * makes it current (cg->fn and the a_* arguments), positions the builder in
+ * its entry block and zeroes cg->status. */
+LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal);
+
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);
 /* Pointer to the first byte of v's data in the current function. */

@@ -416,49 +416,14 @@ static void free_meta(compile_state *s)
 
 /* ---- code ---------------------------------------------------------------------- */
 
-static LLVMTypeRef fn_type(kn_cg *cg)
-{
-    LLVMTypeRef p[5] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
-    return LLVMFunctionType(cg->t_i32, p, 5, 0);
-}
-
 static void init_cg(compile_state *s)
 {
     kn_cg *cg = &s->cg;
-    LLVMContextRef c = cg->ctx;
-    cg->b = LLVMCreateBuilderInContext(c);
-    cg->t_void = LLVMVoidTypeInContext(c);
-    cg->t_i1 = LLVMInt1TypeInContext(c);
-    cg->t_i8 = LLVMInt8TypeInContext(c);
-    cg->t_i16 = LLVMInt16TypeInContext(c);
-    cg->t_i32 = LLVMInt32TypeInContext(c);
-    cg->t_i64 = LLVMInt64TypeInContext(c);
-    cg->t_half = LLVMHalfTypeInContext(c);
-    cg->t_bf16 = LLVMBFloatTypeInContext(c);
-    cg->t_float = LLVMFloatTypeInContext(c);
-    cg->t_double = LLVMDoubleTypeInContext(c);
-    cg->t_ptr = LLVMPointerTypeInContext(c, 0);
+    kn_cg_init_types(cg);
     cg->model = s->m;
     cg->g = s->g;
     cg->plan = &s->plan;
     cg->meta = &s->meta;
-}
-
-/* Starts a function with the node signature; the builder is in its entry. */
-static LLVMValueRef begin_function(kn_cg *cg, const char *name, bool internal)
-{
-    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, fn_type(cg));
-    if (internal) LLVMSetLinkage(fn, LLVMInternalLinkage);
-    cg->fn = fn;
-    cg->a_exec = LLVMGetParam(fn, 0);
-    cg->a_arena = LLVMGetParam(fn, 1);
-    cg->a_weights = LLVMGetParam(fn, 2);
-    cg->a_inputs = LLVMGetParam(fn, 3);
-    cg->a_outputs = LLVMGetParam(fn, 4);
-    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
-    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
-    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
-    return fn;
 }
 
 static kn_cg_lower_fn find_lowering(kn_op op)
@@ -552,7 +517,7 @@ static int emit_node(compile_state *s, int i)
     const kn_node *n = s->g->nodes[i];
     char fname[64];
     snprintf(fname, sizeof fname, "node_%d", n->id);
-    LLVMValueRef fn = begin_function(cg, fname, true);
+    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
     kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
     int dnnl_before = s->meta.n_dnnl;
     int st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
@@ -568,7 +533,7 @@ static int emit_node(compile_state *s, int i)
     kn_error_clear();
     s->meta.n_dnnl = dnnl_before;
     LLVMDeleteFunction(fn);
-    fn = begin_function(cg, fname, true);
+    fn = kn_cg_begin_function(cg, fname, true);
     s->node_fns[i] = fn;
     s->how[i] = KN_LOWERED_RUNTIME;
     return emit_fallback(s, n);
@@ -580,12 +545,12 @@ static void emit_run(compile_state *s)
 {
     kn_cg *cg = &s->cg;
     const kn_graph *g = s->g;
-    LLVMValueRef run = begin_function(cg, "kn_run", true);
+    LLVMValueRef run = kn_cg_begin_function(cg, "kn_run", true);
     LLVMValueRef args[5];
     for (int k = 0; k < 5; k++) args[k] = LLVMGetParam(run, (unsigned)k);
     for (int i = 0; i < g->n_nodes; i++) {
         if (!s->node_fns[i]) continue;
-        LLVMValueRef st = LLVMBuildCall2(cg->b, fn_type(cg), s->node_fns[i], args, 5, "");
+        LLVMValueRef st = LLVMBuildCall2(cg->b, kn_cg_fn_type(cg), s->node_fns[i], args, 5, "");
         LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, run, "fail");
         LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->ctx, run, "");
         LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, next);
