@@ -16,12 +16,8 @@
 
 #include <cmocka.h>
 
-#include <llvm-c/Analysis.h>
-#include <llvm-c/ExecutionEngine.h>
-#include <llvm-c/Target.h>
-#include <llvm-c/Transforms/PassBuilder.h>
-
 #include "cg.h"
+#include "jit_harness.h"
 #include "eval.h"
 
 /* ---- a one-node model ----------------------------------------------------------- */
@@ -123,29 +119,6 @@ static void tc_ints(tc *c, const char *name, int n, const int64_t *v)
 
 /* ---- lowering and running ---------------------------------------------------------- */
 
-typedef int (*node_fn)(void *ex, char *arena, const char *weights, void *const *inputs, void *const *outputs);
-
-static LLVMTargetMachineRef host_tm(void)
-{
-    char *triple = LLVMGetDefaultTargetTriple(), *err = NULL;
-    LLVMTargetRef target;
-    assert_int_equal(LLVMGetTargetFromTriple(triple, &target, &err), 0);
-    char *cpu = LLVMGetHostCPUName(), *feat = LLVMGetHostCPUFeatures();
-    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, feat, LLVMCodeGenLevelAggressive,
-                                                      LLVMRelocPIC, LLVMCodeModelJITDefault);
-    LLVMDisposeMessage(triple);
-    LLVMDisposeMessage(cpu);
-    LLVMDisposeMessage(feat);
-    return tm;
-}
-
-static kn_cg_lower_fn find_lowering(kn_op op)
-{
-    for (const kn_cg_lowering *l = kn_cg_lower_reduce; l->lower; l++)
-        if (l->op == op) return l->lower;
-    return NULL;
-}
-
 static void check_close(const kn_tensor *ref, const void *got, int out_index)
 {
     int64_t n = kn_tensor_numel(ref);
@@ -178,74 +151,9 @@ static int tc_run(tc *c)
     kn_tensor ref[4] = {{0}};
     if (kn_eval_model(c->m, c->n_rt, c->rt_names, c->rt, ref)) fail_msg("reference: %s", kn_last_error());
 
-    /* memory plan: runtime inputs and outputs are user buffers, constants in a blob */
-    kn_plan plan = {0};
-    plan.n_where = c->m->n_value_ids;
-    plan.where = calloc((size_t)plan.n_where, sizeof *plan.where);
-    assert_non_null(plan.where);
-    for (int i = 0; i < plan.n_where; i++) plan.where[i].loc = -1;
-    int64_t wbytes = 0;
-    for (int i = 0; i < c->n_ins; i++)
-        if (c->ins[i] && c->ins[i]->const_data) wbytes += ((int64_t)c->ins[i]->const_data->nbytes + 63) / 64 * 64;
-    unsigned char *blob = aligned_alloc(64, (size_t)(wbytes + 64));
-    assert_non_null(blob);
-    int64_t off = 0;
-    int rti = 0;
-    for (int i = 0; i < c->n_ins; i++) {
-        kn_value *v = c->ins[i];
-        if (!v) continue;
-        if (v->const_data) {
-            plan.where[v->id] = (kn_abi_ref){KN_LOC_WEIGHTS, 0, off};
-            memcpy(blob + off, v->const_data->data, v->const_data->nbytes);
-            off += ((int64_t)v->const_data->nbytes + 63) / 64 * 64;
-        } else {
-            plan.where[v->id] = (kn_abi_ref){KN_LOC_INPUT, 0, rti++};
-        }
-    }
-    for (int i = 0; i < c->n->n_outputs; i++) plan.where[c->n->outputs[i]->id] = (kn_abi_ref){KN_LOC_OUTPUT, 0, i};
-
-    LLVMContextRef ctx = LLVMContextCreate();
-    kn_cg cg = {0};
-    cg.ctx = ctx;
-    cg.mod = LLVMModuleCreateWithNameInContext("t", ctx);
-    cg.b = LLVMCreateBuilderInContext(ctx);
-    cg.tm = host_tm();
-    char *triple = LLVMGetTargetMachineTriple(cg.tm);
-    LLVMSetTarget(cg.mod, triple);
-    LLVMDisposeMessage(triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(cg.tm);
-    LLVMSetModuleDataLayout(cg.mod, dl);
-    LLVMDisposeTargetData(dl);
-    kn_cg_init_types(&cg);
-    cg.model = c->m;
-    cg.g = g;
-    cg.plan = &plan;
-    kn_cg_begin_function(&cg, "node", false);
-
-    kn_cg_lower_fn lower = find_lowering(c->n->op);
-    assert_non_null(lower);
-    int st = lower(&cg, c->n);
+    jit_node j;
+    int st = jit_lower(&j, c->m, c->ins, c->n_ins, c->n, jit_find(kn_cg_lower_reduce, c->n->op));
     if (st == KN_OK) {
-        LLVMBuildRet(cg.b, kn_cg_i32(&cg, 0));
-        char *err = NULL;
-        if (LLVMVerifyModule(cg.mod, LLVMReturnStatusAction, &err)) {
-            LLVMDumpModule(cg.mod);
-            fail_msg("module does not verify: %s", err);
-        }
-        LLVMDisposeMessage(err);
-        LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-        LLVMErrorRef e = LLVMRunPasses(cg.mod, "default<O3>", cg.tm, po);
-        assert_null(e);
-        LLVMDisposePassBuilderOptions(po);
-        if (getenv("KILN_TEST_DUMP_IR")) LLVMDumpModule(cg.mod);
-
-        struct LLVMMCJITCompilerOptions jo;
-        LLVMInitializeMCJITCompilerOptions(&jo, sizeof jo);
-        jo.OptLevel = 2;
-        LLVMExecutionEngineRef ee;
-        if (LLVMCreateMCJITCompilerForModule(&ee, cg.mod, &jo, sizeof jo, &err)) fail_msg("MCJIT: %s", err);
-        node_fn fn = (node_fn)(uintptr_t)LLVMGetFunctionAddress(ee, "node");
-        assert_non_null(fn);
         void *inputs[4], *outputs[4] = {0};
         for (int i = 0; i < c->n_rt; i++) inputs[i] = c->rt[i].data;
         for (int i = 0; i < c->n->n_outputs; i++) {
@@ -253,21 +161,14 @@ static int tc_run(tc *c)
             assert_non_null(outputs[i]);
             memset(outputs[i], 0xcd, ref[i].nbytes + 1);
         }
-        assert_int_equal(fn(NULL, NULL, (const char *)blob, inputs, outputs), 0);
+        assert_int_equal(jit_call(&j, inputs, outputs), 0);
         for (int i = 0; i < c->n->n_outputs; i++) {
             check_close(&ref[i], outputs[i], i);
             free(outputs[i]);
         }
-        LLVMDisposeExecutionEngine(ee); /* owns the module */
-    } else {
-        LLVMDisposeModule(cg.mod);
     }
-    LLVMDisposeBuilder(cg.b);
-    LLVMDisposeTargetMachine(cg.tm);
-    LLVMContextDispose(ctx);
+    jit_free(&j);
     for (int i = 0; i < 4; i++) kn_tensor_free(&ref[i]);
-    free(blob);
-    free(plan.where);
     for (int i = 0; i < c->n_rt; i++) kn_tensor_free(&c->rt[i]);
     kn_model_free(c->m);
     free(c);
