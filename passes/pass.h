@@ -36,10 +36,10 @@ extern "C" {
 
 /* Why a pattern almost matched: "Conv 'c12' + Relu 'r12': Conv output has 2
  * users". kiln compile --report prints them. */
-typedef struct kn_pass_remark {
+typedef struct kn_remark {
     const char *pass;    /* static string: the pass that wrote it */
     char *text;          /* owned by the log */
-} kn_pass_remark;
+} kn_remark;
 
 /* What one pass did in one run of the pipeline (--stats). */
 typedef struct kn_pass_stat {
@@ -53,7 +53,7 @@ typedef struct kn_pass_stat {
 /* Everything the pipeline reports back. Zero-initialize; free with
  * kn_pass_log_free. */
 typedef struct kn_pass_log {
-    kn_pass_remark *remarks;
+    kn_remark *remarks;
     int n_remarks, cap_remarks;
     kn_pass_stat *stats;
     int n_stats, cap_stats;
@@ -76,6 +76,11 @@ typedef struct kn_pass_info {
     kn_pass_fn run;
     const char *summary; /* one line for kiln compile --help */
 } kn_pass_info;
+
+/* Every pass, declared from the table. */
+#define KN_PASS(ident, name, summary) int kn_pass_##ident(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed);
+#include "passes.def"
+#undef KN_PASS
 
 /* The pass table, in passes.def order; *out_n receives its length. */
 const kn_pass_info *kn_pass_table(int *out_n);
