@@ -181,6 +181,14 @@ static void svg_buffer(FILE *f, const kn_abi_buffer *b, const kn_meta *m, double
     xml_str(f, b->name);
     fprintf(f, ": %lld bytes at offset %lld, steps %d-%d</title></rect>\n", (long long)b->nbytes,
             (long long)b->offset, b->first_step, b->last_step);
+    /* the name inside the rectangle where it fits (about 6 px a character) */
+    double w = (b->last_step - b->first_step + 1) * sx;
+    if (h >= 12 && w >= 6.0 * (double)strlen(b->name) + 4) {
+        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\">", LEFT + b->first_step * sx + 2,
+                TOP + (double)b->offset * sy + 11);
+        xml_str(f, b->name);
+        fputs("</text>\n", f);
+    }
 }
 
 static void fill_svg(FILE *f, const kn_prof *p)
