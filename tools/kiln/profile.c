@@ -225,9 +225,19 @@ static void print_summary(const kn_prof *p, int64_t total_flops)
            human_bytes(m->intermediate_bytes, b, sizeof b),
            m->intermediate_bytes ? 100.0 * (double)m->arena_bytes / (double)m->intermediate_bytes : 100.0,
            human_bytes(m->weights_bytes, c, sizeof c));
-    if (p->have_peak)
-        printf("FP32 FMA peak: %.1f GFLOP/s measured with %d thread%s (%s)\n", p->peak.gflops, p->peak.threads,
-               p->peak.threads > 1 ? "s" : "", p->peak.isa);
+    if (!p->have_peak) return;
+    printf("FP32 FMA peak: %.1f GFLOP/s measured with %d thread%s (%s)\n", p->peak.gflops, p->peak.threads,
+           p->peak.threads > 1 ? "s" : "", p->peak.isa);
+    /* a step faster than the peak means the peak loop was starved (a busy
+     * machine), so every fraction printed is too high: say so */
+    int fastest = -1;
+    for (int i = 0; i < m->n_steps; i++)
+        if (gflops_per_s(m->steps[i].flops, p->step_ms[i]) > p->peak.gflops &&
+            (fastest < 0 || p->step_ms[i] > p->step_ms[fastest]))
+            fastest = i;
+    if (fastest >= 0)
+        printf("note: step '%s' ran above the measured peak: the machine was busy while the peak was measured, "
+               "so the %% peak figures are too high; rerun on a quiet machine\n", m->steps[fastest].name);
 }
 
 static void json_escaped(const char *s)
