@@ -83,6 +83,7 @@ def check_report(model, rep):
     c1 = by_name[CONV1]
     expect(c1["bytes_read"] == 4 * (3 * 24 * 24 + 16 * 3 * 3 * 3), f"conv1 reads {c1['bytes_read']}")
     expect(c1["bytes_written"] == 4 * 16 * 24 * 24, f"conv1 writes {c1['bytes_written']}")
+    expect(rep["run_ms"] > 0, "no kn_session_run time")
     expect(0 < rep["arena_bytes"] <= rep["intermediate_bytes"], "arena peak exceeds the sum of intermediates")
     expect(max(s["bytes_live"] for s in steps) <= rep["arena_bytes"], "more bytes live than the arena holds")
     # relu1's output is live from relu1 through the residual Add
@@ -106,6 +107,7 @@ def check_table(text, names):
     expect(any(l.startswith("Conv ") and l.rstrip().endswith("%") for l in lines), "no Conv summary with % peak")
     expect(any(l.startswith("arena:") and "intermediates" in l and "weights" in l for l in lines), "no arena line")
     expect(any(l.startswith("FP32 FMA peak:") for l in lines), "no peak line")
+    expect(any(l.startswith("run: ") and "kn_session_run" in l for l in lines), "no uninstrumented run line")
 
 
 def check_trace(path, names, runs):

@@ -20,6 +20,7 @@ typedef struct kn_prof {
     const double *step_ms; /* median over the runs, per step */
     const int64_t *live;   /* arena bytes live during each step */
     double total_ms;       /* sum of step_ms */
+    double run_ms;         /* median of the uninstrumented kn_session_run, interleaved with the profiled runs */
     bool have_peak;
     kn_peak peak;
 } kn_prof;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cg.h"
@@ -107,8 +108,17 @@ static int alloc_outputs(const kn_artifact *art, void **out)
     return KN_OK;
 }
 
-/* Warm-up runs, then `runs` timed runs into ns[runs x n_steps]. */
-static int measure(kn_session *s, const kn_artifact *art, const prof_args *a, int64_t *ns)
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Warm-up runs, then `runs` profiled runs into ns[runs x n_steps], each
+ * followed by one plain kn_session_run timed into run_ns[runs]: the two
+ * see the same machine state, so their ratio shows what profiling costs. */
+static int measure(kn_session *s, const kn_artifact *art, const prof_args *a, int64_t *ns, int64_t *run_ns)
 {
     int n_in = kn_artifact_num_inputs(art), n_out = kn_artifact_num_outputs(art), n = kn_artifact_meta(art)->n_steps;
     kn_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
@@ -120,7 +130,12 @@ static int measure(kn_session *s, const kn_artifact *art, const prof_args *a, in
         for (int i = 0; i < n_in; i++) in_ptrs[i] = in[i].data;
         st = alloc_outputs(art, out);
         for (int r = 0; !st && r < a->warmup; r++) st = kn_session_profile(s, in_ptrs, out, n, scratch);
-        for (int r = 0; !st && r < a->runs; r++) st = kn_session_profile(s, in_ptrs, out, n, ns + (size_t)r * (size_t)n);
+        for (int r = 0; !st && r < a->runs; r++) {
+            st = kn_session_profile(s, in_ptrs, out, n, ns + (size_t)r * (size_t)n);
+            int64_t t0 = now_ns();
+            if (!st) st = kn_session_run(s, in_ptrs, out);
+            run_ns[r] = now_ns() - t0;
+        }
         for (int i = 0; i < n_in; i++) kn_tensor_free(&in[i]);
     }
     for (int i = 0; out && i < n_out; i++) free(out[i]);
@@ -220,6 +235,7 @@ static void print_summary(const kn_prof *p, int64_t total_flops)
     char a[32], b[32], c[32];
     printf("\ntotal: %.4f ms (sum of step medians) over %d steps, %.4f GFLOP, %.2f GFLOP/s\n", p->total_ms,
            m->n_steps, (double)total_flops / 1e9, gflops_per_s(total_flops, p->total_ms));
+    printf("run: %.4f ms median of kn_session_run (not instrumented) in the same runs\n", p->run_ms);
     printf("arena: %s peak (%lld bytes) for %s of intermediates without reuse (%.1f%%); weights %s\n",
            human_bytes(m->arena_bytes, a, sizeof a), (long long)m->arena_bytes,
            human_bytes(m->intermediate_bytes, b, sizeof b),
@@ -256,9 +272,9 @@ static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
     const kn_meta *m = p->m;
     printf("{\"model\": ");
     json_escaped(p->path);
-    printf(", \"threads\": %d, \"runs\": %d, \"total_ms\": %.6f, \"arena_bytes\": %lld, \"intermediate_bytes\": %lld, "
+    printf(", \"threads\": %d, \"runs\": %d, \"total_ms\": %.6f, \"run_ms\": %.6f, \"arena_bytes\": %lld, \"intermediate_bytes\": %lld, "
            "\"weights_bytes\": %lld, \"peak_gflops\": %.3f,\n \"steps\": [",
-           p->threads, p->runs, p->total_ms, (long long)m->arena_bytes, (long long)m->intermediate_bytes,
+           p->threads, p->runs, p->total_ms, p->run_ms, (long long)m->arena_bytes, (long long)m->intermediate_bytes,
            (long long)m->weights_bytes, p->have_peak ? p->peak.gflops : 0.0);
     for (int i = 0; i < m->n_steps; i++) {
         const kn_abi_step *t = &m->steps[i];
@@ -325,21 +341,24 @@ static int profile_artifact(const char *art_file, const prof_args *a)
     if (!st) st = kn_session_create(art, &s);
     if (!st) st = kn_session_set_threads(s, a->threads);
     const kn_meta *m = art ? kn_artifact_meta(art) : NULL;
-    size_t n = m ? (size_t)m->n_steps : 0;
-    int64_t *ns = st ? NULL : calloc(n * (size_t)a->runs + 1, sizeof *ns), *live = calloc(n + 1, sizeof *live);
-    double *ms = calloc(n + 1, sizeof *ms);
-    if (!st && (!ns || !live || !ms)) st = kn_error(KN_ERR_NOMEM, "out of memory");
-    if (!st) st = measure(s, art, a, ns);
+    size_t n = m ? (size_t)m->n_steps : 0, runs = (size_t)a->runs;
+    int64_t *ns = calloc(n * runs + 1, sizeof *ns), *live = calloc(n + 1, sizeof *live);
+    int64_t *run_ns = calloc(runs + 1, sizeof *run_ns);
+    double *ms = calloc(n + 1, sizeof *ms), run_ms = 0;
+    if (!st && (!ns || !live || !run_ns || !ms)) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st) st = measure(s, art, a, ns, run_ns);
+    if (!st) st = step_medians(ns, a->runs, (int)n, ms);
+    if (!st) st = step_medians(run_ns, a->runs, 1, &run_ms);
     kn_prof p = {.path = a->path, .m = m, .threads = a->threads, .runs = a->runs, .warmup = a->warmup,
-                 .ns = ns, .step_ms = ms, .live = live};
-    if (!st && !(st = step_medians(ns, a->runs, (int)n, ms))) {
+                 .ns = ns, .step_ms = ms, .live = live, .run_ms = run_ms};
+    if (!st) {
         kn_prof_live_bytes(m, live);
         for (size_t i = 0; i < n; i++) p.total_ms += ms[i];
         /* measured after the model ran, so oneDNN's threads are not competing */
         if (!a->no_peak) p.have_peak = (st = kn_peak_measure(a->threads, &p.peak)) == KN_OK;
         if (!st) st = report(&p, a);
     }
-    free(ns), free(live), free(ms);
+    free(ns), free(live), free(run_ns), free(ms);
     kn_session_free(s);
     kn_artifact_close(art);
     return st;
