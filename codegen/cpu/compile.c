@@ -6,8 +6,9 @@
  * plans memory (plan.c), creates the LLVM target machine for the requested
  * target, emits one function per node (a lowering from the four tables, or a
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
- * function calling them in order, the serialized meta, the weights and the
- * exported descriptor; then verifies, optimizes (O0..O3 with the loop and SLP
+ * function calling them in order, the serialized meta (with the profiling
+ * records of profile_info.c), the weights and the exported descriptor (with
+ * the table of the functions `run` calls, for kn_session_profile); then verifies, optimizes (O0..O3 with the loop and SLP
  * vectorizers), emits an object into a temporary folder and links/archives
  * it (link.c). Every output file is written under a temporary name and
  * renamed into place only when all of them succeeded.
@@ -544,7 +545,8 @@ static int emit_node(compile_state *s, int i)
 
 /* The copies at the end of `run` of outputs that are not computed in place
  * (inputs, constants, repeats), as a function of their own so that a
- * profiler can call and time it like a node. NULL if there is nothing to copy. */
+ * profiler can call and time it like a node. s->copy_fn stays NULL when
+ * there is nothing to copy. */
 static void emit_output_copies(compile_state *s)
 {
     kn_cg *cg = &s->cg;
