@@ -8,8 +8,8 @@
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
  * function calling them in order, the serialized meta (with the profiling
  * records of profile_info.c), the weights and the exported descriptor (with
- * the table of the functions `run` calls, for kn_session_profile); then verifies, optimizes (O0..O3 with the loop and SLP
- * vectorizers), emits an object into a temporary folder and links/archives
+ * the table of the functions `run` calls, for kn_session_profile); then
+ * verifies, optimizes (O0..O3 with the loop and SLP vectorizers), emits an object into a temporary folder and links/archives
  * it (link.c). Every output file is written under a temporary name and
  * renamed into place only when all of them succeeded.
  *
