@@ -10,8 +10,9 @@
  * records of profile_info.c), the weights and the exported descriptor (with
  * the table of the functions `run` calls, for kn_session_profile); then
  * verifies, optimizes (O0..O3 with the loop and SLP vectorizers), emits an
- * object into a temporary folder and links/archives it (link.c). Every output file is written under a temporary name and
- * renamed into place only when all of them succeeded.
+ * object into a temporary folder and links/archives it (link.c). Every
+ * output file is written under a temporary name and renamed into place only
+ * when all of them succeeded.
  *
  * A value whose shape is still not static after folding depends on input
  * data (NonZero, a Reshape to a shape that is an input, ...). The plan puts
