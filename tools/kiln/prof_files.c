@@ -106,7 +106,8 @@ static void trace_step(FILE *f, const kn_prof *p, int run, int i, double ts_us, 
     json_str(f, t->op_type);
     fprintf(f, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1,\"args\":{\"op\":", ts_us, dur_us);
     json_str(f, t->op_type);
-    fprintf(f, ",\"step\":%d,\"run\":%d,\"flops\":%lld,\"bytes_read\":%lld,\"bytes_written\":%lld,\"bytes_live\":%lld}}",
+    fprintf(f, ",\"step\":%d,\"run\":%d,\"flops\":%lld,\"bytes_read\":%lld,\"bytes_written\":%lld,"
+               "\"bytes_live\":%lld}}",
             i, run, (long long)t->flops, (long long)t->bytes_read, (long long)t->bytes_written,
             (long long)p->live[i]);
     fprintf(f, ",\n{\"name\":\"arena bytes live\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,\"args\":{\"bytes\":%lld}}", ts_us,

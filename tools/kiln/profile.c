@@ -272,8 +272,8 @@ static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
     const kn_meta *m = p->m;
     printf("{\"model\": ");
     json_escaped(p->path);
-    printf(", \"threads\": %d, \"runs\": %d, \"total_ms\": %.6f, \"run_ms\": %.6f, \"arena_bytes\": %lld, \"intermediate_bytes\": %lld, "
-           "\"weights_bytes\": %lld, \"peak_gflops\": %.3f,\n \"steps\": [",
+    printf(", \"threads\": %d, \"runs\": %d, \"total_ms\": %.6f, \"run_ms\": %.6f, \"arena_bytes\": %lld, "
+           "\"intermediate_bytes\": %lld, \"weights_bytes\": %lld, \"peak_gflops\": %.3f,\n \"steps\": [",
            p->threads, p->runs, p->total_ms, p->run_ms, (long long)m->arena_bytes, (long long)m->intermediate_bytes,
            (long long)m->weights_bytes, p->have_peak ? p->peak.gflops : 0.0);
     for (int i = 0; i < m->n_steps; i++) {
