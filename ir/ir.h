@@ -261,6 +261,13 @@ int kn_graph_infer(kn_graph *g);
  * within the registry's bounds, dtypes are valid. Error names the node. */
 int kn_graph_verify(const kn_graph *g);
 
+/* FLOPs of one run of n from its inferred shapes (ir/cost.c): 2 per
+ * multiply-add for Conv/ConvTranspose/MatMul/Gemm and their integer and
+ * QLinear forms, 0 for pure data movement, one per window element for
+ * pooling, one per input element for reductions, one per output element for
+ * anything else. -1 when a shape it needs is not static. */
+double kn_node_flops(const kn_node *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,10 @@ typedef struct kn_plan {
     unsigned char *weights;  /* 64-byte aligned blob of every constant (malloc'd) */
     int64_t weights_bytes;
     int n_slots;             /* values in KN_LOC_DYNAMIC (offset = slot index) */
+    /* per value id: for a value that owns an arena block (not an alias),
+     * the index of the node that writes it and of the last node that reads
+     * it or an alias of it; -1 for every other value */
+    int *live_first, *live_last;
 } kn_plan;
 
 /* Plans g (main graph, static input shapes): constants → weights blob,

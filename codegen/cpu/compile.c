@@ -6,11 +6,13 @@
  * plans memory (plan.c), creates the LLVM target machine for the requested
  * target, emits one function per node (a lowering from the four tables, or a
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
- * function calling them in order, the serialized meta, the weights and the
- * exported descriptor; then verifies, optimizes (O0..O3 with the loop and SLP
- * vectorizers), emits an object into a temporary folder and links/archives
- * it (link.c). Every output file is written under a temporary name and
- * renamed into place only when all of them succeeded.
+ * function calling them in order, the serialized meta (with the profiling
+ * records of profile_info.c), the weights and the exported descriptor (with
+ * the table of the functions `run` calls, for kn_session_profile); then
+ * verifies, optimizes (O0..O3 with the loop and SLP vectorizers), emits an
+ * object into a temporary folder and links/archives it (link.c). Every
+ * output file is written under a temporary name and renamed into place only
+ * when all of them succeeded.
  *
  * A value whose shape is still not static after folding depends on input
  * data (NonZero, a Reshape to a shape that is an input, ...). The plan puts
@@ -46,6 +48,8 @@ typedef struct compile_state {
     kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
     unsigned char **op_attrs;    /* per opnode */
     LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
+    LLVMValueRef copy_fn;        /* copies the outputs not computed in place, or NULL */
+    int64_t copy_bytes;          /* what copy_fn copies */
     LLVMValueRef desc;           /* the exported kn_artifact_desc global */
     unsigned char *meta_bytes;
     size_t meta_len;
@@ -411,6 +415,7 @@ static void free_meta(compile_state *s)
     free(s->meta.outputs);
     free(s->meta.dnnl);
     free(s->meta.opnodes);
+    kn_cg_profile_info_free(&s->meta);
     free(s->meta_bytes);
 }
 
@@ -539,12 +544,36 @@ static int emit_node(compile_state *s, int i)
     return emit_fallback(s, n);
 }
 
+/* The copies at the end of `run` of outputs that are not computed in place
+ * (inputs, constants, repeats), as a function of their own so that a
+ * profiler can call and time it like a node. s->copy_fn stays NULL when
+ * there is nothing to copy. */
+static void emit_output_copies(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    const kn_graph *g = s->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        const kn_value *v = g->outputs[i];
+        const kn_abi_ref *r = &s->plan.where[v->id];
+        int64_t nb = s->meta.outputs[i].nbytes;
+        if ((r->loc == KN_LOC_OUTPUT && r->offset == i) || nb <= 0) continue;
+        if (!s->copy_fn) s->copy_fn = kn_cg_begin_function(cg, "copy_outputs", true);
+        LLVMValueRef idx = kn_cg_i64(cg, i);
+        LLVMValueRef dst = LLVMBuildLoad2(cg->b, cg->t_ptr, LLVMBuildGEP2(cg->b, cg->t_ptr, cg->a_outputs, &idx, 1, ""),
+                                          "");
+        LLVMBuildMemCpy(cg->b, dst, 1, kn_cg_ptr(cg, v), 1, kn_cg_i64(cg, nb));
+        s->copy_bytes += nb;
+    }
+    if (s->copy_fn) LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
+}
+
 /* `run`: each node function in order, the first failure returned; then the
- * outputs that are not computed in place (inputs, constants, repeats). */
+ * output copies. */
 static void emit_run(compile_state *s)
 {
     kn_cg *cg = &s->cg;
     const kn_graph *g = s->g;
+    emit_output_copies(s);
     LLVMValueRef run = kn_cg_begin_function(cg, "kn_run", true);
     LLVMValueRef args[5];
     for (int k = 0; k < 5; k++) args[k] = LLVMGetParam(run, (unsigned)k);
@@ -558,17 +587,42 @@ static void emit_run(compile_state *s)
         LLVMBuildRet(cg->b, st);
         LLVMPositionBuilderAtEnd(cg->b, next);
     }
-    for (int i = 0; i < g->n_outputs; i++) {
-        const kn_value *v = g->outputs[i];
-        const kn_abi_ref *r = &s->plan.where[v->id];
-        int64_t nb = s->meta.outputs[i].nbytes;
-        if ((r->loc == KN_LOC_OUTPUT && r->offset == i) || nb <= 0) continue;
-        LLVMValueRef idx = kn_cg_i64(cg, i);
-        LLVMValueRef dst = LLVMBuildLoad2(cg->b, cg->t_ptr, LLVMBuildGEP2(cg->b, cg->t_ptr, cg->a_outputs, &idx, 1, ""),
-                                          "");
-        LLVMBuildMemCpy(cg->b, dst, 1, kn_cg_ptr(cg, v), 1, kn_cg_i64(cg, nb));
-    }
+    if (s->copy_fn) LLVMBuildCall2(cg->b, kn_cg_fn_type(cg), s->copy_fn, args, 5, "");
     LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
+}
+
+/* The profiling records of the meta (profile_info.c): one step per function
+ * `run` calls. */
+static int add_profile_info(compile_state *s)
+{
+    bool *has_step = calloc((size_t)s->g->n_nodes + 1, sizeof *has_step);
+    if (!has_step) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->g->n_nodes; i++) has_step[i] = s->node_fns[i] != NULL;
+    int st = kn_cg_profile_info(s->g, &s->plan, has_step, s->copy_bytes, &s->meta);
+    free(has_step);
+    return st;
+}
+
+/* The table of step functions the descriptor exports (kn_artifact_desc.step_fns):
+ * referencing the node functions keeps them alive after `run` inlined them,
+ * which costs code size only, never time in `run`. */
+static LLVMValueRef step_table(compile_state *s)
+{
+    kn_cg *cg = &s->cg;
+    int n = 0;
+    LLVMValueRef *fns = calloc((size_t)s->g->n_nodes + 2, sizeof *fns);
+    if (!fns) return NULL;
+    for (int i = 0; i < s->g->n_nodes; i++)
+        if (s->node_fns[i]) fns[n++] = s->node_fns[i];
+    if (s->copy_fn) fns[n++] = s->copy_fn;
+    LLVMValueRef init = LLVMConstArray(cg->t_ptr, fns, (unsigned)n);
+    free(fns);
+    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kn_step_fns");
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetAlignment(gv, 8);
+    return gv;
 }
 
 static LLVMValueRef const_bytes(compile_state *s, const char *name, const void *data, size_t len, unsigned align)
@@ -600,12 +654,15 @@ static int emit_descriptor(compile_state *s)
         weights = const_bytes(s, "kn_weights", s->plan.weights, (size_t)s->plan.weights_bytes, 64);
         wlen = (uint64_t)s->plan.weights_bytes;
     }
-    LLVMValueRef fields[7] = {
+    LLVMValueRef steps = step_table(s);
+    if (!steps) return kn_error(KN_ERR_NOMEM, "out of memory");
+    LLVMValueRef fields[9] = {
         LLVMConstInt(cg->t_i32, KN_ABI_MAGIC, 0), LLVMConstInt(cg->t_i32, KN_ABI_VERSION, 0), meta,
         LLVMConstInt(cg->t_i64, s->meta_len, 0),  weights,                                    LLVMConstInt(cg->t_i64, wlen, 0),
-        LLVMGetNamedFunction(cg->mod, "kn_run"),
+        LLVMGetNamedFunction(cg->mod, "kn_run"),  steps,
+        LLVMConstInt(cg->t_i64, (unsigned long long)s->meta.n_steps, 0),
     };
-    LLVMValueRef init = LLVMConstStructInContext(cg->ctx, fields, 7, 0);
+    LLVMValueRef init = LLVMConstStructInContext(cg->ctx, fields, 9, 0);
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kn_artifact_descriptor");
     LLVMSetInitializer(desc, init);
     LLVMSetGlobalConstant(desc, 1);
@@ -791,7 +848,7 @@ static int emit_all(compile_state *s)
         if ((st = emit_node(s, i))) return st;
     }
     emit_run(s);
-    return KN_OK;
+    return add_profile_info(s);
 }
 
 static int compile(compile_state *s, kn_outset *outs)

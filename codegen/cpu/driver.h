@@ -1,7 +1,7 @@
 /*
  * codegen/cpu/driver.h — private to the CPU compiler driver (compile.c,
- * link.c, header.c): atomic output files, running the system linker and
- * writing the generated header.
+ * link.c, header.c, profile_info.c): atomic output files, running the
+ * system linker, writing the generated header and the profiling records.
  */
 #ifndef KILN_CODEGEN_CPU_DRIVER_H
 #define KILN_CODEGEN_CPU_DRIVER_H
@@ -32,5 +32,14 @@ int kn_link_static(const char *obj, const char *out);
 /* Writes the C header for meta to path. static_desc: the artifact is a
  * static archive exporting kn_artifact_<meta->name>. */
 int kn_header_write(const kn_meta *meta, bool static_desc, const char *path);
+
+/* Fills meta->steps and meta->buffers (profile_info.c) for a model whose
+ * run calls, in order, the nodes with has_step[node index] set and then,
+ * when copy_bytes > 0, a function copying that many bytes of outputs.
+ * meta->arena_bytes must be set. Strings point into g. Free with
+ * kn_cg_profile_info_free. */
+int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step, int64_t copy_bytes,
+                       kn_meta *meta);
+void kn_cg_profile_info_free(kn_meta *meta);
 
 #endif

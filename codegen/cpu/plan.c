@@ -225,6 +225,8 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
             int64_t size = align_up(nb);
             p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
             p->intermediate_bytes += size;
+            p->live_first[v->id] = i;
+            p->live_last[v->id] = last[v->id];
         }
         /* release after allocating, so a node's outputs never overlap its inputs */
         for (int j = s.n_live - 1; j >= 0; j--)
@@ -262,13 +264,19 @@ int kn_plan_build(const kn_graph *g, kn_plan *out)
     int nv = g->model->n_value_ids;
     out->n_where = nv;
     out->where = malloc(sizeof *out->where * ((size_t)nv + 1));
+    out->live_first = malloc(sizeof(int) * ((size_t)nv + 1));
+    out->live_last = malloc(sizeof(int) * ((size_t)nv + 1));
     int *root = malloc(sizeof(int) * ((size_t)nv + 1) * 2);
-    if (!out->where || !root) {
+    if (!out->where || !out->live_first || !out->live_last || !root) {
         free(root);
         kn_plan_free(out);
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < nv; i++) out->where[i] = (kn_abi_ref){.loc = -1}, root[i] = i;
+    for (int i = 0; i < nv; i++) {
+        out->where[i] = (kn_abi_ref){.loc = -1};
+        root[i] = i;
+        out->live_first[i] = out->live_last[i] = -1;
+    }
     for (int i = 0; i < g->n_values; i++) {
         const kn_value *v = g->values[i];
         if (v->const_data || kn_shape_is_static(&v->shape)) continue;
@@ -296,6 +304,8 @@ void kn_plan_free(kn_plan *p)
     if (!p) return;
     free(p->where);
     free(p->weights);
+    free(p->live_first);
+    free(p->live_last);
     memset(p, 0, sizeof *p);
 }
 

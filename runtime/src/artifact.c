@@ -4,8 +4,9 @@
  * runtime will trust before any generated code runs: magic, ABI version,
  * the serialized meta, the CPU features the code was compiled for, the
  * weights (embedded, or an external file mmapped read-only and hashed), the
- * memory references of oneDNN records, and that every runtime-kernel node
- * has a kernel here. Each refusal names the file and says what to do, so a
+ * memory references of oneDNN records, that every runtime-kernel node
+ * has a kernel here, and that the table of step functions (for profiling)
+ * matches the meta's steps. Each refusal names the file and says what to do, so a
  * foreign, damaged or mismatched artifact is a message, never a crash or an
  * illegal instruction.
  */
@@ -279,9 +280,24 @@ static int check_mapped(const kn_artifact *a)
                       : d->weights && !inside_library(lm, d->weights, d->weights_len, 0) ? "weights"
                       : !inside_library(lm, (const void *)d->run, 1, 1)                  ? "run function"
                                                                                            : NULL;
+    if (!bad && d->step_fns && d->n_step_fns <= SIZE_MAX / sizeof *d->step_fns) {
+        if (!inside_library(lm, d->step_fns, d->n_step_fns * sizeof *d->step_fns, 0)) bad = "step table";
+        for (uint64_t i = 0; !bad && i < d->n_step_fns; i++)
+            if (!d->step_fns[i] || !inside_library(lm, (const void *)d->step_fns[i], 1, 1)) bad = "step function";
+    }
     if (bad)
         return kn_error(KN_ERR_INVALID, "%s: the descriptor's %s lies outside the library: a damaged artifact",
                         label_of(a), bad);
+    return KN_OK;
+}
+
+/* kn_session_profile calls step_fns[i] for meta step i: the counts must agree. */
+static int check_steps(const kn_artifact *a)
+{
+    const kn_artifact_desc *d = a->desc;
+    if (d->n_step_fns != (uint64_t)a->meta.n_steps || (d->n_step_fns && !d->step_fns))
+        return kn_error(KN_ERR_INVALID, "%s: the descriptor has %llu step functions, the meta %d steps: a damaged "
+                        "artifact", label_of(a), (unsigned long long)d->n_step_fns, a->meta.n_steps);
     return KN_OK;
 }
 
@@ -299,7 +315,7 @@ static int artifact_init(kn_artifact *a, const char *weights_dir)
         kn_error_prefix("%s: ", label);
         return st;
     }
-    if ((st = check_cpu(label, a->meta.cpu_features))) return st;
+    if ((st = check_cpu(label, a->meta.cpu_features)) || (st = check_steps(a))) return st;
     if ((st = attach_weights(a, weights_dir))) return st;
     if ((st = check_dnnl_refs(a)) || (st = plan_slot_frees(a))) return st;
     return prepare_opnodes(a);

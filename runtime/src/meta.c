@@ -9,8 +9,10 @@
  *   string is u32 length + bytes (0xffffffff: NULL); a tensor is name,
  *   dtype, rank, 8 dims, 8 dim names, nbytes, slot; the slot count follows
  *   the I/O counts; an opnode's attributes are
- *   u64 length + the kn_attrs_write bytes. Nothing may follow the last
- *   record.
+ *   u64 length + the kn_attrs_write bytes; then the profiling records:
+ *   step and buffer counts, each step (name, op type, flops, bytes read,
+ *   bytes written), each buffer (name, offset, size, first and last step).
+ *   Nothing may follow the last record.
  *
  * kn_meta_read parses bytes taken from a file that may be foreign or
  * damaged: every length and count is checked against the bytes that are
@@ -30,7 +32,7 @@
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 2u
+#define META_FORMAT 3u
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4)
@@ -38,6 +40,8 @@
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
 #define MIN_OPNODE_BYTES (4 * 3 + 8 + 4 + 4 + 8)
 #define MAX_OPNODE_ARITY 1000
+#define MIN_STEP_BYTES (4 + 4 + 8 * 3)
+#define MIN_BUFFER_BYTES (4 + 8 * 2 + 4 * 2)
 
 uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len)
 {
@@ -132,12 +136,35 @@ static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
     return KN_OK;
 }
 
+static void w_profile(kn_wbuf *w, const kn_meta *m)
+{
+    w_i32(w, m->n_steps);
+    w_i32(w, m->n_buffers);
+    for (int i = 0; i < m->n_steps; i++) {
+        const kn_abi_step *t = &m->steps[i];
+        w_str(w, t->name);
+        w_str(w, t->op_type);
+        w_i64(w, t->flops);
+        w_i64(w, t->bytes_read);
+        w_i64(w, t->bytes_written);
+    }
+    for (int i = 0; i < m->n_buffers; i++) {
+        const kn_abi_buffer *b = &m->buffers[i];
+        w_str(w, b->name);
+        w_i64(w, b->offset);
+        w_i64(w, b->nbytes);
+        w_i32(w, b->first_step);
+        w_i32(w, b->last_step);
+    }
+}
+
 static int check_counts(const kn_meta *m)
 {
-    if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0 || m->n_slots < 0)
+    if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0 || m->n_slots < 0 ||
+        m->n_steps < 0 || m->n_buffers < 0)
         return kn_error(KN_ERR_INVALID, "meta: negative count");
     if ((m->n_inputs && !m->inputs) || (m->n_outputs && !m->outputs) || (m->n_dnnl && !m->dnnl) ||
-        (m->n_opnodes && !m->opnodes))
+        (m->n_opnodes && !m->opnodes) || (m->n_steps && !m->steps) || (m->n_buffers && !m->buffers))
         return kn_error(KN_ERR_INVALID, "meta: a non-zero count with a NULL array");
     return KN_OK;
 }
@@ -172,6 +199,7 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     for (int i = 0; i < m->n_dnnl; i++) w_dnnl(&w, &m->dnnl[i]);
     for (int i = 0; i < m->n_opnodes && !w.err; i++)
         if ((st = w_opnode(&w, i, &m->opnodes[i]))) w.err = st;
+    w_profile(&w, m);
     if (w.err) {
         free(w.p);
         return w.err;
@@ -452,6 +480,44 @@ static int r_sizes(rbuf *r, kn_meta *m)
     return KN_OK;
 }
 
+/* Steps and buffers: what a profiler indexes with must be in range (a
+ * buffer inside the arena, its steps in [0, n_steps), first <= last). */
+static int r_profile(rbuf *r, kn_meta *m)
+{
+    char what[64];
+    RD(r_count(r, &m->n_steps, 1 << 24, MIN_STEP_BYTES, "steps"));
+    RD(r_count(r, &m->n_buffers, 1 << 24, MIN_BUFFER_BYTES, "buffers"));
+    RD(r_alloc(r, sizeof *m->steps * (size_t)m->n_steps, (void **)&m->steps, "steps"));
+    for (int i = 0; i < m->n_steps; i++) {
+        kn_abi_step *t = &m->steps[i];
+        snprintf(what, sizeof what, "step %d", i);
+        RD(r_str(r, &t->name, what));
+        RD(r_str(r, &t->op_type, what));
+        RD(r_i64(r, &t->flops, what));
+        RD(r_i64(r, &t->bytes_read, what));
+        RD(r_i64(r, &t->bytes_written, what));
+        if (!t->name || !t->op_type) return r_bad(what, "no name or op type");
+        if (t->flops < 0 || t->bytes_read < 0 || t->bytes_written < 0) return r_bad(what, "negative count");
+    }
+    RD(r_alloc(r, sizeof *m->buffers * (size_t)m->n_buffers, (void **)&m->buffers, "buffers"));
+    for (int i = 0; i < m->n_buffers; i++) {
+        kn_abi_buffer *b = &m->buffers[i];
+        snprintf(what, sizeof what, "buffer %d", i);
+        RD(r_str(r, &b->name, what));
+        RD(r_i64(r, &b->offset, what));
+        RD(r_i64(r, &b->nbytes, what));
+        RD(r_i32(r, &b->first_step, what));
+        RD(r_i32(r, &b->last_step, what));
+        if (!b->name) return r_bad(what, "no name");
+        if (b->offset < 0 || b->nbytes < 0 || b->offset > m->arena_bytes || b->nbytes > m->arena_bytes - b->offset)
+            return r_bad(what, "[%lld, +%lld) outside the arena of %lld bytes", (long long)b->offset,
+                         (long long)b->nbytes, (long long)m->arena_bytes);
+        if (b->first_step < 0 || b->first_step > b->last_step || b->last_step >= m->n_steps)
+            return r_bad(what, "steps %d..%d outside [0, %d)", b->first_step, b->last_step, m->n_steps);
+    }
+    return KN_OK;
+}
+
 static int r_meta(rbuf *r, kn_meta *m)
 {
     uint32_t magic, format;
@@ -481,6 +547,7 @@ static int r_meta(rbuf *r, kn_meta *m)
     for (int i = 0; i < m->n_dnnl; i++) RD(r_dnnl(r, &m->dnnl[i], i));
     RD(r_alloc(r, sizeof *m->opnodes * (size_t)m->n_opnodes, (void **)&m->opnodes, "opnodes"));
     for (int i = 0; i < m->n_opnodes; i++) RD(r_opnode(r, &m->opnodes[i], i));
+    RD(r_profile(r, m));
     if (r->pos != r->len) return r_bad("end", "%zu unexpected bytes after the last record", r->len - r->pos);
     return KN_OK;
 }

@@ -67,4 +67,8 @@ struct kn_session {
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
 };
 
+/* What kn_session_run checks of the caller's buffers before running
+ * (session.c); kn_session_profile checks the same. */
+int kn_rt_check_buffers(const kn_session *s, const void *const *inputs, void *const *outputs);
+
 #endif

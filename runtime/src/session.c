@@ -104,9 +104,7 @@ int kn_session_set_threads(kn_session *s, int threads)
     return KN_OK;
 }
 
-/* kn_session_run without the refusal of dynamic outputs (their buffers are
- * ignored: run_tensors takes them from the slots). */
-static int run_raw(kn_session *s, const void *const *inputs, void *const *outputs)
+int kn_rt_check_buffers(const kn_session *s, const void *const *inputs, void *const *outputs)
 {
     const kn_meta *m = &s->art->meta;
     if ((m->n_inputs && !inputs) || (m->n_outputs && !outputs))
@@ -117,9 +115,18 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     for (int i = 0; i < m->n_outputs; i++)
         if (!outputs[i] && m->outputs[i].nbytes > 0 && m->outputs[i].slot == 0)
             return kn_error(KN_ERR_INVALID, "output '%s': NULL buffer", m->outputs[i].name);
+    return KN_OK;
+}
+
+/* kn_session_run without the refusal of dynamic outputs (their buffers are
+ * ignored: run_tensors takes them from the slots). */
+static int run_raw(kn_session *s, const void *const *inputs, void *const *outputs)
+{
+    int st = kn_rt_check_buffers(s, inputs, outputs);
+    if (st) return st;
     kn_error_clear();
     /* the ABI passes inputs as void *const *; the generated code never writes them */
-    int st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
+    st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
     if (st && !*kn_last_error())
         kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);
     return st;

@@ -2,7 +2,8 @@
  * tests/runtime/test_meta.c — the serialized forms an artifact carries:
  * kn_meta (write → read round trip with every field; every truncation and
  * random byte flips are refused without a crash — run it under ASan), node
- * attributes of every kind, the FNV-1a hash and CPU feature detection.
+ * attributes of every kind, the profiling records (steps and arena buffers,
+ * checked against the arena and the step count), the FNV-1a hash and CPU feature detection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +33,8 @@ typedef struct fixture {
     kn_abi_tensor in[2], out[1], op_in[2], op_out[1];
     kn_abi_dnnl dnnl[2];
     kn_abi_opnode op[1];
+    kn_abi_step steps[3];
+    kn_abi_buffer buffers[2];
     unsigned char *attrs;
     size_t attrs_len;
 } fixture;
@@ -83,6 +86,13 @@ static void make_meta(fixture *f)
                      .arena_bytes = 4096, .intermediate_bytes = 8192, .weights_bytes = 1 << 20,
                      .weights_file = "net.weights", .weights_hash = 0xdeadbeefcafef00dull,
                      .n_dnnl = 2, .n_opnodes = 1, .dnnl = f->dnnl, .opnodes = f->op};
+    f->steps[0] = (kn_abi_step){"conv_1", "Conv", 221184, 1000, 4096};
+    f->steps[1] = (kn_abi_step){"nz", "NonZero", 4, 32, 32};
+    f->steps[2] = (kn_abi_step){"(outputs)", "Copy", 0, 20, 20};
+    f->buffers[0] = (kn_abi_buffer){"y", 0, 4096, 0, 1};
+    f->buffers[1] = (kn_abi_buffer){"t <&> \"1\"", 64, 64, 2, 2};
+    f->m.n_steps = 3, f->m.steps = f->steps;
+    f->m.n_buffers = 2, f->m.buffers = f->buffers;
 }
 
 static void assert_tensor_eq(const kn_abi_tensor *a, const kn_abi_tensor *b)
@@ -157,6 +167,22 @@ static void test_meta_round_trip(void **state)
     assert_tensor_eq(&f.op_out[0], &o->outputs[0]);
     assert_int_equal(o->attrs_len, (int64_t)f.attrs_len);
     assert_memory_equal(o->attrs, f.attrs, f.attrs_len);
+    assert_int_equal(r.n_steps, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(r.steps[i].name, f.steps[i].name);
+        assert_string_equal(r.steps[i].op_type, f.steps[i].op_type);
+        assert_int_equal(r.steps[i].flops, f.steps[i].flops);
+        assert_int_equal(r.steps[i].bytes_read, f.steps[i].bytes_read);
+        assert_int_equal(r.steps[i].bytes_written, f.steps[i].bytes_written);
+    }
+    assert_int_equal(r.n_buffers, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(r.buffers[i].name, f.buffers[i].name);
+        assert_int_equal(r.buffers[i].offset, f.buffers[i].offset);
+        assert_int_equal(r.buffers[i].nbytes, f.buffers[i].nbytes);
+        assert_int_equal(r.buffers[i].first_step, f.buffers[i].first_step);
+        assert_int_equal(r.buffers[i].last_step, f.buffers[i].last_step);
+    }
     /* and it serializes back to the same bytes */
     unsigned char *again;
     size_t again_len;
@@ -317,6 +343,53 @@ static void test_meta_read_rejects_bad_values(void **state)
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "not a plain file name"));
     free(bytes);
+    free(f.attrs);
+}
+
+/* Expects f's meta to serialize but be refused on reading with `text`. */
+static void expect_refused(fixture *f, const char *text)
+{
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    assert_int_equal(kn_meta_write(&f->m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    if (!strstr(kn_last_error(), text)) fail_msg("'%s' lacks '%s'", kn_last_error(), text);
+    free(bytes);
+}
+
+/* What a profiler indexes with is range-checked: buffers inside the arena,
+ * their steps inside [0, n_steps) and in order, named steps, no negative counts. */
+static void test_meta_profile_records(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    f.buffers[0].nbytes = 4097; /* one byte past the 4096-byte arena */
+    expect_refused(&f, "buffer 0: [0, +4097) outside the arena");
+    f.buffers[0].nbytes = 4096;
+    f.buffers[1].offset = -64;
+    expect_refused(&f, "buffer 1");
+    f.buffers[1].offset = 64;
+    f.buffers[1].last_step = 3;
+    expect_refused(&f, "buffer 1: steps 2..3 outside [0, 3)");
+    f.buffers[1].last_step = 2;
+    f.buffers[0].first_step = 2;
+    expect_refused(&f, "buffer 0: steps 2..1");
+    f.buffers[0].first_step = 0;
+    f.steps[1].flops = -1;
+    expect_refused(&f, "step 1: negative count");
+    f.steps[1].flops = 4;
+    f.steps[2].name = NULL;
+    expect_refused(&f, "step 2: no name or op type");
+    f.steps[2].name = "(outputs)";
+    f.m.n_steps = 2; /* buffer 1 lives in step 2, which no longer exists */
+    expect_refused(&f, "buffer 1: steps 2..2 outside [0, 2)");
+    f.m.n_steps = 3;
+    f.m.steps = NULL;
+    unsigned char *bytes;
+    size_t len;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), KN_ERR_INVALID);
     free(f.attrs);
 }
 
@@ -518,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_meta_write_refuses_inconsistent),
         cmocka_unit_test(test_meta_read_rejects_bad_values),
         cmocka_unit_test(test_meta_dynamic_slots),
+        cmocka_unit_test(test_meta_profile_records),
         cmocka_unit_test(test_attrs_every_kind),
         cmocka_unit_test(test_attrs_graph_refused),
         cmocka_unit_test(test_fnv1a),

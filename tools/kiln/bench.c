@@ -40,29 +40,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* xorshift: the same inputs on every run of the benchmark */
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static int random_input(const kn_io_info *info, uint64_t *seed, kn_tensor *out)
-{
-    int st = kn_tensor_alloc(out, info->dtype, info->rank, info->dims);
-    if (st) return st;
-    int64_t n = kn_tensor_numel(out);
-    bool is_float = kn_dtype_info(info->dtype)->is_float;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t r = rng_next(seed);
-        if (is_float) kn_store_f64(info->dtype, out->data, (size_t)i, (double)(r >> 11) / 9007199254740992.0 * 2 - 1);
-        else kn_store_i64(info->dtype, out->data, (size_t)i, (int64_t)(r % 10));
-    }
-    return KN_OK;
-}
-
 /* Runs scripts/ort_bench.py; fills median/p90 (ms). */
 static int run_ort(const char *model, int threads, int runs, int warmup, const char *dir, const kn_artifact *art,
                    double *median, double *p90)
@@ -171,24 +148,13 @@ int kn_cmd_bench(int argc, char **argv)
     kn_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
     void **in_ptrs = calloc((size_t)n_in + 1, sizeof *in_ptrs), **out_ptrs = calloc((size_t)n_out + 1, sizeof *out_ptrs);
     double *times = calloc((size_t)runs, sizeof *times);
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
     int st = (!in || !in_ptrs || !out_ptrs || !times) ? kn_error(KN_ERR_NOMEM, "out of memory") : KN_OK;
+    if (!st) st = kn_cli_artifact_inputs(art, n_specs, specs, in);
     for (int i = 0; !st && i < n_in; i++) {
-        kn_io_info info;
-        kn_artifact_input_info(art, i, &info);
-        const char *file = NULL;
-        for (int k = 0; k < n_specs; k++) {
-            size_t l = strlen(info.name);
-            if (!strncmp(specs[k], info.name, l) && specs[k][l] == '=') file = specs[k] + l + 1;
-        }
-        st = file ? kn_npy_read(file, &in[i]) : random_input(&info, &seed, &in[i]);
-        if (!st && (in[i].dtype != info.dtype || (size_t)in[i].nbytes != info.nbytes))
-            st = kn_error(KN_ERR_INVALID, "input '%s': expected %s with %zu bytes", info.name,
-                          kn_dtype_name(info.dtype), info.nbytes);
         in_ptrs[i] = in[i].data;
         char p[4200];
         snprintf(p, sizeof p, "%s/in%d.npy", dir, i);
-        if (!st && vs_ort) st = kn_npy_write(p, &in[i]);
+        if (vs_ort) st = kn_npy_write(p, &in[i]);
     }
     /* outputs whose shape depends on data need kn_session_run_tensors */
     bool dynamic = false;

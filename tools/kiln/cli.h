@@ -15,6 +15,7 @@ int kn_cmd_run(int argc, char **argv);
 int kn_cmd_conformance(int argc, char **argv);
 int kn_cmd_compile(int argc, char **argv);
 int kn_cmd_bench(int argc, char **argv);
+int kn_cmd_profile(int argc, char **argv);
 
 struct kn_compile_opts;
 /* Pins input shapes / symbolic dims from --shape specs. */
@@ -23,6 +24,14 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs);
 int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, struct kn_compile_opts *opts);
 /* True if path names a compiled artifact (ELF shared object) rather than ONNX. */
 bool kn_cli_is_artifact(const char *path);
+
+struct kn_artifact;
+/* Fills out[0..num_inputs) for art (inputs.c): from the .npy file of each
+ * NAME=FILE spec, random with a fixed seed (floats in [-1,1), integers in
+ * [0,10)) for inputs not given. A spec naming no input, or a file of the
+ * wrong dtype or size, is an error (out is then freed). The caller frees
+ * the tensors. */
+int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out);
 
 /* Prints "kiln: error: <kn_last_error()>" (with an optional context) to stderr. */
 void kn_cli_report(const char *context);

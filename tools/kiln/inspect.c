@@ -79,48 +79,6 @@ static int cmp_count(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static int64_t numel_of(const kn_value *v)
-{
-    return v && kn_shape_is_static(&v->shape) ? kn_shape_numel(v->shape.rank, v->shape.dims) : -1;
-}
-
-/* FLOPs of one node from inferred shapes; -1 when shapes are unknown. */
-static double node_flops(const kn_node *n)
-{
-    const kn_value *y = n->n_outputs ? n->outputs[0] : NULL;
-    int64_t out = numel_of(y);
-    if (out < 0) return -1;
-    switch (n->op) {
-    case KN_OP_Conv:
-    case KN_OP_ConvInteger:
-    case KN_OP_ConvTranspose: {
-        const kn_value *w = kn_node_input(n, 1);
-        if (!w || !kn_shape_is_static(&w->shape) || w->shape.rank < 2) return -1;
-        /* per output element: Cin/group * prod(kernel) multiply-adds */
-        int64_t per = 1;
-        for (int i = 1; i < w->shape.rank; i++) per *= w->shape.dims[i];
-        if (n->op == KN_OP_ConvTranspose) {
-            int64_t x = numel_of(kn_node_input(n, 0));
-            per = w->shape.dims[1];
-            for (int i = 2; i < w->shape.rank; i++) per *= w->shape.dims[i];
-            return x < 0 ? -1 : 2.0 * (double)x * (double)per;
-        }
-        return 2.0 * (double)out * (double)per;
-    }
-    case KN_OP_MatMul:
-    case KN_OP_MatMulInteger:
-    case KN_OP_Gemm: {
-        const kn_value *a = kn_node_input(n, 0);
-        if (!a || a->shape.rank < 1 || a->shape.dims[a->shape.rank - 1] < 0) return -1;
-        int64_t k = a->shape.dims[a->shape.rank - 1];
-        if (n->op == KN_OP_Gemm && kn_attr_int(n, "transA", 0) && a->shape.rank == 2) k = a->shape.dims[0];
-        return 2.0 * (double)out * (double)k;
-    }
-    default:
-        return (double)out; /* one op per output element is a fair estimate */
-    }
-}
-
 /* FLOPs of one run; -1 if some node's shapes stay unknown. A model with
  * symbolic input dims (batch, sequence) is counted with each set to 1, on a
  * second copy so the first keeps its symbolic shapes for display. */
@@ -153,7 +111,7 @@ static double count_flops(const char *path, const kn_graph *g, bool *out_pinned)
     }
     double flops = 0;
     for (int k = 0; k < gg->n_nodes && flops >= 0; k++) {
-        double f = node_flops(gg->nodes[k]);
+        double f = kn_node_flops(gg->nodes[k]);
         flops = f < 0 ? -1 : flops + f;
     }
     kn_model_free(m2);

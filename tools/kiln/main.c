@@ -14,6 +14,7 @@ static const struct {
     {"compile", kn_cmd_compile, "compile a model to a .so/.a artifact and a C header"},
     {"run", kn_cmd_run, "run a model or an artifact on .npy inputs"},
     {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)"},
+    {"profile", kn_cmd_profile, "time a compiled model step by step; trace and arena drawing"},
     {"conformance", kn_cmd_conformance, "run the ONNX backend node test suite"},
 };
 

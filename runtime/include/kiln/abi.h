@@ -23,6 +23,14 @@
  * is an input, ...) have no static offset: they live in per-session slots
  * (kn_abi_tensor.slot), only runtime-kernel nodes read or write them, and
  * graph outputs among them are returned by kn_session_run_tensors.
+ *
+ * Profiling (kiln/profile.h): `run` calls one step function per emitted node,
+ * in order. The descriptor also exports that table of step functions
+ * (step_fns), and the meta describes each step (kn_abi_step: node, op, FLOPs,
+ * bytes moved) and each arena block (kn_abi_buffer: offset, size, the steps
+ * it lives through). kn_session_profile calls the steps itself with a clock
+ * around each; `run` is untouched, so a model that is not profiled pays
+ * nothing.
  */
 #ifndef KILN_ABI_H
 #define KILN_ABI_H
@@ -35,7 +43,7 @@ extern "C" {
 #endif
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
-#define KN_ABI_VERSION 2u
+#define KN_ABI_VERSION 3u
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
 enum {
@@ -138,6 +146,24 @@ typedef struct kn_abi_opnode {
 
 typedef struct kn_exec kn_exec; /* per-session execution state, runtime-private */
 
+/* One step of `run` (a node, or the copy of outputs at the end), for
+ * profilers. Counts come from the compiled shapes (ir/cost.c). */
+typedef struct kn_abi_step {
+    const char *name;      /* node name ("(outputs)" for the final copy) */
+    const char *op_type;   /* op type, or the name of a fused group */
+    int64_t flops;         /* 2 per multiply-add; 0 for data movement */
+    int64_t bytes_read;    /* all inputs, weights included */
+    int64_t bytes_written; /* all outputs */
+} kn_abi_step;
+
+/* An arena block: one value (and the views that alias it) at arena offset
+ * `offset`, live from step first_step through step last_step. */
+typedef struct kn_abi_buffer {
+    const char *name;
+    int64_t offset, nbytes; /* nbytes rounded up to the plan's alignment */
+    int32_t first_step, last_step;
+} kn_abi_buffer;
+
 typedef int (*kn_abi_run_fn)(kn_exec *ex, char *arena, const char *weights, void *const *inputs,
                              void *const *outputs);
 
@@ -161,6 +187,10 @@ typedef struct kn_meta {
     int32_t pad_;
     kn_abi_dnnl *dnnl;
     kn_abi_opnode *opnodes;
+    int32_t n_steps;            /* == kn_artifact_desc.n_step_fns */
+    int32_t n_buffers;
+    kn_abi_step *steps;
+    kn_abi_buffer *buffers;
 } kn_meta;
 
 /* The one symbol an artifact exports. Only this small struct is emitted as
@@ -175,6 +205,8 @@ typedef struct kn_artifact_desc {
     const unsigned char *weights; /* 64-byte aligned; NULL if external */
     uint64_t weights_len;
     kn_abi_run_fn run;
+    const kn_abi_run_fn *step_fns; /* what `run` calls, in order (kn_meta.steps) */
+    uint64_t n_step_fns;
 } kn_artifact_desc;
 
 /* Serializes m into a malloc'd buffer (*out_bytes, *out_len). */

@@ -1,0 +1,46 @@
+/*
+ * kiln/profile.h — timing a compiled model step by step (what `kiln profile`
+ * is built on).
+ *
+ * A compiled model's `run` calls one step function per node in order (a
+ * oneDNN primitive, a generated loop nest or a runtime kernel), then copies
+ * the outputs it did not compute in place. The artifact exports that table
+ * of steps and describes each in its meta (kn_abi_step: node name, op type,
+ * FLOPs, bytes read and written), with every arena block (kn_abi_buffer:
+ * offset, size and the steps it is live through). kn_session_profile runs
+ * the steps itself with a monotonic clock around each; kn_session_run is
+ * not instrumented at all.
+ *
+ *     const kn_meta *m = kn_artifact_meta(art);
+ *     int64_t *ns = calloc(m->n_steps, sizeof *ns);
+ *     if (kn_session_profile(s, in, out, m->n_steps, ns) == KN_OK)
+ *         for (int i = 0; i < m->n_steps; i++)
+ *             printf("%-24s %-12s %.3f ms\n", m->steps[i].name, m->steps[i].op_type, ns[i] / 1e6);
+ */
+#ifndef KILN_PROFILE_H
+#define KILN_PROFILE_H
+
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The artifact's parsed meta: steps, buffers, arena/intermediate/weight
+ * sizes. Owned by the artifact (valid until kn_artifact_close); NULL for a
+ * NULL artifact. */
+const kn_meta *kn_artifact_meta(const kn_artifact *a);
+
+/* Runs the model once on raw buffers, exactly as kn_session_run would, but
+ * step by step: out_step_ns[i] receives the wall time of step i in
+ * nanoseconds. n_steps must be kn_artifact_meta(...)->n_steps. On failure
+ * the message names the step that failed; the remaining times are 0. */
+int kn_session_profile(kn_session *s, const void *const *inputs, void *const *outputs, int n_steps,
+                       int64_t *out_step_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

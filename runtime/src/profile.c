@@ -1,0 +1,52 @@
+/*
+ * runtime/src/profile.c — kn_session_profile: the model's steps run one by
+ * one with CLOCK_MONOTONIC read around each (kiln/profile.h). Only the clock
+ * reads are added between steps, so the times add up to a normal run's;
+ * kn_session_run itself stays uninstrumented.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kiln/profile.h"
+#include "rt_internal.h"
+
+const kn_meta *kn_artifact_meta(const kn_artifact *a) { return a ? &a->meta : NULL; }
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int kn_session_profile(kn_session *s, const void *const *inputs, void *const *outputs, int n_steps,
+                       int64_t *out_step_ns)
+{
+    if (out_step_ns && n_steps > 0) memset(out_step_ns, 0, sizeof *out_step_ns * (size_t)n_steps);
+    if (!s || !out_step_ns) return kn_error(KN_ERR_INVALID, "kn_session_profile: NULL argument");
+    const kn_artifact *a = s->art;
+    const kn_meta *m = &a->meta;
+    const char *label = a->path ? a->path : m->name ? m->name : "static artifact";
+    if (n_steps != m->n_steps)
+        return kn_error(KN_ERR_INVALID, "%s: kn_session_profile: room for %d step times, the model has %d steps",
+                        label, n_steps, m->n_steps);
+    if (m->n_steps == 0 && m->n_inputs + m->n_outputs > 0)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: the artifact has no step table: recompile it with this kiln",
+                        label);
+    int st = kn_rt_check_buffers(s, inputs, outputs);
+    if (st) return st;
+    kn_error_clear();
+    const kn_abi_run_fn *steps = a->desc->step_fns;
+    for (int i = 0; i < n_steps; i++) {
+        int64_t t0 = now_ns();
+        st = steps[i](&s->exec, s->arena, (const char *)a->weights, (void *const *)inputs, outputs);
+        out_step_ns[i] = now_ns() - t0;
+        if (st) {
+            if (!*kn_last_error()) kn_error(KN_ERR_INTERNAL, "step failed with status %d", st);
+            kn_error_prefix("%s: step %d '%s' (%s): ", label, i, m->steps[i].name, m->steps[i].op_type);
+            return st;
+        }
+    }
+    return KN_OK;
+}

@@ -1,0 +1,165 @@
+/* Unit tests of FLOP counting (ir/cost.c) on shapes whose counts are known
+ * by hand: Conv (grouped, strided, padded), ConvTranspose, MatMul (batched),
+ * Gemm with transA, pooling, reductions, data movement, elementwise, and
+ * unknown shapes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ir.h"
+
+static kn_model *g_m;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_m = kn_model_create();
+    return g_m && kn_model_set_opset(g_m, "", 17) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kn_model_free(g_m);
+    return 0;
+}
+
+static kn_value *input(const char *name, int rank, const int64_t *dims)
+{
+    kn_shape s = {.rank = rank};
+    memcpy(s.dims, dims, sizeof(int64_t) * (size_t)rank);
+    kn_value *v = kn_graph_add_input(g_m->graph, name, KN_F32, &s);
+    assert_non_null(v);
+    return v;
+}
+
+static void set_ints(kn_node *n, const char *name, int cnt, const int64_t *v)
+{
+    kn_attr *a = kn_node_add_attr(n, name, KN_ATTR_INTS);
+    assert_non_null(a);
+    a->n = cnt;
+    a->ints = kn_arena_memdup(&g_m->arena, v, sizeof(int64_t) * (size_t)cnt);
+}
+
+static void set_int(kn_node *n, const char *name, int64_t v)
+{
+    kn_attr *a = kn_node_add_attr(n, name, KN_ATTR_INT);
+    assert_non_null(a);
+    a->i = v;
+}
+
+/* Creates a node and infers its output shape. */
+static kn_node *node(kn_op op, const char *name, int n_in, kn_value **ins)
+{
+    kn_node *n = kn_node_create(g_m->graph, op, name, n_in, ins, 1);
+    assert_non_null(n);
+    return n;
+}
+
+static void infer(void) { assert_int_equal(kn_graph_infer(g_m->graph), 0); }
+
+/* ResNet-50's first layer: 7x7/2, 3->64, 224x224 -> 112x112, pads 3. */
+static void test_conv(void **state)
+{
+    (void)state;
+    kn_value *ins[2] = {input("x", 4, (int64_t[]){1, 3, 224, 224}), input("w", 4, (int64_t[]){64, 3, 7, 7})};
+    kn_node *n = node(KN_OP_Conv, "conv", 2, ins);
+    set_ints(n, "strides", 2, (int64_t[]){2, 2});
+    set_ints(n, "pads", 4, (int64_t[]){3, 3, 3, 3});
+    infer();
+    /* 2 * (64*112*112 outputs) * (3*7*7 MACs each) = 236,027,904 */
+    assert_true(kn_node_flops(n) == 2.0 * 64 * 112 * 112 * 3 * 7 * 7);
+    assert_true(kn_node_flops(n) == 236027904.0);
+}
+
+/* Depthwise 3x3 (group = C): one input channel per output. */
+static void test_conv_grouped(void **state)
+{
+    (void)state;
+    kn_value *ins[2] = {input("x", 4, (int64_t[]){2, 32, 10, 10}), input("w", 4, (int64_t[]){32, 1, 3, 3})};
+    kn_node *n = node(KN_OP_Conv, "dw", 2, ins);
+    set_int(n, "group", 32);
+    infer(); /* no pads: 8x8 out */
+    assert_true(kn_node_flops(n) == 2.0 * 2 * 32 * 8 * 8 * 9);
+}
+
+/* ConvTranspose: every input element scatters Cout/group * kernel MACs. */
+static void test_conv_transpose(void **state)
+{
+    (void)state;
+    kn_value *ins[2] = {input("x", 4, (int64_t[]){1, 8, 5, 5}), input("w", 4, (int64_t[]){8, 4, 3, 3})};
+    kn_node *n = node(KN_OP_ConvTranspose, "up", 2, ins);
+    infer();
+    assert_true(kn_node_flops(n) == 2.0 * (8 * 5 * 5) * (4 * 3 * 3));
+}
+
+static void test_matmul_batched(void **state)
+{
+    (void)state;
+    kn_value *ins[2] = {input("a", 3, (int64_t[]){12, 128, 64}), input("b", 3, (int64_t[]){12, 64, 128})};
+    kn_node *n = node(KN_OP_MatMul, "mm", 2, ins);
+    infer();
+    assert_true(kn_node_flops(n) == 2.0 * 12 * 128 * 128 * 64);
+}
+
+/* Gemm with transA: A is [K, M], so K is A's first dim. */
+static void test_gemm_trans_a(void **state)
+{
+    (void)state;
+    kn_value *ins[2] = {input("a", 2, (int64_t[]){300, 7}), input("b", 2, (int64_t[]){300, 50})};
+    kn_node *n = node(KN_OP_Gemm, "gemm", 2, ins);
+    set_int(n, "transA", 1);
+    infer();
+    assert_true(kn_node_flops(n) == 2.0 * 7 * 50 * 300);
+}
+
+static void test_pool_reduce_movement_elementwise(void **state)
+{
+    (void)state;
+    kn_value *x = input("x", 4, (int64_t[]){1, 4, 8, 8});
+    kn_node *pool = node(KN_OP_MaxPool, "pool", 1, &x);
+    set_ints(pool, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(pool, "strides", 2, (int64_t[]){2, 2});
+    kn_node *gap = node(KN_OP_GlobalAveragePool, "gap", 1, &x);
+    kn_node *red = node(KN_OP_ReduceMax, "rmax", 1, &x);
+    kn_node *tr = node(KN_OP_Transpose, "tr", 1, &x);
+    kn_node *relu = node(KN_OP_Relu, "relu", 1, &x);
+    infer();
+    assert_true(kn_node_flops(pool) == 4.0 * 4 * 4 * 4); /* 64 outputs x 2x2 window */
+    assert_true(kn_node_flops(gap) == 256.0);
+    assert_true(kn_node_flops(red) == 256.0);
+    assert_true(kn_node_flops(tr) == 0.0);
+    assert_true(kn_node_flops(relu) == 256.0);
+}
+
+/* A symbolic dim left unpinned: the count is unknown, not a guess. */
+static void test_unknown_shape(void **state)
+{
+    (void)state;
+    kn_shape s = {.rank = 2, .dims = {-1, 16}};
+    kn_value *a = kn_graph_add_input(g_m->graph, "a", KN_F32, &s);
+    kn_value *ins[2] = {a, input("b", 2, (int64_t[]){16, 8})};
+    kn_node *n = node(KN_OP_MatMul, "mm", 2, ins);
+    infer();
+    assert_true(kn_node_flops(n) < 0);
+    assert_true(kn_node_flops(NULL) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_conv, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conv_grouped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conv_transpose, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_batched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gemm_trans_a, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_reduce_movement_elementwise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_shape, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
