@@ -175,7 +175,7 @@ static int prepare_opnode(kn_artifact *a, int i)
         .op_type = o->op_type,
         .domain = "",
         .opset = o->opset,
-        .n_inputs = o->n_inputs,
+        .n_inputs = o->n_inputs - o->n_captures, /* the op's own; the captures follow */
         .n_outputs = o->n_outputs,
         .has_output = rt->has_output,
         .attrs = attrs,
