@@ -130,6 +130,9 @@ extern const kn_exec_impl kn_exec_control[];
 
 /* The execution function of op; NULL if it has none in the runtime. */
 kn_exec_fn kn_op_exec(kn_op op);
+/* Checks d's input and output counts against ops.def (kernels index their
+ * inputs by position); an error naming the node otherwise. */
+int kn_op_check_arity(const kn_opdesc *d);
 /* ONNX name of op ("?" if unknown). */
 const char *kn_op_type_name(kn_op op);
 /* op for an ONNX name in the default domain ("" or "ai.onnx"); KN_OP_UNKNOWN if none. */

@@ -44,6 +44,7 @@ static int check_node(sg_checker *c, int k, int depth)
     snprintf(by, sizeof by, "node %d ('%.100s')", k, n->desc.name ? n->desc.name : "?");
     if (n->desc.op <= KN_OP_UNKNOWN || n->desc.op >= KN_OP_COUNT || !kn_op_exec(n->desc.op))
         return bad(c, "%s: op '%s' has no runtime kernel", by, n->desc.op_type ? n->desc.op_type : "?");
+    if (kn_op_check_arity(&n->desc)) return bad(c, "%s", kn_last_error());
     for (int i = 0; i < n->desc.n_inputs; i++) {
         int32_t v = n->inputs[i];
         if (v == -1) continue;

@@ -181,6 +181,10 @@ static int prepare_opnode(kn_artifact *a, int i)
         .attrs = attrs,
         .n_attrs = n_attrs,
     };
+    if (kn_op_check_arity(&rt->desc)) { /* kernels index their inputs by position */
+        kn_error_prefix("%s: ", label_of(a));
+        return KN_ERR_INVALID;
+    }
     return KN_OK;
 }
 

@@ -2,7 +2,8 @@
  * graph attribute written by kn_attrs_write and read back by kn_attrs_read
  * runs to the same result as the original; damaged bytes (every truncation,
  * an index out of range, a value read before it is defined, an unknown op)
- * are refused with a message saying what is wrong; a capture that no
+ * are refused with a message saying what is wrong, and so are graphs the
+ * writer is handed with a value defined twice or a node of the wrong arity; a capture that no
  * enclosing scope provides is an error naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -220,6 +221,10 @@ static void test_writer_checks(void **state)
     assert_int_equal(kn_attrs_write(f.attrs, 2, &bytes, &len), KN_ERR_INVALID);
     assert_null(bytes);
     assert_non_null(strstr(kn_last_error(), "node 0 ('add0') defines value 0 twice"));
+    f.add_out[0] = V_S;
+    f.nodes[0].desc.n_inputs = 1; /* Add's kernel would read a second input */
+    assert_int_equal(kn_attrs_write(f.attrs, 2, &bytes, &len), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "node 'add0' (Add): has 1 inputs, expected 2 to 2"));
     f.attrs[0].sg = NULL;
     assert_int_equal(kn_attrs_write(f.attrs, 2, &bytes, &len), KN_ERR_UNSUPPORTED);
     kn_tensor_free(&f.k);
