@@ -612,6 +612,53 @@ static void test_loop_if_captures(void **state)
     kn_model_free(m);
 }
 
+/* If whose branches give different shapes: then returns the outer input x
+ * itself (a body output that is a capture), else Concat(x, y); the output
+ * lives in a session slot and a Neg reads it there. Both branches run from
+ * one artifact. */
+static void test_if_dynamic_branches(void **state)
+{
+    (void)state;
+    kn_model *m = new_model();
+    int64_t d[1] = {3};
+    kn_value *x = add_input(m, "x", 1, d), *y = add_input(m, "y", 1, d);
+    kn_value *c = kn_graph_add_input(m->graph, "c", KN_BOOL, &(kn_shape){.rank = 0});
+    kn_node *iff = node(m, KN_OP_If, "if0", 1, &c, 1);
+    kn_graph *th = kn_graph_create_sub(m->graph, "then"), *el = kn_graph_create_sub(m->graph, "else");
+    assert_non_null(th);
+    assert_non_null(el);
+    assert_int_equal(kn_graph_add_output(th, x), 0);
+    kn_value *xy[2] = {x, y};
+    kn_node *cat = kn_node_create(el, KN_OP_Concat, "cat0", 2, xy, 1);
+    kn_node_add_attr(cat, "axis", KN_ATTR_INT)->i = 0;
+    assert_int_equal(kn_graph_add_output(el, cat->outputs[0]), 0);
+    kn_node_add_attr(iff, "then_branch", KN_ATTR_GRAPH)->g = th;
+    kn_node_add_attr(iff, "else_branch", KN_ATTR_GRAPH)->g = el;
+    kn_node *neg = node(m, KN_OP_Neg, "neg0", 1, iff->outputs, 1);
+    assert_int_equal(kn_graph_add_output(m->graph, iff->outputs[0]), 0);
+    assert_int_equal(kn_graph_add_output(m->graph, neg->outputs[0]), 0);
+    assert_int_equal(kn_graph_infer(m->graph), 0);
+    assert_false(kn_shape_is_static(&iff->outputs[0]->shape));
+
+    kn_artifact *art = compile_open(m, "if_dyn.so");
+    kn_session *s = NULL;
+    if (kn_session_create(art, &s)) fail_msg("session: %s", kn_last_error());
+    const char *names[3] = {"x", "y", "c"};
+    kn_tensor in[3] = {0};
+    assert_int_equal(kn_tensor_alloc(&in[0], KN_F32, 1, d), 0);
+    assert_int_equal(kn_tensor_alloc(&in[1], KN_F32, 1, d), 0);
+    assert_int_equal(kn_tensor_alloc(&in[2], KN_BOOL, 0, NULL), 0);
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 3; i++) ((float *)in[0].data)[i] = rnd(), ((float *)in[1].data)[i] = rnd();
+        ((uint8_t *)in[2].data)[0] = (uint8_t)(k & 1);
+        run_tensors_check(m, s, 3, names, in);
+    }
+    kn_session_free(s);
+    kn_artifact_close(art);
+    for (int i = 0; i < 3; i++) kn_tensor_free(&in[i]);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -626,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_reshape_shape_input),
         cmocka_unit_test(test_nonzero_gather),
         cmocka_unit_test(test_loop_if_captures),
+        cmocka_unit_test(test_if_dynamic_branches),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
