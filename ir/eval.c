@@ -82,6 +82,25 @@ void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output)
     };
 }
 
+/* The body runner of control-flow ops in the evaluator: IR subgraphs, whose
+ * outer-scope values resolve to the tensors of the enclosing evaluation. */
+static int ir_body_run(void *ctx, const kn_attr *g, int n_in, const kn_tensor *const *in, int n_out, kn_tensor *out)
+{
+    if (!g || g->kind != KN_ATTR_GRAPH || !g->g)
+        return kn_error(KN_ERR_INVALID, "attribute '%s' holds no graph", g ? g->name : "?");
+    if (n_out != g->g->n_outputs)
+        return kn_error(KN_ERR_INVALID, "graph '%s' gives %d outputs, the node expects %d", g->g->name,
+                        g->g->n_outputs, n_out);
+    return kn_eval_subgraph(ctx, g->g, n_in, in, out);
+}
+
+static kn_dtype ir_output_dtype(void *ctx, const kn_attr *g, int i)
+{
+    (void)ctx;
+    if (!g || !g->g || i < 0 || i >= g->g->n_outputs) return KN_DT_UNDEFINED;
+    return g->g->outputs[i]->dtype;
+}
+
 int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
     const kn_op_info *oi = kn_op_get(n->op);
@@ -95,6 +114,8 @@ int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in,
     if (!has) return kn_error(KN_ERR_NOMEM, "out of memory");
     kn_opdesc d;
     kn_node_opdesc(n, &d, has);
+    kn_body_runner body = {.run = ir_body_run, .output_dtype = ir_output_dtype, .ctx = ctx};
+    if (ctx) d.body = &body;
     int st = exec(&d, in, out);
     if (has != stack_has) free(has);
     return st;

@@ -51,9 +51,10 @@ bool kn_op_runnable(kn_op op);
  * room for n->n_outputs entries; out borrows n's strings and attributes. */
 void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output);
 
-/* Runs one node on tensors: through its IR eval function (ops with
- * subgraphs) or its runtime exec function. ctx may be NULL for ops without
- * subgraphs. Same contract as kn_eval_fn. */
+/* Runs one node on tensors: through its IR eval function or its runtime
+ * exec function; ops with subgraphs (If, Loop, Scan) run their bodies
+ * through ctx, which may be NULL only for ops without subgraphs. Same
+ * contract as kn_eval_fn. */
 int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
 
 /* ---- helpers for op definitions (ir/ops/<family>.c) --------------------------- */

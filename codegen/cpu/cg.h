@@ -158,6 +158,22 @@ int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMVal
  * marks dynamic values itself). */
 void kn_cg_abi_tensor(const kn_value *v, kn_abi_tensor *out);
 
+/* ---- control flow (subgraph.c) ---------------------------------------------- */
+
+/* Values of n's own graph that its subgraphs read, at any depth: the
+ * implicit inputs of a control-flow node, which the plan keeps alive until
+ * n runs and the runtime binds to the bodies' captures by name. *out_vals is
+ * malloc'd (the caller frees it); none for a node without subgraphs. */
+int kn_cg_captures(const kn_node *n, kn_value ***out_vals, int *out_n);
+
+typedef struct kn_cg_sgpool kn_cg_sgpool; /* what kn_cg_sg_attrs allocated */
+/* A copy of n's attributes in which every GRAPH carries its runtime form
+ * (kn_attr.sg, runtime/ops/subgraph.h), for kn_attrs_write. Fails, naming
+ * the node, for a body op without a runtime kernel or a graph list. Free
+ * *out_pool (which owns *out_attrs) with kn_cg_sg_free. */
+int kn_cg_sg_attrs(const kn_node *n, kn_attr **out_attrs, kn_cg_sgpool **out_pool);
+void kn_cg_sg_free(kn_cg_sgpool *p);
+
 /* ---- lowerings -------------------------------------------------------------- */
 
 typedef int (*kn_cg_lower_fn)(kn_cg *cg, const kn_node *n);

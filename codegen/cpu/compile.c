@@ -1,8 +1,7 @@
 /*
  * codegen/cpu/compile.c — the CPU compiler driver (kn_compile_cpu).
  *
- * Checks that the graph can be compiled (static input shapes, no control
- * flow),
+ * Checks that the graph can be compiled (static input shapes),
  * plans memory (plan.c), creates the LLVM target machine for the requested
  * target, emits one function per node (a lowering from the four tables, or a
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
@@ -18,6 +17,10 @@
  * data (NonZero, a Reshape to a shape that is an input, ...). The plan puts
  * it in a session slot; every node that reads or writes one runs through its
  * runtime kernel, which sizes the value at run time (kiln/abi.h).
+ *
+ * Control flow (If, Loop, Scan) runs through the op's runtime kernel with
+ * its bodies serialized into the node's attributes (subgraph.c); the outer
+ * values the bodies read are extra inputs of that node (its captures).
  */
 #include "driver.h"
 
@@ -90,19 +93,13 @@ static int dynamic_error(const kn_value *v)
                     v->name, v->producer->name, sh);
 }
 
-/* What folding cannot fix: dynamic inputs and control flow. */
+/* What folding cannot fix: dynamic inputs. */
 static int check_structure(kn_graph *g)
 {
     int st = kn_graph_toposort(g);
     if (st) return st;
     for (int i = 0; i < g->n_inputs; i++)
         if (!g->inputs[i]->const_data && !kn_shape_is_static(&g->inputs[i]->shape)) return dynamic_error(g->inputs[i]);
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kn_node *n = g->nodes[i];
-        for (int a = 0; a < n->n_attrs; a++)
-            if (n->attrs[a].kind == KN_ATTR_GRAPH || n->attrs[a].kind == KN_ATTR_GRAPHS)
-                return kn_node_error(n, KN_ERR_UNSUPPORTED, "control flow is not supported by the cpu backend yet");
-    }
     return KN_OK;
 }
 
@@ -452,8 +449,21 @@ static int grow(void **p, int n, int *cap, size_t elem)
     return KN_OK;
 }
 
-/* Appends the opnode record of n to the meta; returns its index in *out_index. */
-static int add_opnode(compile_state *s, const kn_node *n, int *out_index)
+/* The attribute blob of n; graph attributes in their runtime form. */
+static int opnode_attrs(const kn_node *n, unsigned char **out_bytes, size_t *out_len)
+{
+    kn_cg_sgpool *pool = NULL;
+    kn_attr *attrs = n->attrs;
+    int st = kn_cg_sg_attrs(n, &attrs, &pool);
+    if (!st) st = kn_attrs_write(attrs, n->n_attrs, out_bytes, out_len);
+    kn_cg_sg_free(pool);
+    if (st) kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
+    return st;
+}
+
+/* Appends the opnode record of n, whose subgraphs read caps[0..n_caps), to
+ * the meta; returns its index in *out_index. */
+static int add_opnode(compile_state *s, const kn_node *n, kn_value *const *caps, int n_caps, int *out_index)
 {
     kn_meta *mt = &s->meta;
     int cap = s->cg.cap_opnodes, cap2 = cap, cap3 = cap;
@@ -462,23 +472,24 @@ static int add_opnode(compile_state *s, const kn_node *n, int *out_index)
     if (!st) st = grow((void **)&s->op_attrs, mt->n_opnodes, &cap3, sizeof *s->op_attrs);
     if (st) return st;
     s->cg.cap_opnodes = cap;
-    kn_abi_tensor *ts = calloc((size_t)(n->n_inputs + n->n_outputs) + 1, sizeof *ts);
+    int n_in = n->n_inputs + n_caps;
+    kn_abi_tensor *ts = calloc((size_t)(n_in + n->n_outputs) + 1, sizeof *ts);
     unsigned char *attrs = NULL;
     size_t attrs_len = 0;
     if (!ts) return kn_error(KN_ERR_NOMEM, "out of memory");
-    if ((st = kn_attrs_write(n->attrs, n->n_attrs, &attrs, &attrs_len))) {
+    if ((st = opnode_attrs(n, &attrs, &attrs_len))) {
         free(ts);
-        kn_error_prefix("node '%s' (%s): ", n->name, n->op_type);
         return st;
     }
     for (int i = 0; i < n->n_inputs; i++) abi_tensor(&s->plan, n->inputs[i], &ts[i]);
-    for (int i = 0; i < n->n_outputs; i++) abi_tensor(&s->plan, n->outputs[i], &ts[n->n_inputs + i]);
+    for (int i = 0; i < n_caps; i++) abi_tensor(&s->plan, caps[i], &ts[n->n_inputs + i]);
+    for (int i = 0; i < n->n_outputs; i++) abi_tensor(&s->plan, n->outputs[i], &ts[n_in + i]);
     int idx = mt->n_opnodes++;
     s->op_tensors[idx] = ts;
     s->op_attrs[idx] = attrs;
-    mt->opnodes[idx] = (kn_abi_opnode){.op = n->op, .n_inputs = n->n_inputs, .n_outputs = n->n_outputs,
-                                       .opset = kn_node_opset(n), .name = n->name, .op_type = n->op_type,
-                                       .inputs = ts, .outputs = ts + n->n_inputs, .attrs = attrs,
+    mt->opnodes[idx] = (kn_abi_opnode){.op = n->op, .n_inputs = n_in, .n_outputs = n->n_outputs,
+                                       .n_captures = n_caps, .opset = kn_node_opset(n), .name = n->name,
+                                       .op_type = n->op_type, .inputs = ts, .outputs = ts + n_in, .attrs = attrs,
                                        .attrs_len = (int64_t)attrs_len};
     *out_index = idx;
     return KN_OK;
@@ -496,16 +507,28 @@ static LLVMValueRef ptr_array(kn_cg *cg, kn_value *const *vals, int n, const cha
     return arr;
 }
 
-/* The runtime kernel of n, called through kn_rt_opnode_exec. */
+/* The runtime kernel of n, called through kn_rt_opnode_exec; the outer
+ * values its subgraphs read are passed after its own inputs. */
 static int emit_fallback(compile_state *s, const kn_node *n)
 {
     kn_cg *cg = &s->cg;
     if (!kn_op_exec(n->op))
         return kn_node_error(n, KN_ERR_UNSUPPORTED, "the cpu backend has neither a lowering nor a runtime kernel "
                                                      "for this op");
-    int index = 0, st = add_opnode(s, n, &index);
-    if (st) return st;
-    LLVMValueRef in = ptr_array(cg, n->inputs, n->n_inputs, "in");
+    kn_value **caps = NULL, **ins = NULL;
+    int n_caps = 0, index = 0, st = kn_cg_captures(n, &caps, &n_caps);
+    if (!st) st = add_opnode(s, n, caps, n_caps, &index);
+    if (!st && !(ins = calloc((size_t)(n->n_inputs + n_caps) + 1, sizeof *ins)))
+        st = kn_error(KN_ERR_NOMEM, "out of memory");
+    if (st) {
+        free(caps);
+        return st;
+    }
+    if (n->n_inputs) memcpy(ins, n->inputs, sizeof *ins * (size_t)n->n_inputs);
+    if (n_caps) memcpy(ins + n->n_inputs, caps, sizeof *ins * (size_t)n_caps);
+    LLVMValueRef in = ptr_array(cg, ins, n->n_inputs + n_caps, "in");
+    free(ins);
+    free(caps);
     LLVMValueRef out = ptr_array(cg, n->outputs, n->n_outputs, "out");
     LLVMTypeRef params[4] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 4, 0);

@@ -10,7 +10,9 @@
  * only a view of the input share the input's location ("alias"); the input
  * then lives until the alias's last use. A computed value whose shape is not
  * static (it depends on input data) gets a session slot instead: the runtime
- * kernel that produces it sizes it at run time.
+ * kernel that produces it sizes it at run time. The outer values that a
+ * control-flow node's subgraphs read (kn_cg_captures) count as inputs of
+ * that node: they are stored and stay alive until it has run.
  */
 #include "cg.h"
 
@@ -82,22 +84,36 @@ static bool node_folded(const kn_node *n)
     return any;
 }
 
-/* Only constants that emitted code reads (or that are outputs) are stored. */
-static bool value_needed(const kn_graph *g, const kn_value *v)
+/* Only constants that emitted code or a subgraph reads (or that are
+ * outputs) are stored. */
+static bool value_needed(const kn_graph *g, const kn_value *v, const unsigned char *captured)
 {
     for (int i = 0; i < v->n_users; i++)
         if (v->users[i].node->graph == g && !node_folded(v->users[i].node)) return true;
-    return is_output_of(g, v);
+    return captured[v->id] || is_output_of(g, v);
 }
 
-static int plan_weights(const kn_graph *g, kn_plan *p)
+/* captured[id] = 1 for each value of g that a subgraph of one of g's nodes reads. */
+static int mark_captured(const kn_graph *g, unsigned char *captured)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kn_value **vals;
+        int n, st = kn_cg_captures(g->nodes[i], &vals, &n);
+        if (st) return st;
+        for (int k = 0; k < n; k++) captured[vals[k]->id] = 1;
+        free(vals);
+    }
+    return KN_OK;
+}
+
+static int plan_weights(const kn_graph *g, kn_plan *p, const unsigned char *captured)
 {
     int64_t total = 0;
     /* first pass: offsets (dedup by data pointer), second: copy */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < g->n_values; i++) {
             const kn_value *v = g->values[i];
-            if (!v->const_data || !value_needed(g, v) || input_index(g, v) >= 0) continue;
+            if (!v->const_data || !value_needed(g, v, captured) || input_index(g, v) >= 0) continue;
             const kn_tensor *t = v->const_data;
             if (pass == 1) {
                 if (t->nbytes) memcpy(p->weights + p->where[v->id].offset, t->data, t->nbytes);
@@ -195,10 +211,9 @@ static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
 }
 
 /* last[root]: index of the last node that reads the root or any alias of it
- * (or writes it, for values nobody reads). */
-static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
+ * (also as a capture of its subgraphs), or writes it, for values nobody reads. */
+static int find_last_uses(const kn_graph *g, const int *root, int *last, int nv)
 {
-    int nv = p->n_where;
     for (int i = 0; i < nv; i++) last[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = g->nodes[i];
@@ -209,7 +224,21 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
             }
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] && last[root[n->inputs[k]->id]] < i) last[root[n->inputs[k]->id]] = i;
+        kn_value **caps;
+        int n_caps, st = kn_cg_captures(n, &caps, &n_caps);
+        if (st) return st;
+        for (int k = 0; k < n_caps; k++)
+            if (last[root[caps[k]->id]] < i) last[root[caps[k]->id]] = i;
+        free(caps);
     }
+    return KN_OK;
+}
+
+static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
+{
+    int nv = p->n_where;
+    int st = find_last_uses(g, root, last, nv);
+    if (st) return st;
     arena_state s = {.live = calloc((size_t)nv + 1, sizeof(live_block))};
     if (!s.live) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -288,7 +317,10 @@ int kn_plan_build(const kn_graph *g, kn_plan *out)
         if (!v->producer) continue;
         out->where[v->id] = (kn_abi_ref){.loc = KN_LOC_DYNAMIC, .offset = out->n_slots++};
     }
-    int st = plan_weights(g, out);
+    unsigned char *captured = calloc((size_t)nv + 1, 1);
+    int st = captured ? mark_captured(g, captured) : kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st) st = plan_weights(g, out, captured);
+    free(captured);
     if (!st) {
         plan_io(g, out);
         find_aliases(g, out, root);

@@ -7,11 +7,21 @@
  * name (u32 length + bytes), i32 kind, and the payload —
  *   FLOAT f32 | INT i64 | STRING u64 length + bytes (NULs allowed) |
  *   TENSOR tensor | FLOATS/INTS/STRINGS/TENSORS u32 n + n items,
- * where a tensor is i32 dtype, i32 rank, rank x i64 dims, u64 nbytes, bytes.
+ * where a tensor is i32 dtype, i32 rank, rank x i64 dims, u64 nbytes, bytes,
+ * and GRAPH a graph (subgraph.h), which is:
+ *   name, u32 n_values + per value (name, i32 dtype, i32 rank (-1: unknown),
+ *   rank x i64 dims), inputs, outputs (each u32 n + n x i32 value index),
+ *   u32 n_consts + per constant (i32 value index, tensor), captures (u32 n +
+ *   n x i32), u32 n_nodes + per node (name, op_type, domain, i64 opset,
+ *   inputs and outputs as u32 n + n x i32 with -1 for an omitted one, then
+ *   u32 n_attrs + that many attributes as above, so graphs nest).
+ * Names are u32 length + bytes. Ops are stored by name and domain.
  *
  * The reader parses bytes from an artifact file: every count is checked
  * against the bytes left before anything is allocated, and tensors must
  * have consistent dtype, dims and size, because kernels index them freely.
+ * Graphs are checked by kn_sg_check (every index in range, each value
+ * defined once and before it is read, every op known with a runtime kernel).
  * Everything it returns lives in a chain of 64-byte aligned chunks (the
  * opaque block), so one kn_attrs_free releases it.
  */
@@ -22,6 +32,7 @@
 #include <string.h>
 
 #include "opdesc.h"
+#include "subgraph.h"
 #include "wbuf.h"
 
 #define ATTR_MAGIC 0x54414e4bu /* "KNAT" */
@@ -78,6 +89,58 @@ static int w_list(kn_wbuf *w, const kn_attr *a)
     return st;
 }
 
+static int w_attr(kn_wbuf *w, const kn_attr *a);
+
+static void w_ids(kn_wbuf *w, int n, const int32_t *ids)
+{
+    kn_wbuf_u32(w, (uint32_t)n);
+    for (int i = 0; i < n; i++) kn_wbuf_u32(w, (uint32_t)ids[i]);
+}
+
+static int w_sg_node(kn_wbuf *w, const kn_sg_node *n)
+{
+    const kn_opdesc *d = &n->desc;
+    int st = w_str32(w, d->name, d->name);
+    if (!st) st = w_str32(w, d->op_type, d->name);
+    if (!st) st = w_str32(w, d->domain, d->name);
+    if (st) return st;
+    kn_wbuf_u64(w, (uint64_t)d->opset);
+    w_ids(w, d->n_inputs, n->inputs);
+    w_ids(w, d->n_outputs, n->outputs);
+    kn_wbuf_u32(w, (uint32_t)d->n_attrs);
+    for (int a = 0; a < d->n_attrs && !st; a++) st = w_attr(w, &d->attrs[a]);
+    return st;
+}
+
+static int w_graph(kn_wbuf *w, const kn_sg *g, const char *attr)
+{
+    if (!g) return kn_error(KN_ERR_UNSUPPORTED, "attribute '%s': graph attributes need their runtime form", attr);
+    char what[160];
+    snprintf(what, sizeof what, "attribute '%.100s'", attr);
+    int st = kn_sg_check(g, 0, what);
+    if (!st) st = w_str32(w, g->name, attr);
+    if (st) return st;
+    kn_wbuf_u32(w, (uint32_t)g->n_values);
+    for (int i = 0; i < g->n_values && !st; i++) {
+        const kn_sg_value *v = &g->values[i];
+        st = w_str32(w, v->name, attr);
+        kn_wbuf_u32(w, (uint32_t)v->dtype);
+        kn_wbuf_u32(w, (uint32_t)v->rank);
+        for (int d = 0; d < v->rank; d++) kn_wbuf_u64(w, (uint64_t)v->dims[d]);
+    }
+    w_ids(w, g->n_inputs, g->inputs);
+    w_ids(w, g->n_outputs, g->outputs);
+    kn_wbuf_u32(w, (uint32_t)g->n_consts);
+    for (int i = 0; i < g->n_consts && !st; i++) {
+        kn_wbuf_u32(w, (uint32_t)g->const_ids[i]);
+        st = w_tensor(w, g->consts[i], attr);
+    }
+    w_ids(w, g->n_captures, g->captures);
+    kn_wbuf_u32(w, (uint32_t)g->n_nodes);
+    for (int k = 0; k < g->n_nodes && !st; k++) st = w_sg_node(w, &g->nodes[k]);
+    return st;
+}
+
 static int w_attr(kn_wbuf *w, const kn_attr *a)
 {
     if (!a->name) return kn_error(KN_ERR_INVALID, "attributes: an attribute has no name");
@@ -97,9 +160,9 @@ static int w_attr(kn_wbuf *w, const kn_attr *a)
     case KN_ATTR_INTS:
     case KN_ATTR_STRINGS:
     case KN_ATTR_TENSORS: return w_list(w, a);
-    case KN_ATTR_GRAPH:
+    case KN_ATTR_GRAPH: return w_graph(w, a->sg, a->name);
     case KN_ATTR_GRAPHS:
-        return kn_error(KN_ERR_UNSUPPORTED, "attribute '%s': graph attributes cannot be compiled into an artifact",
+        return kn_error(KN_ERR_UNSUPPORTED, "attribute '%s': graph lists cannot be compiled into an artifact",
                         a->name);
     default: return kn_error(KN_ERR_INVALID, "attribute '%s': unknown kind %d", a->name, (int)a->kind);
     }
@@ -137,6 +200,7 @@ typedef struct rbuf {
     const unsigned char *p;
     size_t len, pos;
     chunk *head, *cur;
+    int depth; /* of the graph being read; 0 outside graphs */
 } rbuf;
 
 #define RD(call)                    \
@@ -315,6 +379,119 @@ static int r_list(rbuf *r, kn_attr *a, const char *what)
     }
 }
 
+static int r_attr(rbuf *r, kn_attr *a, int index);
+
+/* u32 n + n x i32 value indices (range-checked later by kn_sg_check). */
+static int r_ids(rbuf *r, int *out_n, const int32_t **out_ids, const char *what)
+{
+    int n;
+    RD(r_count(r, &n, 4, what));
+    int32_t *ids;
+    RD(r_alloc(r, sizeof *ids * (size_t)n, 8, (void **)&ids));
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)get_le(r->p + r->pos + 4 * (size_t)i, 4);
+    r->pos += 4 * (size_t)n;
+    *out_n = n;
+    *out_ids = ids;
+    return KN_OK;
+}
+
+static int r_sg_value(rbuf *r, kn_sg_value *v, const char *what)
+{
+    uint32_t dt, rank;
+    RD(r_str32(r, &v->name, what));
+    RD(r_u32(r, &dt, what));
+    RD(r_u32(r, &rank, what));
+    if (dt != KN_DT_UNDEFINED && !kn_dtype_valid((int)dt)) return r_bad(what, "value '%s': dtype %u", v->name, dt);
+    if ((int32_t)rank < -1 || (int32_t)rank > KN_MAX_RANK) return r_bad(what, "value '%s': rank %d", v->name, (int32_t)rank);
+    v->dtype = (kn_dtype)dt;
+    v->rank = (int32_t)rank;
+    for (int d = 0; d < v->rank; d++) {
+        uint64_t x;
+        RD(r_u64(r, &x, what));
+        v->dims[d] = (int64_t)x;
+    }
+    return KN_OK;
+}
+
+static int r_sg_node(rbuf *r, kn_sg_node *n, int k, const char *gwhat)
+{
+    char what[300];
+    snprintf(what, sizeof what, "%s node %d", gwhat, k);
+    kn_opdesc *d = &n->desc;
+    RD(r_str32(r, &d->name, what));
+    snprintf(what, sizeof what, "%s node '%.100s'", gwhat, d->name);
+    RD(r_str32(r, &d->op_type, what));
+    RD(r_str32(r, &d->domain, what));
+    uint64_t opset;
+    RD(r_u64(r, &opset, what));
+    d->opset = (int64_t)opset;
+    d->op = kn_op_from_name(d->op_type, d->domain);
+    if (d->op == KN_OP_UNKNOWN) return r_bad(what, "unknown op '%s' (domain '%s')", d->op_type, d->domain);
+    RD(r_ids(r, &d->n_inputs, &n->inputs, what));
+    RD(r_ids(r, &d->n_outputs, &n->outputs, what));
+    bool *has;
+    RD(r_alloc(r, sizeof *has * ((size_t)d->n_outputs + 1), 8, (void **)&has));
+    for (int i = 0; i < d->n_outputs; i++) has[i] = n->outputs[i] >= 0;
+    d->has_output = has;
+    RD(r_count(r, &d->n_attrs, 12, what));
+    kn_attr *attrs;
+    RD(r_alloc(r, sizeof *attrs * (size_t)d->n_attrs, 8, (void **)&attrs));
+    for (int a = 0; a < d->n_attrs; a++) RD(r_attr(r, &attrs[a], a));
+    d->attrs = attrs;
+    return KN_OK;
+}
+
+static int r_graph_body(rbuf *r, kn_sg *g, const char *what)
+{
+    RD(r_str32(r, &g->name, what));
+    RD(r_count(r, &g->n_values, 12, what));
+    kn_sg_value *vals;
+    RD(r_alloc(r, sizeof *vals * (size_t)g->n_values, 8, (void **)&vals));
+    for (int i = 0; i < g->n_values; i++) RD(r_sg_value(r, &vals[i], what));
+    g->values = vals;
+    RD(r_ids(r, &g->n_inputs, &g->inputs, what));
+    RD(r_ids(r, &g->n_outputs, &g->outputs, what));
+    RD(r_count(r, &g->n_consts, 4 + 16, what));
+    int32_t *ids;
+    kn_tensor **ts;
+    RD(r_alloc(r, sizeof *ids * (size_t)g->n_consts, 8, (void **)&ids));
+    RD(r_alloc(r, sizeof *ts * (size_t)g->n_consts, 8, (void **)&ts));
+    for (int i = 0; i < g->n_consts; i++) {
+        uint32_t v;
+        RD(r_u32(r, &v, what));
+        ids[i] = (int32_t)v;
+        RD(r_tensor(r, &ts[i], what));
+    }
+    g->const_ids = ids;
+    g->consts = (const kn_tensor *const *)ts;
+    RD(r_ids(r, &g->n_captures, &g->captures, what));
+    RD(r_count(r, &g->n_nodes, 28, what));
+    kn_sg_node *nodes;
+    RD(r_alloc(r, sizeof *nodes * (size_t)g->n_nodes, 8, (void **)&nodes));
+    for (int k = 0; k < g->n_nodes; k++) RD(r_sg_node(r, &nodes[k], k, what));
+    g->nodes = nodes;
+    return KN_OK;
+}
+
+/* A graph; the outermost one is checked as a whole once it is read. */
+static int r_graph(rbuf *r, const kn_sg **out, const char *what)
+{
+    if (r->depth >= KN_SG_MAX_DEPTH) return r_bad(what, "graphs nested more than %d deep", KN_SG_MAX_DEPTH);
+    kn_sg *g;
+    RD(r_alloc(r, sizeof *g, 8, (void **)&g));
+    r->depth++;
+    int st = r_graph_body(r, g, what);
+    r->depth--;
+    if (st) return st;
+    if (r->depth == 0) {
+        char w[200];
+        snprintf(w, sizeof w, "malformed attributes: %s", what);
+        RD(kn_sg_check(g, 0, w));
+    }
+    *out = g;
+    return KN_OK;
+}
+
 static int r_attr(rbuf *r, kn_attr *a, int index)
 {
     char what[128];
@@ -349,6 +526,7 @@ static int r_attr(rbuf *r, kn_attr *a, int index)
     case KN_ATTR_INTS:
     case KN_ATTR_STRINGS:
     case KN_ATTR_TENSORS: return r_list(r, a, what);
+    case KN_ATTR_GRAPH: return r_graph(r, &a->sg, what);
     default: return r_bad(what, "kind %u cannot be read", kind);
     }
 }

@@ -21,6 +21,23 @@ static const char *const k_domains[KN_OP_COUNT] = {
 #undef KN_OP
 };
 
+static const int k_arity[KN_OP_COUNT][3] = {
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out) [KN_OP_##name] = {min_in, max_in, max_out},
+#include "ops.def"
+#undef KN_OP
+};
+
+int kn_op_check_arity(const kn_opdesc *d)
+{
+    if ((int)d->op <= 0 || d->op >= KN_OP_COUNT) return kn_op_error(d, KN_ERR_INVALID, "unknown op %d", (int)d->op);
+    const int *a = k_arity[d->op];
+    if (d->n_inputs < a[0] || d->n_inputs > a[1])
+        return kn_op_error(d, KN_ERR_INVALID, "has %d inputs, expected %d to %d", d->n_inputs, a[0], a[1]);
+    if (d->n_outputs < 0 || d->n_outputs > a[2])
+        return kn_op_error(d, KN_ERR_INVALID, "has %d outputs, at most %d allowed", d->n_outputs, a[2]);
+    return KN_OK;
+}
+
 static kn_exec_fn k_exec[KN_OP_COUNT];
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 
@@ -28,6 +45,7 @@ static void exec_init(void)
 {
     static const kn_exec_impl *const families[] = {
         kn_exec_elementwise, kn_exec_nn, kn_exec_linalg, kn_exec_reduce, kn_exec_movement, kn_exec_misc,
+        kn_exec_control,
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (const kn_exec_impl *e = families[f]; e->op != KN_OP_UNKNOWN; e++) {

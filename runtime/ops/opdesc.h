@@ -59,6 +59,7 @@ typedef enum kn_attr_kind {
 } kn_attr_kind;
 
 typedef struct kn_graph kn_graph; /* IR graph; opaque at this layer */
+typedef struct kn_sg kn_sg;       /* serialized-form graph (subgraph.h) */
 
 typedef struct kn_attr {
     const char *name;
@@ -68,7 +69,8 @@ typedef struct kn_attr {
     const char *s; /* NUL-terminated; s_len bytes (may hold NULs) */
     size_t s_len;
     kn_tensor *t;
-    kn_graph *g;   /* only in the IR; never in compiled artifacts */
+    kn_graph *g;   /* GRAPH in the IR (the reference evaluator) */
+    const kn_sg *sg; /* GRAPH in the runtime's form (compiled artifacts); what kn_attrs_write writes */
     int n;         /* element count of the list kinds */
     float *floats;
     int64_t *ints;
@@ -76,6 +78,20 @@ typedef struct kn_attr {
     kn_tensor **tensors;
     kn_graph **graphs;
 } kn_attr;
+
+/* How a control-flow op (If, Loop, Scan) runs the graphs in its attributes:
+ * the reference evaluator runs IR graphs (kn_attr.g), a compiled artifact
+ * its serialized ones (kn_attr.sg). The op's semantics (runtime/ops/control.c)
+ * are the same for both. */
+typedef struct kn_body_runner {
+    /* Runs graph attribute `g` with its n_in formal inputs bound to `in`
+     * (borrowed) and fills `out` (n_out zeroed entries, owned results). A
+     * count that does not match the graph is an error naming it. */
+    int (*run)(void *ctx, const kn_attr *g, int n_in, const kn_tensor *const *in, int n_out, kn_tensor *out);
+    /* dtype of output i of graph `g` (KN_DT_UNDEFINED if not known). */
+    kn_dtype (*output_dtype)(void *ctx, const kn_attr *g, int i);
+    void *ctx;
+} kn_body_runner;
 
 /* What an op's execution knows of its node. */
 typedef struct kn_opdesc {
@@ -89,6 +105,7 @@ typedef struct kn_opdesc {
     const bool *has_output; /* has_output[i]: output i is wanted (not omitted) */
     const kn_attr *attrs;
     int n_attrs;
+    const kn_body_runner *body; /* ops with graph attributes only; NULL elsewhere */
 } kn_opdesc;
 
 /* Computes the node's outputs. in[i] is NULL for an omitted optional input.
@@ -109,10 +126,13 @@ extern const kn_exec_impl kn_exec_linalg[];
 extern const kn_exec_impl kn_exec_reduce[];
 extern const kn_exec_impl kn_exec_movement[];
 extern const kn_exec_impl kn_exec_misc[];
+extern const kn_exec_impl kn_exec_control[];
 
-/* The execution function of op; NULL if it has none in the runtime (control
- * flow ops run in the IR evaluator). */
+/* The execution function of op; NULL if it has none in the runtime. */
 kn_exec_fn kn_op_exec(kn_op op);
+/* Checks d's input and output counts against ops.def (kernels index their
+ * inputs by position); an error naming the node otherwise. */
+int kn_op_check_arity(const kn_opdesc *d);
 /* ONNX name of op ("?" if unknown). */
 const char *kn_op_type_name(kn_op op);
 /* op for an ONNX name in the default domain ("" or "ai.onnx"); KN_OP_UNKNOWN if none. */
@@ -134,11 +154,13 @@ static inline bool kn_op_has_output(const kn_opdesc *d, int i)
     return i < d->n_outputs && (!d->has_output || d->has_output[i]);
 }
 
-/* Serializes attributes (every kind but GRAPH/GRAPHS, which fail with
- * KN_ERR_UNSUPPORTED naming the attribute) into a malloc'd buffer. */
+/* Serializes attributes into a malloc'd buffer. A GRAPH attribute is written
+ * from its runtime form (kn_attr.sg; see subgraph.h), recursively; GRAPHS
+ * and a GRAPH without .sg fail with KN_ERR_UNSUPPORTED naming the attribute. */
 int kn_attrs_write(const kn_attr *attrs, int n_attrs, unsigned char **out_bytes, size_t *out_len);
 /* Parses a buffer from kn_attrs_write. *out_block owns every attribute,
- * string, list and tensor (free with kn_attrs_free). Bounds-checked. */
+ * string, list, tensor and graph (free with kn_attrs_free). Bounds-checked:
+ * damaged bytes are an error saying what is malformed, never a crash. */
 int kn_attrs_read(const unsigned char *bytes, size_t len, kn_attr **out_attrs, int *out_n, void **out_block);
 void kn_attrs_free(void *block);
 

@@ -176,12 +176,16 @@ static int prepare_opnode(kn_artifact *a, int i)
         .op_type = o->op_type,
         .domain = "",
         .opset = o->opset,
-        .n_inputs = o->n_inputs,
+        .n_inputs = o->n_inputs - o->n_captures, /* the op's own; the captures follow */
         .n_outputs = o->n_outputs,
         .has_output = rt->has_output,
         .attrs = attrs,
         .n_attrs = n_attrs,
     };
+    if (kn_op_check_arity(&rt->desc)) { /* kernels index their inputs by position */
+        kn_error_prefix("%s: ", label_of(a));
+        return KN_ERR_INVALID;
+    }
     return KN_OK;
 }
 

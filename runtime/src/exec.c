@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "subgraph.h"
 
 int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, const void *bias, void *dst,
                     const void *post_src)
@@ -145,6 +146,23 @@ static void free_dead_slots(kn_session *s, int index)
     }
 }
 
+/* Runs the kernel of a node; a control-flow node's bodies find the outer
+ * values they read among its captures, the inputs after the op's own. */
+static int run_kernel(const kn_rt_opnode *rt, const kn_tensor **in, kn_tensor *outs)
+{
+    int n_caps = rt->abi->n_captures, first = rt->abi->n_inputs - n_caps;
+    const char **names = calloc((size_t)n_caps + 1, sizeof *names);
+    if (!names) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < n_caps; j++) names[j] = rt->abi->inputs[first + j].name;
+    kn_sg_scope scope = {.n = n_caps, .names = names, .tensors = in + first};
+    kn_body_runner body = kn_sg_body_runner(&scope);
+    kn_opdesc d = rt->desc;
+    d.body = &body;
+    int st = kn_op_exec(d.op)(&d, in, outs);
+    free(names);
+    return st;
+}
+
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs)
 {
     if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_opnode_exec: no session");
@@ -160,7 +178,7 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
-    if (!st) st = kn_op_exec(rt->desc.op)(&rt->desc, in, outs);
+    if (!st) st = run_kernel(rt, in, outs);
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);

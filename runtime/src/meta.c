@@ -32,13 +32,13 @@
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 3u
+#define META_FORMAT 3u /* follows KN_ABI_VERSION */
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4)
 #define MAX_SLOTS (1 << 24)
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
-#define MIN_OPNODE_BYTES (4 * 3 + 8 + 4 + 4 + 8)
+#define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8)
 #define MAX_OPNODE_ARITY 1000
 #define MIN_STEP_BYTES (4 + 4 + 8 * 3)
 #define MIN_BUFFER_BYTES (4 + 8 * 2 + 4 * 2)
@@ -120,12 +120,13 @@ static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
 {
     if (o->n_inputs < 0 || o->n_outputs < 0 || o->n_inputs > MAX_OPNODE_ARITY ||
         o->n_outputs > MAX_OPNODE_ARITY || (o->n_inputs && !o->inputs) || (o->n_outputs && !o->outputs) ||
-        o->attrs_len < 0 || (o->attrs_len && !o->attrs))
+        o->attrs_len < 0 || (o->attrs_len && !o->attrs) || o->n_captures < 0 || o->n_captures > o->n_inputs)
         return kn_error(KN_ERR_INVALID, "meta: opnode %d ('%s'): inconsistent counts or NULL arrays", index,
                         o->name ? o->name : "?");
     w_i32(w, o->op);
     w_i32(w, o->n_inputs);
     w_i32(w, o->n_outputs);
+    w_i32(w, o->n_captures);
     w_i64(w, o->opset);
     w_str(w, o->name);
     w_str(w, o->op_type);
@@ -446,6 +447,9 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     RD(r_i32(r, &o->op, what));
     RD(r_count(r, &o->n_inputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
     RD(r_count(r, &o->n_outputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
+    RD(r_i32(r, &o->n_captures, what));
+    if (o->n_captures < 0 || o->n_captures > o->n_inputs)
+        return r_bad(what, "%d captures among %d inputs", o->n_captures, o->n_inputs);
     RD(r_i64(r, &o->opset, what));
     RD(r_str(r, &o->name, what));
     RD(r_str(r, &o->op_type, what));
@@ -559,7 +563,7 @@ int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out)
     if (!bytes && len) return kn_error(KN_ERR_INVALID, "kn_meta_read: NULL bytes");
     if (len > SIZE_MAX / 8) return kn_error(KN_ERR_INVALID, "malformed meta: %zu bytes is too large", len);
     /* Every record's serialized form is at least a quarter of its size in
-     * memory (tightest: an opnode with empty names and no tensors, 36 bytes
+     * memory (tightest: an opnode with empty names and no tensors, 40 bytes
      * for 80), so 4*len is enough for valid input; running out of the block
      * means the counts lied. */
     rbuf r = {.p = bytes, .len = len, .cap = 4 * len + 1024};

@@ -77,7 +77,7 @@ static void make_meta(fixture *f)
     kn_attr a[2] = {{.name = "alpha", .kind = KN_ATTR_FLOAT, .f = 0.25f},
                     {.name = "axes", .kind = KN_ATTR_INTS, .n = 2, .ints = (int64_t[]){0, -1}}};
     assert_int_equal(kn_attrs_write(a, 2, &f->attrs, &f->attrs_len), 0);
-    f->op[0] = (kn_abi_opnode){.op = KN_OP_NonZero, .n_inputs = 2, .n_outputs = 1, .opset = 13, .name = "nz",
+    f->op[0] = (kn_abi_opnode){.op = KN_OP_NonZero, .n_inputs = 2, .n_outputs = 1, .n_captures = 1, .opset = 13, .name = "nz",
                                .op_type = "NonZero", .inputs = f->op_in, .outputs = f->op_out,
                                .attrs = f->attrs, .attrs_len = (int64_t)f->attrs_len};
     f->m = (kn_meta){.model_hash = 0x1122334455667788ull, .cpu_features = KN_CPU_AVX2 | KN_CPU_FMA,
@@ -163,6 +163,7 @@ static void test_meta_round_trip(void **state)
     assert_string_equal(o->op_type, "NonZero");
     assert_int_equal(o->n_inputs, 2);
     assert_int_equal(o->n_outputs, 1);
+    assert_int_equal(o->n_captures, 1);
     for (int i = 0; i < 2; i++) assert_tensor_eq(&f.op_in[i], &o->inputs[i]);
     assert_tensor_eq(&f.op_out[0], &o->outputs[0]);
     assert_int_equal(o->attrs_len, (int64_t)f.attrs_len);
@@ -315,6 +316,13 @@ static void test_meta_write_refuses_inconsistent(void **state)
     assert_int_equal(kn_meta_write(&m, &bytes, &len), KN_ERR_INVALID);
     assert_null(bytes);
     assert_int_equal(len, 0);
+    /* more captures than inputs */
+    fixture f;
+    make_meta(&f);
+    f.op[0].n_captures = 3;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "opnode 0 ('nz'): inconsistent counts"));
+    free(f.attrs);
 }
 
 static void test_meta_read_rejects_bad_values(void **state)
@@ -528,6 +536,8 @@ static void test_attrs_every_kind(void **state)
     free(bytes);
 }
 
+/* A graph attribute is written from its runtime form (.sg); one without it
+ * (an IR graph only) is refused, naming the attribute. */
 static void test_attrs_graph_refused(void **state)
 {
     (void)state;

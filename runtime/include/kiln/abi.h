@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
-#define KN_ABI_VERSION 3u
+#define KN_ABI_VERSION 3u /* 3: control flow (opnode captures, graph attributes), profiling step table */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
 enum {
@@ -130,11 +130,14 @@ typedef struct kn_abi_dnnl {
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are
- * serialized by kn_attrs_write (runtime/ops/opdesc.h). */
+ * serialized by kn_attrs_write (runtime/ops/opdesc.h); a control-flow node
+ * (If, Loop, Scan) carries its bodies there as serialized graphs. The last
+ * n_captures of its inputs are not the op's: they are the outer values its
+ * bodies read, bound to the bodies' captures by name. */
 typedef struct kn_abi_opnode {
     int32_t op;            /* kn_op */
-    int32_t n_inputs, n_outputs;
-    int32_t pad_;
+    int32_t n_inputs, n_outputs; /* n_inputs includes the captures */
+    int32_t n_captures;
     int64_t opset;
     const char *name;
     const char *op_type;
