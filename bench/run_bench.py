@@ -178,7 +178,9 @@ def fmt_row(r, peaks):
 def report(a, meta, peaks, rows):
     lines = [
         f"kiln {meta['commit']} vs onnxruntime {meta['onnxruntime']} on {meta['cpu']} "
-        f"({meta['cpus']} logical CPUs), {meta['date']}",
+        f"({meta['cpus']} logical CPUs), {meta['date']}; 1-minute load average "
+        f"{meta['loadavg_start']} before the runs, {meta['loadavg_end']} after "
+        f"(well above 0 before: other work shared the CPUs)",
         f"{a.runs} timed runs after {a.warmup} warm-up runs per side; latency in ms; "
         f"ratio = kiln median / onnxruntime median (below 1: kiln is faster).",
         "FP32 FMA peak (`kiln bench --peak`): "
@@ -200,7 +202,8 @@ def main():
     import onnxruntime
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git_commit(), "onnxruntime": onnxruntime.__version__, "cpu": cpu_model(),
-            "cpus": os.cpu_count(), "runs": a.runs, "warmup": a.warmup}
+            "cpus": os.cpu_count(), "runs": a.runs, "warmup": a.warmup,
+            "loadavg_start": round(os.getloadavg()[0], 2)}
     n = len(a.models) * len(a.batches) * len(a.threads)
     log(f"{n} rows: models {a.models}, batches {a.batches}, threads {a.threads}, {a.runs} runs each")
     peaks = measure_peaks(a, {})
@@ -227,6 +230,7 @@ def main():
                     failed += 1
                 rows.append(row)
     measure_peaks(a, peaks)  # again at the end: the best of the two counts
+    meta["loadavg_end"] = round(os.getloadavg()[0], 2)
     table = report(a, meta, peaks, rows)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(table)
