@@ -205,13 +205,15 @@ def layer_norm(b, x, n, base, out=None, eps=1e-12):
                   base, out=out, axis=-1, epsilon=eps)
 
 
-def gelu(b, x, base):
-    """Gelu as exported: x * 0.5 * (1 + erf(x / sqrt(2)))."""
-    g = b.node("Div", [x, b.const(base + ".sqrt2", np.array(np.sqrt(2.0), np.float32))], base + ".div")
+def gelu(b, x, base, const_prefix):
+    """Gelu as exported: x * 0.5 * (1 + erf(x / sqrt(2))). Its literals are
+    Constant nodes named const_prefix + sqrt2/one/half."""
+    c = const_prefix
+    g = b.node("Div", [x, b.const(c + "sqrt2", np.array(np.sqrt(2.0), np.float32))], base + ".div")
     g = b.node("Erf", [g], base + ".erf")
-    g = b.node("Add", [g, b.const(base + ".one", np.array(1.0, np.float32))], base + ".add")
+    g = b.node("Add", [g, b.const(c + "one", np.array(1.0, np.float32))], base + ".add")
     g = b.node("Mul", [x, g], base + ".mul")
-    return b.node("Mul", [g, b.const(base + ".half", np.array(0.5, np.float32))], base + ".mul_half")
+    return b.node("Mul", [g, b.const(c + "half", np.array(0.5, np.float32))], base + ".mul_half")
 
 
 def bert_layer(b, x, mask, i, last=False):
@@ -244,7 +246,7 @@ def bert_layer(b, x, mask, i, last=False):
     att = layer_norm(b, att, h, pre + "attention.output.LayerNorm")
 
     ff = linear(b, att, h, c["ffn"], pre + "intermediate.dense")
-    g = gelu(b, ff, pre + "gelu")
+    g = gelu(b, ff, pre + "gelu", pre)
     out = linear(b, g, c["ffn"], h, pre + "output.dense")
     out = b.node("Add", [out, att], pre + "output.residual")
     return layer_norm(b, out, h, pre + "output.LayerNorm",
@@ -350,7 +352,7 @@ def build_vit(b):
         y = layer_norm(b, x, dim, pre + "norm1", eps=1e-6)
         x = b.node("Add", [x, vit_attention(b, y, tokens, pre + "attn.")], pre + "attn.residual")
         y = layer_norm(b, x, dim, pre + "norm2", eps=1e-6)
-        y = linear(b, gelu(b, linear(b, y, dim, c["mlp"], pre + "mlp.fc1"), pre + "mlp.gelu"),
+        y = linear(b, gelu(b, linear(b, y, dim, c["mlp"], pre + "mlp.fc1"), pre + "mlp.gelu", pre + "mlp.gelu."),
                    c["mlp"], dim, pre + "mlp.fc2")
         x = b.node("Add", [x, y], pre + "mlp.residual")
     x = layer_norm(b, x, dim, "norm", eps=1e-6)
