@@ -3,14 +3,17 @@
 #   make test       set-up, build, run every test
 #   make test-asan  the same under AddressSanitizer + UBSan
 #   make fuzz       the ONNX importer fuzzer (FUZZ_SECONDS=600 by default)
+#   make bench      kiln vs onnxruntime on four models (docs/benchmarks.md);
+#                   BENCH_MODELS, BENCH_BATCHES, BENCH_THREADS, BENCH_RUNS narrow it
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 600
+KILN_PYTHON ?= .venv/bin/python
 
-.PHONY: all deps build demo test test-asan fuzz clean
+.PHONY: all deps build demo test test-asan fuzz bench clean
 
 all: build
 
@@ -41,6 +44,11 @@ fuzz: deps
 	    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
 	@ninja -C $(BUILD_FUZZ) -j $(JOBS) fuzz_onnx_import
 	@./scripts/fuzz $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+# Not part of `make test`: it takes minutes and its figures depend on the
+# machine; it fails only if a model cannot be generated, compiled or run.
+bench: build
+	@$(KILN_PYTHON) bench/run_bench.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

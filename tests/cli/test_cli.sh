@@ -23,7 +23,7 @@ expect() {
 
 expect 0 "usage: kiln <verb>" -- "$kiln" --help
 expect 2 "unknown verb 'frobnicate'" -- "$kiln" frobnicate
-for verb in inspect run conformance; do
+for verb in inspect run conformance bench; do
   expect 0 "usage: kiln $verb" -- "$kiln" "$verb" --help
 done
 expect 1 "nonexistent.onnx" -- "$kiln" inspect "$tmp/nonexistent.onnx"
@@ -48,6 +48,31 @@ expect 0 "probs: f32[2x10]" -- "$kiln" run "$model" --input "$tmp/good.npy" --ou
 [ -f "$tmp/out/probs.npy" ] || { echo "FAIL: probs.npy not written"; fails=$((fails + 1)); }
 printf 'garbage' > "$tmp/bad.onnx"
 expect 1 "bad.onnx" -- "$kiln" run "$tmp/bad.onnx"
+
+# kiln bench --peak: the format of the line and of the JSON, never the value
+# (tests do not assert speed).
+expect_re() { # REGEX -- command...: exit 0 and stdout matching an extended regex
+  local want="$1"; shift 2
+  local out rc
+  out=$("$@" 2>/dev/null); rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -qE -- "$want" <<<"$out"; then
+    echo "FAIL: $*"; echo "  want rc=0 and /$want/"; echo "  got rc=$rc: $(head -5 <<<"$out")"
+    fails=$((fails + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+expect_re '^peak: [0-9]+\.[0-9] GFLOP/s FP32 FMA \((avx512f|avx2|scalar), 1 thread\)$' -- "$kiln" bench --peak
+expect_re '^peak: [0-9]+\.[0-9] GFLOP/s FP32 FMA \((avx512f|avx2|scalar), 2 threads\)$' -- "$kiln" bench --peak --threads 2
+if "$kiln" bench --peak --threads 2 --json | "$python" -c '
+import json, sys
+p = json.loads(sys.stdin.read())
+assert set(p) == {"peak_gflops", "threads", "isa"}, p
+assert p["threads"] == 2 and p["isa"] in ("avx512f", "avx2", "scalar"), p
+assert isinstance(p["peak_gflops"], float) and p["peak_gflops"] > 0, p
+'; then passes=$((passes + 1)); else echo "FAIL: kiln bench --peak --json"; fails=$((fails + 1)); fi
+expect 1 "--threads must be 1..256, got 0" -- "$kiln" bench --peak --threads 0
+expect 2 "--peak measures the machine and takes no model" -- "$kiln" bench --peak "$model"
 
 echo "cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

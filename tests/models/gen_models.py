@@ -5,17 +5,23 @@ Builds real architectures with onnx.helper (no torch, nothing downloaded),
 laid out the way PyTorch's exporter writes them (un-fused BatchNormalization,
 Clip with min/max inputs, decomposed Gelu, ...):
 
-  resnet50     ResNet-50 v1.5 (torchvision layout), input f32[1,3,224,224]
-  mobilenetv2  MobileNetV2 (torchvision layout),    input f32[1,3,224,224]
+  resnet50     ResNet-50 v1.5 (torchvision layout), input f32[N,3,224,224]
+  mobilenetv2  MobileNetV2 (torchvision layout),    input f32[N,3,224,224]
   bert         BERT-base encoder (12 layers, hidden 768, 12 heads, seq 128),
-               inputs input_ids/attention_mask i64[1,128]
+               inputs input_ids/attention_mask i64[N,128]
+  vit          ViT-Tiny/16 (DeiT-Tiny, timm layout: 12 layers, dim 192,
+               3 heads, 197 tokens), input f32[N,3,224,224]
+
+N is the batch, 1 unless --batch says otherwise; it is static (written into
+the inputs and the Reshape/Expand shapes, as an export with fixed shapes
+does), so kiln and onnxruntime see the same fully static graph.
 
 Weights are random with a fixed seed and scaled so activations stay O(1).
 Writes into OUT_DIR: model.onnx, input_<name>.npy for every graph input and
 expected_<name>.npy (onnxruntime's output) for every graph output. It does
 nothing if OUT_DIR already holds them for the same version of this script.
 
-Usage: gen_models.py --model {resnet50,mobilenetv2,bert} OUT_DIR [--force]
+Usage: gen_models.py --model {resnet50,mobilenetv2,bert,vit} OUT_DIR [--batch N] [--force]
 """
 import argparse
 import hashlib
@@ -29,14 +35,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
-SEED = {"resnet50": 50, "mobilenetv2": 2, "bert": 768}
+SEED = {"resnet50": 50, "mobilenetv2": 2, "bert": 768, "vit": 16}
 
 
 class Builder:
     """Accumulates nodes and initializers; names values uniquely."""
 
-    def __init__(self, seed):
+    def __init__(self, seed, batch=1):
         self.rng = np.random.default_rng(seed)
+        self.batch = batch
         self.nodes, self.inits, self.count = [], [], {}
 
     def name(self, base):
@@ -107,14 +114,14 @@ def classifier(b, x, cin, classes=1000):
                   "fc", out="output", alpha=1.0, beta=1.0, transB=1)
 
 
-def image_io():
-    return ([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])])
+def image_io(batch):
+    return ([helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 224, 224])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 1000])])
 
 
-def image_input(rng):
+def image_input(b):
     # Roughly what an ImageNet-normalized photo looks like: N(0,1) per pixel.
-    return {"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    return {"input": b.rng.standard_normal((b.batch, 3, 224, 224)).astype(np.float32)}
 
 
 def build_resnet50(b):
@@ -141,7 +148,7 @@ def build_resnet50(b):
             x = b.node("Relu", [b.node("Add", [y, short], pre + "add")], pre + "relu")
             cin = out
     classifier(b, x, 2048)
-    return b.model("resnet50", *image_io()), image_input(b.rng)
+    return b.model("resnet50", *image_io(b.batch)), image_input(b)
 
 
 def build_mobilenetv2(b):
@@ -173,7 +180,7 @@ def build_mobilenetv2(b):
             cin, idx = c, idx + 1
     x = relu6(conv_bn(b, x, cin, 1280, 1, base=f"features.{idx}.conv"), f"features.{idx}.clip")
     classifier(b, x, 1280)
-    return b.model("mobilenetv2", *image_io()), image_input(b.rng)
+    return b.model("mobilenetv2", *image_io(b.batch)), image_input(b)
 
 
 # --------------------------------------------------------------------- BERT --
@@ -190,12 +197,23 @@ def linear(b, x, cin, cout, base):
     return b.node("Add", [b.init(base + ".bias", bias), y], base + ".add")
 
 
-def layer_norm(b, x, n, base, out=None):
+def layer_norm(b, x, n, base, out=None, eps=1e-12):
     g = (1.0 + 0.05 * b.rng.standard_normal(n)).astype(np.float32)
     beta = (0.05 * b.rng.standard_normal(n)).astype(np.float32)
     return b.node("LayerNormalization", [x, b.init(base + ".weight", g),
                                          b.init(base + ".bias", beta)],
-                  base, out=out, axis=-1, epsilon=1e-12)
+                  base, out=out, axis=-1, epsilon=eps)
+
+
+def gelu(b, x, base, const_prefix):
+    """Gelu as exported: x * 0.5 * (1 + erf(x / sqrt(2))). Its literals are
+    Constant nodes named const_prefix + sqrt2/one/half."""
+    c = const_prefix
+    g = b.node("Div", [x, b.const(c + "sqrt2", np.array(np.sqrt(2.0), np.float32))], base + ".div")
+    g = b.node("Erf", [g], base + ".erf")
+    g = b.node("Add", [g, b.const(c + "one", np.array(1.0, np.float32))], base + ".add")
+    g = b.node("Mul", [x, g], base + ".mul")
+    return b.node("Mul", [g, b.const(c + "half", np.array(0.5, np.float32))], base + ".mul_half")
 
 
 def bert_layer(b, x, mask, i, last=False):
@@ -203,7 +221,7 @@ def bert_layer(b, x, mask, i, last=False):
     h, nh, seq = c["hidden"], c["heads"], c["seq"]
     d = h // nh
     pre = f"encoder.layer.{i}."
-    heads_shape = b.const(pre + "shape_heads", np.array([1, seq, nh, d], np.int64))
+    heads_shape = b.const(pre + "shape_heads", np.array([b.batch, seq, nh, d], np.int64))
 
     def split_heads(t, perm, base):
         r = b.node("Reshape", [t, heads_shape], base + ".reshape")
@@ -221,19 +239,14 @@ def bert_layer(b, x, mask, i, last=False):
     probs = b.node("Softmax", [scores], pre + "softmax", axis=-1)
     ctx = b.node("MatMul", [probs, v], pre + "context")
     ctx = b.node("Transpose", [ctx], pre + "context.transpose", perm=[0, 2, 1, 3])
-    ctx = b.node("Reshape", [ctx, b.const(pre + "shape_hidden", np.array([1, seq, h], np.int64))],
+    ctx = b.node("Reshape", [ctx, b.const(pre + "shape_hidden", np.array([b.batch, seq, h], np.int64))],
                  pre + "context.reshape")
     att = linear(b, ctx, h, h, pre + "attention.output.dense")
     att = b.node("Add", [att, x], pre + "attention.residual")
     att = layer_norm(b, att, h, pre + "attention.output.LayerNorm")
 
     ff = linear(b, att, h, c["ffn"], pre + "intermediate.dense")
-    # Gelu as exported: x * 0.5 * (1 + erf(x / sqrt(2))).
-    g = b.node("Div", [ff, b.const(pre + "sqrt2", np.array(np.sqrt(2.0), np.float32))], pre + "gelu.div")
-    g = b.node("Erf", [g], pre + "gelu.erf")
-    g = b.node("Add", [g, b.const(pre + "one", np.array(1.0, np.float32))], pre + "gelu.add")
-    g = b.node("Mul", [ff, g], pre + "gelu.mul")
-    g = b.node("Mul", [g, b.const(pre + "half", np.array(0.5, np.float32))], pre + "gelu.mul_half")
+    g = gelu(b, ff, pre + "gelu", pre)
     out = linear(b, g, c["ffn"], h, pre + "output.dense")
     out = b.node("Add", [out, att], pre + "output.residual")
     return layer_norm(b, out, h, pre + "output.LayerNorm",
@@ -270,35 +283,106 @@ def build_bert(b):
     for i in range(c["layers"]):
         x = bert_layer(b, x, mask, i, last=i == c["layers"] - 1)
 
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq]),
-              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq])]
-    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, seq, h])]
-    ids = b.rng.integers(1000, c["vocab"], size=(1, seq), dtype=np.int64)
-    ids[0, 0], ids[0, 99] = 101, 102          # [CLS] ... [SEP]
-    ids[0, 100:] = 0                           # padding
-    mask_in = np.zeros((1, seq), np.int64)
-    mask_in[0, :100] = 1
+    n = b.batch
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [n, seq]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [n, seq])]
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [n, seq, h])]
+    ids = b.rng.integers(1000, c["vocab"], size=(n, seq), dtype=np.int64)
+    mask_in = np.zeros((n, seq), np.int64)
+    for r in range(n):
+        # 100 real tokens in the first sentence, fewer in later ones, so a
+        # batch mixes padding lengths as real batches do.
+        length = max(8, 100 - 11 * r)
+        ids[r, 0], ids[r, length - 1] = 101, 102   # [CLS] ... [SEP]
+        ids[r, length:] = 0                         # padding
+        mask_in[r, :length] = 1
     return b.model("bert_base", inputs, outputs), {"input_ids": ids, "attention_mask": mask_in}
 
 
-BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert": build_bert}
+# ---------------------------------------------------------------------- ViT --
+
+VIT = dict(image=224, patch=16, dim=192, heads=3, layers=12, mlp=768, classes=1000)
+
+
+def vit_attention(b, x, tokens, pre):
+    """timm's Attention: one qkv Linear, split into heads by Reshape +
+    5-D Transpose, q/k/v taken out with Gather (torch's unbind)."""
+    c = VIT
+    dim, nh = c["dim"], c["heads"]
+    d = dim // nh
+    qkv = linear(b, x, dim, 3 * dim, pre + "qkv")
+    qkv = b.node("Reshape", [qkv, b.const(pre + "qkv_shape", np.array([b.batch, tokens, 3, nh, d], np.int64))],
+                 pre + "qkv.reshape")
+    qkv = b.node("Transpose", [qkv], pre + "qkv.permute", perm=[2, 0, 3, 1, 4])
+    q, k, v = (b.node("Gather", [qkv, b.const(pre + f"index{i}", np.array(i, np.int64))],
+                      pre + "unbind", axis=0) for i in range(3))
+    kt = b.node("Transpose", [k], pre + "k.transpose", perm=[0, 1, 3, 2])
+    scores = b.node("MatMul", [q, kt], pre + "scores")
+    scores = b.node("Mul", [scores, b.const(pre + "scale", np.array(d ** -0.5, np.float32))], pre + "scale")
+    probs = b.node("Softmax", [scores], pre + "softmax", axis=-1)
+    ctx = b.node("MatMul", [probs, v], pre + "context")
+    ctx = b.node("Transpose", [ctx], pre + "context.transpose", perm=[0, 2, 1, 3])
+    ctx = b.node("Reshape", [ctx, b.const(pre + "ctx_shape", np.array([b.batch, tokens, dim], np.int64))],
+                 pre + "context.reshape")
+    return linear(b, ctx, dim, dim, pre + "proj")
+
+
+def build_vit(b):
+    """ViT-Tiny/16 as timm exports it (pre-norm blocks, class token, learned
+    position embedding, head on the class token)."""
+    c = VIT
+    dim, n = c["dim"], b.batch
+    grid = c["image"] // c["patch"]
+    tokens = grid * grid + 1
+    f32 = np.float32
+    w = b.rng.standard_normal((dim, 3, c["patch"], c["patch"])) * np.sqrt(1.0 / (3 * c["patch"] ** 2))
+    x = b.node("Conv", ["input", b.init("patch_embed.proj.weight", w.astype(f32)),
+                        b.init("patch_embed.proj.bias", (0.02 * b.rng.standard_normal(dim)).astype(f32))],
+               "patch_embed.proj", kernel_shape=[c["patch"]] * 2, strides=[c["patch"]] * 2)
+    x = b.node("Reshape", [x, b.const("patch_embed.flat_shape", np.array([n, dim, grid * grid], np.int64))],
+               "patch_embed.flatten")
+    x = b.node("Transpose", [x], "patch_embed.transpose", perm=[0, 2, 1])
+    cls = b.init("cls_token", (0.02 * b.rng.standard_normal((1, 1, dim))).astype(f32))
+    cls = b.node("Expand", [cls, b.const("cls_shape", np.array([n, 1, dim], np.int64))], "cls_token.expand")
+    x = b.node("Concat", [cls, x], "cat", axis=1)
+    pos = b.init("pos_embed", (0.02 * b.rng.standard_normal((1, tokens, dim))).astype(f32))
+    x = b.node("Add", [x, pos], "pos_embed.add")
+    for i in range(c["layers"]):
+        pre = f"blocks.{i}."
+        y = layer_norm(b, x, dim, pre + "norm1", eps=1e-6)
+        x = b.node("Add", [x, vit_attention(b, y, tokens, pre + "attn.")], pre + "attn.residual")
+        y = layer_norm(b, x, dim, pre + "norm2", eps=1e-6)
+        y = linear(b, gelu(b, linear(b, y, dim, c["mlp"], pre + "mlp.fc1"), pre + "mlp.gelu", pre + "mlp.gelu."),
+                   c["mlp"], dim, pre + "mlp.fc2")
+        x = b.node("Add", [x, y], pre + "mlp.residual")
+    x = layer_norm(b, x, dim, "norm", eps=1e-6)
+    x = b.node("Gather", [x, b.const("cls_index", np.array(0, np.int64))], "pool", axis=1)
+    hw = b.rng.standard_normal((c["classes"], dim)) * np.sqrt(1.0 / dim)
+    b.node("Gemm", [x, b.init("head.weight", hw.astype(f32)),
+                    b.init("head.bias", (0.01 * b.rng.standard_normal(c["classes"])).astype(f32))],
+           "head", out="output", alpha=1.0, beta=1.0, transB=1)
+    return b.model("vit_tiny", *image_io(n)), image_input(b)
+
+
+BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert": build_bert,
+            "vit": build_vit}
 
 
 # ------------------------------------------------------------------- driver --
 
-def stamp_of(model_name):
+def stamp_of(model_name, batch):
     """What the generated files depend on: this script and the library versions."""
     import onnxruntime
     with open(os.path.abspath(__file__), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    return (f"{model_name} {digest} onnx={onnx.__version__} "
+    return (f"{model_name} batch={batch} {digest} onnx={onnx.__version__} "
             f"onnxruntime={onnxruntime.__version__} numpy={np.__version__}\n")
 
 
-def up_to_date(out, model_name):
+def up_to_date(out, model_name, batch):
     try:
         with open(os.path.join(out, "stamp")) as f:
-            if f.read() != stamp_of(model_name):
+            if f.read() != stamp_of(model_name, batch):
                 return False
     except OSError:
         return False
@@ -315,9 +399,9 @@ def run_ort(path, feeds):
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def generate(model_name, out):
+def generate(model_name, out, batch):
     t0 = time.time()
-    model, feeds = BUILDERS[model_name](Builder(SEED[model_name]))
+    model, feeds = BUILDERS[model_name](Builder(SEED[model_name], batch))
     onnx.checker.check_model(model)
     # PyTorch's exporter records intermediate shapes as value_info; so do we,
     # so the importer sees what a real export gives it.
@@ -339,7 +423,7 @@ def generate(model_name, out):
         print(f"{model_name}: {name} {value.dtype}{list(value.shape)} "
               f"mean {value.mean():.4g} std {value.std():.4g} max|x| {np.abs(value).max():.4g}")
     with open(os.path.join(tmp, "stamp"), "w") as f:
-        f.write(stamp_of(model_name))
+        f.write(stamp_of(model_name, batch))
     # Replace the old directory only once the new one is complete.
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)
@@ -350,13 +434,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, choices=sorted(BUILDERS))
     ap.add_argument("out_dir")
+    ap.add_argument("--batch", type=int, default=1, help="batch size N (default 1)")
     ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
     args = ap.parse_args()
+    if args.batch < 1:
+        ap.error(f"--batch must be at least 1, got {args.batch}")
     out = os.path.abspath(args.out_dir)
-    if not args.force and up_to_date(out, args.model):
+    if not args.force and up_to_date(out, args.model, args.batch):
         print(f"{args.model}: {out} is up to date")
         return
-    generate(args.model, out)
+    generate(args.model, out, args.batch)
 
 
 if __name__ == "__main__":

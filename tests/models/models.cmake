@@ -2,7 +2,7 @@
 # folder by gen_models.py (a fixture), run by kiln and compared with
 # onnxruntime's outputs. Included from tests/CMakeLists.txt.
 set(KILN_MODELS_SRC ${CMAKE_SOURCE_DIR}/tests/models)
-foreach(model resnet50 mobilenetv2 bert)
+foreach(model resnet50 mobilenetv2 bert vit)
   set(dir ${CMAKE_BINARY_DIR}/models/${model})
   add_test(NAME models/${model}_generate
            COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/gen_models.py --model ${model} ${dir})

@@ -13,18 +13,41 @@
 #include "cli.h"
 #include "kiln/kiln.h"
 #include "kiln/npy.h"
+#include "peak.h"
 
 static void bench_usage(FILE *f)
 {
     fprintf(f,
             "usage: kiln bench MODEL.onnx|ART.so [--threads T] [--runs N] [--warmup W]\n"
             "        [--input NAME=FILE.npy ...] [--shape ...] [--vs-ort [--model MODEL.onnx]] [--json]\n"
+            "       kiln bench --peak [--threads T] [--json]\n"
             "\n"
             "Times kn_session_run: median and p90 of N runs (default 20) after W warm-up runs\n"
             "(default 3). An .onnx model is compiled first (-O3, native). Inputs not given\n"
             "are random with a fixed seed (floats in [-1,1), integers in [0,10)).\n"
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
-            "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n");
+            "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
+            "\n"
+            "With --peak, no model is run: the machine's FP32 FMA peak (GFLOP/s) is measured\n"
+            "with register-only FMA loops on T threads at once (about half a second), the\n"
+            "yardstick for a model's achieved FLOPs. --json prints\n"
+            "{\"peak_gflops\": G, \"threads\": T, \"isa\": \"avx512f\"|\"avx2\"|\"scalar\"}.\n");
+}
+
+/* `kiln bench --peak`: the measured FP32 FMA peak on `threads` threads. */
+static int bench_peak(int threads, bool json)
+{
+    kn_peak p;
+    if (kn_peak_measure(threads, &p)) {
+        kn_cli_report(NULL);
+        return 1;
+    }
+    if (json)
+        printf("{\"peak_gflops\": %.2f, \"threads\": %d, \"isa\": \"%s\"}\n", p.gflops, p.threads, p.isa);
+    else
+        printf("peak: %.1f GFLOP/s FP32 FMA (%s, %d thread%s)\n", p.gflops, p.isa, p.threads,
+               p.threads == 1 ? "" : "s");
+    return 0;
 }
 
 static double now_ms(void)
@@ -82,7 +105,7 @@ int kn_cmd_bench(int argc, char **argv)
 {
     const char *path = NULL, *ort_model = NULL;
     int threads = 1, runs = 20, warmup = 3;
-    bool vs_ort = false, json = false;
+    bool vs_ort = false, json = false, peak = false;
     char **specs = calloc((size_t)argc + 1, sizeof *specs), **shapes = calloc((size_t)argc + 1, sizeof *shapes);
     int n_specs = 0, n_shapes = 0, rc = 1;
     if (!specs || !shapes) return 1;
@@ -101,12 +124,23 @@ int kn_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--model") && nx) ort_model = argv[++i];
         else if (!strcmp(a, "--vs-ort")) vs_ort = true;
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--peak")) peak = true;
         else if (a[0] == '-' || path) {
             fprintf(stderr, "kiln bench: unexpected argument '%s'\n", a);
             bench_usage(stderr);
             rc = 2;
             goto out;
         } else path = a;
+    }
+    if (peak) {
+        /* the peak is a property of the machine: a model here is a mistake */
+        if (path || vs_ort || n_specs || n_shapes) {
+            fprintf(stderr, "kiln bench: --peak measures the machine and takes no model, --input, --shape or --vs-ort\n");
+            rc = 2;
+        } else {
+            rc = bench_peak(threads, json);
+        }
+        goto out;
     }
     if (!path || threads < 1 || runs < 1 || warmup < 0) {
         bench_usage(stderr);

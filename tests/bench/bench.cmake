@@ -1,0 +1,7 @@
+# The benchmark suite's plumbing (bench/run_bench.py, `make bench`) on the
+# smallest case: one model, batch 1, one thread, two runs. It checks that
+# every row and figure is there and well formed, never how fast anything is.
+add_test(NAME bench/smoke
+         COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/bench/check_bench.py
+                 ${CMAKE_SOURCE_DIR}/bench/run_bench.py $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/bench-smoke)
+set_tests_properties(bench/smoke PROPERTIES TIMEOUT 300 LABELS bench)
