@@ -1,0 +1,394 @@
+/*
+ * codegen/cpu/dyn.c — dynamic dims in compiled artifacts: the affine
+ * analysis of the probes, which nodes run in rows, and the row loop
+ * (overview in dyn.h).
+ */
+#include "dyn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- analysis ------------------------------------------------------------------ */
+
+/* Value by id, for one graph (ids are unique in a model, not dense). */
+typedef struct id_map {
+    kn_value **at;
+    int n;
+} id_map;
+
+static int max_id(const kn_graph *g)
+{
+    int m = -1;
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i]->id > m) m = g->values[i]->id;
+    return m;
+}
+
+static int map_build(const kn_graph *g, int n, id_map *out)
+{
+    out->n = n;
+    out->at = calloc((size_t)n + 1, sizeof *out->at);
+    if (!out->at) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i]->id >= 0 && g->values[i]->id < n) out->at[g->values[i]->id] = g->values[i];
+    return KN_OK;
+}
+
+static bool same_tensor(const kn_tensor *x, const kn_tensor *y)
+{
+    if (!x || !y || x->dtype != y->dtype || x->rank != y->rank || x->nbytes != y->nbytes) return false;
+    for (int d = 0; d < x->rank; d++)
+        if (x->dims[d] != y->dims[d]) return false;
+    return !x->nbytes || (x->data && y->data && !memcmp(x->data, y->data, x->nbytes));
+}
+
+static int not_affine(const kn_value *v, int d, const kn_compile_sym *s, const int64_t *sizes)
+{
+    return kn_error(KN_ERR_UNSUPPORTED,
+                    "value '%s': dim %d is %lld for %s=1, %lld for %s=2 and %lld for %s=%lld, which is not affine "
+                    "in %s (a strided conv or pooling over a dynamic dim?): pin it with --shape %s=N",
+                    v->name, d, (long long)sizes[0], s->name, (long long)sizes[1], s->name, (long long)sizes[2],
+                    s->name, (long long)s->max, s->name, s->name);
+}
+
+/* Dims of v that follow symbol k, from its counterparts p1 (k = 1) and p2 (k = 2). */
+static int fit_value(kn_dyn *dy, int k, const kn_value *v, const kn_value *p1, const kn_value *p2)
+{
+    const kn_compile_sym *s = &dy->syms[k];
+    bool main_static = kn_shape_is_static(&v->shape);
+    bool probes_static = p1 && p2 && kn_shape_is_static(&p1->shape) && kn_shape_is_static(&p2->shape);
+    if (!main_static && !probes_static) return KN_OK; /* data-dependent: a session slot at run time */
+    if (!main_static || !probes_static || p1->shape.rank != v->shape.rank || p2->shape.rank != v->shape.rank ||
+        p1->dtype != v->dtype || p2->dtype != v->dtype)
+        return kn_error(KN_ERR_UNSUPPORTED,
+                        "value '%s': its rank or dtype changes with %s (or its shape is known only for some "
+                        "values of %s): pin it with --shape %s=N", v->name, s->name, s->name, s->name);
+    if (v->shape.rank > 8) return KN_OK;
+    kn_dyn_value *dv = &dy->v[v->id];
+    for (int d = 0; d < v->shape.rank; d++) {
+        int64_t sizes[3] = {p1->shape.dims[d], p2->shape.dims[d], v->shape.dims[d]};
+        int64_t a = sizes[1] - sizes[0], b = sizes[0] - a;
+        if (a * s->max + b != sizes[2]) return not_affine(v, d, s, sizes);
+        if (a == 0) continue;
+        if (dv->sym[d])
+            return kn_error(KN_ERR_UNSUPPORTED, "value '%s': dim %d follows both %s and %s: pin one of them with "
+                            "--shape", v->name, d, dy->syms[dv->sym[d] - 1].name, s->name);
+        if (kn_dtype_nbytes(v->dtype, 2) != 2 * kn_dtype_nbytes(v->dtype, 1))
+            return kn_error(KN_ERR_UNSUPPORTED, "value '%s': a packed 4-bit tensor cannot have a dynamic dim (%s)",
+                            v->name, s->name);
+        dv->sym[d] = k + 1;
+        dv->a[d] = a;
+    }
+    return KN_OK;
+}
+
+/* A folded value whose data differs in a probe is computed at run time. */
+static void unfold_if_varying(kn_value *v, const kn_value *p1, const kn_value *p2)
+{
+    if (!v->const_data || !v->producer || (v->flags & KN_VALUE_INITIALIZER)) return;
+    if (!p1 || !p2 || !same_tensor(v->const_data, p1->const_data) || !same_tensor(v->const_data, p2->const_data))
+        v->const_data = NULL; /* the tensor stays owned by the model */
+}
+
+static int analyze_sym(kn_dyn *dy, kn_graph *g, int k)
+{
+    id_map m1 = {0}, m2 = {0};
+    const kn_compile_sym *s = &dy->syms[k];
+    if (!s->probe[0] || !s->probe[1] || !s->probe[0]->graph || !s->probe[1]->graph)
+        return kn_error(KN_ERR_INVALID, "dynamic dim '%s': no probe models", s->name);
+    int st = map_build(s->probe[0]->graph, dy->n_values, &m1);
+    if (!st) st = map_build(s->probe[1]->graph, dy->n_values, &m2);
+    for (int i = 0; i < g->n_values && !st; i++) {
+        kn_value *v = g->values[i];
+        if (v->id < 0 || v->id >= dy->n_values) continue;
+        const kn_value *p1 = m1.at[v->id], *p2 = m2.at[v->id];
+        unfold_if_varying(v, p1, p2);
+        st = fit_value(dy, k, v, p1, p2);
+    }
+    free(m1.at);
+    free(m2.at);
+    return st;
+}
+
+int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!o->n_syms) return KN_OK;
+    if (o->n_syms < 0 || o->n_syms > KN_MAX_SYMS)
+        return kn_error(KN_ERR_INVALID, "%d dynamic dims (at most %d)", o->n_syms, KN_MAX_SYMS);
+    out->n_syms = o->n_syms;
+    out->syms = o->syms;
+    out->n_values = max_id(g) + 1;
+    out->v = calloc((size_t)out->n_values + 1, sizeof *out->v);
+    if (!out->v) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < o->n_syms; k++) {
+        int st = analyze_sym(out, g, k);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+void kn_dyn_free(kn_dyn *d)
+{
+    free(d->v);
+    memset(d, 0, sizeof *d);
+}
+
+static const kn_dyn_value *dyn_of(const kn_dyn *d, const kn_value *v)
+{
+    return d->v && v && v->id >= 0 && v->id < d->n_values ? &d->v[v->id] : NULL;
+}
+
+bool kn_dyn_value_is_dynamic(const kn_dyn *d, const kn_value *v)
+{
+    const kn_dyn_value *dv = dyn_of(d, v);
+    for (int i = 0; dv && i < 8; i++)
+        if (dv->sym[i]) return true;
+    return false;
+}
+
+bool kn_dyn_node_is_dynamic(const kn_dyn *d, const kn_node *n)
+{
+    for (int k = 0; k < n->n_inputs; k++)
+        if (kn_dyn_value_is_dynamic(d, n->inputs[k])) return true;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (kn_dyn_value_is_dynamic(d, n->outputs[k])) return true;
+    return false;
+}
+
+void kn_dyn_fill_abi(const kn_dyn *d, const kn_value *v, kn_abi_tensor *t)
+{
+    const kn_dyn_value *dv = dyn_of(d, v);
+    if (!dv || t->slot) return;
+    memcpy(t->dim_sym, dv->sym, sizeof t->dim_sym);
+    memcpy(t->dim_a, dv->a, sizeof t->dim_a);
+}
+
+/* ---- which nodes run in rows ------------------------------------------------------ */
+
+/* Rows of symbol `sym` in v's leading dim: its size is a*n (a > 0), no other
+ * dim is dynamic. Returns a, 0 if v does not depend on any symbol, -1 else. */
+static int64_t leading_rows(const kn_dyn *d, const kn_value *v, int sym)
+{
+    const kn_dyn_value *dv = dyn_of(d, v);
+    if (!kn_dyn_value_is_dynamic(d, v)) return 0;
+    if (dv->sym[0] != sym + 1 || dv->a[0] <= 0 || v->shape.dims[0] != dv->a[0] * d->syms[sym].max) return -1;
+    for (int i = 1; i < 8; i++)
+        if (dv->sym[i]) return -1;
+    return dv->a[0];
+}
+
+static int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+static bool is_elementwise(kn_op op)
+{
+    for (const kn_cg_lowering *l = kn_cg_lower_elementwise; l->lower; l++)
+        if (l->op == op) return true;
+    return false;
+}
+
+/* Ops that are independent along the leading dim, with the attribute
+ * conditions that keep them so. `bcast`: their dynamic inputs must also have
+ * the output's rank (broadcasting would otherwise move the leading dim). */
+static bool op_rows_ok(const kn_node *n, bool *bcast)
+{
+    int rank = n->n_outputs > 0 && n->outputs[0] ? n->outputs[0]->shape.rank : 0;
+    int in_rank = n->n_inputs > 0 && n->inputs[0] ? n->inputs[0]->shape.rank : 0;
+    *bcast = is_elementwise(n->op);
+    if (*bcast) return true;
+    const int64_t *perm = NULL;
+    switch (n->op) {
+    case KN_OP_MatMul: case KN_OP_Expand: *bcast = true; return true;
+    case KN_OP_Gemm: case KN_OP_Conv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
+    case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
+    case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
+    case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth: case KN_OP_Reshape: case KN_OP_Flatten:
+    case KN_OP_Squeeze: case KN_OP_Unsqueeze: case KN_OP_Identity: case KN_OP_Dropout: case KN_OP_Pad:
+    case KN_OP_ReduceL1: case KN_OP_ReduceL2: case KN_OP_ReduceLogSum: case KN_OP_ReduceLogSumExp:
+    case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
+    case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
+        return true; /* reducing or padding the leading dim changes its form: refused by the operand rules */
+    case KN_OP_Softmax: case KN_OP_LogSoftmax:
+        return norm_axis(kn_attr_int(n, "axis", kn_node_opset(n) >= 13 ? -1 : 1), in_rank) != 0;
+    case KN_OP_LayerNormalization: return norm_axis(kn_attr_int(n, "axis", -1), in_rank) != 0;
+    case KN_OP_LpNormalization: case KN_OP_ArgMax: case KN_OP_ArgMin:
+        return norm_axis(kn_attr_int(n, "axis", n->op == KN_OP_LpNormalization ? -1 : 0), in_rank) != 0;
+    case KN_OP_Concat: return norm_axis(kn_attr_int(n, "axis", 0), rank) != 0;
+    case KN_OP_Split: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) != 0;
+    case KN_OP_Gather: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) != 0;
+    case KN_OP_Transpose: return kn_attr_ints(n, "perm", &perm) > 0 && perm[0] == 0;
+    default: return false;
+    }
+}
+
+/* Gather along axis 0 of a static table by dynamic indices is also row-wise. */
+static bool gather_rows_ok(const kn_dyn *d, const kn_node *n)
+{
+    return n->op == KN_OP_Gather && n->n_inputs == 2 && !kn_dyn_value_is_dynamic(d, n->inputs[0]);
+}
+
+int kn_dyn_row_sym(const kn_dyn *d, const kn_node *n)
+{
+    bool bcast = false;
+    if (n->n_outputs < 1 || !n->outputs[0] || (!op_rows_ok(n, &bcast) && !gather_rows_ok(d, n))) return -1;
+    const kn_dyn_value *dv = dyn_of(d, n->outputs[0]);
+    int sym = dv ? dv->sym[0] - 1 : -1;
+    if (sym < 0) return -1;
+    int rank = n->outputs[0]->shape.rank;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] && leading_rows(d, n->outputs[k], sym) <= 0) return -1;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const kn_value *v = n->inputs[k];
+        int64_t rows = v ? leading_rows(d, v, sym) : 0;
+        if (rows < 0 || (rows > 0 && bcast && v->shape.rank != rank)) return -1;
+    }
+    /* Slice, Tile, Resize, scatters, ...: not listed, so never here */
+    return sym;
+}
+
+/* ---- the row loop ------------------------------------------------------------------ */
+
+/* The row function: the node's signature plus i64 row; made current like
+ * kn_cg_begin_function. */
+static LLVMValueRef begin_row_function(kn_cg *cg, const char *name)
+{
+    LLVMTypeRef params[6] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
+    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 6, 0));
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    cg->fn = fn;
+    cg->a_exec = LLVMGetParam(fn, 0);
+    cg->a_arena = LLVMGetParam(fn, 1);
+    cg->a_weights = LLVMGetParam(fn, 2);
+    cg->a_inputs = LLVMGetParam(fn, 3);
+    cg->a_outputs = LLVMGetParam(fn, 4);
+    cg->row = LLVMGetParam(fn, 5);
+    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
+    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
+    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
+    return fn;
+}
+
+/* kn_rt_sym(ex, sym) in the current function. */
+static LLVMValueRef sym_value(kn_cg *cg, int sym)
+{
+    LLVMTypeRef params[2] = {cg->t_ptr, cg->t_i32};
+    LLVMTypeRef fty = LLVMFunctionType(cg->t_i64, params, 2, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_sym");
+    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_sym", fty);
+    LLVMValueRef args[2] = {cg->a_exec, kn_cg_i32(cg, sym)};
+    return LLVMBuildCall2(cg->b, fty, fn, args, 2, "n");
+}
+
+/* The operands' shapes for one row, their bytes per row in row_bytes, and
+ * the saved leading dims (restored by rows_restore). */
+typedef struct row_state {
+    const kn_value *vals[64];
+    int64_t dim0[64];
+    int n;
+} row_state;
+
+static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t *row_bytes, row_state *rs)
+{
+    rs->n = 0;
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        kn_value *v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        int64_t rows = v ? leading_rows(d, v, sym) : 0;
+        if (rows <= 0) continue;
+        bool seen = false;
+        for (int j = 0; j < rs->n && !seen; j++) seen = rs->vals[j] == v;
+        if (seen) continue;
+        if (rs->n == 64) return false;
+        rs->vals[rs->n] = v;
+        rs->dim0[rs->n++] = v->shape.dims[0];
+        v->shape.dims[0] = rows; /* the value at n = 1 (the arena keeps the maximum) */
+        row_bytes[v->id] = (int64_t)kn_dtype_nbytes(v->dtype, (size_t)kn_cg_numel(v));
+    }
+    return true;
+}
+
+static void rows_restore(const row_state *rs, int64_t *row_bytes)
+{
+    for (int j = 0; j < rs->n; j++) {
+        kn_value *v = (kn_value *)rs->vals[j];
+        v->shape.dims[0] = rs->dim0[j];
+        row_bytes[v->id] = 0;
+    }
+}
+
+/* node fn: for (row = 0; row < n; row++) if ((st = row_fn(..., row))) return st; */
+static void emit_row_loop(kn_cg *cg, int sym, LLVMValueRef row_fn, LLVMTypeRef row_ty)
+{
+    LLVMValueRef n = sym_value(cg, sym);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(cg->b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row_body");
+    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row_fail");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_done");
+    LLVMBuildBr(cg->b, head);
+    LLVMPositionBuilderAtEnd(cg->b, head);
+    LLVMValueRef iv = LLVMBuildPhi(cg->b, cg->t_i64, "r");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLT, iv, n, ""), body, done);
+    LLVMPositionBuilderAtEnd(cg->b, body);
+    LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs, iv};
+    LLVMValueRef st = LLVMBuildCall2(cg->b, row_ty, row_fn, args, 6, "");
+    LLVMValueRef next = LLVMBuildAdd(cg->b, iv, kn_cg_i64(cg, 1), "");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, head);
+    LLVMValueRef in_vals[2] = {kn_cg_i64(cg, 0), next};
+    LLVMBasicBlockRef in_blocks[2] = {pre, body};
+    LLVMAddIncoming(iv, in_vals, in_blocks, 2);
+    LLVMPositionBuilderAtEnd(cg->b, fail);
+    LLVMBuildRet(cg->b, st);
+    LLVMPositionBuilderAtEnd(cg->b, done);
+    LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
+}
+
+int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
+                     LLVMValueRef *out_fn)
+{
+    *out_fn = NULL;
+    int64_t *row_bytes = calloc((size_t)cg->plan->n_where + 1, sizeof *row_bytes);
+    if (!row_bytes) return kn_error(KN_ERR_NOMEM, "out of memory");
+    row_state rs;
+    char rname[96];
+    snprintf(rname, sizeof rname, "%s_row", fname);
+    LLVMValueRef row_fn = begin_row_function(cg, rname);
+    int st = rows_enter(d, n, sym, row_bytes, &rs) ? KN_OK : KN_ERR_UNSUPPORTED;
+    cg->row_bytes = row_bytes;
+    if (!st) st = lower(cg, n);
+    cg->row_bytes = NULL;
+    cg->row = NULL;
+    rows_restore(&rs, row_bytes);
+    free(row_bytes);
+    if (st) {
+        LLVMDeleteFunction(row_fn);
+        return st;
+    }
+    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
+        LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
+    LLVMTypeRef row_ty = LLVMGlobalGetValueType(row_fn);
+    *out_fn = kn_cg_begin_function(cg, fname, true);
+    emit_row_loop(cg, sym, row_fn, row_ty);
+    return KN_OK;
+}
+
+LLVMValueRef kn_dyn_nbytes(kn_cg *cg, const kn_dyn *d, const kn_value *v)
+{
+    const kn_dyn_value *dv = dyn_of(d, v);
+    int64_t fixed = (int64_t)kn_dtype_nbytes(v->dtype, 1);
+    LLVMValueRef bytes = NULL;
+    for (int i = 0; i < v->shape.rank; i++) {
+        if (!dv || !dv->sym[i]) {
+            fixed *= v->shape.dims[i];
+            continue;
+        }
+        int k = dv->sym[i] - 1;
+        /* dims + a * (n - max) */
+        LLVMValueRef delta = LLVMBuildSub(cg->b, sym_value(cg, k), kn_cg_i64(cg, d->syms[k].max), "");
+        LLVMValueRef dim = LLVMBuildAdd(cg->b, kn_cg_i64(cg, v->shape.dims[i]),
+                                        LLVMBuildMul(cg->b, delta, kn_cg_i64(cg, dv->a[i]), ""), "");
+        bytes = bytes ? LLVMBuildMul(cg->b, bytes, dim, "") : dim;
+    }
+    LLVMValueRef f = kn_cg_i64(cg, fixed);
+    return bytes ? LLVMBuildMul(cg->b, bytes, f, "") : f;
+}
