@@ -372,6 +372,20 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
     return KN_OK;
 }
 
+int kn_dyn_emit_copy(kn_cg *cg, const kn_dyn *d, const kn_node *n)
+{
+    bool copy_op = n->op == KN_OP_Identity || n->op == KN_OP_Reshape || n->op == KN_OP_Flatten ||
+                   n->op == KN_OP_Squeeze || n->op == KN_OP_Unsqueeze || n->op == KN_OP_Dropout;
+    const kn_value *x = n->n_inputs > 0 ? n->inputs[0] : NULL, *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!copy_op || !x || !y || x->dtype != y->dtype || (n->n_outputs > 1 && n->outputs[1]) ||
+        (n->op == KN_OP_Dropout && n->n_inputs > 2 && n->inputs[2]))
+        return KN_ERR_UNSUPPORTED; /* a Dropout that may train, or one asked for its mask */
+    LLVMValueRef dst = kn_cg_ptr(cg, y), src = kn_cg_ptr(cg, x);
+    /* the plan may have placed y over x: memmove */
+    LLVMBuildMemMove(cg->b, dst, 1, src, 1, kn_dyn_nbytes(cg, d, y));
+    return KN_OK;
+}
+
 LLVMValueRef kn_dyn_nbytes(kn_cg *cg, const kn_dyn *d, const kn_value *v)
 {
     const kn_dyn_value *dv = dyn_of(d, v);

@@ -63,6 +63,10 @@ int kn_dyn_row_sym(const kn_dyn *d, const kn_node *n);
  * lowering declines; *out_fn: the node function. */
 int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
                      LLVMValueRef *out_fn);
+/* Ops that only reinterpret their input's bytes (Identity, Reshape, ...):
+ * a copy of the bytes in this run into the current node function.
+ * KN_ERR_UNSUPPORTED (nothing emitted) for any other node. */
+int kn_dyn_emit_copy(kn_cg *cg, const kn_dyn *d, const kn_node *n);
 /* v's bytes in this run, computed in the current function (v may be dynamic). */
 LLVMValueRef kn_dyn_nbytes(kn_cg *cg, const kn_dyn *d, const kn_value *v);
 
