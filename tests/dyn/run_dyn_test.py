@@ -5,7 +5,7 @@ asserts the refusals (too large, inconsistent, wrong dtype/rank/fixed dim,
 non-affine dims, unbounded dims) by their messages.
 
 Usage: run_dyn_test.py KILN MODELS_DIR RUNTIME_INCLUDE_DIR LIBKILN_RT CASE
-CASE: convnet | encoder | refusals | header
+CASE: convnet | encoder | refusals | header | two_dims
 """
 import os
 import subprocess
@@ -205,9 +205,40 @@ def case_header(tmp):
           f"convnet_run(s, 9, ...) refused ({p.stderr.strip()})")
 
 
+def case_two_dims(tmp):
+    """Two dynamic dims in one tensor ([batch, seq, 8]): runtime kernels, both values derived per run."""
+    import onnxruntime as ort
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 6)).astype(np.float32), "w")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["s"], axis=1), helper.make_node("Add", ["s", "b"], ["y"])]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8]),
+                                         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 1, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    model, art = os.path.join(tmp, "two.onnx"), os.path.join(tmp, "two.so")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    compile_model(model, art, "--max", "batch=4", "--max", "seq=7")
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for batch, seq in [(1, 1), (3, 5), (4, 7), (2, 7)]:
+        rng = np.random.default_rng(batch * 10 + seq)
+        feeds = {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32),
+                 "b": rng.standard_normal((batch, 1, 6)).astype(np.float32)}
+        paths = {}
+        for k, v in feeds.items():
+            paths[k] = os.path.join(tmp, f"{k}.npy")
+            np.save(paths[k], v)
+        rc, _, se = run(art, paths, os.path.join(tmp, "two_out"))
+        got = np.load(os.path.join(tmp, "two_out", "y.npy")) if rc == 0 else None
+        want = sess.run(None, feeds)[0]
+        check(rc == 0 and got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4),
+              f"batch={batch} seq={seq}: matches onnxruntime ({se.strip()})")
+    expect_refusal(tmp, art, {"x": np.zeros((2, 8, 8), np.float32), "b": np.zeros((2, 1, 6), np.float32)},
+                   "input 'x': dim 1 (seq) is 8, the artifact was compiled for at most 7", "seq 8")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        {"convnet": case_convnet, "encoder": case_encoder, "refusals": case_refusals, "header": case_header}[CASE](tmp)
+        {"convnet": case_convnet, "encoder": case_encoder, "refusals": case_refusals, "header": case_header,
+         "two_dims": case_two_dims}[CASE](tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1

@@ -76,8 +76,9 @@ int kn_session_create(const kn_artifact *a, kn_session **out);
 /* Threads used by the session's kernels (default 1). */
 int kn_session_set_threads(kn_session *s, int threads);
 /* Sets dynamic dim `name` (`kiln compile --max name=N`) for the following
- * kn_session_run calls, 1 <= value <= N (default N); the buffers passed to
- * kn_session_run must then have the shapes for that value. */
+ * kn_session_run calls, 1 <= value <= N (default N; kn_session_run_tensors
+ * sets it from its inputs); the buffers passed to kn_session_run must then
+ * have the shapes for that value. */
 int kn_session_set_dim(kn_session *s, const char *name, int64_t value);
 /* Runs the model on raw buffers in the compiled shapes and dtypes: inputs[i]
  * and outputs[i] follow the artifact's input/output order. */
