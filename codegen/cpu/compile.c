@@ -401,14 +401,16 @@ static int init_meta(compile_state *s)
     mt->inputs = calloc((size_t)mt->n_inputs + 1, sizeof *mt->inputs);
     mt->outputs = calloc((size_t)mt->n_outputs + 1, sizeof *mt->outputs);
     if (!mt->inputs || !mt->outputs) return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int i = 0, k = 0; i < g->n_inputs; i++)
-        if (!g->inputs[i]->const_data) kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k++]);
-    for (int i = 0, k = 0; i < g->n_inputs; i++)
-        if (!g->inputs[i]->const_data) kn_dyn_fill_abi(&s->dyn, g->inputs[i], &mt->inputs[k++]);
+    for (int i = 0, k = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i]->const_data) continue;
+        kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k]);
+        kn_dyn_fill_abi(&s->dyn, g->inputs[i], &mt->inputs[k++]);
+    }
     for (int i = 0; i < g->n_outputs; i++) abi_tensor(s, g->outputs[i], &mt->outputs[i]);
     if ((mt->n_syms = s->o->n_syms) > 0 && !(mt->syms = calloc((size_t)mt->n_syms, sizeof *mt->syms)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < mt->n_syms; k++) mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max};
+    for (int k = 0; k < mt->n_syms; k++)
+        mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max};
     mt->n_slots = s->plan.n_slots;
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;
