@@ -9,6 +9,6 @@ set_tests_properties(dyn/generate PROPERTIES FIXTURES_SETUP dyn_models LABELS dy
 foreach(case convnet encoder refusals header two_dims)
   add_test(NAME dyn/${case}
            COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/dyn/run_dyn_test.py $<TARGET_FILE:kiln> ${KILN_DYN_DIR}
-                   ${CMAKE_SOURCE_DIR}/runtime/include $<TARGET_FILE:kiln_rt> ${case})
+                   ${CMAKE_SOURCE_DIR}/runtime/include $<TARGET_FILE:kiln_rt> ${case} ${KILN_SANITIZE})
   set_tests_properties(dyn/${case} PROPERTIES FIXTURES_REQUIRED dyn_models LABELS dyn TIMEOUT 600)
 endforeach()
