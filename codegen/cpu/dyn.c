@@ -167,16 +167,26 @@ void kn_dyn_fill_abi(const kn_dyn *d, const kn_value *v, kn_abi_tensor *t)
 
 /* ---- which nodes run in rows ------------------------------------------------------ */
 
-/* Rows of symbol `sym` in v's leading dim: its size is a*n (a > 0), no other
- * dim is dynamic. Returns a, 0 if v does not depend on any symbol, -1 else. */
-static int64_t leading_rows(const kn_dyn *d, const kn_value *v, int sym)
+/* A value is in rows of symbol `sym` when one dim, its row dim, has size a*n
+ * (a > 0), every dim before it is 1 and no other dim is dynamic: its bytes
+ * are then n equal blocks, one per value of the symbol. Returns a and sets
+ * *out_dim; 0 if v does not depend on any symbol; -1 otherwise. */
+static int64_t rows_of(const kn_dyn *d, const kn_value *v, int sym, int *out_dim)
 {
     const kn_dyn_value *dv = dyn_of(d, v);
+    *out_dim = -1;
     if (!kn_dyn_value_is_dynamic(d, v)) return 0;
-    if (dv->sym[0] != sym + 1 || dv->a[0] <= 0 || v->shape.dims[0] != dv->a[0] * d->syms[sym].max) return -1;
-    for (int i = 1; i < 8; i++)
-        if (dv->sym[i]) return -1;
-    return dv->a[0];
+    int rd = -1;
+    for (int i = 0; i < 8; i++)
+        if (dv->sym[i]) {
+            if (rd >= 0 || dv->sym[i] != sym + 1) return -1;
+            rd = i;
+        }
+    if (dv->a[rd] <= 0 || v->shape.dims[rd] != dv->a[rd] * d->syms[sym].max) return -1;
+    for (int i = 0; i < rd; i++)
+        if (v->shape.dims[i] != 1) return -1;
+    *out_dim = rd;
+    return dv->a[rd];
 }
 
 static int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
@@ -188,10 +198,11 @@ static bool is_elementwise(kn_op op)
     return false;
 }
 
-/* Ops that are independent along the leading dim, with the attribute
- * conditions that keep them so. `bcast`: their dynamic inputs must also have
- * the output's rank (broadcasting would otherwise move the leading dim). */
-static bool op_rows_ok(const kn_node *n, bool *bcast)
+/* What an op needs to be independent along the row dim rd of its first
+ * input (or output, for Concat): its axis after rd, or rd == 0 for ops that
+ * treat the leading dim as the batch. `bcast`: its dynamic inputs must also
+ * have the output's rank (broadcasting would otherwise move the row dim). */
+static bool op_rows_ok(const kn_node *n, int rd, bool data_dynamic, bool *bcast)
 {
     int rank = n->n_outputs > 0 && n->outputs[0] ? n->outputs[0]->shape.rank : 0;
     int in_rank = n->n_inputs > 0 && n->inputs[0] ? n->inputs[0]->shape.rank : 0;
@@ -200,50 +211,54 @@ static bool op_rows_ok(const kn_node *n, bool *bcast)
     const int64_t *perm = NULL;
     switch (n->op) {
     case KN_OP_MatMul: case KN_OP_Expand: *bcast = true; return true;
-    case KN_OP_Gemm: case KN_OP_Conv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
-    case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
-    case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
-    case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth: case KN_OP_Reshape: case KN_OP_Flatten:
-    case KN_OP_Squeeze: case KN_OP_Unsqueeze: case KN_OP_Identity: case KN_OP_Dropout: case KN_OP_Pad:
+    case KN_OP_Gemm: case KN_OP_Reshape: case KN_OP_Flatten: case KN_OP_Squeeze: case KN_OP_Unsqueeze:
+    case KN_OP_Identity: case KN_OP_Dropout: case KN_OP_Pad:
     case KN_OP_ReduceL1: case KN_OP_ReduceL2: case KN_OP_ReduceLogSum: case KN_OP_ReduceLogSumExp:
     case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
     case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
-        return true; /* reducing or padding the leading dim changes its form: refused by the operand rules */
+        return true; /* reducing or padding the row dim changes its form: refused by the operand rules */
+    case KN_OP_Conv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
+    case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
+    case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
+    case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth:
+        return rd == 0;
     case KN_OP_Softmax: case KN_OP_LogSoftmax:
-        return norm_axis(kn_attr_int(n, "axis", kn_node_opset(n) >= 13 ? -1 : 1), in_rank) != 0;
-    case KN_OP_LayerNormalization: return norm_axis(kn_attr_int(n, "axis", -1), in_rank) != 0;
-    case KN_OP_LpNormalization: case KN_OP_ArgMax: case KN_OP_ArgMin:
-        return norm_axis(kn_attr_int(n, "axis", n->op == KN_OP_LpNormalization ? -1 : 0), in_rank) != 0;
-    case KN_OP_Concat: return norm_axis(kn_attr_int(n, "axis", 0), rank) != 0;
-    case KN_OP_Split: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) != 0;
-    case KN_OP_Gather: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) != 0;
-    case KN_OP_Transpose: return kn_attr_ints(n, "perm", &perm) > 0 && perm[0] == 0;
-    default: return false;
+        return norm_axis(kn_attr_int(n, "axis", kn_node_opset(n) >= 13 ? -1 : 1), in_rank) > rd;
+    case KN_OP_LayerNormalization: return norm_axis(kn_attr_int(n, "axis", -1), in_rank) > rd;
+    case KN_OP_LpNormalization: return norm_axis(kn_attr_int(n, "axis", -1), in_rank) > rd;
+    case KN_OP_ArgMax: case KN_OP_ArgMin: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) > rd;
+    case KN_OP_Concat: return norm_axis(kn_attr_int(n, "axis", 0), rank) > rd;
+    case KN_OP_Split: return norm_axis(kn_attr_int(n, "axis", 0), in_rank) > rd;
+    /* a static table gathered by indices in rows is row-wise along any axis */
+    case KN_OP_Gather: return !data_dynamic || norm_axis(kn_attr_int(n, "axis", 0), in_rank) > rd;
+    case KN_OP_Transpose:
+        if (kn_attr_ints(n, "perm", &perm) <= rd) return false;
+        for (int i = 0; i <= rd; i++)
+            if (perm[i] != i) return false;
+        return true;
+    default: return false; /* Slice, Tile, Resize, scatters, ...: may mix rows */
     }
-}
-
-/* Gather along axis 0 of a static table by dynamic indices is also row-wise. */
-static bool gather_rows_ok(const kn_dyn *d, const kn_node *n)
-{
-    return n->op == KN_OP_Gather && n->n_inputs == 2 && !kn_dyn_value_is_dynamic(d, n->inputs[0]);
 }
 
 int kn_dyn_row_sym(const kn_dyn *d, const kn_node *n)
 {
-    bool bcast = false;
-    if (n->n_outputs < 1 || !n->outputs[0] || (!op_rows_ok(n, &bcast) && !gather_rows_ok(d, n))) return -1;
+    if (n->n_outputs < 1 || !n->outputs[0]) return -1;
     const kn_dyn_value *dv = dyn_of(d, n->outputs[0]);
-    int sym = dv ? dv->sym[0] - 1 : -1;
+    int sym = -1, rd_out = -1, rd = -1;
+    for (int i = 0; dv && i < 8 && sym < 0; i++) sym = dv->sym[i] - 1;
     if (sym < 0) return -1;
-    int rank = n->outputs[0]->shape.rank;
     for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] && leading_rows(d, n->outputs[k], sym) <= 0) return -1;
+        if (n->outputs[k] && rows_of(d, n->outputs[k], sym, &rd_out) <= 0) return -1;
+    const kn_value *first = n->n_inputs > 0 ? n->inputs[0] : NULL;
+    bool data_dynamic = first && rows_of(d, first, sym, &rd) > 0;
+    bool bcast = false;
+    if (!op_rows_ok(n, data_dynamic ? rd : rd_out, data_dynamic, &bcast)) return -1;
+    int rank = n->outputs[0]->shape.rank;
     for (int k = 0; k < n->n_inputs; k++) {
         const kn_value *v = n->inputs[k];
-        int64_t rows = v ? leading_rows(d, v, sym) : 0;
+        int64_t rows = v ? rows_of(d, v, sym, &rd) : 0;
         if (rows < 0 || (rows > 0 && bcast && v->shape.rank != rank)) return -1;
     }
-    /* Slice, Tile, Resize, scatters, ...: not listed, so never here */
     return sym;
 }
 
@@ -281,10 +296,11 @@ static LLVMValueRef sym_value(kn_cg *cg, int sym)
 }
 
 /* The operands' shapes for one row, their bytes per row in row_bytes, and
- * the saved leading dims (restored by rows_restore). */
+ * the saved row dims (restored by rows_restore). */
 typedef struct row_state {
     const kn_value *vals[64];
-    int64_t dim0[64];
+    int dim[64];
+    int64_t size[64];
     int n;
 } row_state;
 
@@ -293,15 +309,17 @@ static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t *row_
     rs->n = 0;
     for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         kn_value *v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
-        int64_t rows = v ? leading_rows(d, v, sym) : 0;
+        int rd = -1;
+        int64_t rows = v ? rows_of(d, v, sym, &rd) : 0;
         if (rows <= 0) continue;
         bool seen = false;
         for (int j = 0; j < rs->n && !seen; j++) seen = rs->vals[j] == v;
         if (seen) continue;
         if (rs->n == 64) return false;
         rs->vals[rs->n] = v;
-        rs->dim0[rs->n++] = v->shape.dims[0];
-        v->shape.dims[0] = rows; /* the value at n = 1 (the arena keeps the maximum) */
+        rs->dim[rs->n] = rd;
+        rs->size[rs->n++] = v->shape.dims[rd];
+        v->shape.dims[rd] = rows; /* the value at n = 1 (the arena keeps the maximum) */
         row_bytes[v->id] = (int64_t)kn_dtype_nbytes(v->dtype, (size_t)kn_cg_numel(v));
     }
     return true;
@@ -311,7 +329,7 @@ static void rows_restore(const row_state *rs, int64_t *row_bytes)
 {
     for (int j = 0; j < rs->n; j++) {
         kn_value *v = (kn_value *)rs->vals[j];
-        v->shape.dims[0] = rs->dim0[j];
+        v->shape.dims[rs->dim[j]] = rs->size[j];
         row_bytes[v->id] = 0;
     }
 }

@@ -11,12 +11,14 @@
  * at run time instead.
  *
  * Code for a node with dynamic operands comes in one of two forms:
- *   - rows: every dynamic operand has the symbol in its leading dim only
- *     (size a*n) and the op is independent along that dim. The node's usual
- *     lowering is emitted for one row (n = 1) into a function taking the row
- *     index, and the node function calls it n times; kn_cg_ptr advances each
- *     dynamic operand by its bytes per row, the others stay put (oneDNN
- *     primitives are then created once for one row);
+ *   - rows: every dynamic operand has the symbol in one dim only, its row
+ *     dim (size a*n), with only dims of size 1 before it ([batch, ...],
+ *     [1, seq, hidden]): its bytes are n equal blocks. When the op is also
+ *     independent along that dim, the node's usual lowering is emitted for
+ *     one row (n = 1) into a function taking the row index, and the node
+ *     function calls it n times; kn_cg_ptr advances each dynamic operand by
+ *     its bytes per row, the others stay put (oneDNN primitives are then
+ *     created once for one row);
  *   - otherwise the node's runtime kernel, which sees the run-time shapes.
  *
  *     kn_dyn d;
