@@ -304,14 +304,16 @@ typedef struct row_state {
     int n;
 } row_state;
 
-static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t *row_bytes, row_state *rs)
+/* Gives every dynamic operand of n its shape for `rows` rows, records its
+ * bytes per row in row_bytes and saves its row dim (rows_restore). */
+static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t rows, int64_t *row_bytes, row_state *rs)
 {
     rs->n = 0;
     for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         kn_value *v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
         int rd = -1;
-        int64_t rows = v ? rows_of(d, v, sym, &rd) : 0;
-        if (rows <= 0) continue;
+        int64_t a = v ? rows_of(d, v, sym, &rd) : 0;
+        if (a <= 0) continue;
         bool seen = false;
         for (int j = 0; j < rs->n && !seen; j++) seen = rs->vals[j] == v;
         if (seen) continue;
@@ -319,8 +321,9 @@ static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t *row_
         rs->vals[rs->n] = v;
         rs->dim[rs->n] = rd;
         rs->size[rs->n++] = v->shape.dims[rd];
-        v->shape.dims[rd] = rows; /* the value at n = 1 (the arena keeps the maximum) */
+        v->shape.dims[rd] = a; /* one row: the value at n = 1 (the arena keeps the maximum) */
         row_bytes[v->id] = (int64_t)kn_dtype_nbytes(v->dtype, (size_t)kn_cg_numel(v));
+        v->shape.dims[rd] = a * rows;
     }
     return true;
 }
@@ -334,59 +337,90 @@ static void rows_restore(const row_state *rs, int64_t *row_bytes)
     }
 }
 
-/* node fn: for (row = 0; row < n; row++) if ((st = row_fn(..., row))) return st; */
-static void emit_row_loop(kn_cg *cg, int sym, LLVMValueRef row_fn, LLVMTypeRef row_ty)
+/* `lower` for `rows` rows starting at the row function's argument, as a new
+ * row function (NULL and a status if the lowering declines or fails). */
+static LLVMValueRef emit_row_fn(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, int64_t rows,
+                                kn_cg_lower_fn lower, const char *name, int *out_st)
 {
-    LLVMValueRef n = sym_value(cg, sym);
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(cg->b);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row_body");
-    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "row_fail");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_done");
-    LLVMBuildBr(cg->b, head);
-    LLVMPositionBuilderAtEnd(cg->b, head);
-    LLVMValueRef iv = LLVMBuildPhi(cg->b, cg->t_i64, "r");
-    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLT, iv, n, ""), body, done);
-    LLVMPositionBuilderAtEnd(cg->b, body);
-    LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs, iv};
-    LLVMValueRef st = LLVMBuildCall2(cg->b, row_ty, row_fn, args, 6, "");
-    LLVMValueRef next = LLVMBuildAdd(cg->b, iv, kn_cg_i64(cg, 1), "");
-    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, head);
-    LLVMValueRef in_vals[2] = {kn_cg_i64(cg, 0), next};
-    LLVMBasicBlockRef in_blocks[2] = {pre, body};
-    LLVMAddIncoming(iv, in_vals, in_blocks, 2);
-    LLVMPositionBuilderAtEnd(cg->b, fail);
-    LLVMBuildRet(cg->b, st);
-    LLVMPositionBuilderAtEnd(cg->b, done);
-    LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
-}
-
-int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
-                     LLVMValueRef *out_fn)
-{
-    *out_fn = NULL;
     int64_t *row_bytes = calloc((size_t)cg->plan->n_where + 1, sizeof *row_bytes);
-    if (!row_bytes) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!row_bytes) {
+        *out_st = kn_error(KN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     row_state rs;
-    char rname[96];
-    snprintf(rname, sizeof rname, "%s_row", fname);
-    LLVMValueRef row_fn = begin_row_function(cg, rname);
-    int st = rows_enter(d, n, sym, row_bytes, &rs) ? KN_OK : KN_ERR_UNSUPPORTED;
+    LLVMValueRef fn = begin_row_function(cg, name);
+    int st = rows_enter(d, n, sym, rows, row_bytes, &rs) ? KN_OK : KN_ERR_UNSUPPORTED;
     cg->row_bytes = row_bytes;
     if (!st) st = lower(cg, n);
     cg->row_bytes = NULL;
     cg->row = NULL;
     rows_restore(&rs, row_bytes);
     free(row_bytes);
+    *out_st = st;
     if (st) {
-        LLVMDeleteFunction(row_fn);
-        return st;
+        LLVMDeleteFunction(fn);
+        return NULL;
     }
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
         LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
-    LLVMTypeRef row_ty = LLVMGlobalGetValueType(row_fn);
+    return fn;
+}
+
+/* while (row + step <= n) { if ((st = fn(..., row))) return st; row += step; }
+ * in the current function; returns the row it stopped at. */
+static LLVMValueRef emit_row_loop(kn_cg *cg, LLVMValueRef n, LLVMValueRef start, int64_t step, LLVMValueRef fn)
+{
+    LLVMTypeRef fty = LLVMGlobalGetValueType(fn);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(cg->b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_body");
+    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_fail");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_done");
+    LLVMBuildBr(cg->b, head);
+    LLVMPositionBuilderAtEnd(cg->b, head);
+    LLVMValueRef row = LLVMBuildPhi(cg->b, cg->t_i64, "row");
+    LLVMValueRef next = LLVMBuildAdd(cg->b, row, kn_cg_i64(cg, step), "");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLE, next, n, ""), body, done);
+    LLVMPositionBuilderAtEnd(cg->b, body);
+    LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs, row};
+    LLVMValueRef st = LLVMBuildCall2(cg->b, fty, fn, args, 6, "");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, head);
+    LLVMValueRef in_vals[2] = {start, next};
+    LLVMBasicBlockRef in_blocks[2] = {pre, body};
+    LLVMAddIncoming(row, in_vals, in_blocks, 2);
+    LLVMPositionBuilderAtEnd(cg->b, fail);
+    LLVMBuildRet(cg->b, st);
+    LLVMPositionBuilderAtEnd(cg->b, done);
+    return row;
+}
+
+/* Rows per call of the block variant: enough for a oneDNN GEMM or a vector
+ * loop to be efficient, small enough not to double the compile time of a
+ * model whose maximum is small. */
+#define ROW_BLOCK 16
+
+int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
+                     LLVMValueRef *out_fn)
+{
+    *out_fn = NULL;
+    char name[96];
+    int st;
+    snprintf(name, sizeof name, "%s_row", fname);
+    LLVMValueRef one = emit_row_fn(cg, d, n, sym, 1, lower, name, &st);
+    if (!one) return st;
+    /* blocks of ROW_BLOCK rows first, then single rows */
+    LLVMValueRef block = NULL;
+    if (d->syms[sym].max >= 2 * ROW_BLOCK) {
+        snprintf(name, sizeof name, "%s_rows%d", fname, ROW_BLOCK);
+        block = emit_row_fn(cg, d, n, sym, ROW_BLOCK, lower, name, &st);
+        if (!block && st != KN_ERR_UNSUPPORTED) return st;
+        kn_error_clear();
+    }
     *out_fn = kn_cg_begin_function(cg, fname, true);
-    emit_row_loop(cg, sym, row_fn, row_ty);
+    LLVMValueRef count = sym_value(cg, sym), row = kn_cg_i64(cg, 0);
+    if (block) row = emit_row_loop(cg, count, row, ROW_BLOCK, block);
+    emit_row_loop(cg, count, row, 1, one);
+    LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
     return KN_OK;
 }
 

@@ -81,7 +81,7 @@ def convnet():
     def feeds(n, rng):
         return {"x": rng.standard_normal((n, 3, 16, 16)).astype(np.float32),
                 "y": rng.standard_normal((n, 10)).astype(np.float32)}
-    return g, feeds, [1, 3, 8]
+    return g, feeds, [1, 3, 8, 20]
 
 
 def encoder():

@@ -92,6 +92,10 @@ def case_convnet(tmp):
                     ("Shape", "runtime kernel")]:
         check(report_says(report, op, how), f"--report: {op} {how}")
     compare_sizes(tmp, art, d, [1, 3, 8])
+    # a maximum of 32 adds code for blocks of 16 rows: 20 = one block and 4 single rows
+    big = os.path.join(tmp, "convnet32.so")
+    compile_model(os.path.join(d, "model.onnx"), big, "--max", "batch=32")
+    compare_sizes(tmp, big, d, [1, 20])
     rng = np.random.default_rng(3)
     x = lambda *s: rng.standard_normal(s).astype(np.float32)
     expect_refusal(tmp, art, {"x": x(9, 3, 16, 16), "y": x(9, 10)},
