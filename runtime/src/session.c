@@ -281,7 +281,9 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
     void **out = calloc((size_t)n_outputs + 1, sizeof *out);
     int st = in && out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     int seen[KN_MAX_SYMS];
+    int64_t before[KN_MAX_SYMS]; /* a refused run leaves kn_session_set_dim's values */
     for (int k = 0; k < KN_MAX_SYMS; k++) seen[k] = -1;
+    memcpy(before, s->exec.syms, sizeof before);
     for (int i = 0; i < n_inputs && !st; i++) {
         st = check_input(s, i, &inputs[i], seen);
         in[i] = inputs[i].data;
@@ -297,6 +299,7 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
         if (st) kn_error_prefix("output '%s': ", t->name);
         out[i] = outputs[i].data;
     }
+    if (st) memcpy(s->exec.syms, before, sizeof before);
     if (!st) st = run_raw(s, in, out);
     if (!st) st = take_dynamic_outputs(s, n_outputs, outputs);
     if (st) free_outputs(n_outputs, outputs);
