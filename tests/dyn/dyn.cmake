@@ -12,3 +12,9 @@ foreach(case convnet encoder refusals header two_dims)
                    ${CMAKE_SOURCE_DIR}/runtime/include $<TARGET_FILE:kiln_rt> ${case} ${KILN_SANITIZE})
   set_tests_properties(dyn/${case} PROPERTIES FIXTURES_REQUIRED dyn_models LABELS dyn TIMEOUT 600)
 endforeach()
+# MobileNetV2 of tests/models with a dynamic batch
+add_test(NAME dyn/mobilenetv2
+         COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/dyn/run_dyn_test.py $<TARGET_FILE:kiln> ${KILN_DYN_DIR}
+                 ${CMAKE_SOURCE_DIR}/runtime/include $<TARGET_FILE:kiln_rt> mobilenetv2 ${KILN_SANITIZE})
+set_tests_properties(dyn/mobilenetv2 PROPERTIES FIXTURES_REQUIRED "dyn_models;model_mobilenetv2" LABELS "dyn;models"
+                     TIMEOUT 900)

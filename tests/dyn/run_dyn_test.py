@@ -5,7 +5,8 @@ asserts the refusals (too large, inconsistent, wrong dtype/rank/fixed dim,
 non-affine dims, unbounded dims) by their messages.
 
 Usage: run_dyn_test.py KILN MODELS_DIR RUNTIME_INCLUDE_DIR LIBKILN_RT CASE [SANITIZE]
-CASE: convnet | encoder | refusals | header | two_dims
+CASE: convnet | encoder | refusals | header | two_dims | mobilenetv2
+(mobilenetv2 reads tests/models' MobileNetV2 from MODELS_DIR/../models)
 SANITIZE: ON when libkiln_rt is a sanitizer build (the header case's app
 must then be built with the same runtime)
 """
@@ -250,10 +251,34 @@ def case_two_dims(tmp):
                    "input 'x': dim 1 (seq) is 8, the artifact was compiled for at most 7", "seq 8")
 
 
+def case_mobilenetv2(tmp):
+    """MobileNetV2 (tests/models) with its batch made dynamic: every node in rows, compared at 1 and 3."""
+    import onnxruntime as ort
+    m = onnx.load(os.path.join(os.path.dirname(MODELS), "models", "mobilenetv2", "model.onnx"))
+    for v in list(m.graph.input) + list(m.graph.output):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    del m.graph.value_info[:]
+    model, art = os.path.join(tmp, "mnv2.onnx"), os.path.join(tmp, "mnv2.so")
+    onnx.save(m, model)
+    report = compile_model(model, art, "--max", "batch=4", "--report")
+    check(" 0 runtime kernel" in report.splitlines()[-1], f"every node generated or oneDNN: {report.splitlines()[-1]}")
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    name, out_name = sess.get_inputs()[0].name, sess.get_outputs()[0].name
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 3, 224, 224)).astype(np.float32)
+        path = os.path.join(tmp, "x.npy")
+        np.save(path, x)
+        rc, _, se = run(art, {name: path}, os.path.join(tmp, "out"))
+        got = np.load(os.path.join(tmp, "out", out_name + ".npy")) if rc == 0 else None
+        want = sess.run(None, {name: x})[0]
+        check(rc == 0 and got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4),
+              f"batch {n}: matches onnxruntime ({se.strip()[-300:]})")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         {"convnet": case_convnet, "encoder": case_encoder, "refusals": case_refusals, "header": case_header,
-         "two_dims": case_two_dims}[CASE](tmp)
+         "two_dims": case_two_dims, "mobilenetv2": case_mobilenetv2}[CASE](tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
