@@ -52,7 +52,18 @@ LLVMValueRef kn_cg_i64(kn_cg *cg, int64_t v) { return LLVMConstInt(cg->t_i64, (u
 LLVMValueRef kn_cg_i32(kn_cg *cg, int32_t v) { return LLVMConstInt(cg->t_i32, (unsigned long long)(int64_t)v, 1); }
 LLVMValueRef kn_cg_f32(kn_cg *cg, float v) { return LLVMConstReal(cg->t_float, v); }
 
+static LLVMValueRef base_ptr(kn_cg *cg, const kn_value *v);
+
 LLVMValueRef kn_cg_ptr(kn_cg *cg, const kn_value *v)
+{
+    LLVMValueRef p = base_ptr(cg, v);
+    int64_t rb = cg->row_bytes && v->id >= 0 && v->id < cg->plan->n_where ? cg->row_bytes[v->id] : 0;
+    if (!rb) return p;
+    LLVMValueRef off = LLVMBuildMul(cg->b, cg->row, kn_cg_i64(cg, rb), "");
+    return LLVMBuildGEP2(cg->b, cg->t_i8, p, &off, 1, "");
+}
+
+static LLVMValueRef base_ptr(kn_cg *cg, const kn_value *v)
 {
     const kn_abi_ref *r = v->id < cg->plan->n_where ? &cg->plan->where[v->id] : NULL;
     if (!r || r->loc < 0) return LLVMConstNull(cg->t_ptr);

@@ -99,6 +99,11 @@ typedef struct kn_cg {
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
     LLVMValueRef status;      /* i32 alloca a lowering may set non-zero on a runtime failure */
+    /* Row mode (dynamic dims, dyn.c): the node is emitted for one row of its
+     * leading dim, and kn_cg_ptr adds row * row_bytes[v->id] to every
+     * pointer (row_bytes NULL: off). */
+    LLVMValueRef row;
+    const int64_t *row_bytes;
 } kn_cg;
 
 /* Fills cg's LLVM types from cg->ctx (and creates cg->b if NULL). */
@@ -112,7 +117,8 @@ LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal);
 
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);
-/* Pointer to the first byte of v's data in the current function. */
+/* Pointer to the first byte of v's data in the current function (in row
+ * mode, of the current row's data). */
 LLVMValueRef kn_cg_ptr(kn_cg *cg, const kn_value *v);
 /* LLVM type of one element of dt (bool is i8; NULL for packed 4-bit types). */
 LLVMTypeRef kn_cg_elem_type(kn_cg *cg, kn_dtype dt);
@@ -190,6 +196,17 @@ extern const kn_cg_lowering kn_cg_lower_dnnl[];        /* lower_dnnl.c: Conv, Ma
 
 /* ---- the compiler ----------------------------------------------------------- */
 
+/* A dynamic dim (`kiln compile --max NAME=N`). The model given to
+ * kn_compile_cpu is inferred with every such dim at its maximum; probe[0]
+ * and probe[1] are the same model imported again and inferred with this dim
+ * at 1 and at 2 (the others at their maximum), owned by the caller. The
+ * compiler compares them value by value to find each dim's affine form. */
+typedef struct kn_compile_sym {
+    const char *name;
+    int64_t max;
+    kn_model *probe[2];
+} kn_compile_sym;
+
 typedef struct kn_compile_opts {
     const char *output;      /* ART.so path (required unless static_output only) */
     const char *static_output; /* ART.a path or NULL */
@@ -200,6 +217,8 @@ typedef struct kn_compile_opts {
     bool external_weights;   /* weights in ART.so.weights, mmapped at open */
     bool report;             /* print how each node was lowered */
     uint64_t model_hash;     /* of the ONNX bytes and options */
+    int n_syms;              /* dynamic dims, at most KN_MAX_SYMS */
+    kn_compile_sym syms[KN_MAX_SYMS];
 } kn_compile_opts;
 
 /* How each node was lowered, for --report. */

@@ -21,8 +21,13 @@
  * Control flow (If, Loop, Scan) runs through the op's runtime kernel with
  * its bodies serialized into the node's attributes (subgraph.c); the outer
  * values the bodies read are extra inputs of that node (its captures).
+ * Dynamic dims (`--max NAME=N`, dyn.h): the model arrives inferred at the
+ * maxima with probe models beside it; each probe goes through the same
+ * checks and folding, dyn.c compares them, and nodes with dynamic operands
+ * are emitted as a loop over rows or run by their runtime kernel.
  */
 #include "driver.h"
+#include "dyn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +48,7 @@ typedef struct compile_state {
     const kn_compile_opts *o;
     kn_graph *g;
     kn_plan plan;
+    kn_dyn dyn;
     kn_meta meta;
     kn_cg cg;
     char name[128];
@@ -82,8 +88,9 @@ static int dynamic_error(const kn_value *v)
     shape_str(&v->shape, sh, sizeof sh);
     for (int d = 0; d < v->shape.rank; d++)
         if (v->shape.dims[d] < 0 && v->shape.sym[d])
-            return kn_error(KN_ERR_UNSUPPORTED, "value '%s' has a dynamic shape %s: pin it with --shape %s=N", v->name,
-                            sh, v->shape.sym[d]);
+            return kn_error(KN_ERR_UNSUPPORTED,
+                            "value '%s' has a dynamic shape %s: pin it with --shape %s=N or bound it with --max %s=N",
+                            v->name, sh, v->shape.sym[d], v->shape.sym[d]);
     if (!v->producer)
         return kn_error(KN_ERR_UNSUPPORTED, "value '%s' has a dynamic shape %s: pin it with --shape %s=DIMS",
                         v->name, sh, v->name);
@@ -131,6 +138,9 @@ static int check_dynamic(const kn_graph *g)
  * const_data is set on the caller's model (owned by it). */
 /* report label of a node evaluated at compile time (beside kn_lowered_as) */
 #define LOWERED_FOLDED ((kn_lowered_as)4)
+/* ... and of a node emitted for one row in a loop over a dynamic dim (dyn.h) */
+#define LOWERED_ROWS ((kn_lowered_as)5)
+#define LOWERED_ROWS_DNNL ((kn_lowered_as)6)
 #define FOLD_MAX_BYTES ((size_t)16 << 20)
 
 /* Dropout may be random (training mode); the rest of the registry is deterministic. */
@@ -350,9 +360,11 @@ static int slot_of(const kn_plan *p, const kn_value *v)
 }
 
 /* kn_cg_abi_tensor, plus the slot of a dynamic value (which has no size). */
-static void abi_tensor(const kn_plan *p, const kn_value *v, kn_abi_tensor *out)
+static void abi_tensor(const compile_state *s, const kn_value *v, kn_abi_tensor *out)
 {
+    const kn_plan *p = &s->plan;
     kn_cg_abi_tensor(v, out);
+    kn_dyn_fill_abi(&s->dyn, v, out);
     int slot = slot_of(p, v);
     if (slot < 0) return;
     out->slot = slot + 1;
@@ -389,9 +401,16 @@ static int init_meta(compile_state *s)
     mt->inputs = calloc((size_t)mt->n_inputs + 1, sizeof *mt->inputs);
     mt->outputs = calloc((size_t)mt->n_outputs + 1, sizeof *mt->outputs);
     if (!mt->inputs || !mt->outputs) return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int i = 0, k = 0; i < g->n_inputs; i++)
-        if (!g->inputs[i]->const_data) kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k++]);
-    for (int i = 0; i < g->n_outputs; i++) abi_tensor(&s->plan, g->outputs[i], &mt->outputs[i]);
+    for (int i = 0, k = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i]->const_data) continue;
+        kn_cg_abi_tensor(g->inputs[i], &mt->inputs[k]);
+        kn_dyn_fill_abi(&s->dyn, g->inputs[i], &mt->inputs[k++]);
+    }
+    for (int i = 0; i < g->n_outputs; i++) abi_tensor(s, g->outputs[i], &mt->outputs[i]);
+    if ((mt->n_syms = s->o->n_syms) > 0 && !(mt->syms = calloc((size_t)mt->n_syms, sizeof *mt->syms)))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < mt->n_syms; k++)
+        mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max};
     mt->n_slots = s->plan.n_slots;
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;
@@ -413,6 +432,7 @@ static void free_meta(compile_state *s)
     free(s->meta.dnnl);
     free(s->meta.opnodes);
     kn_cg_profile_info_free(&s->meta);
+    free(s->meta.syms);
     free(s->meta_bytes);
 }
 
@@ -481,9 +501,9 @@ static int add_opnode(compile_state *s, const kn_node *n, kn_value *const *caps,
         free(ts);
         return st;
     }
-    for (int i = 0; i < n->n_inputs; i++) abi_tensor(&s->plan, n->inputs[i], &ts[i]);
-    for (int i = 0; i < n_caps; i++) abi_tensor(&s->plan, caps[i], &ts[n->n_inputs + i]);
-    for (int i = 0; i < n->n_outputs; i++) abi_tensor(&s->plan, n->outputs[i], &ts[n_in + i]);
+    for (int i = 0; i < n->n_inputs; i++) abi_tensor(s, n->inputs[i], &ts[i]);
+    for (int i = 0; i < n_caps; i++) abi_tensor(s, caps[i], &ts[n->n_inputs + i]);
+    for (int i = 0; i < n->n_outputs; i++) abi_tensor(s, n->outputs[i], &ts[n_in + i]);
     int idx = mt->n_opnodes++;
     s->op_tensors[idx] = ts;
     s->op_attrs[idx] = attrs;
@@ -539,12 +559,39 @@ static int emit_fallback(compile_state *s, const kn_node *n)
     return KN_OK;
 }
 
+/* A node with dynamic operands: its lowering for one row in a loop over
+ * the rows when dyn.c allows it, else its runtime kernel. */
+static int emit_dynamic_node(compile_state *s, int i, const char *fname)
+{
+    const kn_node *n = s->g->nodes[i];
+    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
+    int sym = lower ? kn_dyn_row_sym(&s->dyn, n) : -1;
+    int dnnl_before = s->meta.n_dnnl;
+    int st = sym >= 0 ? kn_dyn_emit_rows(&s->cg, &s->dyn, n, sym, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
+    if (st == KN_OK) {
+        s->how[i] = s->meta.n_dnnl > dnnl_before ? LOWERED_ROWS_DNNL : LOWERED_ROWS;
+        return KN_OK;
+    }
+    if (st != KN_ERR_UNSUPPORTED) return st;
+    kn_error_clear();
+    s->meta.n_dnnl = dnnl_before;
+    s->node_fns[i] = kn_cg_begin_function(&s->cg, fname, true);
+    if (!touches_dynamic(&s->plan, n) && kn_dyn_emit_copy(&s->cg, &s->dyn, n) == KN_OK) {
+        LLVMBuildRet(s->cg.b, kn_cg_i32(&s->cg, 0));
+        s->how[i] = KN_LOWERED_GENERATED;
+        return KN_OK;
+    }
+    s->how[i] = KN_LOWERED_RUNTIME;
+    return emit_fallback(s, n);
+}
+
 static int emit_node(compile_state *s, int i)
 {
     kn_cg *cg = &s->cg;
     const kn_node *n = s->g->nodes[i];
     char fname[64];
     snprintf(fname, sizeof fname, "node_%d", n->id);
+    if (kn_dyn_node_is_dynamic(&s->dyn, n)) return emit_dynamic_node(s, i, fname);
     LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
     kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
     int dnnl_before = s->meta.n_dnnl;
@@ -584,7 +631,9 @@ static void emit_output_copies(compile_state *s)
         LLVMValueRef idx = kn_cg_i64(cg, i);
         LLVMValueRef dst = LLVMBuildLoad2(cg->b, cg->t_ptr, LLVMBuildGEP2(cg->b, cg->t_ptr, cg->a_outputs, &idx, 1, ""),
                                           "");
-        LLVMBuildMemCpy(cg->b, dst, 1, kn_cg_ptr(cg, v), 1, kn_cg_i64(cg, nb));
+        /* a dynamic output is copied at its run-time size */
+        LLVMValueRef bytes = kn_dyn_value_is_dynamic(&s->dyn, v) ? kn_dyn_nbytes(cg, &s->dyn, v) : kn_cg_i64(cg, nb);
+        LLVMBuildMemCpy(cg->b, dst, 1, kn_cg_ptr(cg, v), 1, bytes);
         s->copy_bytes += nb;
     }
     if (s->copy_fn) LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
@@ -837,8 +886,9 @@ static int write_weights_file(compile_state *s, kn_outset *outs, char *base, siz
 
 static void print_report(const compile_state *s)
 {
-    static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded"};
-    int counts[5] = {0};
+    static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded",
+                                        "generated, in rows", "oneDNN, in rows"};
+    int counts[7] = {0};
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
@@ -846,7 +896,8 @@ static void print_report(const compile_state *s)
     }
     printf("%d nodes: %d generated, %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes (%lld without reuse), "
            "weights %lld bytes, target %s\n",
-           s->g->n_nodes, counts[0], counts[1], counts[2], counts[3], counts[4], (long long)s->meta.arena_bytes,
+           s->g->n_nodes, counts[0] + counts[5], counts[1] + counts[6], counts[2], counts[3], counts[4],
+           (long long)s->meta.arena_bytes,
            (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
 }
 
@@ -874,12 +925,35 @@ static int emit_all(compile_state *s)
     return add_profile_info(s);
 }
 
+/* Structure checks and constant folding, for the model and every probe. */
+static int prepare(kn_model *m, kn_graph *g)
+{
+    int st = check_structure(g);
+    if (!st) st = fold_constants(m, g);
+    if (!st) st = check_dynamic(g);
+    return st;
+}
+
+static int prepare_probes(const kn_compile_opts *o)
+{
+    for (int k = 0; k < o->n_syms; k++)
+        for (int p = 0; p < 2; p++) {
+            kn_model *m = o->syms[k].probe[p];
+            int st = m ? prepare(m, m->graph) : KN_OK;
+            if (st) {
+                kn_error_prefix("with %s=%d: ", o->syms[k].name, p + 1);
+                return st;
+            }
+        }
+    return KN_OK;
+}
+
 static int compile(compile_state *s, kn_outset *outs)
 {
     int st;
     char wbase[512];
-    if ((st = check_output_dirs(s->o)) || (st = check_structure(s->g)) || (st = fold_constants(s->m, s->g)) || (st = check_dynamic(s->g)) ||
-        (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
+    if ((st = check_output_dirs(s->o)) || (st = prepare(s->m, s->g)) || (st = prepare_probes(s->o)) ||
+        (st = kn_dyn_analyze(s->g, s->o, &s->dyn)) || (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
         return st;
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
@@ -905,6 +979,7 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     free(s.how);
     free(s.node_fns);
     kn_plan_free(&s.plan);
+    kn_dyn_free(&s.dyn);
     if (s.cg.b) LLVMDisposeBuilder(s.cg.b);
     if (s.cg.mod) LLVMDisposeModule(s.cg.mod);
     if (s.cg.tm) LLVMDisposeTargetMachine(s.cg.tm);

@@ -3,6 +3,8 @@
  * comment documenting the model (inputs, outputs, memory, target), an open
  * function for the shared or the static flavour, and a typed run function
  * whose parameters are the model's inputs and outputs with C element types.
+ * A model with dynamic dims (--max) documents them, and its run function
+ * takes each dim's value first (kn_session_set_dim).
  */
 #include "driver.h"
 
@@ -61,11 +63,29 @@ static void unique_ident(const kn_meta *m, bool output, int index, char *buf, si
     }
 }
 
-static void write_tensor_doc(FILE *f, const char *what, int i, const kn_abi_tensor *t)
+/* "batch", "2*batch" or "seq+1" at the dim's place; the number otherwise. */
+static void write_dim(FILE *f, const kn_meta *m, const kn_abi_tensor *t, int d)
+{
+    int k = t->dim_sym[d];
+    if (k <= 0 || k > m->n_syms) {
+        fprintf(f, "%lld", (long long)t->dims[d]);
+        return;
+    }
+    const kn_abi_sym *s = &m->syms[k - 1];
+    long long a = (long long)t->dim_a[d], b = (long long)(t->dims[d] - t->dim_a[d] * s->max);
+    if (a != 1) fprintf(f, "%lld*", a);
+    fprintf(f, "%s", s->name);
+    if (b) fprintf(f, "%+lld", b);
+}
+
+static void write_tensor_doc(FILE *f, const kn_meta *m, const char *what, int i, const kn_abi_tensor *t)
 {
     fprintf(f, " *   %s %d: %-24s %-5s [", what, i, t->name ? t->name : "?", kn_dtype_name(t->dtype));
-    for (int d = 0; d < t->rank && d < 8; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
-    fprintf(f, "]  (%lld bytes)\n", (long long)t->nbytes);
+    for (int d = 0; d < t->rank && d < 8; d++) {
+        fprintf(f, "%s", d ? ", " : "");
+        write_dim(f, m, t, d);
+    }
+    fprintf(f, "]  (%lld bytes%s)\n", (long long)t->nbytes, m->n_syms ? " at the maximum" : "");
 }
 
 /* True if an output's shape depends on input data (it lives in a slot). */
@@ -82,15 +102,18 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
     fprintf(f, " * Target: %s. Peak arena: %lld bytes (%lld without reuse). Weights: %lld bytes%s%s%s.\n *\n",
             m->target, (long long)m->arena_bytes, (long long)m->intermediate_bytes, (long long)m->weights_bytes,
             m->weights_file ? " in '" : "", m->weights_file ? m->weights_file : "", m->weights_file ? "'" : "");
-    for (int i = 0; i < m->n_inputs; i++) write_tensor_doc(f, "input ", i, &m->inputs[i]);
-    for (int i = 0; i < m->n_outputs; i++) write_tensor_doc(f, "output", i, &m->outputs[i]);
+    for (int i = 0; i < m->n_inputs; i++) write_tensor_doc(f, m, "input ", i, &m->inputs[i]);
+    for (int i = 0; i < m->n_outputs; i++) write_tensor_doc(f, m, "output", i, &m->outputs[i]);
+    for (int k = 0; k < m->n_syms; k++)
+        fprintf(f, " *   dynamic dim %s: 1 to %lld (the run function takes its value)\n", m->syms[k].name,
+                (long long)m->syms[k].max);
     fprintf(f, " *\n *     kn_artifact *art; kn_session *s;\n");
     fprintf(f, " *     if (%s_open(%s&art) || kn_session_create(art, &s)) ... kn_last_error() ...\n", m->name,
             static_desc ? "" : "\"path/to/artifact.so\", ");
     if (has_dynamic_output(m))
         fprintf(f, " *     kn_session_run_tensors(s, n_inputs, inputs, n_outputs, outputs);\n */\n");
     else
-        fprintf(f, " *     %s_run(s, <inputs>, <outputs>);\n */\n", m->name);
+        fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name, m->n_syms ? "<dynamic dims>, " : "");
 }
 
 static void write_open(FILE *f, const kn_meta *m, bool static_desc)
@@ -116,8 +139,13 @@ static void write_run(FILE *f, const kn_meta *m)
         fprintf(f, "/* An output's shape depends on input data: run with kn_session_run_tensors(). */\n");
         return;
     }
-    fprintf(f, "/* Runs the model on caller-owned buffers of the sizes documented above. */\n");
+    fprintf(f, "/* Runs the model on caller-owned buffers of the sizes documented above%s. */\n",
+            m->n_syms ? " for the given dynamic dims" : "");
     fprintf(f, "static inline int %s_run(kn_session *s", m->name);
+    for (int k = 0; k < m->n_syms; k++) {
+        c_ident(m->syms[k].name, "dim", k, id, sizeof id);
+        fprintf(f, ", int64_t dim_%s", id);
+    }
     for (int i = 0; i < m->n_inputs; i++) {
         unique_ident(m, false, i, id, sizeof id);
         fprintf(f, ",\n        const %s *%s", c_type(m->inputs[i].dtype), id);
@@ -139,7 +167,13 @@ static void write_run(FILE *f, const kn_meta *m)
         fprintf(f, "%s%s", i ? ", " : "", id);
     }
     if (!m->n_outputs) fprintf(f, "0");
-    fprintf(f, "};\n    return kn_session_run(s, ins, outs);\n}\n");
+    fprintf(f, "};\n");
+    for (int k = 0; k < m->n_syms; k++) {
+        c_ident(m->syms[k].name, "dim", k, id, sizeof id);
+        fprintf(f, "    int st_%s = kn_session_set_dim(s, \"%s\", dim_%s);\n    if (st_%s) return st_%s;\n", id,
+                m->syms[k].name, id, id, id);
+    }
+    fprintf(f, "    return kn_session_run(s, ins, outs);\n}\n");
 }
 
 int kn_header_write(const kn_meta *m, bool static_desc, const char *path)

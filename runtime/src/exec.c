@@ -10,6 +10,11 @@
  * the compiler marked dynamic (data-dependent shapes) are not checked but
  * kept, as the kernel sized them, in the session's slot for later nodes and
  * for kn_session_run_tensors.
+ *
+ * Tensors with dynamic dims (`--max`) are seen by the kernels in their
+ * shape for this run (kn_rt_tensor_dims): the plan reserved the maximum, and
+ * the value is stored densely in its actual shape from the reservation's
+ * start, whichever path (generated or runtime kernel) wrote it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +34,32 @@ int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, cons
     return kn_dnnl_prim_exec(s->dnnl, s->prims[index], src, wei, bias, dst, post_src, s->threads);
 }
 
+int64_t kn_rt_sym(kn_exec *ex, int32_t index)
+{
+    /* the generated code only asks for symbols the meta declares (checked at open) */
+    return ex && index >= 0 && index < KN_MAX_SYMS ? ex->syms[index] : 0;
+}
+
+void kn_rt_tensor_dims(const kn_exec *ex, const kn_abi_tensor *t, int64_t *dims)
+{
+    const kn_meta *m = &ex->session->art->meta;
+    for (int d = 0; d < t->rank && d < KN_MAX_RANK; d++) {
+        int k = t->dim_sym[d];
+        dims[d] = t->dims[d];
+        if (k > 0 && k <= m->n_syms) dims[d] += t->dim_a[d] * (ex->syms[k - 1] - m->syms[k - 1].max);
+    }
+}
+
+size_t kn_rt_tensor_nbytes(const kn_exec *ex, const kn_abi_tensor *t)
+{
+    bool dyn = false;
+    for (int d = 0; d < t->rank && d < KN_MAX_RANK; d++) dyn |= t->dim_sym[d] != 0;
+    if (!dyn) return t->nbytes > 0 ? (size_t)t->nbytes : 0;
+    int64_t dims[KN_MAX_RANK];
+    kn_rt_tensor_dims(ex, t, dims);
+    return kn_dtype_nbytes((kn_dtype)t->dtype, (size_t)kn_shape_numel(t->rank, dims));
+}
+
 /* "f32[1,3,224,224]" */
 static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t len)
 {
@@ -39,12 +70,15 @@ static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t
     return buf;
 }
 
-/* Checks a produced output against its record and copies it to dst. */
-static int deliver_output(const kn_rt_opnode *rt, int k, const kn_tensor *got, void *dst)
+/* Checks a produced output against its record (in this run's shape) and
+ * copies it to dst. */
+static int deliver_output(const kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_tensor *got, void *dst)
 {
     const kn_abi_tensor *want = &rt->abi->outputs[k];
+    int64_t dims[KN_MAX_RANK];
+    kn_rt_tensor_dims(ex, want, dims);
     bool same = (int)got->dtype == want->dtype && got->rank == want->rank;
-    for (int i = 0; same && i < want->rank; i++) same = got->dims[i] == want->dims[i];
+    for (int i = 0; same && i < want->rank; i++) same = got->dims[i] == dims[i];
     if (!same) {
         char a[256], b[256];
         int rank = got->rank >= 0 && got->rank <= KN_MAX_RANK ? got->rank : 0;
@@ -52,13 +86,14 @@ static int deliver_output(const kn_rt_opnode *rt, int k, const kn_tensor *got, v
                            "output %d is %s, but the artifact was compiled for %s (an output shape that depends on "
                            "input values cannot run in a compiled artifact)",
                            k, sig_str(got->dtype, rank, got->dims, b, sizeof b),
-                           sig_str(want->dtype, want->rank, want->dims, a, sizeof a));
+                           sig_str(want->dtype, want->rank, dims, a, sizeof a));
     }
-    if (want->nbytes == 0) return KN_OK;
-    if (!dst || !got->data || got->nbytes < (size_t)want->nbytes)
-        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d: no buffer to copy %lld bytes %s", k,
-                           (long long)want->nbytes, dst ? "from" : "to");
-    memcpy(dst, got->data, (size_t)want->nbytes);
+    size_t nbytes = kn_rt_tensor_nbytes(ex, want);
+    if (nbytes == 0) return KN_OK;
+    if (!dst || !got->data || got->nbytes < nbytes)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d: no buffer to copy %zu bytes %s", k, nbytes,
+                           dst ? "from" : "to");
+    memcpy(dst, got->data, nbytes);
     return KN_OK;
 }
 
@@ -99,9 +134,9 @@ static int input_views(kn_session *s, const kn_rt_opnode *rt, const void *const 
         kn_tensor *v = &views[i];
         v->dtype = (kn_dtype)t->dtype;
         v->rank = t->rank;
-        memcpy(v->dims, t->dims, sizeof v->dims);
+        kn_rt_tensor_dims(&s->exec, t, v->dims);
         v->data = (void *)p; /* kernels take inputs as const kn_tensor * */
-        v->nbytes = (size_t)t->nbytes;
+        v->nbytes = kn_rt_tensor_nbytes(&s->exec, t);
         v->own = KN_BORROWED;
         in[i] = v;
     }
@@ -182,7 +217,7 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);
-        else st = deliver_output(rt, k, &outs[k], out_ptrs ? out_ptrs[k] : NULL);
+        else st = deliver_output(ex, rt, k, &outs[k], out_ptrs ? out_ptrs[k] : NULL);
     }
     for (int k = 0; outs && k < n_out; k++) kn_tensor_free(&outs[k]);
     free(outs);

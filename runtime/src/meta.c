@@ -7,8 +7,9 @@
  *   u32 "KNMT", u32 format version, then the fields of kn_meta in
  *   declaration order, except that the I/O counts precede the strings. A
  *   string is u32 length + bytes (0xffffffff: NULL); a tensor is name,
- *   dtype, rank, 8 dims, 8 dim names, nbytes, slot; the slot count follows
- *   the I/O counts; an opnode's attributes are
+ *   dtype, rank, 8 dims, 8 dim names, nbytes, slot, 8 dim symbols, 8 dim
+ *   coefficients; the slot and symbol counts follow the I/O counts, the
+ *   symbols (name, max) the version string; an opnode's attributes are
  *   u64 length + the kn_attrs_write bytes; then the profiling records:
  *   step and buffer counts, each step (name, op type, flops, bytes read,
  *   bytes written), each buffer (name, offset, size, first and last step).
@@ -35,7 +36,7 @@
 #define META_FORMAT 3u /* follows KN_ABI_VERSION */
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
-#define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4)
+#define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
 #define MAX_SLOTS (1 << 24)
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
 #define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8)
@@ -82,6 +83,8 @@ static void w_tensor(kn_wbuf *w, const kn_abi_tensor *t)
     for (int i = 0; i < 8; i++) w_str(w, t->dim_names[i]);
     w_i64(w, t->nbytes);
     w_i32(w, t->slot);
+    for (int i = 0; i < 8; i++) w_i32(w, t->dim_sym[i]);
+    for (int i = 0; i < 8; i++) w_i64(w, t->dim_a[i]);
 }
 
 static void w_ref(kn_wbuf *w, const kn_abi_ref *r)
@@ -162,8 +165,10 @@ static void w_profile(kn_wbuf *w, const kn_meta *m)
 static int check_counts(const kn_meta *m)
 {
     if (m->n_inputs < 0 || m->n_outputs < 0 || m->n_dnnl < 0 || m->n_opnodes < 0 || m->n_slots < 0 ||
-        m->n_steps < 0 || m->n_buffers < 0)
+        m->n_steps < 0 || m->n_buffers < 0 || m->n_syms < 0)
         return kn_error(KN_ERR_INVALID, "meta: negative count");
+    if (m->n_syms > KN_MAX_SYMS || (m->n_syms && !m->syms))
+        return kn_error(KN_ERR_INVALID, "meta: %d dynamic dims (at most %d)", m->n_syms, KN_MAX_SYMS);
     if ((m->n_inputs && !m->inputs) || (m->n_outputs && !m->outputs) || (m->n_dnnl && !m->dnnl) ||
         (m->n_opnodes && !m->opnodes) || (m->n_steps && !m->steps) || (m->n_buffers && !m->buffers))
         return kn_error(KN_ERR_INVALID, "meta: a non-zero count with a NULL array");
@@ -185,9 +190,14 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     w_i32(&w, m->n_inputs);
     w_i32(&w, m->n_outputs);
     w_i32(&w, m->n_slots);
+    w_i32(&w, m->n_syms);
     w_str(&w, m->name);
     w_str(&w, m->target);
     w_str(&w, m->kiln_version);
+    for (int i = 0; i < m->n_syms; i++) {
+        w_str(&w, m->syms[i].name);
+        w_i64(&w, m->syms[i].max);
+    }
     for (int i = 0; i < m->n_inputs; i++) w_tensor(&w, &m->inputs[i]);
     for (int i = 0; i < m->n_outputs; i++) w_tensor(&w, &m->outputs[i]);
     w_i64(&w, m->arena_bytes);
@@ -218,6 +228,8 @@ typedef struct rbuf {
     char *blk; /* one block for every string and array of the result */
     size_t cap, used;
     int32_t n_slots; /* of the meta being read, for checking tensors' slots */
+    int32_t n_syms;  /* and their dynamic dims */
+    const kn_abi_sym *syms;
 } rbuf;
 
 #define RD(call)                    \
@@ -342,11 +354,30 @@ static int check_dynamic(const kn_abi_tensor *t, int mode, int n_slots, const ch
     return KN_OK;
 }
 
+/* Dims that follow a symbol: the symbol exists, the coefficient is not 0
+ * and the size stays >= 0 down to the symbol's smallest value, 1. */
+static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *what)
+{
+    for (int i = 0; i < 8; i++) {
+        int k = t->dim_sym[i];
+        if (k == 0) continue;
+        if (k < 0 || k > r->n_syms || i >= t->rank || t->slot != 0)
+            return r_bad(what, "dim %d follows symbol %d (the artifact has %d)", i, k, r->n_syms);
+        int64_t a = t->dim_a[i], span = r->syms[k - 1].max - 1;
+        if (a == 0 || a > INT32_MAX || a < -INT32_MAX || t->dims[i] - a * span < 0)
+            return r_bad(what, "dim %d: %lld at the maximum with coefficient %lld", i, (long long)t->dims[i],
+                         (long long)a);
+    }
+    return KN_OK;
+}
+
 /* Checks what later code relies on: ranks index dims[8], dims are sizes,
  * and (for I/O and opnode tensors) nbytes is what dtype and dims say. */
-static int check_tensor(const kn_abi_tensor *t, int mode, int n_slots, const char *what)
+static int check_tensor(const rbuf *r, const kn_abi_tensor *t, int mode, const char *what)
 {
+    int n_slots = r->n_slots;
     if (t->slot < 0) return r_bad(what, "negative slot %d", t->slot);
+    RD(check_sym_dims(r, t, what));
     if (t->slot > 0) return check_dynamic(t, mode, n_slots, what);
     if (mode == T_OUTPUT) mode = T_IO;
     int min_rank = mode == T_IO ? 0 : -1;
@@ -371,7 +402,6 @@ static int check_tensor(const kn_abi_tensor *t, int mode, int n_slots, const cha
 
 static int r_tensor(rbuf *r, kn_abi_tensor *t, int mode, const char *what)
 {
-    int n_slots = r->n_slots;
     RD(r_str(r, &t->name, what));
     RD(r_i32(r, &t->dtype, what));
     RD(r_i32(r, &t->rank, what));
@@ -379,7 +409,9 @@ static int r_tensor(rbuf *r, kn_abi_tensor *t, int mode, const char *what)
     for (int i = 0; i < 8; i++) RD(r_str(r, &t->dim_names[i], what));
     RD(r_i64(r, &t->nbytes, what));
     RD(r_i32(r, &t->slot, what));
-    return check_tensor(t, mode, n_slots, what);
+    for (int i = 0; i < 8; i++) RD(r_i32(r, &t->dim_sym[i], what));
+    for (int i = 0; i < 8; i++) RD(r_i64(r, &t->dim_a[i], what));
+    return check_tensor(r, t, mode, what);
 }
 
 static int r_tensors(rbuf *r, int n, kn_abi_tensor *arr, int mode, const char *what)
@@ -522,6 +554,20 @@ static int r_profile(rbuf *r, kn_meta *m)
     return KN_OK;
 }
 
+static int r_syms(rbuf *r, kn_meta *m)
+{
+    RD(r_alloc(r, sizeof *m->syms * (size_t)m->n_syms, (void **)&m->syms, "dynamic dims"));
+    for (int i = 0; i < m->n_syms; i++) {
+        RD(r_str(r, &m->syms[i].name, "dynamic dims"));
+        RD(r_i64(r, &m->syms[i].max, "dynamic dims"));
+        if (!m->syms[i].name || m->syms[i].max < 1 || m->syms[i].max > INT32_MAX)
+            return r_bad("dynamic dims", "symbol %d: no name or maximum %lld", i, (long long)m->syms[i].max);
+    }
+    r->n_syms = m->n_syms;
+    r->syms = m->syms;
+    return KN_OK;
+}
+
 static int r_meta(rbuf *r, kn_meta *m)
 {
     uint32_t magic, format;
@@ -536,12 +582,16 @@ static int r_meta(rbuf *r, kn_meta *m)
     RD(r_i32(r, &m->n_slots, "slots"));
     if (m->n_slots < 0 || m->n_slots > MAX_SLOTS) return r_bad("slots", "count %d outside [0, %d]", m->n_slots, MAX_SLOTS);
     r->n_slots = m->n_slots;
+    RD(r_i32(r, &m->n_syms, "dynamic dims"));
+    if (m->n_syms < 0 || m->n_syms > KN_MAX_SYMS)
+        return r_bad("dynamic dims", "count %d outside [0, %d]", m->n_syms, KN_MAX_SYMS);
     /* the inputs array comes first in the block (even when empty), so that
      * kn_meta_free finds the block through m->inputs */
     RD(r_alloc(r, sizeof *m->inputs * (size_t)m->n_inputs, (void **)&m->inputs, "inputs"));
     RD(r_str(r, &m->name, "name"));
     RD(r_str(r, &m->target, "target"));
     RD(r_str(r, &m->kiln_version, "kiln version"));
+    RD(r_syms(r, m));
     RD(r_tensors(r, m->n_inputs, m->inputs, T_IO, "input"));
     RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_OUTPUT, "output"));
     RD(r_sizes(r, m));

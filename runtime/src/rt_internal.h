@@ -55,7 +55,14 @@ struct kn_artifact {
 
 struct kn_exec {
     kn_session *session;
+    int64_t syms[KN_MAX_SYMS]; /* this run's value of each dynamic dim (kn_meta.syms) */
 };
+
+/* t's dims in this run (dims[d] + dim_a[d] * (n - max) for a dim that
+ * follows a symbol), written to dims[0..rank), and its bytes in this run
+ * (t->nbytes for a tensor without dynamic dims). */
+void kn_rt_tensor_dims(const kn_exec *ex, const kn_abi_tensor *t, int64_t *dims);
+size_t kn_rt_tensor_nbytes(const kn_exec *ex, const kn_abi_tensor *t);
 
 struct kn_session {
     const kn_artifact *art;

@@ -11,6 +11,12 @@
  * only be returned as tensors (kn_session_run_tensors), with their actual
  * shapes; kn_session_run, whose caller sized the buffers, refuses them.
  *
+ * Dynamic dims (`kiln compile --max NAME=N`): kn_session_run_tensors derives
+ * each symbol's value from the input shapes (every input that has the dim
+ * must agree), refuses values outside [1, max], and sizes the outputs for
+ * it; kn_session_run uses the values set with kn_session_set_dim (the
+ * maximum until then).
+ *
  * The artifact is only read, so any number of sessions of one artifact run
  * concurrently; one session is not meant to run on two threads at once.
  */
@@ -60,6 +66,7 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
     s->art = a;
     s->exec.session = s;
     s->threads = 1;
+    for (int k = 0; k < a->meta.n_syms; k++) s->exec.syms[k] = a->meta.syms[k].max;
     int64_t bytes = a->meta.arena_bytes;
     if (bytes > 0) {
         /* rounded up so that the generated code may run vector loops to the end */
@@ -143,30 +150,98 @@ int kn_session_run(kn_session *s, const void *const *inputs, void *const *output
     return run_raw(s, inputs, outputs);
 }
 
-/* "f32[1,3,224,224]" */
-static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t len)
+int kn_session_set_dim(kn_session *s, const char *name, int64_t value)
+{
+    if (!s || !name) return kn_error(KN_ERR_INVALID, "kn_session_set_dim: NULL argument");
+    const kn_meta *m = &s->art->meta;
+    for (int k = 0; k < m->n_syms; k++) {
+        if (strcmp(m->syms[k].name, name) != 0) continue;
+        if (value < 1 || value > m->syms[k].max)
+            return kn_error(KN_ERR_INVALID, "%s: dynamic dim '%s' set to %lld, the artifact was compiled for 1 to %lld",
+                            label_of(s->art), name, (long long)value, (long long)m->syms[k].max);
+        s->exec.syms[k] = value;
+        return KN_OK;
+    }
+    return kn_error(KN_ERR_INVALID, "%s: the artifact has no dynamic dim named '%s'", label_of(s->art), name);
+}
+
+/* "f32[1,3,224,224]"; a dynamic dim reads "batch<=8" */
+static char *sig_str(const kn_meta *m, int dtype, int rank, const int64_t *dims, const int32_t *sym, char *buf,
+                     size_t len)
 {
     size_t at = (size_t)snprintf(buf, len, "%s[", kn_dtype_name(dtype));
-    for (int i = 0; i < rank && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)dims[i]);
+    for (int i = 0; i < rank && at < len; i++) {
+        int k = sym ? sym[i] : 0;
+        if (k > 0 && k <= m->n_syms)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s<=%lld", i ? "," : "", m->syms[k - 1].name,
+                                   (long long)dims[i]);
+        else at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)dims[i]);
+    }
     if (at < len) snprintf(buf + at, len - at, "]");
     return buf;
 }
 
-static int check_input(const kn_abi_tensor *want, const kn_tensor *got)
+/* The value of a dynamic dim that an input's size `got` implies
+ * (size = dims[d] + a * (n - max)), or a message. seen[k]: the input that
+ * set symbol k first in this run (-1: none yet). */
+static int derive_sym(kn_session *s, int input, int d, int64_t got, int *seen)
 {
+    const kn_meta *m = &s->art->meta;
+    const kn_abi_tensor *t = &m->inputs[input];
+    int k = t->dim_sym[d] - 1;
+    const kn_abi_sym *sym = &m->syms[k];
+    int64_t a = t->dim_a[d], diff = got - t->dims[d];
+    int64_t n = sym->max + diff / a;
+    if (diff % a != 0 || n < 1) {
+        if (a == 1 && t->dims[d] == sym->max)
+            return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, it must be at least 1", t->name, d,
+                            sym->name, (long long)got);
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, which no value of %s from 1 to %lld gives",
+                        t->name, d, sym->name, (long long)got, sym->name, (long long)sym->max);
+    }
+    if (n > sym->max)
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, the artifact was compiled for at most %lld",
+                        t->name, d, sym->name, (long long)got, (long long)(t->dims[d]));
+    if (seen[k] >= 0 && s->exec.syms[k] != n)
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, but input '%s' gave %s = %lld", t->name, d,
+                        sym->name, (long long)got, m->inputs[seen[k]].name, sym->name, (long long)s->exec.syms[k]);
+    s->exec.syms[k] = n;
+    seen[k] = input;
+    return KN_OK;
+}
+
+/* Checks input i's dtype, rank and fixed dims, and derives the dynamic dims'
+ * values from it (they are checked against the other inputs'). */
+static int check_input(kn_session *s, int i, const kn_tensor *got, int *seen)
+{
+    const kn_meta *m = &s->art->meta;
+    const kn_abi_tensor *want = &m->inputs[i];
     bool same = (int)got->dtype == want->dtype && got->rank == want->rank;
-    for (int k = 0; same && k < want->rank; k++) same = got->dims[k] == want->dims[k];
+    for (int k = 0; same && k < want->rank; k++) same = want->dim_sym[k] || got->dims[k] == want->dims[k];
     if (!same) {
         char a[256], b[256];
         int rank = got->rank >= 0 && got->rank <= KN_MAX_RANK ? got->rank : 0;
         return kn_error(KN_ERR_INVALID, "input '%s': expected %s, got %s", want->name,
-                        sig_str(want->dtype, want->rank, want->dims, a, sizeof a),
-                        sig_str(got->dtype, rank, got->dims, b, sizeof b));
+                        sig_str(m, want->dtype, want->rank, want->dims, want->dim_sym, a, sizeof a),
+                        sig_str(m, got->dtype, rank, got->dims, NULL, b, sizeof b));
     }
-    if (want->nbytes > 0 && (!got->data || got->nbytes < (size_t)want->nbytes))
-        return kn_error(KN_ERR_INVALID, "input '%s': holds %zu bytes, expected %lld", want->name,
-                        got->data ? got->nbytes : 0, (long long)want->nbytes);
+    for (int d = 0; d < want->rank; d++) {
+        int st = want->dim_sym[d] ? derive_sym(s, i, d, got->dims[d], seen) : KN_OK;
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+/* Every input holds the bytes its shape in this run needs. */
+static int check_input_sizes(kn_session *s, int n, const kn_tensor *inputs)
+{
+    const kn_meta *m = &s->art->meta;
+    for (int i = 0; i < n; i++) {
+        size_t want = kn_rt_tensor_nbytes(&s->exec, &m->inputs[i]);
+        if (want > 0 && (!inputs[i].data || inputs[i].nbytes < want))
+            return kn_error(KN_ERR_INVALID, "input '%s': holds %zu bytes, expected %zu", m->inputs[i].name,
+                            inputs[i].data ? inputs[i].nbytes : 0, want);
+    }
     return KN_OK;
 }
 
@@ -212,17 +287,26 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
     const void **in = calloc((size_t)n_inputs + 1, sizeof *in);
     void **out = calloc((size_t)n_outputs + 1, sizeof *out);
     int st = in && out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    int seen[KN_MAX_SYMS];
+    int64_t before[KN_MAX_SYMS]; /* a refused run leaves kn_session_set_dim's values */
+    for (int k = 0; k < KN_MAX_SYMS; k++) seen[k] = -1;
+    memcpy(before, s->exec.syms, sizeof before);
     for (int i = 0; i < n_inputs && !st; i++) {
-        st = check_input(&m->inputs[i], &inputs[i]);
+        st = check_input(s, i, &inputs[i], seen);
         in[i] = inputs[i].data;
     }
+    /* a symbol no input carries keeps its value (it cannot occur: symbols come from inputs) */
+    if (!st) st = check_input_sizes(s, n_inputs, inputs);
     for (int i = 0; i < n_outputs && !st; i++) {
         const kn_abi_tensor *t = &m->outputs[i];
         if (t->slot > 0) continue; /* taken from its slot after the run */
-        st = kn_tensor_alloc(&outputs[i], (kn_dtype)t->dtype, t->rank, t->dims);
+        int64_t dims[KN_MAX_RANK];
+        kn_rt_tensor_dims(&s->exec, t, dims);
+        st = kn_tensor_alloc(&outputs[i], (kn_dtype)t->dtype, t->rank, dims);
         if (st) kn_error_prefix("output '%s': ", t->name);
         out[i] = outputs[i].data;
     }
+    if (st) memcpy(s->exec.syms, before, sizeof before);
     if (!st) st = run_raw(s, in, out);
     if (!st) st = take_dynamic_outputs(s, n_outputs, outputs);
     if (st) free_outputs(n_outputs, outputs);

@@ -107,6 +107,100 @@ static void expect_leaky(const float *x, const float *y, const float *add)
     }
 }
 
+/* ---- dynamic dims ------------------------------------------------------------- */
+
+/* Meta of y = LeakyRelu(x + 1) with x, y f32[batch, 2], batch from 1 to 4
+ * (--max batch=4): the arena value t0 and the opnode's tensors follow batch. */
+static void dyn_meta(unsigned char **bytes, size_t *len)
+{
+    static kn_abi_tensor x, y, t0, t1;
+    static kn_abi_sym sym = {"batch", 4};
+    kn_abi_tensor row = {.dtype = KN_F32, .rank = 2, .dims = {4, 2}, .nbytes = 32, .dim_sym = {1}, .dim_a = {1}};
+    x = y = t0 = t1 = row;
+    x.name = "x", y.name = "y", t0.name = "t0", t1.name = "t1";
+    kn_attr alpha = {.name = "alpha", .kind = KN_ATTR_FLOAT, .f = 0.5f};
+    unsigned char *attrs;
+    size_t attrs_len;
+    assert_int_equal(kn_attrs_write(&alpha, 1, &attrs, &attrs_len), 0);
+    kn_abi_opnode op = {.op = KN_OP_LeakyRelu, .n_inputs = 1, .n_outputs = 1, .opset = 16, .name = "leaky",
+                        .op_type = "LeakyRelu", .inputs = &t0, .outputs = &t1, .attrs = attrs,
+                        .attrs_len = (int64_t)attrs_len};
+    kn_meta m = {.name = "dyn", .target = "x86-64", .kiln_version = "0.1.0", .n_inputs = 1, .n_outputs = 1,
+                 .inputs = &x, .outputs = &y, .arena_bytes = 64, .intermediate_bytes = 64, .n_opnodes = 1,
+                 .opnodes = &op, .n_syms = 1, .syms = &sym};
+    assert_int_equal(kn_meta_write(&m, bytes, len), 0);
+    free(attrs);
+}
+
+/* What generated code in rows would do: x + 1 for the batch of this run. */
+static int run_dyn(kn_exec *ex, char *arena, const char *weights, void *const *inputs, void *const *outputs)
+{
+    (void)weights;
+    int64_t n = kn_rt_sym(ex, 0);
+    const float *x = inputs[0];
+    float *t = (float *)arena;
+    for (int64_t i = 0; i < 2 * n; i++) t[i] = x[i] + 1.0f;
+    const void *in[1] = {t};
+    void *out[1] = {outputs[0]};
+    return kn_rt_opnode_exec(ex, 0, in, out);
+}
+
+static void expect_error(int st, const char *text)
+{
+    assert_int_not_equal(st, 0);
+    if (!strstr(kn_last_error(), text)) fail_msg("'%s' lacks '%s'", kn_last_error(), text);
+}
+
+/* The batch comes from the input (run_tensors) or kn_session_set_dim (raw
+ * runs); the runtime kernel sees the run's shape; values outside 1..4, and
+ * unknown names, are refused; a refused run keeps the set value. */
+static void test_dynamic_dims(void **state)
+{
+    (void)state;
+    unsigned char *meta;
+    size_t len;
+    dyn_meta(&meta, &len);
+    kn_artifact_desc d = make_desc(meta, len, run_dyn);
+    kn_artifact *a;
+    kn_session *s;
+    assert_int_equal(kn_artifact_from_descriptor(&d, NULL, &a), 0);
+    assert_int_equal(kn_session_create(a, &s), 0);
+    kn_tensor x, y;
+    assert_int_equal(kn_tensor_alloc(&x, KN_F32, 2, (int64_t[]){3, 2}), 0);
+    float *xv = x.data;
+    for (int i = 0; i < 6; i++) xv[i] = (float)i - 3.0f;
+    assert_int_equal(kn_session_run_tensors(s, 1, &x, 1, &y), 0);
+    assert_int_equal(y.rank, 2);
+    assert_int_equal(y.dims[0], 3);
+    expect_leaky(xv, y.data, NULL);
+    expect_leaky(xv + 2, (float *)y.data + 2, NULL); /* elements 2..5 */
+    kn_tensor_free(&y);
+    kn_tensor x5;
+    assert_int_equal(kn_tensor_alloc(&x5, KN_F32, 2, (int64_t[]){5, 2}), 0);
+    expect_error(kn_session_run_tensors(s, 1, &x5, 1, &y),
+                 "input 'x': dim 0 (batch) is 5, the artifact was compiled for at most 4");
+    kn_tensor_free(&x5);
+    /* raw buffers: the set batch, not the buffers' capacity, decides what is written */
+    expect_error(kn_session_set_dim(s, "batch", 5), "dynamic dim 'batch' set to 5, the artifact was compiled for 1 to 4");
+    expect_error(kn_session_set_dim(s, "batch", 0), "set to 0");
+    expect_error(kn_session_set_dim(s, "seq", 2), "the artifact has no dynamic dim named 'seq'");
+    assert_int_equal(kn_session_set_dim(s, "batch", 2), 0);
+    x.nbytes = 8; /* dims [3,2] in 8 bytes: refused after the batch was read from it */
+    expect_error(kn_session_run_tensors(s, 1, &x, 1, &y), "holds 8 bytes, expected 24");
+    x.nbytes = 24;
+    float out[8];
+    for (int i = 0; i < 8; i++) out[i] = 99.0f;
+    const void *in[1] = {xv};
+    void *outs[1] = {out};
+    assert_int_equal(kn_session_run(s, in, outs), 0);
+    expect_leaky(xv, out, NULL);
+    for (int i = 4; i < 8; i++) assert_true(out[i] == 99.0f);
+    kn_tensor_free(&x);
+    kn_session_free(s);
+    kn_artifact_close(a);
+    free(meta);
+}
+
 /* ---- static artifacts --------------------------------------------------------- */
 
 static void test_static_run(void **state)
@@ -534,6 +628,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_run),
+        cmocka_unit_test(test_dynamic_dims),
         cmocka_unit_test(test_data_dependent_shape_refused),
         cmocka_unit_test(test_static_refusals),
         cmocka_unit_test(test_embedded_weights),

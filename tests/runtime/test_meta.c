@@ -108,6 +108,8 @@ static void assert_tensor_eq(const kn_abi_tensor *a, const kn_abi_tensor *b)
     }
     assert_int_equal(a->nbytes, b->nbytes);
     assert_int_equal(a->slot, b->slot);
+    assert_memory_equal(a->dim_sym, b->dim_sym, sizeof a->dim_sym);
+    assert_memory_equal(a->dim_a, b->dim_a, sizeof a->dim_a);
 }
 
 static void test_meta_round_trip(void **state)
@@ -449,6 +451,74 @@ static void test_meta_dynamic_slots(void **state)
     free(f.attrs);
 }
 
+/* Dynamic dims (--max): symbols and affine dims round-trip; a dim that
+ * names a missing symbol, has no coefficient or would go negative below the
+ * maximum, and a symbol without a maximum, are refused. */
+static void dyn_meta(fixture *f, kn_abi_sym *syms)
+{
+    make_meta(f);
+    syms[0] = (kn_abi_sym){"batch", 8};
+    syms[1] = (kn_abi_sym){"seq", 4};
+    f->m.n_syms = 2;
+    f->m.syms = syms;
+    static const int64_t d_img[4] = {8, 3, 8, 8}, d_out[2] = {16, 10};
+    f->in[0] = tensor("image", KN_F32, 4, d_img);
+    f->in[0].dim_sym[0] = 1, f->in[0].dim_a[0] = 1;
+    f->out[0] = tensor("logits", KN_F16, 2, d_out); /* 2*batch rows */
+    f->out[0].dim_sym[0] = 1, f->out[0].dim_a[0] = 2;
+    f->op_in[0].dim_sym[0] = 2, f->op_in[0].dim_a[0] = 1; /* dims {4}: seq */
+}
+
+static void test_meta_dynamic_dims(void **state)
+{
+    (void)state;
+    fixture f;
+    kn_abi_sym syms[2];
+    dyn_meta(&f, syms);
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    if (kn_meta_read(bytes, len, &r)) fail_msg("%s", kn_last_error());
+    assert_int_equal(r.n_syms, 2);
+    assert_string_equal(r.syms[1].name, "seq");
+    assert_int_equal(r.syms[0].max, 8);
+    assert_tensor_eq(&f.in[0], &r.inputs[0]);
+    assert_tensor_eq(&f.out[0], &r.outputs[0]);
+    assert_tensor_eq(&f.op_in[0], &r.opnodes[0].inputs[0]);
+    kn_meta_free(&r);
+    free(bytes);
+    free(f.attrs);
+    static const struct {
+        int which;
+        const char *text;
+    } bad[] = {{0, "follows symbol 3 (the artifact has 2)"}, {1, "coefficient 0"},
+               {2, "dim 0: 4 at the maximum with coefficient 1"}, {3, "no name or maximum 0"},
+               {4, "follows symbol 1"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        fixture g;
+        dyn_meta(&g, syms);
+        switch (bad[k].which) {
+        case 0: g.in[0].dim_sym[0] = 3; break;
+        case 1: g.in[0].dim_a[0] = 0; break;
+        case 2: g.op_in[0].dim_sym[0] = 1; break; /* 4 - 1 * (8 - 1) < 0 */
+        case 3: syms[1].max = 0; break;
+        default: g.in[0].dim_sym[5] = 1, g.in[0].dim_a[5] = 1; break; /* beyond the rank */
+        }
+        assert_int_equal(kn_meta_write(&g.m, &bytes, &len), 0);
+        assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+        if (!strstr(kn_last_error(), bad[k].text)) fail_msg("case %zu: '%s' lacks '%s'", k, kn_last_error(), bad[k].text);
+        free(bytes);
+        free(g.attrs);
+        syms[1].max = 4;
+    }
+    dyn_meta(&f, syms);
+    f.m.n_syms = KN_MAX_SYMS + 1;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "dynamic dims"));
+    free(f.attrs);
+}
+
 /* ---- attributes ----------------------------------------------------------- */
 
 static void test_attrs_every_kind(void **state)
@@ -602,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_meta_read_rejects_bad_values),
         cmocka_unit_test(test_meta_dynamic_slots),
         cmocka_unit_test(test_meta_profile_records),
+        cmocka_unit_test(test_meta_dynamic_dims),
         cmocka_unit_test(test_attrs_every_kind),
         cmocka_unit_test(test_attrs_graph_refused),
         cmocka_unit_test(test_fnv1a),

@@ -14,7 +14,7 @@ static void compile_usage(FILE *f)
     fprintf(f,
             "usage: kiln compile MODEL.onnx -o ART.so [--emit-header ART.h] [--static ART.a]\n"
             "        [--target native|x86-64-v2|x86-64-v3|x86-64-v4] [-O0..-O3]\n"
-            "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--weights embed|external]\n"
+            "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--weights embed|external]\n"
             "        [--name IDENT] [--report]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
@@ -28,6 +28,8 @@ static void compile_usage(FILE *f)
             "  -O0 .. -O3            LLVM optimization level (default -O3)\n"
             "  --shape NAME=AxBxC    pin input NAME to a static shape\n"
             "  --shape DIM=N         pin every symbolic dim named DIM (e.g. batch=1)\n"
+            "  --max DIM=N           keep symbolic dim DIM dynamic, up to N (memory is planned for N;\n"
+            "                        each run takes it from the input shapes); repeatable\n"
             "  --weights external    weights in ART.so.weights, mmapped at open (models > 2 GiB)\n"
             "  --name IDENT          C identifier for the header's functions (default: from -o)\n"
             "  --report              how each node was lowered: generated, oneDNN, runtime kernel\n");
@@ -86,6 +88,75 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
     return KN_OK;
 }
 
+/* Parses --max DIM=N into opts->syms (names point into argv). */
+static int parse_max(const char *spec, kn_compile_opts *o)
+{
+    const char *eq = strchr(spec, '=');
+    char *end = NULL;
+    errno = 0;
+    long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+    if (!eq || eq == spec || end == eq + 1 || *end || errno || v < 1 || v > INT32_MAX)
+        return kn_error(KN_ERR_INVALID, "--max '%s': expected DIM=N with N >= 1", spec);
+    if (o->n_syms == KN_MAX_SYMS)
+        return kn_error(KN_ERR_INVALID, "--max '%s': at most %d dynamic dims", spec, KN_MAX_SYMS);
+    for (int k = 0; k < o->n_syms; k++)
+        if (strlen(o->syms[k].name) == (size_t)(eq - spec) && !strncmp(o->syms[k].name, spec, (size_t)(eq - spec)))
+            return kn_error(KN_ERR_INVALID, "--max '%s': %s is given twice", spec, o->syms[k].name);
+    char *name = malloc((size_t)(eq - spec) + 1);
+    if (!name) return kn_error(KN_ERR_NOMEM, "out of memory");
+    memcpy(name, spec, (size_t)(eq - spec));
+    name[eq - spec] = '\0';
+    o->syms[o->n_syms++] = (kn_compile_sym){.name = name, .max = v};
+    return KN_OK;
+}
+
+/* Gives every input dim named like a --max symbol its value for one
+ * compile: the maximum, except symbol `probe` set to `value`. */
+static int apply_max(kn_model *m, const kn_compile_opts *o, int probe, int64_t value)
+{
+    kn_graph *g = m->graph;
+    for (int k = 0; k < o->n_syms; k++) {
+        bool found = false;
+        for (int i = 0; i < g->n_inputs; i++) {
+            kn_shape *s = &g->inputs[i]->shape;
+            for (int d = 0; d < s->rank; d++)
+                if (s->sym[d] && !strcmp(s->sym[d], o->syms[k].name)) {
+                    s->dims[d] = k == probe ? value : o->syms[k].max;
+                    s->sym[d] = NULL;
+                    found = true;
+                }
+        }
+        if (!found)
+            return kn_error(KN_ERR_INVALID, "--max %s: no input has a symbolic dim of that name (pinned by --shape?)",
+                            o->syms[k].name);
+    }
+    return KN_OK;
+}
+
+/* Loads the model with its --shape pins and --max values, inferred. */
+static int load_inferred(const char *path, int n_shapes, char **shapes, const kn_compile_opts *o, int probe,
+                         int64_t value, kn_model **out)
+{
+    int st = kn_cli_load_model(path, true, out);
+    if (!st) st = kn_cli_apply_shapes(*out, n_shapes, shapes);
+    if (!st) st = apply_max(*out, o, probe, value);
+    if (!st) {
+        st = kn_graph_infer((*out)->graph);
+        if (st) kn_error_prefix("%s: type/shape inference: ", path);
+    }
+    if (st && probe >= 0) kn_error_prefix("with %s=%lld: ", o->syms[probe].name, (long long)value);
+    return st;
+}
+
+static void free_probes(kn_compile_opts *o)
+{
+    for (int k = 0; k < o->n_syms; k++)
+        for (int p = 0; p < 2; p++) {
+            kn_model_free(o->syms[k].probe[p]);
+            o->syms[k].probe[p] = NULL;
+        }
+}
+
 /* Hash of the model bytes and the options that change the artifact. */
 static uint64_t model_hash(const char *path, const kn_compile_opts *o)
 {
@@ -99,24 +170,35 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o)
     }
     char opts[256];
     snprintf(opts, sizeof opts, "%s|%d|%d", o->target ? o->target : "native", o->opt_level, o->external_weights);
-    return kn_fnv1a(h, opts, strlen(opts));
+    h = kn_fnv1a(h, opts, strlen(opts));
+    for (int k = 0; k < o->n_syms; k++) {
+        snprintf(opts, sizeof opts, "|max %s=%lld", o->syms[k].name, (long long)o->syms[k].max);
+        h = kn_fnv1a(h, opts, strlen(opts));
+    }
+    return h;
 }
 
 int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts)
 {
     kn_model *m = NULL;
-    int st = kn_cli_load_model(path, true, &m);
-    if (!st) st = kn_cli_apply_shapes(m, n_shapes, shapes);
-    if (!st) {
-        st = kn_graph_infer(m->graph);
-        if (st) kn_error_prefix("%s: type/shape inference: ", path);
-    }
+    int st = load_inferred(path, n_shapes, shapes, opts, -1, 0, &m);
+    /* a dynamic dim's probes: the same model with it at 1 and at 2 (dyn.h) */
+    for (int k = 0; k < opts->n_syms && !st; k++)
+        for (int p = 0; p < 2 && !st; p++) st = load_inferred(path, n_shapes, shapes, opts, k, p + 1, &opts->syms[k].probe[p]);
     if (!st) {
         opts->model_hash = model_hash(path, opts);
         st = kn_compile_cpu(m, opts);
     }
+    free_probes(opts);
     kn_model_free(m);
     return st;
+}
+
+static void free_max(kn_compile_opts *o, char **shapes)
+{
+    for (int k = 0; k < o->n_syms; k++) free((char *)o->syms[k].name);
+    o->n_syms = 0;
+    free(shapes);
 }
 
 int kn_cmd_compile(int argc, char **argv)
@@ -131,7 +213,7 @@ int kn_cmd_compile(int argc, char **argv)
         bool has_next = i + 1 < argc;
         if (kn_cli_is_help(a)) {
             compile_usage(stdout);
-            free(shapes);
+            free_max(&o, shapes);
             return 0;
         } else if (!strcmp(a, "-o") && has_next) o.output = argv[++i];
         else if (!strcmp(a, "--static") && has_next) o.static_output = argv[++i];
@@ -145,29 +227,30 @@ int kn_cmd_compile(int argc, char **argv)
             if (!strcmp(w, "external")) o.external_weights = true;
             else if (strcmp(w, "embed") != 0) {
                 fprintf(stderr, "kiln compile: --weights takes embed or external, not '%s'\n", w);
-                free(shapes);
+                free_max(&o, shapes);
                 return 2;
             }
         } else if (!strcmp(a, "--max") && has_next) {
-            fprintf(stderr, "kiln compile: --max %s: dynamic dimensions are not supported yet; pin the dim "
-                            "with --shape DIM=N\n", argv[i + 1]);
-            free(shapes);
-            return 2;
+            if (parse_max(argv[++i], &o)) {
+                kn_cli_report(NULL);
+                free_max(&o, shapes);
+                return 2;
+            }
         } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o.opt_level = a[2] - '0';
         else if (a[0] == '-' || model) {
             fprintf(stderr, "kiln compile: unexpected argument '%s'\n", a);
             compile_usage(stderr);
-            free(shapes);
+            free_max(&o, shapes);
             return 2;
         } else model = a;
     }
     if (!model || (!o.output && !o.static_output)) {
         compile_usage(stderr);
-        free(shapes);
+        free_max(&o, shapes);
         return 2;
     }
     int st = kn_cli_compile_model(model, n_shapes, shapes, &o);
-    free(shapes);
+    free_max(&o, shapes);
     if (st) {
         kn_cli_report(NULL);
         return 1;

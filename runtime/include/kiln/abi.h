@@ -19,6 +19,14 @@
  * session created up front, kn_rt_opnode_exec() for ops run by their runtime
  * kernel. A non-zero return stops the run; the runtime has set the message.
  *
+ * Dynamic dims (`--max NAME=N`): the plan reserves every value at its
+ * size for the maximum; each run's symbol values are derived from the input
+ * shapes by the session (or set with kn_session_set_dim) and kept in the
+ * kn_exec, where generated code reads them with kn_rt_sym(). Nodes whose
+ * operands depend on a symbol run either as the code generated for one row
+ * (symbol = 1) in a loop of n iterations over the leading dim, or through
+ * their runtime kernel with the run-time shapes.
+ *
  * Values whose shape depends on input data (NonZero, Reshape to a shape that
  * is an input, ...) have no static offset: they live in per-session slots
  * (kn_abi_tensor.slot), only runtime-kernel nodes read or write them, and
@@ -43,7 +51,8 @@ extern "C" {
 #endif
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
-#define KN_ABI_VERSION 3u /* 3: control flow (opnode captures, graph attributes), profiling step table */
+#define KN_ABI_VERSION 3u /* 3: control flow (opnode captures), dynamic dims, profiling step table */
+#define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
 enum {
@@ -64,7 +73,14 @@ enum {
 /* A tensor's static description. dims are the compiled (maximum) sizes.
  * A dynamic value (its shape depends on input data, so it has no place in
  * the static plan) has slot > 0: it lives in the session's slot slot-1, its
- * unknown dims are -1 (rank -1 if even that is unknown) and nbytes is 0. */
+ * unknown dims are -1 (rank -1 if even that is unknown) and nbytes is 0.
+ *
+ * A dim that follows a dynamic dim of the model (`kiln compile --max
+ * NAME=N`) has dim_sym[d] = k > 0 (symbol k-1 of kn_meta.syms): its size is
+ * affine in the symbol's value n, dims[d] + dim_a[d] * (n - max), so dims[d]
+ * is its size at the maximum and nbytes the bytes at the maximum (what the
+ * plan reserved). At run time the tensor is stored densely in its actual
+ * shape from the start of that reservation. */
 typedef struct kn_abi_tensor {
     const char *name;
     int32_t dtype; /* kn_dtype */
@@ -74,7 +90,15 @@ typedef struct kn_abi_tensor {
     int64_t nbytes;
     int32_t slot;  /* 0: static; k > 0: dynamic value in session slot k-1 */
     int32_t pad_;
+    int32_t dim_sym[8]; /* 0: fixed; k > 0: affine in symbol k-1 */
+    int64_t dim_a[8];   /* the coefficient of the symbol (non-zero when dim_sym[d] > 0) */
 } kn_abi_tensor;
+
+/* A dynamic dim of the model: its name and the largest value compiled for. */
+typedef struct kn_abi_sym {
+    const char *name;
+    int64_t max;
+} kn_abi_sym;
 
 /* Where a tensor lives while the model runs. */
 enum {
@@ -187,9 +211,10 @@ typedef struct kn_meta {
     uint64_t weights_hash;      /* FNV-1a of the weight bytes */
     int32_t n_dnnl, n_opnodes;
     int32_t n_slots;            /* dynamic values (kn_abi_tensor.slot) */
-    int32_t pad_;
+    int32_t n_syms;             /* dynamic dims (kn_abi_tensor.dim_sym), at most KN_MAX_SYMS */
     kn_abi_dnnl *dnnl;
     kn_abi_opnode *opnodes;
+    kn_abi_sym *syms;
     int32_t n_steps;            /* == kn_artifact_desc.n_step_fns */
     int32_t n_buffers;
     kn_abi_step *steps;
@@ -232,6 +257,10 @@ uint64_t kn_cpu_features(void);
  * the extra input of a KN_POST_SUM, or NULL). */
 int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, const void *bias, void *dst,
                     const void *post_src);
+
+/* The value of dynamic dim (symbol) #index in the current run: every
+ * generated loop whose trip count follows a dynamic dim reads it. */
+int64_t kn_rt_sym(kn_exec *ex, int32_t index);
 
 /* Runs opnode #index through its runtime kernel, reading inputs from
  * in_ptrs[i] (NULL for omitted ones) and writing outputs to out_ptrs[i].

@@ -75,11 +75,18 @@ int kn_artifact_find_output(const kn_artifact *a, const char *name);
 int kn_session_create(const kn_artifact *a, kn_session **out);
 /* Threads used by the session's kernels (default 1). */
 int kn_session_set_threads(kn_session *s, int threads);
+/* Sets dynamic dim `name` (`kiln compile --max name=N`) for the following
+ * kn_session_run calls, 1 <= value <= N (default N; kn_session_run_tensors
+ * sets it from its inputs); the buffers passed to kn_session_run must then
+ * have the shapes for that value. */
+int kn_session_set_dim(kn_session *s, const char *name, int64_t value);
 /* Runs the model on raw buffers in the compiled shapes and dtypes: inputs[i]
  * and outputs[i] follow the artifact's input/output order. */
 int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs);
 /* Runs on tensors, checking every input's dtype and shape; outputs[i] are
- * allocated (owned by the caller, kn_tensor_free). */
+ * allocated (owned by the caller, kn_tensor_free). For an artifact with
+ * dynamic dims (`kiln compile --max NAME=N`) each dim's value is taken from
+ * the inputs' shapes; a value above the compiled maximum is refused. */
 int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs,
                            kn_tensor *outputs);
 void kn_session_free(kn_session *s);
