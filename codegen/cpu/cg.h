@@ -114,6 +114,9 @@ LLVMTypeRef kn_cg_fn_type(kn_cg *cg);
  * makes it current (cg->fn and the a_* arguments), positions the builder in
  * its entry block and zeroes cg->status. */
 LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal);
+/* The same for a function of another type whose first five parameters are
+ * those of kn_cg_fn_type (the caller reads the others with LLVMGetParam). */
+LLVMValueRef kn_cg_begin_function_typed(kn_cg *cg, const char *name, LLVMTypeRef type, bool internal);
 
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);

@@ -269,18 +269,8 @@ int kn_dyn_row_sym(const kn_dyn *d, const kn_node *n)
 static LLVMValueRef begin_row_function(kn_cg *cg, const char *name)
 {
     LLVMTypeRef params[6] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
-    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 6, 0));
-    LLVMSetLinkage(fn, LLVMInternalLinkage);
-    cg->fn = fn;
-    cg->a_exec = LLVMGetParam(fn, 0);
-    cg->a_arena = LLVMGetParam(fn, 1);
-    cg->a_weights = LLVMGetParam(fn, 2);
-    cg->a_inputs = LLVMGetParam(fn, 3);
-    cg->a_outputs = LLVMGetParam(fn, 4);
+    LLVMValueRef fn = kn_cg_begin_function_typed(cg, name, LLVMFunctionType(cg->t_i32, params, 6, 0), true);
     cg->row = LLVMGetParam(fn, 5);
-    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
-    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
-    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
     return fn;
 }
 
