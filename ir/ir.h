@@ -222,6 +222,15 @@ void kn_node_remove(kn_node *n);
 /* Replaces every use of `from` by `to` (graph outputs included). */
 void kn_value_replace_uses(kn_value *from, kn_value *to);
 
+/* Swaps the names of a and b (values of the same graph). Passes use it to
+ * keep a graph output's name when they replace the value computing it by
+ * another one (the artifact's output names must not change). */
+void kn_value_swap_names(kn_value *a, kn_value *b);
+/* Drops from g->values the values nothing refers to any more: outputs of
+ * removed nodes and constants without users that are neither graph inputs
+ * nor outputs. Their names become free again. */
+int kn_graph_compact_values(kn_graph *g);
+
 /* Adds an attribute (copied into the arena; name must be unique on the node)
  * and returns it for the caller to fill. */
 kn_attr *kn_node_add_attr(kn_node *n, const char *name, kn_attr_kind kind);
