@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "eval.h"
-#include "pass.h"
+#include "match.h"
 
 /* Larger results stay computed at run time: a folded tensor costs artifact
  * size (an Expand or ConstantOfShape can make gigabytes out of bytes). */
@@ -128,12 +128,12 @@ static int fold_node(kn_model *m, kn_node *n, bool *out_folded)
     return KN_OK;
 }
 
-static int fold_round(kn_pass_ctx *ctx, kn_graph *g, int *n_folded)
+static int fold_round(kn_pass_ctx *ctx, kn_graph *g, kn_pm_fold_filter keep, int *n_folded)
 {
     for (int i = 0; i < g->n_nodes;) {
         kn_node *n = g->nodes[i];
         bool folded = false;
-        if (fold_candidate(n)) {
+        if (fold_candidate(n) && (!keep || keep(n))) {
             int st = fold_node(ctx->model, n, &folded);
             if (st) return st;
         }
@@ -143,11 +143,11 @@ static int fold_round(kn_pass_ctx *ctx, kn_graph *g, int *n_folded)
     return KN_OK;
 }
 
-int kn_pass_fold_constants(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
+int kn_pm_fold(kn_pass_ctx *ctx, kn_graph *g, kn_pm_fold_filter keep, bool *out_changed)
 {
     *out_changed = false;
     for (int round = 0; round < FOLD_MAX_ROUNDS; round++) {
-        int n_folded = 0, st = fold_round(ctx, g, &n_folded);
+        int n_folded = 0, st = fold_round(ctx, g, keep, &n_folded);
         if (st) return st;
         if (!n_folded) break;
         ctx->rewrites += n_folded;
@@ -159,4 +159,9 @@ int kn_pass_fold_constants(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
     }
     if (*out_changed) return kn_graph_compact_values(g);
     return KN_OK;
+}
+
+int kn_pass_fold_constants(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
+{
+    return kn_pm_fold(ctx, g, NULL, out_changed);
 }

@@ -20,12 +20,22 @@ static const kn_pass_info pass_table[] = {
 
 /* The default pipeline of each -O level, as a --passes list. Later passes
  * rely on earlier ones having run (fusion expects folded constants and no
- * dead nodes), so the order matters. */
+ * dead nodes), so the order matters:
+ *   - folding first: the patterns below look for constants (0.5, eps, BN
+ *     parameters) that exporters often write as Constant nodes or compute;
+ *   - freeze before simplify/cse: removing Dropout/Identity exposes
+ *     neighbours (double Transposes, duplicate subexpressions);
+ *   - fold-batchnorm before the recognizers and before fusion (a later
+ *     pass), which then sees Conv → Relu without a BN in between;
+ *   - dce last, to drop what the rewrites left unread.
+ * -O0 folds only: code generation needs static shapes. */
 static const char *const default_pipeline[4] = {
-    /* -O0 */ "",
-    /* -O1 */ "dce",
-    /* -O2 */ "dce",
-    /* -O3 */ "dce",
+    /* -O0 */ "fold-constants",
+    /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
+    /* -O2 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+              "recognize-softmax,simplify,cse,dce",
+    /* -O3 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+              "recognize-softmax,simplify,cse,dce",
 };
 
 const kn_pass_info *kn_pass_table(int *out_n)

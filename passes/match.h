@@ -56,4 +56,10 @@ bool kn_pm_set_ints(kn_node *n, const char *name, int count, const int64_t *v);
 /* A unique node name "<base>" or "<base>_<k>" (arena string). */
 const char *kn_pm_node_name(kn_graph *g, const char *base);
 
+/* Constant folding (passes/fold_constants.c) restricted to the nodes
+ * `keep` accepts (NULL: all): evaluates them, turns their outputs into
+ * constants and re-infers, until nothing more folds. */
+typedef bool (*kn_pm_fold_filter)(const kn_node *n);
+int kn_pm_fold(kn_pass_ctx *ctx, kn_graph *g, kn_pm_fold_filter keep, bool *out_changed);
+
 #endif
