@@ -110,11 +110,11 @@ static kn_value *new_bias(kn_graph *g, kn_dtype dt, const kn_value *bias, double
     return v;
 }
 
-/* Creates `op` like `old` (same attributes) on new inputs; old goes away
- * with dce once the BN's output is rerouted. */
+/* Creates `op` like `old` (same name and attributes) on new inputs; old goes
+ * away with dce once the BN's output is rerouted. */
 static kn_node *clone_with(kn_graph *g, const kn_node *old, int n_in, kn_value *const *in)
 {
-    kn_node *n = kn_node_create(g, old->op, kn_pm_node_name(g, old->name), n_in, in, 1);
+    kn_node *n = kn_node_create(g, old->op, old->name, n_in, in, 1);
     if (!n) return NULL;
     n->attrs = old->attrs;
     n->n_attrs = old->n_attrs;
@@ -164,14 +164,14 @@ static int fold_gemm(kn_graph *g, kn_node *p, const bn_params *bp, kn_value **ou
     return *out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
 }
 
-static int fold_matmul(kn_graph *g, kn_node *p, const bn_params *bp, kn_value **out)
+static int fold_matmul(kn_graph *g, kn_node *p, const char *bn_name, const bn_params *bp, kn_value **out)
 {
     kn_value *w = scaled_weights(g, p->inputs[1], chan_cols, 1, bp);
     kn_value *b = w ? new_bias(g, w->dtype, NULL, 0.0, bp) : NULL;
     kn_value *in[2] = {p->inputs[0], w};
     kn_node *mm = b ? clone_with(g, p, 2, in) : NULL;
     kn_value *sum_in[2] = {mm ? mm->outputs[0] : NULL, b};
-    kn_node *add = mm ? kn_node_create(g, KN_OP_Add, kn_pm_node_name(g, p->name), 2, sum_in, 1) : NULL;
+    kn_node *add = mm ? kn_node_create(g, KN_OP_Add, bn_name, 2, sum_in, 1) : NULL;
     *out = add ? add->outputs[0] : NULL;
     return *out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
 }
@@ -229,7 +229,7 @@ static int try_fold(kn_pass_ctx *ctx, kn_graph *g, kn_node *bn, bool *done)
         kn_pass_remark(ctx, "BatchNormalization '%s' into %s '%s': %s", bn->name, p->op_type, p->name, why);
     } else {
         kn_value *out = NULL;
-        st = p->op == KN_OP_MatMul ? fold_matmul(g, p, &bp, &out)
+        st = p->op == KN_OP_MatMul ? fold_matmul(g, p, bn->name, &bp, &out)
              : p->op == KN_OP_Gemm ? fold_gemm(g, p, &bp, &out)
                                    : fold_conv(g, p, &bp, &out);
         if (!st) {
@@ -259,5 +259,5 @@ int kn_pass_fold_batchnorm(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    return *out_changed ? kn_pass_finish(g) : KN_OK;
+    return *out_changed || g->n_nodes != n0 ? kn_pass_finish(g) : KN_OK;
 }

@@ -77,6 +77,41 @@ static void free_all(kn_tensor *out, int n)
     for (int k = 0; k < n; k++) kn_tensor_free(&out[k]);
 }
 
+/* n's outputs all hold their data: they become plain constants (same
+ * values, same names) and n leaves the graph. */
+static void detach(kn_node *n)
+{
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k]) n->outputs[k]->producer = NULL, n->outputs[k]->producer_index = 0;
+    kn_node_remove(n);
+}
+
+static bool all_outputs_known(const kn_node *n)
+{
+    bool any = false;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (!n->outputs[k]) continue;
+        if (!n->outputs[k]->const_data) return false;
+        any = true;
+    }
+    return any;
+}
+
+int kn_pm_materialize(kn_graph *g, int *out_n)
+{
+    *out_n = 0;
+    for (int i = 0; i < g->n_nodes;) {
+        kn_node *n = g->nodes[i];
+        if (!all_outputs_known(n)) {
+            i++;
+            continue;
+        }
+        detach(n); /* the next node moved to i */
+        (*out_n)++;
+    }
+    return *out_n ? kn_graph_compact_values(g) : KN_OK;
+}
+
 /* Evaluates n; on success its outputs become constants and n is removed.
  * A node the evaluator cannot run is left alone (*out_folded stays false). */
 static int fold_node(kn_model *m, kn_node *n, bool *out_folded)
@@ -120,10 +155,8 @@ static int fold_node(kn_model *m, kn_node *n, bool *out_folded)
         v->const_data = t;
         v->dtype = t->dtype;
         kn_shape_set(&v->shape, t->rank, t->dims);
-        v->producer = NULL;
-        v->producer_index = 0;
     }
-    kn_node_remove(n);
+    detach(n);
     *out_folded = true;
     return KN_OK;
 }

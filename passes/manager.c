@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "match.h"
 #include "pass.h"
 #include "text.h"
 
@@ -103,9 +104,11 @@ int kn_pass_finish(kn_graph *g)
 {
     kn_pass_ctx quiet = {.model = g->model, .log = &(kn_pass_log){0}, .pass = "finish"};
     bool changed;
+    int n_const;
     int st = kn_pass_dce(&quiet, g, &changed);
     if (!st) st = kn_graph_toposort(g);
     if (!st) st = kn_graph_infer(g);
+    if (!st) st = kn_pm_materialize(g, &n_const);
     return st;
 }
 
@@ -190,6 +193,10 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     const kn_pass_info **list;
     int n;
     int st = parse_list(o->passes ? o->passes : default_pipeline[o->opt_level], &list, &n);
+    /* what inference already computed from constants becomes constants, so
+     * every pass (and --verify-each) starts from a well-formed graph */
+    int n_const;
+    if (!st) st = kn_pm_materialize(m->graph, &n_const);
     for (int i = 0; !st && i < n; i++) st = run_one(m, list[i], o, log);
     free(list);
     return st;

@@ -166,15 +166,3 @@ bool kn_pm_set_ints(kn_node *n, const char *name, int count, const int64_t *v)
     a->ints = kn_arena_memdup(&n->graph->model->arena, v, sizeof *v * (size_t)(count ? count : 1));
     return a->ints != NULL;
 }
-
-const char *kn_pm_node_name(kn_graph *g, const char *base)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", base);
-    for (int k = 1;; k++) {
-        bool taken = false;
-        for (int i = 0; i < g->n_nodes && !taken; i++) taken = !strcmp(g->nodes[i]->name, buf);
-        if (!taken) return kn_arena_strdup(&g->model->arena, buf);
-        snprintf(buf, sizeof buf, "%s_%d", base, k);
-    }
-}

@@ -53,13 +53,21 @@ bool kn_pm_set_float(kn_node *n, const char *name, float v);
 bool kn_pm_set_string(kn_node *n, const char *name, const char *s);
 bool kn_pm_set_ints(kn_node *n, const char *name, int count, const int64_t *v);
 
-/* A unique node name "<base>" or "<base>_<k>" (arena string). */
-const char *kn_pm_node_name(kn_graph *g, const char *base);
+/* Naming: a node that replaces a pattern takes the name of the node whose
+ * output it takes over (that node leaves the graph in the same pass, with
+ * kn_pass_finish), so names in --report and profiles stay recognizable. */
 
 /* Constant folding (passes/fold_constants.c) restricted to the nodes
  * `keep` accepts (NULL: all): evaluates them, turns their outputs into
  * constants and re-infers, until nothing more folds. */
 typedef bool (*kn_pm_fold_filter)(const kn_node *n);
 int kn_pm_fold(kn_pass_ctx *ctx, kn_graph *g, kn_pm_fold_filter keep, bool *out_changed);
+
+/* Inference attaches data to small values computed from constants (Shape
+ * of a static shape, Constant nodes, shape arithmetic) while their nodes
+ * stay. This turns every node whose outputs all hold data into plain
+ * constants, as the IR's invariants want (a constant has no producer);
+ * *out_n receives how many nodes went. */
+int kn_pm_materialize(kn_graph *g, int *out_n);
 
 #endif

@@ -120,7 +120,7 @@ static int rewrite(kn_pass_ctx *ctx, kn_graph *g, kn_node *f, kn_value *x, kn_va
         kn_pass_remark(ctx, "Gelu at %s '%s': the result's shape differs from x's (broadcast)", f->op_type, f->name);
         return KN_OK;
     }
-    kn_node *gelu = kn_node_create(g, KN_OP_Gelu, kn_pm_node_name(g, f->name), 1, &x, 1);
+    kn_node *gelu = kn_node_create(g, KN_OP_Gelu, out->producer->name, 1, &x, 1);
     if (!gelu || (tanh_form && !kn_pm_set_string(gelu, "approximate", "tanh")))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     gelu->outputs[0]->dtype = out->dtype;
@@ -159,5 +159,5 @@ int kn_pass_recognize_gelu(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    return *out_changed ? kn_pass_finish(g) : KN_OK;
+    return *out_changed || g->n_nodes != n0 ? kn_pass_finish(g) : KN_OK;
 }

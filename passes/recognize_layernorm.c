@@ -166,7 +166,7 @@ static int rewrite(kn_pass_ctx *ctx, kn_graph *g, kn_node *sub, ln_match *lm, bo
         return KN_OK;
     }
     kn_value *in[3] = {lm->x, gamma, beta};
-    kn_node *ln = beta ? kn_node_create(g, KN_OP_LayerNormalization, kn_pm_node_name(g, sub->name), 3, in, 1) : NULL;
+    kn_node *ln = beta ? kn_node_create(g, KN_OP_LayerNormalization, lm->out->producer->name, 3, in, 1) : NULL;
     if (!ln || !kn_pm_set_int(ln, "axis", lm->axis) || !kn_pm_set_float(ln, "epsilon", (float)lm->eps))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     ln->outputs[0]->dtype = lm->out->dtype;
@@ -196,5 +196,5 @@ int kn_pass_recognize_layernorm(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed
         ctx->rewrites++;
         *out_changed = true;
     }
-    return *out_changed ? kn_pass_finish(g) : KN_OK;
+    return *out_changed || g->n_nodes != n0 ? kn_pass_finish(g) : KN_OK;
 }

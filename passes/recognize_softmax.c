@@ -72,7 +72,7 @@ int kn_pass_recognize_softmax(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
             if (*why) kn_pass_remark(ctx, "Softmax at Exp '%s': %s", n->name, why);
             continue;
         }
-        kn_node *sm = kn_node_create(g, KN_OP_Softmax, kn_pm_node_name(g, n->name), 1, &x, 1);
+        kn_node *sm = kn_node_create(g, KN_OP_Softmax, out->producer->name, 1, &x, 1);
         if (!sm || !kn_pm_set_int(sm, "axis", axis)) return kn_error(KN_ERR_NOMEM, "out of memory");
         sm->outputs[0]->dtype = out->dtype;
         sm->outputs[0]->shape = out->shape;
@@ -80,5 +80,5 @@ int kn_pass_recognize_softmax(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    return *out_changed ? kn_pass_finish(g) : KN_OK;
+    return *out_changed || g->n_nodes != n0 ? kn_pass_finish(g) : KN_OK;
 }

@@ -91,7 +91,7 @@ static int double_transpose(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *don
         *done = forward(ctx, n, x, "transposes cancel");
         return KN_OK;
     }
-    kn_node *t = kn_node_create(g, KN_OP_Transpose, kn_pm_node_name(g, n->name), 1, &x, 1);
+    kn_node *t = kn_node_create(g, KN_OP_Transpose, n->name, 1, &x, 1);
     if (!t || !kn_pm_set_ints(t, "perm", rank, c)) return kn_error(KN_ERR_NOMEM, "out of memory");
     t->outputs[0]->dtype = n->outputs[0]->dtype;
     t->outputs[0]->shape = n->outputs[0]->shape;
@@ -125,7 +125,7 @@ static int reshape_chain(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *done)
         if (s->dims[d] == 0) return KN_OK;
     kn_value *shape = kn_pm_const_i64(g, NULL, s->rank, s->dims);
     kn_value *in[2] = {x, shape};
-    kn_node *r = shape ? kn_node_create(g, KN_OP_Reshape, kn_pm_node_name(g, n->name), 2, in, 1) : NULL;
+    kn_node *r = shape ? kn_node_create(g, KN_OP_Reshape, n->name, 2, in, 1) : NULL;
     if (!r) return kn_error(KN_ERR_NOMEM, "out of memory");
     r->outputs[0]->dtype = n->outputs[0]->dtype;
     r->outputs[0]->shape = *s;
@@ -195,5 +195,5 @@ int kn_pass_simplify(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    return *out_changed ? kn_pass_finish(g) : KN_OK;
+    return *out_changed || g->n_nodes != n0 ? kn_pass_finish(g) : KN_OK;
 }
