@@ -39,6 +39,11 @@ static const char *const default_pipeline[4] = {
               "recognize-softmax,simplify,cse,dce",
 };
 
+const char *kn_pass_default_pipeline(int level)
+{
+    return level >= 0 && level <= 3 ? default_pipeline[level] : "";
+}
+
 const kn_pass_info *kn_pass_table(int *out_n)
 {
     *out_n = N_PASSES;
@@ -195,8 +200,11 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     int st = parse_list(o->passes ? o->passes : default_pipeline[o->opt_level], &list, &n);
     /* what inference already computed from constants becomes constants, so
      * every pass (and --verify-each) starts from a well-formed graph */
-    int n_const;
+    int n_const = 0;
     if (!st) st = kn_pm_materialize(m->graph, &n_const);
+    kn_pass_stat *ms = !st && n_const ? stat_for(log, "inferred-constants") : NULL;
+    if (ms) ms->runs = 1, ms->nodes_before = m->graph->n_nodes + n_const, ms->nodes_after = m->graph->n_nodes,
+            ms->rewrites = n_const;
     for (int i = 0; !st && i < n; i++) st = run_one(m, list[i], o, log);
     free(list);
     return st;

@@ -95,6 +95,9 @@ typedef struct kn_pipeline_opts {
     bool verify_each;        /* kn_graph_verify after every pass; fail naming the pass */
 } kn_pipeline_opts;
 
+/* The --passes list of -O<level>'s default pipeline (level 0..3; else ""). */
+const char *kn_pass_default_pipeline(int level);
+
 /* Runs the pipeline over m's main graph. Fills log (remarks and stats).
  * On failure the message names the pass. */
 int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *log);
