@@ -31,38 +31,30 @@ static bool tensor_equal(const kn_tensor *a, const kn_tensor *b)
     return a->nbytes == 0 || (a->data && b->data && !memcmp(a->data, b->data, a->nbytes));
 }
 
-static uint64_t tensor_hash(const kn_tensor *t)
+/* Constants of equal content become one value (the first in value order).
+ * Candidates are compared only when dtype and shape agree, and memcmp stops
+ * at the first differing byte, so distinct weights cost almost nothing:
+ * no hashing of hundreds of megabytes. */
+static bool mergeable_const(const kn_value *v)
 {
-    uint64_t h = kn_fnv1a(KN_FNV_INIT, &t->dtype, sizeof t->dtype);
-    h = kn_fnv1a(h, t->dims, sizeof t->dims[0] * (size_t)t->rank);
-    return t->data ? kn_fnv1a(h, t->data, t->nbytes) : h;
+    /* graph inputs may be overridden at run time: not really constant */
+    return v->const_data && !v->producer && !v->q && !(v->flags & KN_VALUE_GRAPH_INPUT);
 }
 
-/* Constants of equal content become one value (the first in value order). */
 static int merge_constants(kn_pass_ctx *ctx, kn_graph *g, bool *changed)
 {
-    int n = g->n_values;
-    uint64_t *h = malloc(sizeof *h * ((size_t)n + 1));
-    if (!h) return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < g->n_values; i++) {
         kn_value *v = g->values[i];
-        h[i] = v->const_data && !v->producer ? tensor_hash(v->const_data) : 0;
-    }
-    for (int i = 0; i < n; i++) {
-        kn_value *v = g->values[i];
-        /* graph inputs may be overridden at run time: not really constant */
-        if (!h[i] || !v->n_users || (v->flags & (KN_VALUE_GRAPH_INPUT | KN_VALUE_GRAPH_OUTPUT)) || v->q) continue;
+        if (!mergeable_const(v) || !v->n_users || (v->flags & KN_VALUE_GRAPH_OUTPUT)) continue;
         for (int j = 0; j < i; j++) {
             kn_value *u = g->values[j];
-            if (h[j] != h[i] || (u->flags & KN_VALUE_GRAPH_INPUT) || u->q || !tensor_equal(u->const_data, v->const_data))
-                continue;
+            if (!mergeable_const(u) || !tensor_equal(u->const_data, v->const_data)) continue;
             kn_value_replace_uses(v, u);
             ctx->rewrites++;
             *changed = true;
             break;
         }
     }
-    free(h);
     return KN_OK;
 }
 

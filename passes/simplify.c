@@ -9,8 +9,8 @@
  *   Identity(x)                        → x
  *   chains of Reshape/Squeeze/Unsqueeze/Flatten whose result has x's shape → x
  *
- * x+0 → x turns a -0.0 into... itself rather than +0.0, the one bit of
- * difference the rewrite allows (as ONNX Runtime's does).
+ * x+0 → x keeps a -0.0 where IEEE addition would give +0.0: the one bit
+ * of difference these rewrites allow (ONNX Runtime's do the same).
  *
  * An operand is dropped only when the result's dtype and shape are exactly
  * x's (a broadcast x + 0 with a bigger 0 changes the shape and stays). A
