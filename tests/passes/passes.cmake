@@ -23,3 +23,19 @@ foreach(m conv_bn decomposed)
 endforeach()
 set_tests_properties(passes/conv_bn_report passes/decomposed_report passes/conv_bn_compiled
                      passes/decomposed_compiled PROPERTIES FIXTURES_REQUIRED pass_models LABELS passes TIMEOUT 120)
+
+# The flags: --help lists every pass, an unknown pass is named, --print-after
+# prints the IR after the pass, and --passes replaces the -O pipeline.
+add_test(NAME passes/compile_flags
+         COMMAND sh -c "set -e
+\"$1\" compile --help | grep -q '^  recognize-softmax  *replace Exp'
+\"$1\" compile --help | grep -q '^  -O3  fold-constants,'
+if \"$1\" compile \"$2\" -o \"$3\" --passes dce,frobnicate 2>\"$3.err\"; then exit 1; fi
+grep -q \"unknown pass 'frobnicate'\" \"$3.err\"
+\"$1\" compile \"$2\" -o \"$3\" --passes freeze,fold-batchnorm --print-after fold-batchnorm 2>\"$3.err\"
+grep -q \"; IR after pass 'fold-batchnorm'\" \"$3.err\"
+! grep -q 'BatchNormalization(' \"$3.err\"
+\"$1\" compile \"$2\" -o \"$3\" --passes dce --report > \"$3.out\"
+grep -q ' BatchNormalization ' \"$3.out\""
+                 sh $<TARGET_FILE:kiln> ${KILN_PASS_MODELS}/conv_bn/model.onnx ${KILN_PASS_MODELS}/flags.so)
+set_tests_properties(passes/compile_flags PROPERTIES FIXTURES_REQUIRED pass_models LABELS passes TIMEOUT 120)
