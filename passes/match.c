@@ -21,21 +21,7 @@ bool kn_pm_single_use(const kn_value *v)
 
 static bool is_float(kn_dtype dt) { return dt == KN_F32 || dt == KN_F64 || dt == KN_F16 || dt == KN_BF16; }
 
-double kn_pm_get_f(const kn_tensor *t, int64_t i)
-{
-    switch (t->dtype) {
-    case KN_F32: return ((const float *)t->data)[i];
-    case KN_F64: return ((const double *)t->data)[i];
-    default: {
-        /* f16/bf16: let the evaluator's converter do it via a one-element view */
-        kn_tensor one = *t;
-        one.rank = 0;
-        one.data = (char *)t->data + i * 2;
-        one.nbytes = 2;
-        return kn_tensor_scalar_f64(&one);
-    }
-    }
-}
+double kn_pm_get_f(const kn_tensor *t, int64_t i) { return kn_load_f64(t->dtype, t->data, (size_t)i); }
 
 bool kn_pm_const_uniform(const kn_value *v, double *out)
 {
