@@ -3,6 +3,9 @@
  * patterns: reading constants, checking users, creating constants and
  * nodes, and replacing a value without renaming graph outputs. Private to
  * passes/.
+ *
+ * Every value, node and tensor these return belongs to the graph's model
+ * (arena or model-owned constant); callers never free them.
  */
 #ifndef KILN_PASSES_MATCH_H
 #define KILN_PASSES_MATCH_H
