@@ -14,6 +14,7 @@
  *     and inference makes its output static.
  * Large or float computations are left to fold-constants.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "match.h"
@@ -38,12 +39,20 @@ static bool dims_static(const kn_shape *s, int lo, int hi)
     return true;
 }
 
+/* Gives v (the only output of its node) its data; kn_pm_materialize then
+ * turns it into a constant in place, so a graph output keeps its name. */
 static bool to_const(kn_graph *g, kn_value *v, int n, const int64_t *vals, int rank)
 {
-    kn_value *c = kn_pm_const_i64(g, NULL, n, vals);
-    if (!c) return false;
-    if (rank == 0) c->const_data->rank = 0, c->shape.rank = 0; /* a scalar index gives a scalar */
-    return kn_pm_replace(v, c);
+    kn_tensor *t = calloc(1, sizeof *t);
+    int64_t dims[1] = {n};
+    if (!t || kn_tensor_alloc(t, KN_I64, rank, dims)) {
+        free(t);
+        return false;
+    }
+    if (n) memcpy(t->data, vals, sizeof *vals * (size_t)n);
+    if (!kn_model_adopt_tensor(g->model, t)) return false;
+    v->const_data = t;
+    return true;
 }
 
 /* Gather(Shape(x), idx) with static gathered dims. */
@@ -102,7 +111,9 @@ int kn_pass_fold_shapes(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    int st = *out_changed ? kn_pass_finish(g) : KN_OK;
+    int n_const;
+    int st = *out_changed ? kn_pm_materialize(g, &n_const) : KN_OK;
+    if (!st && *out_changed) st = kn_pass_finish(g);
     bool folded = false;
     if (!st) st = kn_pm_fold(ctx, g, shape_arith, &folded);
     if (folded) {
