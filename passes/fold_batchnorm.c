@@ -148,7 +148,6 @@ static kn_node *clone_with(kn_graph *g, const kn_node *old, int n_in, kn_value *
 /* Why (or NULL) the producer p of BN's input cannot take the BN. */
 static const char *producer_problem(const kn_node *p, const kn_node *bn)
 {
-    (void)bn;
     if (p->n_outputs != 1) return "it has more than one output";
     if (p->outputs[0]->flags & KN_VALUE_GRAPH_OUTPUT) return "its output is a graph output";
     if (!float_const(kn_node_input(p, 1))) return "its weight is not a float constant";
@@ -177,15 +176,16 @@ static int fold_gemm(kn_graph *g, kn_node *p, const bn_params *bp, kn_value **ou
     kn_value *b = w ? new_bias(g, w->dtype, kn_node_input(p, 2), kn_attr_float(p, "beta", 1.0f), bp) : NULL;
     kn_value *in[3] = {p->inputs[0], w, b};
     kn_node *n = b ? clone_with(g, p, 3, in) : NULL;
-    /* beta is now inside the bias */
-    if (n) {
-        kn_attr *attrs = kn_arena_memdup(&g->model->arena, p->attrs, sizeof *attrs * (size_t)(p->n_attrs + 1));
-        n->attrs = attrs;
-        for (int i = 0; attrs && i < n->n_attrs; i++)
+    if (!n) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (p->n_attrs > 0) { /* beta is now inside the bias: a copy of the attributes with beta=1 */
+        kn_attr *attrs = kn_arena_memdup(&g->model->arena, p->attrs, sizeof *attrs * (size_t)p->n_attrs);
+        if (!attrs) return kn_error(KN_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < p->n_attrs; i++)
             if (!strcmp(attrs[i].name, "beta")) attrs[i].f = 1.0f;
+        n->attrs = attrs;
     }
-    *out = n && n->attrs ? n->outputs[0] : NULL;
-    return *out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    *out = n->outputs[0];
+    return KN_OK;
 }
 
 static int fold_matmul(kn_graph *g, kn_node *p, const char *bn_name, const bn_params *bp, kn_value **out)
