@@ -97,19 +97,42 @@ static bool all_outputs_known(const kn_node *n)
     return any;
 }
 
-int kn_pm_materialize(kn_graph *g, int *out_n)
+static int materialize_subgraphs(kn_node *n, int *count);
+
+static int materialize(kn_graph *g, int *count)
 {
-    *out_n = 0;
+    int before = *count;
     for (int i = 0; i < g->n_nodes;) {
         kn_node *n = g->nodes[i];
         if (!all_outputs_known(n)) {
+            int st = materialize_subgraphs(n, count);
+            if (st) return st;
             i++;
             continue;
         }
         detach(n); /* the next node moved to i */
-        (*out_n)++;
+        (*count)++;
     }
-    return *out_n ? kn_graph_compact_values(g) : KN_OK;
+    return *count != before ? kn_graph_compact_values(g) : KN_OK;
+}
+
+/* Inference runs into If/Loop/Scan bodies too, and leaves the same state there. */
+static int materialize_subgraphs(kn_node *n, int *count)
+{
+    for (int a = 0; a < n->n_attrs; a++) {
+        const kn_attr *at = &n->attrs[a];
+        int st = KN_OK;
+        if (at->kind == KN_ATTR_GRAPH && at->g) st = materialize(at->g, count);
+        for (int k = 0; !st && at->kind == KN_ATTR_GRAPHS && k < at->n; k++) st = materialize(at->graphs[k], count);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+int kn_pm_materialize(kn_graph *g, int *out_n)
+{
+    *out_n = 0;
+    return materialize(g, out_n);
 }
 
 /* Evaluates n; on success its outputs become constants and n is removed.

@@ -82,6 +82,7 @@ static void make_inputs(const kn_graph *g, kn_tensor *in, const char **names, in
             if (v->dtype == KN_F32) ((float *)t->data)[k] = (float)r;
             else if (v->dtype == KN_F64) ((double *)t->data)[k] = r;
             else if (v->dtype == KN_I64) ((int64_t *)t->data)[k] = (int64_t)(r * 4);
+            else if (v->dtype == KN_BOOL) ((unsigned char *)t->data)[k] = r > 0;
         }
         names[(*n)++] = v->name;
     }

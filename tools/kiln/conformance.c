@@ -228,11 +228,13 @@ static int g_opt_level = 2;
 
 /* Compiles model_path with its inputs pinned to the shapes of this data set,
  * runs the artifact and compares. */
-/* The graph passes of the -O level, as `kiln compile` runs them. */
+/* The graph passes of the -O level, as `kiln compile` runs them, with the
+ * graph verified after each (cheap, and the suite's 1000+ graphs are a good
+ * net for a pass that breaks an invariant). */
 static int run_pipeline(kn_model *m)
 {
     kn_pass_log log = {0};
-    kn_pipeline_opts po = {.opt_level = g_opt_level};
+    kn_pipeline_opts po = {.opt_level = g_opt_level, .verify_each = true};
     int st = kn_graph_toposort(m->graph);
     if (!st) st = kn_pass_run_pipeline(m, &po, &log);
     kn_pass_log_free(&log);
