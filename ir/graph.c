@@ -402,6 +402,53 @@ void kn_value_replace_uses(kn_value *from, kn_value *to)
         }
 }
 
+static kn_value **map_slot(kn_value_map *m, const kn_value *v)
+{
+    uint64_t h = hash_str(v->name) & (uint64_t)(m->cap - 1);
+    while (m->slots[h] && m->slots[h] != v) h = (h + 1) & (uint64_t)(m->cap - 1);
+    return &m->slots[h];
+}
+
+void kn_value_swap_names(kn_value *a, kn_value *b)
+{
+    /* Each value's slot sits on its name's probe chain; swapping the slots
+     * along with the names keeps every chain intact. */
+    kn_value **sa = map_slot(a->graph->map, a), **sb = map_slot(b->graph->map, b);
+    *sa = b;
+    *sb = a;
+    const char *t = a->name;
+    a->name = b->name;
+    b->name = t;
+}
+
+static bool value_live(const kn_value *v, const unsigned char *produced)
+{
+    if (v->n_users > 0 || (v->flags & (KN_VALUE_GRAPH_INPUT | KN_VALUE_GRAPH_OUTPUT))) return true;
+    return v->producer ? produced[v->id] : false;
+}
+
+int kn_graph_compact_values(kn_graph *g)
+{
+    kn_model *m = g->model;
+    unsigned char *produced = calloc((size_t)m->n_value_ids + 1, 1);
+    if (!produced) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_outputs; k++)
+            if (g->nodes[i]->outputs[k]) produced[g->nodes[i]->outputs[k]->id] = 1;
+    int kept = 0;
+    for (int i = 0; i < g->n_values; i++)
+        if (value_live(g->values[i], produced)) g->values[kept++] = g->values[i];
+    free(produced);
+    if (kept == g->n_values) return KN_OK;
+    g->n_values = kept;
+    /* rebuild the name map from what is left (open addressing has no delete) */
+    kn_value_map fresh = {0};
+    for (int i = 0; i < g->n_values; i++)
+        if (map_put(&m->arena, &fresh, g->values[i])) return kn_error(KN_ERR_NOMEM, "out of memory");
+    *g->map = fresh;
+    return KN_OK;
+}
+
 /* ---- attributes --------------------------------------------------------- */
 
 kn_attr *kn_node_add_attr(kn_node *n, const char *name, kn_attr_kind kind)

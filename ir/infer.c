@@ -49,6 +49,17 @@ static int attach(kn_graph *g, kn_value *v, kn_tensor *t)
     return KN_OK;
 }
 
+/* A value computed from one whose shape varies at run time may vary too
+ * (conservatively: whatever its op). */
+static void propagate_varying(kn_node *n)
+{
+    bool varying = false;
+    for (int i = 0; i < n->n_inputs; i++) varying |= n->inputs[i] && (n->inputs[i]->flags & KN_VALUE_VARYING_SHAPE);
+    if (!varying) return;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k]) n->outputs[k]->flags |= KN_VALUE_VARYING_SHAPE;
+}
+
 /* Shape(x) needs only x's static shape, not its data. */
 static int propagate_shape_op(kn_graph *g, kn_node *n)
 {
@@ -121,6 +132,7 @@ int kn_graph_infer(kn_graph *g)
         if (!oi || !oi->infer) continue; /* outputs stay unknown */
         st = oi->infer(n);
         if (st) return st;
+        propagate_varying(n);
         st = propagate_constants(g, n);
         if (st) return st;
     }

@@ -85,6 +85,13 @@ enum {
     KN_VALUE_GRAPH_INPUT = 1u << 0,
     KN_VALUE_GRAPH_OUTPUT = 1u << 1,
     KN_VALUE_INITIALIZER = 1u << 2, /* const_data came from the model file */
+    /* The static shape is one instance of a shape that varies at run time
+     * (a dim bounded with --max); inference sets it on every value computed
+     * from such a value. Data inference attaches to one (Shape of it, and
+     * what follows) is an instance too: passes must not fold such a node
+     * away or read its data as a constant; codegen/cpu/dyn.c decides, by
+     * comparing probes, what is computed at run time. */
+    KN_VALUE_VARYING_SHAPE = 1u << 3,
 };
 
 /* Quantization parameters attached to a value (used by quant/ and codegen). */
@@ -221,6 +228,15 @@ void kn_node_set_input(kn_node *n, int i, kn_value *v);
 void kn_node_remove(kn_node *n);
 /* Replaces every use of `from` by `to` (graph outputs included). */
 void kn_value_replace_uses(kn_value *from, kn_value *to);
+
+/* Swaps the names of a and b (values of the same graph). Passes use it to
+ * keep a graph output's name when they replace the value computing it by
+ * another one (the artifact's output names must not change). */
+void kn_value_swap_names(kn_value *a, kn_value *b);
+/* Drops from g->values the values nothing refers to any more: outputs of
+ * removed nodes and constants without users that are neither graph inputs
+ * nor outputs. Their names become free again. */
+int kn_graph_compact_values(kn_graph *g);
 
 /* Adds an attribute (copied into the arena; name must be unique on the node)
  * and returns it for the caller to fill. */

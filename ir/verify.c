@@ -71,7 +71,8 @@ static int check_value(verifier *V, const kn_graph *g, const kn_value *v)
                         v->name, v->shape.rank);
     if (v->const_data) {
         const kn_tensor *t = v->const_data;
-        if (v->producer)
+        /* only an instance (KN_VALUE_VARYING_SHAPE) may be both computed and known */
+        if (v->producer && !(v->flags & KN_VALUE_VARYING_SHAPE))
             return kn_error(KN_ERR_INVALID, "graph '%s': constant '%s' also has a producer", g->name, v->name);
         if ((v->dtype != KN_DT_UNDEFINED && v->dtype != t->dtype) ||
             (v->shape.rank >= 0 && v->shape.rank != t->rank))
@@ -254,7 +255,7 @@ static int check_graph_io(verifier *V, const kn_graph *g)
         if (!v) return kn_error(KN_ERR_INVALID, "graph '%s': value slot %d is NULL", g->name, i);
         int st = check_value(V, g, v);
         if (st) return st;
-        if (v->const_data) V->defined[v->id] = 1;
+        if (v->const_data && !v->producer) V->defined[v->id] = 1; /* an instance is defined by its node */
     }
     return KN_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * passes/dce.c — dead-code elimination: removes every node none of whose
- * outputs is read by a node or is a graph output. ONNX ops have no side
- * effects, so an unread result is never needed.
+ * outputs is read by a node or is a graph output, then forgets the values
+ * nothing refers to any more (outputs of removed nodes, unused constants).
+ * ONNX ops have no side effects, so an unread result is never needed.
  */
 #include "pass.h"
 
@@ -26,5 +27,8 @@ int kn_pass_dce(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         ctx->rewrites++;
         *out_changed = true;
     }
-    return KN_OK;
+    int before = g->n_values;
+    int st = kn_graph_compact_values(g);
+    if (g->n_values != before) *out_changed = true;
+    return st;
 }

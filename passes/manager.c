@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "match.h"
 #include "pass.h"
 #include "text.h"
 
@@ -20,13 +21,28 @@ static const kn_pass_info pass_table[] = {
 
 /* The default pipeline of each -O level, as a --passes list. Later passes
  * rely on earlier ones having run (fusion expects folded constants and no
- * dead nodes), so the order matters. */
+ * dead nodes), so the order matters:
+ *   - folding first: the patterns below look for constants (0.5, eps, BN
+ *     parameters) that exporters often write as Constant nodes or compute;
+ *   - freeze before simplify/cse: removing Dropout/Identity exposes
+ *     neighbours (double Transposes, duplicate subexpressions);
+ *   - fold-batchnorm before the recognizers and before fusion (a later
+ *     pass), which then sees Conv → Relu without a BN in between;
+ *   - dce last, to drop what the rewrites left unread.
+ * -O0 folds only: code generation needs static shapes. */
 static const char *const default_pipeline[4] = {
-    /* -O0 */ "",
-    /* -O1 */ "dce",
-    /* -O2 */ "dce",
-    /* -O3 */ "dce",
+    /* -O0 */ "fold-constants",
+    /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
+    /* -O2 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+              "recognize-softmax,simplify,cse,dce",
+    /* -O3 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+              "recognize-softmax,simplify,cse,dce",
 };
+
+const char *kn_pass_default_pipeline(int level)
+{
+    return level >= 0 && level <= 3 ? default_pipeline[level] : "";
+}
 
 const kn_pass_info *kn_pass_table(int *out_n)
 {
@@ -93,9 +109,11 @@ int kn_pass_finish(kn_graph *g)
 {
     kn_pass_ctx quiet = {.model = g->model, .log = &(kn_pass_log){0}, .pass = "finish"};
     bool changed;
+    int n_const;
     int st = kn_pass_dce(&quiet, g, &changed);
     if (!st) st = kn_graph_toposort(g);
     if (!st) st = kn_graph_infer(g);
+    if (!st) st = kn_pm_materialize(g, &n_const);
     return st;
 }
 
@@ -180,6 +198,13 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     const kn_pass_info **list;
     int n;
     int st = parse_list(o->passes ? o->passes : default_pipeline[o->opt_level], &list, &n);
+    /* what inference already computed from constants becomes constants, so
+     * every pass (and --verify-each) starts from a well-formed graph */
+    int n_const = 0;
+    if (!st) st = kn_pm_materialize(m->graph, &n_const);
+    kn_pass_stat *ms = !st && n_const ? stat_for(log, "inferred-constants") : NULL;
+    if (ms) ms->runs = 1, ms->nodes_before = m->graph->n_nodes + n_const, ms->nodes_after = m->graph->n_nodes,
+            ms->rewrites = n_const;
     for (int i = 0; !st && i < n; i++) st = run_one(m, list[i], o, log);
     free(list);
     return st;

@@ -95,7 +95,13 @@ typedef struct kn_pipeline_opts {
     bool verify_each;        /* kn_graph_verify after every pass; fail naming the pass */
 } kn_pipeline_opts;
 
+/* The --passes list of -O<level>'s default pipeline (level 0..3; else ""). */
+const char *kn_pass_default_pipeline(int level);
+
 /* Runs the pipeline over m's main graph. Fills log (remarks and stats).
+ * First, nodes whose outputs type inference already computed from
+ * constants become constants (counted as "inferred-constants" in the
+ * stats), so every pass starts from a graph kn_graph_verify accepts.
  * On failure the message names the pass. */
 int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *log);
 
@@ -107,7 +113,9 @@ void kn_pass_remark(kn_pass_ctx *ctx, const char *fmt, ...)
     ;
 
 /* For passes that added or rewired nodes: drops nodes that no longer feed
- * anything, re-sorts and re-infers g. */
+ * anything, re-sorts and re-infers g, and turns nodes whose outputs
+ * inference computed from constants into constants (a constant has no
+ * producer: kn_graph_verify holds). */
 int kn_pass_finish(kn_graph *g);
 
 void kn_pass_log_print_stats(const kn_pass_log *log, FILE *f);

@@ -42,6 +42,7 @@
 #include "eval.h"
 #include "kiln/kiln.h"
 #include "opdesc.h"
+#include "pass.h"
 
 typedef struct compile_state {
     kn_model *m;
@@ -132,19 +133,11 @@ static int check_dynamic(const kn_graph *g)
 
 /* ---- constant folding ------------------------------------------------------------ */
 
-/* Nodes whose outputs are known at compile time are evaluated here and their
- * outputs become weights: Constant, any deterministic op whose inputs are all
- * constants, and Shape/Size (they read only the static shape). The outputs'
- * const_data is set on the caller's model (owned by it). */
-/* report label of a node evaluated at compile time (beside kn_lowered_as) */
+/* report label of a node whose outputs were all evaluated at compile time */
 #define LOWERED_FOLDED ((kn_lowered_as)4)
 /* ... and of a node emitted for one row in a loop over a dynamic dim (dyn.h) */
 #define LOWERED_ROWS ((kn_lowered_as)5)
 #define LOWERED_ROWS_DNNL ((kn_lowered_as)6)
-#define FOLD_MAX_BYTES ((size_t)16 << 20)
-
-/* Dropout may be random (training mode); the rest of the registry is deterministic. */
-static bool foldable_op(kn_op op) { return op != KN_OP_UNKNOWN && op != KN_OP_Dropout; }
 
 static bool node_is_folded(const kn_node *n)
 {
@@ -157,99 +150,20 @@ static bool node_is_folded(const kn_node *n)
     return any;
 }
 
-static bool fold_candidate(const kn_node *n, kn_tensor *shape_only)
+/* Code generation needs static shapes, and folding is what makes shapes
+ * that come from Shape → ... → Reshape chains static. The folding itself is
+ * the fold-constants pass (passes/fold_constants.c); it is run here too so
+ * that a caller who ran no pipeline (or -O0's) still gets it. On an already
+ * folded graph it finds nothing to do. */
+static int fold_constants(kn_model *m)
 {
-    if (!foldable_op(n->op) || n->n_outputs < 1 || node_is_folded(n)) return false;
-    for (int a = 0; a < n->n_attrs; a++)
-        if (n->attrs[a].kind == KN_ATTR_GRAPH || n->attrs[a].kind == KN_ATTR_GRAPHS) return false;
-    if ((n->op == KN_OP_Shape || n->op == KN_OP_Size) && n->n_inputs >= 1 && n->inputs[0] &&
-        kn_shape_is_static(&n->inputs[0]->shape)) {
-        memset(shape_only, 0, sizeof *shape_only);
-        shape_only->dtype = n->inputs[0]->dtype;
-        shape_only->rank = n->inputs[0]->shape.rank;
-        memcpy(shape_only->dims, n->inputs[0]->shape.dims, sizeof shape_only->dims);
-        return true;
-    }
-    for (int k = 0; k < n->n_inputs; k++)
-        if (n->inputs[k] && !n->inputs[k]->const_data) return false;
-    for (int k = 0; k < n->n_outputs; k++) {
-        const kn_value *v = n->outputs[k];
-        int64_t ne = v ? kn_cg_numel(v) : 0; /* -1: unknown until evaluated */
-        if (v && ne >= 0 && kn_dtype_nbytes(v->dtype, (size_t)ne) > FOLD_MAX_BYTES) return false;
-    }
-    return true;
+    kn_pass_log log = {0};
+    kn_pipeline_opts po = {.passes = "fold-constants"};
+    int st = kn_pass_run_pipeline(m, &po, &log);
+    kn_pass_log_free(&log);
+    return st;
 }
 
-/* Evaluates n and hands its outputs to the model as constants. A node the
- * evaluator cannot run is simply left to code generation. */
-static int fold_node(kn_model *m, kn_node *n, kn_tensor *shape_only)
-{
-    const kn_tensor *in[16] = {0};
-    kn_tensor out[16];
-    if (n->n_inputs > 16 || n->n_outputs > 16) return KN_OK;
-    memset(out, 0, sizeof out);
-    for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] ? n->inputs[k]->const_data : NULL;
-    if (shape_only->rank || n->op == KN_OP_Shape || n->op == KN_OP_Size) in[0] = shape_only;
-    if (kn_node_eval(NULL, n, in, out)) {
-        for (int k = 0; k < n->n_outputs; k++) kn_tensor_free(&out[k]);
-        kn_error_clear();
-        return KN_OK;
-    }
-    for (int k = 0; k < n->n_outputs; k++) {
-        kn_value *v = n->outputs[k];
-        bool known = v && kn_shape_is_static(&v->shape);
-        bool agrees = v && (v->dtype == out[k].dtype || v->dtype == KN_DT_UNDEFINED) &&
-                      (!known || kn_shape_numel(out[k].rank, out[k].dims) == kn_cg_numel(v));
-        if (!agrees || out[k].nbytes > FOLD_MAX_BYTES || (out[k].nbytes && !out[k].data)) {
-            kn_tensor_free(&out[k]);
-            continue; /* disagrees with inference or too big: leave it to the generated code */
-        }
-        /* inference could not know it; the values from constants say it */
-        if (!known) v->dtype = out[k].dtype, kn_shape_set(&v->shape, out[k].rank, out[k].dims);
-        kn_tensor *t = malloc(sizeof *t);
-        if (!t) {
-            for (int j = k; j < n->n_outputs; j++) kn_tensor_free(&out[j]);
-            return kn_error(KN_ERR_NOMEM, "out of memory");
-        }
-        *t = out[k];
-        if (!(t = kn_model_adopt_tensor(m, t))) {
-            for (int j = k + 1; j < n->n_outputs; j++) kn_tensor_free(&out[j]);
-            return kn_error(KN_ERR_NOMEM, "out of memory");
-        }
-        v->const_data = t;
-    }
-    return KN_OK;
-}
-
-static int fold_pass(kn_model *m, kn_graph *g, int *n_folded)
-{
-    for (int i = 0; i < g->n_nodes; i++) {
-        kn_tensor shape_only = {0};
-        if (!fold_candidate(g->nodes[i], &shape_only)) continue;
-        int st = fold_node(m, g->nodes[i], &shape_only);
-        if (st) return st;
-        *n_folded += node_is_folded(g->nodes[i]);
-    }
-    return KN_OK;
-}
-
-/* Folding makes values known that shape inference needed (Shape → Gather →
- * Concat → Reshape chains), so fold and re-infer until nothing changes. */
-static int fold_constants(kn_model *m, kn_graph *g)
-{
-    for (int round = 0; round < 16; round++) {
-        int n_folded = 0, st = fold_pass(m, g, &n_folded);
-        if (st) return st;
-        if (!n_folded) break;
-        if ((st = kn_graph_infer(g))) {
-            kn_error_prefix("type/shape inference after constant folding: ");
-            return st;
-        }
-    }
-    return KN_OK;
-}
-
-/* The C identifier of the model: opts->name, or the output's file name. */
 static int model_name(compile_state *s)
 {
     const kn_compile_opts *o = s->o;
@@ -929,7 +843,7 @@ static int emit_all(compile_state *s)
 static int prepare(kn_model *m, kn_graph *g)
 {
     int st = check_structure(g);
-    if (!st) st = fold_constants(m, g);
+    if (!st) st = fold_constants(m);
     if (!st) st = check_dynamic(g);
     return st;
 }

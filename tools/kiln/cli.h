@@ -20,8 +20,22 @@ int kn_cmd_profile(int argc, char **argv);
 struct kn_compile_opts;
 /* Pins input shapes / symbolic dims from --shape specs. */
 int kn_cli_apply_shapes(kn_model *m, int n, char **specs);
-/* Loads, pins, infers and compiles a model with opts (model_hash is set). */
+/* Loads, pins, infers and compiles a model with opts (model_hash is set),
+ * running the graph passes of opts->opt_level's pipeline first. */
 int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, struct kn_compile_opts *opts);
+
+/* What `kiln compile` lets a user say about the graph passes. */
+typedef struct kn_cli_passes {
+    const char *passes;      /* --passes LIST: replaces the -O pipeline; NULL: the -O pipeline */
+    const char *print_after; /* --print-after PASS|all: text IR to stderr after it */
+    bool verify_each;        /* --verify-each */
+    bool stats;              /* --stats: per-pass table to stderr */
+} kn_cli_passes;
+
+/* kn_cli_compile_model with pass options (NULL: defaults). With
+ * opts->report, the passes' remarks (near misses) follow the report. */
+int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, struct kn_compile_opts *opts,
+                            const kn_cli_passes *passes);
 /* True if path names a compiled artifact (ELF shared object) rather than ONNX. */
 bool kn_cli_is_artifact(const char *path);
 

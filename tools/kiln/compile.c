@@ -8,6 +8,18 @@
 #include "cg.h"
 #include "cli.h"
 #include "kiln/abi.h"
+#include "pass.h"
+
+/* The pass table with each pass's summary, and the -O pipelines. */
+static void print_pass_list(FILE *f)
+{
+    int n;
+    const kn_pass_info *t = kn_pass_table(&n);
+    fprintf(f, "\nGraph passes (docs/compiling.md):\n");
+    for (int i = 0; i < n; i++) fprintf(f, "  %-22s%s\n", t[i].name, t[i].summary);
+    fprintf(f, "\nPipelines:\n");
+    for (int o = 0; o <= 3; o++) fprintf(f, "  -O%d  %s\n", o, kn_pass_default_pipeline(o));
+}
 
 static void compile_usage(FILE *f)
 {
@@ -15,7 +27,8 @@ static void compile_usage(FILE *f)
             "usage: kiln compile MODEL.onnx -o ART.so [--emit-header ART.h] [--static ART.a]\n"
             "        [--target native|x86-64-v2|x86-64-v3|x86-64-v4] [-O0..-O3]\n"
             "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--weights embed|external]\n"
-            "        [--name IDENT] [--report]\n"
+            "        [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
+            "        [--verify-each] [--stats]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -25,14 +38,20 @@ static void compile_usage(FILE *f)
             "  --static ART.a        a static archive (descriptor kn_artifact_<name>)\n"
             "  --emit-header ART.h   the C header (inputs, outputs, memory, typed entry point)\n"
             "  --target T            instruction set: native (default) or an x86-64 level\n"
-            "  -O0 .. -O3            LLVM optimization level (default -O3)\n"
+            "  -O0 .. -O3            graph pass pipeline and LLVM optimization level (default -O3)\n"
             "  --shape NAME=AxBxC    pin input NAME to a static shape\n"
             "  --shape DIM=N         pin every symbolic dim named DIM (e.g. batch=1)\n"
             "  --max DIM=N           keep symbolic dim DIM dynamic, up to N (memory is planned for N;\n"
             "                        each run takes it from the input shapes); repeatable\n"
             "  --weights external    weights in ART.so.weights, mmapped at open (models > 2 GiB)\n"
             "  --name IDENT          C identifier for the header's functions (default: from -o)\n"
-            "  --report              how each node was lowered: generated, oneDNN, runtime kernel\n");
+            "  --report              how each node was lowered: generated, oneDNN, runtime kernel;\n"
+            "                        then the passes' remarks (patterns that almost matched, and why not)\n"
+            "  --passes LIST         run these graph passes (comma-separated) instead of the -O pipeline\n"
+            "  --print-after PASS    print the text IR to stderr after PASS (or after every pass: all)\n"
+            "  --verify-each         check the graph's invariants after every pass\n"
+            "  --stats               per-pass statistics to stderr: runs, nodes in/out, rewrites, time\n");
+    print_pass_list(f);
 }
 
 static int parse_dims(const char *s, int64_t *dims, int *rank)
@@ -123,6 +142,7 @@ static int apply_max(kn_model *m, const kn_compile_opts *o, int probe, int64_t v
                 if (s->sym[d] && !strcmp(s->sym[d], o->syms[k].name)) {
                     s->dims[d] = k == probe ? value : o->syms[k].max;
                     s->sym[d] = NULL;
+                    g->inputs[i]->flags |= KN_VALUE_VARYING_SHAPE;
                     found = true;
                 }
         }
@@ -158,7 +178,7 @@ static void free_probes(kn_compile_opts *o)
 }
 
 /* Hash of the model bytes and the options that change the artifact. */
-static uint64_t model_hash(const char *path, const kn_compile_opts *o)
+static uint64_t model_hash(const char *path, const kn_compile_opts *o, const char *passes)
 {
     uint64_t h = KN_FNV_INIT;
     FILE *f = fopen(path, "rb");
@@ -168,8 +188,9 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o)
         while ((got = fread(buf, 1, sizeof buf, f)) > 0) h = kn_fnv1a(h, buf, got);
         fclose(f);
     }
-    char opts[256];
-    snprintf(opts, sizeof opts, "%s|%d|%d", o->target ? o->target : "native", o->opt_level, o->external_weights);
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s|%d|%d|%s", o->target ? o->target : "native", o->opt_level, o->external_weights,
+             passes ? passes : "");
     h = kn_fnv1a(h, opts, strlen(opts));
     for (int k = 0; k < o->n_syms; k++) {
         snprintf(opts, sizeof opts, "|max %s=%lld", o->syms[k].name, (long long)o->syms[k].max);
@@ -178,18 +199,51 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o)
     return h;
 }
 
-int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts)
+/* The graph passes between import and code generation. */
+static int run_passes(const char *path, kn_model *m, const kn_compile_opts *opts, const kn_cli_passes *cp,
+                      kn_pass_log *log)
 {
+    kn_pipeline_opts po = {.opt_level = opts->opt_level, .passes = cp->passes, .print_after = cp->print_after,
+                           .verify_each = cp->verify_each};
+    int st = kn_graph_toposort(m->graph);
+    if (!st) st = kn_pass_run_pipeline(m, &po, log);
+    if (st) kn_error_prefix("%s: ", path);
+    if (cp->stats) kn_pass_log_print_stats(log, stderr);
+    return st;
+}
+
+int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts,
+                            const kn_cli_passes *passes)
+{
+    const kn_cli_passes none = {0};
+    const kn_cli_passes *cp = passes ? passes : &none;
     kn_model *m = NULL;
+    kn_pass_log log = {0};
     int st = load_inferred(path, n_shapes, shapes, opts, -1, 0, &m);
-    /* a dynamic dim's probes: the same model with it at 1 and at 2 (dyn.h) */
+    /* a dynamic dim's probes: the same model with it at 1 and at 2 (dyn.h),
+     * through the same passes so that their graphs stay node for node alike */
     for (int k = 0; k < opts->n_syms && !st; k++)
         for (int p = 0; p < 2 && !st; p++) st = load_inferred(path, n_shapes, shapes, opts, k, p + 1, &opts->syms[k].probe[p]);
+    if (!st) st = run_passes(path, m, opts, cp, &log);
+    for (int k = 0; k < opts->n_syms && !st; k++)
+        for (int p = 0; p < 2 && !st; p++) {
+            kn_pass_log probe_log = {0};
+            kn_cli_passes quiet = *cp;
+            quiet.print_after = NULL;
+            quiet.stats = false;
+            st = run_passes(path, opts->syms[k].probe[p], opts, &quiet, &probe_log);
+            kn_pass_log_free(&probe_log);
+        }
     if (!st) {
-        opts->model_hash = model_hash(path, opts);
+        opts->model_hash = model_hash(path, opts, cp->passes);
         st = kn_compile_cpu(m, opts);
     }
     free_probes(opts);
+    if (!st && opts->report) {
+        printf("%d remarks from the graph passes%s\n", log.n_remarks, log.n_remarks ? ":" : "");
+        kn_pass_log_print_remarks(&log, stdout);
+    }
+    kn_pass_log_free(&log);
     kn_model_free(m);
     return st;
 }
@@ -201,9 +255,15 @@ static void free_max(kn_compile_opts *o, char **shapes)
     free(shapes);
 }
 
+int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts)
+{
+    return kn_cli_compile_model_ex(path, n_shapes, shapes, opts, NULL);
+}
+
 int kn_cmd_compile(int argc, char **argv)
 {
     kn_compile_opts o = {.opt_level = 3, .target = "native"};
+    kn_cli_passes cp = {0};
     const char *model = NULL;
     char **shapes = calloc((size_t)argc + 1, sizeof *shapes);
     int n_shapes = 0;
@@ -222,6 +282,10 @@ int kn_cmd_compile(int argc, char **argv)
         else if (!strcmp(a, "--name") && has_next) o.name = argv[++i];
         else if (!strcmp(a, "--shape") && has_next) shapes[n_shapes++] = argv[++i];
         else if (!strcmp(a, "--report")) o.report = true;
+        else if (!strcmp(a, "--passes") && has_next) cp.passes = argv[++i];
+        else if (!strcmp(a, "--print-after") && has_next) cp.print_after = argv[++i];
+        else if (!strcmp(a, "--verify-each")) cp.verify_each = true;
+        else if (!strcmp(a, "--stats")) cp.stats = true;
         else if (!strcmp(a, "--weights") && has_next) {
             const char *w = argv[++i];
             if (!strcmp(w, "external")) o.external_weights = true;
@@ -249,7 +313,7 @@ int kn_cmd_compile(int argc, char **argv)
         free_max(&o, shapes);
         return 2;
     }
-    int st = kn_cli_compile_model(model, n_shapes, shapes, &o);
+    int st = kn_cli_compile_model_ex(model, n_shapes, shapes, &o, &cp);
     free_max(&o, shapes);
     if (st) {
         kn_cli_report(NULL);

@@ -23,6 +23,7 @@
 #include "cg.h"
 #include "kiln/kiln.h"
 #include "onnx_import.h"
+#include "pass.h"
 
 #define CASE_TIMEOUT_S 120
 #define MAX_SETS 16
@@ -227,6 +228,19 @@ static int g_opt_level = 2;
 
 /* Compiles model_path with its inputs pinned to the shapes of this data set,
  * runs the artifact and compares. */
+/* The graph passes of the -O level, as `kiln compile` runs them, with the
+ * graph verified after each (cheap, and the suite's 1000+ graphs are a good
+ * net for a pass that breaks an invariant). */
+static int run_pipeline(kn_model *m)
+{
+    kn_pass_log log = {0};
+    kn_pipeline_opts po = {.opt_level = g_opt_level, .verify_each = true};
+    int st = kn_graph_toposort(m->graph);
+    if (!st) st = kn_pass_run_pipeline(m, &po, &log);
+    kn_pass_log_free(&log);
+    return st;
+}
+
 static char run_set_cpu(const char *model_path, const char *set_dir, char *msg, size_t len)
 {
     kn_model *m = NULL;
@@ -253,6 +267,7 @@ static char run_set_cpu(const char *model_path, const char *set_dir, char *msg, 
         if (v) kn_shape_set(&v->shape, in[i].rank, in[i].dims);
     }
     st = kn_graph_infer(m->graph);
+    if (!st) st = run_pipeline(m);
     if (!st) {
         snprintf(so, sizeof so, "%s/case.so", dir);
         kn_compile_opts o = {.output = so, .opt_level = g_opt_level, .target = "native", .name = "conformance_case"};
