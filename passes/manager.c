@@ -24,8 +24,8 @@ static const kn_pass_info pass_table[] = {
 static const char *const default_pipeline[4] = {
     /* -O0 */ "",
     /* -O1 */ "dce",
-    /* -O2 */ "dce",
-    /* -O3 */ "dce",
+    /* -O2 */ "dce,fuse-conv,fuse-matmul",
+    /* -O3 */ "dce,fuse-conv,fuse-matmul",
 };
 
 const kn_pass_info *kn_pass_table(int *out_n)

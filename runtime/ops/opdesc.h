@@ -109,6 +109,7 @@ extern const kn_exec_impl kn_exec_linalg[];
 extern const kn_exec_impl kn_exec_reduce[];
 extern const kn_exec_impl kn_exec_movement[];
 extern const kn_exec_impl kn_exec_misc[];
+extern const kn_exec_impl kn_exec_fused[]; /* kiln-domain fused ops */
 
 /* The execution function of op; NULL if it has none in the runtime (control
  * flow ops run in the IR evaluator). */

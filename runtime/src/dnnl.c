@@ -311,6 +311,8 @@ static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, cons
         case KN_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_logistic, 0.f, 0.f); break;
         case KN_POST_GELU_ERF: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_erf, 0.f, 0.f); break;
         case KN_POST_GELU_TANH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_tanh, 0.f, 0.f); break;
+        case KN_POST_TANH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_tanh, 0.f, 0.f); break;
+        case KN_POST_HARDSWISH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_hardswish, 0.f, 0.f); break;
         case KN_POST_SUM:
             if (*has_sum) bad = 2;
             else st = dnnl_post_ops_append_sum(po, 1.f);

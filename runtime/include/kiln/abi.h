@@ -99,6 +99,10 @@ enum {
     KN_POST_GELU_ERF = 5,
     KN_POST_GELU_TANH = 6,
     KN_POST_LEAKY_RELU = 7, /* alpha = slope */
+    /* added without an ABI bump: a runtime that predates them refuses the
+     * record at session creation with "unknown kind", never runs it wrongly */
+    KN_POST_TANH = 8,
+    KN_POST_HARDSWISH = 9,  /* x * clip(x / 6 + 1/2, 0, 1), ONNX HardSwish */
 };
 
 typedef struct kn_abi_post {
