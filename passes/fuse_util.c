@@ -127,17 +127,10 @@ int kn_fuse_take_bias(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, int axis
     kn_node *u;
     while (!st && ch->n_post == 0 && (u = user_of(ch->out, is_add)) && u->outputs[0]) {
         kn_value *c = other_input(u, ch->out);
-        if (!c || !c->const_data || !kn_fuse_can_extend(ctx, ch, u)) break;
-        if (!channel_values(c, &ch->out->shape, axis, count, add)) {
-            /* a full-shape constant is still a residual (kn_fuse_take_posts) */
-            if (!same_shape(&c->shape, &ch->out->shape)) {
-                char s[96];
-                shape_text(&c->shape, s, sizeof s);
-                kn_pass_remark(ctx, "%s '%s' + Add '%s': the constant addend %s is not one value per output channel",
-                               ch->what, ch->head->name, u->name, s);
-            }
-            break;
-        }
+        /* a value read twice stops here; kn_fuse_take_posts says so */
+        if (!c || !c->const_data || ch->out->n_users != 1 || (ch->out->flags & KN_VALUE_GRAPH_OUTPUT)) break;
+        /* anything else may be a residual: kn_fuse_take_posts decides (and remarks) */
+        if (!channel_values(c, &ch->out->shape, axis, count, add)) break;
         if (!same_shape(&u->outputs[0]->shape, &ch->out->shape)) break; /* the Add broadcasts the output up */
         const kn_tensor *ob = ch->bias ? ch->bias->const_data : NULL;
         if (ch->bias && (!ob || ob->dtype != KN_F32 || kn_tensor_numel(ob) != count)) {
@@ -214,11 +207,20 @@ static bool take_residual(kn_pass_ctx *ctx, kn_fuse_chain *ch, kn_node *u)
 {
     kn_value *cur = ch->out, *r = other_input(u, cur);
     const char *why = NULL;
+    char why_buf[200];
     if (!r) why = "adds the output to itself";
     else if (ch->residual) why = "a residual Add is fused already (oneDNN takes one sum)";
     else if (r->dtype != cur->dtype || !same_shape(&r->shape, &cur->shape) || !u->outputs[0] ||
-             !same_shape(&u->outputs[0]->shape, &cur->shape))
-        why = "the addend is neither a per-channel constant nor of the output's shape and dtype";
+             !same_shape(&u->outputs[0]->shape, &cur->shape)) {
+        char rs[80], ys[80];
+        shape_text(&r->shape, rs, sizeof rs);
+        shape_text(&cur->shape, ys, sizeof ys);
+        snprintf(why_buf, sizeof why_buf, "the addend %s %s is neither %s nor a residual of the output's %s %s",
+                 kn_dtype_name(r->dtype), rs,
+                 ch->n_post ? "(after an activation) a bias" : "a constant with one value per channel",
+                 kn_dtype_name(cur->dtype), ys);
+        why = why_buf;
+    }
     if (why) {
         kn_pass_remark(ctx, "%s '%s' + Add '%s': %s", ch->what, ch->head->name, u->name, why);
         return false;
@@ -262,25 +264,36 @@ static bool dropped(const char *name, const char *const *drop)
     return false;
 }
 
+/* Adds a list attribute of np entries (filled by the caller through the
+ * returned pointer, valid until the next attribute is added: the node's
+ * attribute array may move). */
+static kn_attr *add_list(kn_node *n, const char *name, kn_attr_kind kind, int np, size_t elem, void **out_items)
+{
+    kn_attr *a = kn_node_add_attr(n, name, kind);
+    void *items = a ? kn_arena_alloc(&n->graph->model->arena, elem * (size_t)np) : NULL;
+    if (!items) return NULL;
+    a->n = np;
+    *out_items = items;
+    return a;
+}
+
 static int add_posts(kn_node *n, const kn_fuse_chain *ch)
 {
-    kn_arena *a = &n->graph->model->arena;
     int np = ch->n_post;
     if (np == 0) return KN_OK;
-    kn_attr *ops = kn_node_add_attr(n, "post_ops", KN_ATTR_STRINGS);
-    kn_attr *al = kn_node_add_attr(n, "post_alpha", KN_ATTR_FLOATS);
-    kn_attr *be = kn_node_add_attr(n, "post_beta", KN_ATTR_FLOATS);
-    if (!ops || !al || !be) return kn_error(KN_ERR_NOMEM, "out of memory");
-    ops->strings = kn_arena_alloc(a, sizeof(char *) * (size_t)np);
-    al->floats = kn_arena_alloc(a, sizeof(float) * (size_t)np);
-    be->floats = kn_arena_alloc(a, sizeof(float) * (size_t)np);
-    if (!ops->strings || !al->floats || !be->floats) return kn_error(KN_ERR_NOMEM, "out of memory");
-    ops->n = al->n = be->n = np;
-    for (int i = 0; i < np; i++) {
-        ops->strings[i] = kn_fused_post_name(ch->post[i].kind);
-        al->floats[i] = ch->post[i].alpha;
-        be->floats[i] = ch->post[i].beta;
-    }
+    void *items;
+    kn_attr *a = add_list(n, "post_ops", KN_ATTR_STRINGS, np, sizeof(char *), &items);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->strings = items;
+    for (int i = 0; i < np; i++) a->strings[i] = kn_fused_post_name(ch->post[i].kind);
+    if (!(a = add_list(n, "post_alpha", KN_ATTR_FLOATS, np, sizeof(float), &items)))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->floats = items;
+    for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].alpha;
+    if (!(a = add_list(n, "post_beta", KN_ATTR_FLOATS, np, sizeof(float), &items)))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->floats = items;
+    for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].beta;
     return KN_OK;
 }
 
@@ -296,10 +309,18 @@ int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, k
     /* the fused node takes the head's name (names are unique, so the head
      * goes first); the chain's nodes go last to first, each output then
      * unread */
+    int at = 0;
+    while (at < g->n_nodes && g->nodes[at] != head) at++;
     for (int i = ch->n_nodes - 1; i >= 0; i--) kn_node_remove(ch->nodes[i]);
     const kn_op_info *oi = kn_op_get(op);
     kn_node *n = kn_node_create_named(g, oi->name, oi->domain, head->name, n_in, in, 1, NULL);
     if (!n) return kn_error(KN_ERR_NOMEM, "out of memory");
+    /* where the head was, so that printed graphs keep their order (the
+     * stable sort in kn_pass_finish moves it only if a residual comes later) */
+    if (at < g->n_nodes - 1) {
+        memmove(&g->nodes[at + 1], &g->nodes[at], sizeof(kn_node *) * (size_t)(g->n_nodes - 1 - at));
+        g->nodes[at] = n;
+    }
     /* the result keeps its name and users: it may be a graph output */
     n->outputs[0] = ch->out;
     ch->out->producer = n;
