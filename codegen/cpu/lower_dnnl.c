@@ -16,6 +16,11 @@
  * kiln::FusedConv and kiln::FusedMatMul (runtime/ops/fused_int.h) are the
  * same primitives with their post_ops list as oneDNN post-ops (eltwise, sum
  * for the residual), so a Conv + bias + Relu + residual Add is one call.
+ *
+ * Activations that one convolution writes and only convolutions read stay
+ * in oneDNN's preferred layout (act_layout; KN_LAYOUT_NATIVE in kiln/abi.h):
+ * a network of fused convolutions then reorders only at its edges.
+ * kn_compile_opts.layout = KN_CG_LAYOUT_NCHW keeps every value plain.
  */
 #include <string.h>
 
@@ -138,9 +143,12 @@ static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     return KN_OK;
 }
 
-/* Conv, or FusedConv when fused: its post-ops and residual too. */
-static int lower_conv_common(kn_cg *cg, const kn_node *n, bool fused)
+/* The record of a Conv, or of a FusedConv (then with its post-ops and
+ * residual *out_res); KN_ERR_UNSUPPORTED for what oneDNN does not take.
+ * Emits nothing: the layout choice asks it about neighbours too. */
+static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_res)
 {
+    *out_res = NULL;
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2);
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
     if (!usable(cg, x) || !usable(cg, w) || !usable(cg, y) || (b && !usable(cg, b))) return KN_ERR_UNSUPPORTED;
@@ -151,20 +159,56 @@ static int lower_conv_common(kn_cg *cg, const kn_node *n, bool fused)
         y->shape.dims[1] != O)
         return KN_ERR_UNSUPPORTED;
     if (b && (b->shape.rank != 1 || b->shape.dims[0] != O)) return KN_ERR_UNSUPPORTED;
+    record_init(cg, r, KN_DNNL_CONV, x, w, b, y);
+    r->groups = (int32_t)g;
+    r->spatial = rank - 2;
+    int st = conv_geometry(n, r, x, w, y);
+    if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, r, out_res);
+    return st;
+}
+
+static bool is_conv(const kn_node *n) { return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv); }
+
+static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
+{
     kn_abi_dnnl r;
-    record_init(cg, &r, KN_DNNL_CONV, x, w, b, y);
-    r.groups = (int32_t)g;
-    r.spatial = rank - 2;
-    const kn_value *res = NULL;
-    int st = conv_geometry(n, &r, x, w, y);
-    if (!st && fused) st = fused_posts(cg, n, &r, &res);
+    const kn_value *res;
+    return is_conv(n) && conv_record(cg, n, &r, &res) == KN_OK;
+}
+
+/* The layout of activation v of a convolution. Convolutions hand each other
+ * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
+ * a network of fused convolutions reorders only at its edges: v must be an
+ * arena value (never the user's buffers) of a 2-D convolution with a channel
+ * count that no block size pads (a multiple of 16), written by a convolution
+ * oneDNN runs and read only by such convolutions, as src or as residual. */
+static int32_t act_layout(const kn_cg *cg, const kn_value *v)
+{
+    if (cg->plain_layout || !v || !usable(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
+    if (v->shape.rank != 4 || v->shape.dims[1] % 16 || v->n_users == 0) return KN_LAYOUT_PLAIN;
+    if (!conv_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
+    for (int i = 0; i < v->n_users; i++) {
+        const kn_use *u = &v->users[i];
+        bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv);
+        if (!role || !conv_lowerable(cg, u->node)) return KN_LAYOUT_PLAIN;
+    }
+    return KN_LAYOUT_NATIVE;
+}
+
+static int lower_conv_common(kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *res;
+    int st = conv_record(cg, n, &r, &res);
     if (st) return st;
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2), *y = n->outputs[0];
+    r.src_layout = act_layout(cg, x);
+    r.dst_layout = act_layout(cg, y);
+    r.post_layout = act_layout(cg, res);
     return emit(cg, &r, x, w, b, y, res);
 }
 
-static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n, false); }
-
-static int lower_fused_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n, true); }
+static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n); }
 
 /* ---- MatMul and Gemm --------------------------------------------------------- */
 
@@ -258,7 +302,7 @@ static int lower_fused_matmul(kn_cg *cg, const kn_node *n)
 
 const kn_cg_lowering kn_cg_lower_dnnl[] = {
     {KN_OP_Conv, lower_conv},
-    {KN_OP_FusedConv, lower_fused_conv},
+    {KN_OP_FusedConv, lower_conv},
     {KN_OP_FusedMatMul, lower_fused_matmul},
     {KN_OP_MatMul, lower_matmul},
     {KN_OP_Gemm, lower_gemm},

@@ -51,7 +51,12 @@ struct kn_dnnl_session {
      * the session's primitives (they run one at a time); sized at creation */
     void *act[2];
     size_t act_cap[2];
+    /* what KN_LAYOUT_NATIVE means in this session (probed on first use) */
+    int native;
 };
+
+/* The layouts KN_LAYOUT_NATIVE may stand for. */
+enum { NATIVE_UNKNOWN, NATIVE_PLAIN, NATIVE_NHWC, NATIVE_BLOCK8, NATIVE_BLOCK16 };
 
 /* A primitive with its scratchpad (user mode: no allocation at exec). */
 typedef struct prim_run {
@@ -78,7 +83,7 @@ struct kn_dnnl_prim {
      * caller's plain buffers around each run */
     bool src_reorder, dst_reorder;
     dnnl_memory_t m_src_user, m_dst_user, m_post_user;
-    prim_run src_ro, dst_ro, sum_ro;
+    prim_run src_ro, dst_ro, sum_ro; /* sum_ro: residual → the primitive's dst layout */
     /* a 1x1 conv run as a matmul W[O, C] x X[n][C, HW]: the roles of src and
      * weights are swapped at exec; swap_const is W when constant */
     bool swap;
@@ -135,6 +140,71 @@ static int plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, cons
     dnnl_dims_t st;
     plain_strides(nd, dims, st);
     DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, st), what);
+    return KN_OK;
+}
+
+/* The format tag of layout `native` (NATIVE_*) for nd dims (3..5). */
+static dnnl_format_tag_t native_tag(int native, int nd)
+{
+    static const dnnl_format_tag_t tags[5][3] = {
+        [NATIVE_PLAIN] = {dnnl_abc, dnnl_abcd, dnnl_abcde},
+        [NATIVE_NHWC] = {dnnl_acb, dnnl_acdb, dnnl_acdeb},
+        [NATIVE_BLOCK8] = {dnnl_aBc8b, dnnl_aBcd8b, dnnl_aBcde8b},
+        [NATIVE_BLOCK16] = {dnnl_aBc16b, dnnl_aBcd16b, dnnl_aBcde16b},
+    };
+    return tags[native][nd - 3];
+}
+
+/* Finds the activation layout oneDNN's convolution picks on this CPU, from
+ * a ResNet-like 3x3 layer: the layout that convolutions exchange when the
+ * compiler marks a value KN_LAYOUT_NATIVE. Plain if it is none of those
+ * (then nothing is gained, but nothing breaks either). */
+static void probe_native(struct kn_dnnl_session *s)
+{
+    s->native = NATIVE_PLAIN;
+    dnnl_dims_t sd = {1, 64, 28, 28}, wd = {64, 64, 3, 3}, one = {1, 1}, zero = {0, 0}, pad = {1, 1};
+    dnnl_memory_desc_t src, wei, dst;
+    if (dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&dst, 4, sd, dnnl_f32, dnnl_format_tag_any))
+        return;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
+                                                   NULL, &dst, one, zero, pad, pad) ||
+        dnnl_primitive_desc_create(&pd, &cd, NULL, s->engine, NULL))
+        return;
+    dnnl_memory_desc_t got = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    dnnl_primitive_desc_destroy(pd);
+    for (int k = NATIVE_NHWC; k <= NATIVE_BLOCK16; k++) {
+        dnnl_memory_desc_t want;
+        if (!dnnl_memory_desc_init_by_tag(&want, 4, sd, dnnl_f32, native_tag(k, 4)) &&
+            dnnl_memory_desc_equal(&want, &got))
+            s->native = k;
+    }
+}
+
+/* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*). */
+static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
+                  const char *what)
+{
+    if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5) {
+        dnnl_dims_t st;
+        int64_t str = 1;
+        for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i] > 0 ? dims[i] : 1;
+        DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, st), what);
+        return KN_OK;
+    }
+    if (s->native == NATIVE_UNKNOWN) probe_native(s);
+    DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, native_tag(s->native, nd)), what);
+    /* the compiler planned plain-sized buffers (channels a multiple of 16) */
+    dnnl_dims_t st;
+    int64_t str = 1;
+    for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i];
+    dnnl_memory_desc_t plain;
+    DN(dnnl_memory_desc_init_by_strides(&plain, nd, dims, dnnl_f32, st), what);
+    if (dnnl_memory_desc_get_size(md) != dnnl_memory_desc_get_size(&plain))
+        return kn_error(KN_ERR_INVALID, "oneDNN record: %s in the native layout is larger than planned", what);
     return KN_OK;
 }
 
@@ -369,8 +439,8 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
 /* Creates pd from op_desc + attr, then the primitive and every memory. */
 static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
                        const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
-                       const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md, const void *wconst,
-                       const char *what)
+                       const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
+                       const dnnl_memory_desc_t *post_md, const void *wconst, const char *what)
 {
     dnnl_primitive_desc_t pd;
     DN(dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL), what);
@@ -394,10 +464,13 @@ static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc,
         if ((rc = make_reorder(s, &dst_pd, dst_md, &p->dst_ro, "creating the dst reorder")) ||
             (rc = session_reserve(s, 1, dnnl_memory_desc_get_size(&dst_pd))))
             return rc;
-        if (p->has_sum) {
-            DN(dnnl_memory_create(&p->m_post_user, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the sum memory");
-            if ((rc = make_reorder(s, dst_md, &dst_pd, &p->sum_ro, "creating the residual reorder"))) return rc;
-        }
+    }
+    /* the sum post-op accumulates into dst: the residual is copied there
+     * first, reordered when its layout is not the primitive's dst layout */
+    const dnnl_memory_desc_t *pm = post_md ? post_md : dst_md;
+    if (p->has_sum && !dnnl_memory_desc_equal(pm, &dst_pd)) {
+        DN(dnnl_memory_create(&p->m_post_user, pm, s->engine, DNNL_MEMORY_NONE), "creating the sum memory");
+        if ((rc = make_reorder(s, pm, &dst_pd, &p->sum_ro, "creating the residual reorder"))) return rc;
     }
     if (bias_md) DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
     p->dst_bytes = dnnl_memory_desc_get_size(dst_md);
@@ -465,7 +538,7 @@ static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const un
         p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
         p->swap = true;
         p->swap_const = wconst;
-        st = finish_prim(s, p, &md, attr, &a_md, &x_md, hb ? &b_md : NULL, &d_md, NULL,
+        st = finish_prim(s, p, &md, attr, &a_md, &x_md, hb ? &b_md : NULL, &d_md, NULL, NULL,
                          "creating the 1x1 convolution");
     }
     dnnl_primitive_attr_destroy(attr);
@@ -501,7 +574,9 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
         pl[i] = rec->pads_begin[i];
         pr[i] = rec->pads_end[i];
     }
-    if (is_pointwise(rec)) {
+    bool plain = rec->src_layout == KN_LAYOUT_PLAIN && rec->dst_layout == KN_LAYOUT_PLAIN &&
+                 rec->post_layout == KN_LAYOUT_PLAIN;
+    if (plain && is_pointwise(rec)) {
         kn_dnnl_prim keep = *p;
         if ((st = create_pointwise(s, rec, weights, p)) != KN_ERR_UNSUPPORTED) return st;
         /* oneDNN has no matmul for it (bias broadcast?): the conv path then */
@@ -517,9 +592,10 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     } else {
         for (int i = 0; i < nd; i++) wd[i] = rec->wei.dims[i];
     }
-    dnnl_memory_desc_t src_md, dst_md, wei_user, wei_any, bias_md;
-    if ((st = plain_md(&src_md, nd, sd, "describing the conv src")) ||
-        (st = plain_md(&dst_md, nd, dd, "describing the conv dst")) ||
+    dnnl_memory_desc_t src_md, dst_md, post_md, wei_user, wei_any, bias_md;
+    if ((st = act_md(s, rec->src_layout, &src_md, nd, sd, "the conv src")) ||
+        (st = act_md(s, rec->dst_layout, &dst_md, nd, dd, "the conv dst")) ||
+        (st = act_md(s, rec->post_layout, &post_md, nd, dd, "the conv residual")) ||
         (st = plain_md(&wei_user, wnd, wd, "describing the conv weights")))
         return st;
     DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any), "describing the conv weights");
@@ -548,7 +624,7 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
                                                   &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
        "describing the convolution");
-    return finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
+    return finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, &post_md, wconst,
                        "creating the convolution");
 }
 
@@ -646,7 +722,7 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;
     dnnl_matmul_desc_t md;
     DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, prim_bias, &dst_md), "describing the matmul");
-    return finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, wconst,
+    return finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, NULL, wconst,
                        "creating the matmul");
 }
 
@@ -756,7 +832,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     if (p->has_sum) {
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the sum post-op has no input");
         /* the sum post-op accumulates into dst: start from the residual */
-        if (p->dst_reorder) {
+        if (p->sum_ro.prim) {
             DN(dnnl_memory_set_data_handle(p->m_post_user, (void *)post_src), "binding the residual");
             dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_post_user}, {DNNL_ARG_TO, p->m_dst}};
             if ((rc = run_exec(s, &p->sum_ro, ra, 2, "reordering the residual"))) return rc;

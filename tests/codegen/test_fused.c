@@ -55,7 +55,7 @@ static float rnd(void)
 
 /* Compiles m with --report into g_dir/m.so; every fused node must be
  * lowered to oneDNN. */
-static void compile_checked(kn_model *m, const char *so)
+static void compile_checked(kn_model *m, const char *so, int layout)
 {
     char report[600];
     snprintf(report, sizeof report, "%s/report.txt", g_dir);
@@ -64,7 +64,7 @@ static void compile_checked(kn_model *m, const char *so)
     assert_true(saved >= 0 && fd >= 0);
     dup2(fd, 1);
     close(fd);
-    kn_compile_opts o = {.output = so, .opt_level = 3, .target = "native", .report = true};
+    kn_compile_opts o = {.output = so, .opt_level = 3, .target = "native", .report = true, .layout = layout};
     int st = kn_compile_cpu(m, &o);
     fflush(stdout);
     dup2(saved, 1);
@@ -81,6 +81,31 @@ static void compile_checked(kn_model *m, const char *so)
     }
     fclose(f);
     assert_true(fused > 0);
+}
+
+/* Runs the artifact at 1 and 2 threads; every output must match ref. */
+static void run_compare(const char *so, const void *const *ins, const kn_tensor *ref, int n_out)
+{
+    kn_artifact *art = NULL;
+    kn_session *s = NULL;
+    void *outs[4];
+    if (kn_artifact_open(so, &art)) fail_msg("open: %s", kn_last_error());
+    if (kn_session_create(art, &s)) fail_msg("session: %s", kn_last_error());
+    for (int threads = 1; threads <= 2; threads++) {
+        assert_int_equal(kn_session_set_threads(s, threads), KN_OK);
+        for (int o = 0; o < n_out; o++) outs[o] = calloc(1, ref[o].nbytes + 1);
+        if (kn_session_run(s, (const void **)ins, outs)) fail_msg("run: %s", kn_last_error());
+        for (int o = 0; o < n_out; o++) {
+            const float *r = ref[o].data, *g = outs[o];
+            for (int64_t k = 0; k < kn_tensor_numel(&ref[o]); k++)
+                if (!(fabsf(r[k] - g[k]) <= 1e-4f * fmaxf(1.0f, fabsf(r[k]))))
+                    fail_msg("%d threads, output %d element %lld: reference %.9g, compiled %.9g", threads, o,
+                             (long long)k, r[k], g[k]);
+            free(outs[o]);
+        }
+    }
+    kn_session_free(s);
+    kn_artifact_close(art);
 }
 
 /* The whole check for one model text (constants are placeholders, filled
@@ -101,7 +126,6 @@ static void check_model(const char *text, int want_fused)
     kn_tensor in[4] = {0}, ref[4] = {0};
     const char *names[4];
     const void *ins[4];
-    void *outs[4];
     for (int i = 0; i < n_in; i++) {
         kn_value *v = m->graph->inputs[i];
         names[i] = v->name;
@@ -122,26 +146,11 @@ static void check_model(const char *text, int want_fused)
 
     char so[600];
     snprintf(so, sizeof so, "%s/m.so", g_dir);
-    compile_checked(m, so);
-    kn_artifact *art = NULL;
-    kn_session *s = NULL;
-    if (kn_artifact_open(so, &art)) fail_msg("open: %s", kn_last_error());
-    if (kn_session_create(art, &s)) fail_msg("session: %s", kn_last_error());
-    for (int threads = 1; threads <= 2; threads++) {
-        assert_int_equal(kn_session_set_threads(s, threads), KN_OK);
-        for (int o = 0; o < n_out; o++) outs[o] = calloc(1, ref[o].nbytes + 1);
-        if (kn_session_run(s, ins, outs)) fail_msg("run: %s", kn_last_error());
-        for (int o = 0; o < n_out; o++) {
-            const float *r = ref[o].data, *g = outs[o];
-            for (int64_t k = 0; k < kn_tensor_numel(&ref[o]); k++)
-                if (!(fabsf(r[k] - g[k]) <= 1e-4f * fmaxf(1.0f, fabsf(r[k]))))
-                    fail_msg("%d threads, output %d element %lld: reference %.9g, compiled %.9g", threads, o,
-                             (long long)k, r[k], g[k]);
-            free(outs[o]);
-        }
+    /* activations between convolutions in oneDNN's layout (auto), then plain */
+    for (int layout = KN_CG_LAYOUT_AUTO; layout <= KN_CG_LAYOUT_NCHW; layout++) {
+        compile_checked(m, so, layout);
+        run_compare(so, ins, ref, n_out);
     }
-    kn_session_free(s);
-    kn_artifact_close(art);
     for (int o = 0; o < n_out; o++) kn_tensor_free(&ref[o]);
     for (int i = 0; i < n_in; i++) kn_tensor_free(&in[i]);
     kn_model_free(m);

@@ -225,7 +225,7 @@ static void test_static_refusals(void **state)
     d = make_desc(meta, len, run_leaky);
     d.abi_version = 1;
     expect_open_error(&d, NULL, KN_ERR_UNSUPPORTED,
-                      "static artifact: was built for kiln ABI v1; this runtime reads v2: recompile it");
+                      "static artifact: was built for kiln ABI v1; this runtime reads v3: recompile it");
     d = make_desc(meta, len - 1, run_leaky);
     expect_open_error(&d, NULL, KN_ERR_INVALID, "static artifact: malformed meta: ");
     d = make_desc(meta, len, NULL);
@@ -469,7 +469,7 @@ static void test_shared_artifact(void **state)
     write_artifact_source(tmp_path("v1.c"), meta, len, 1, 0);
     assert_int_equal(build_so(tmp_path("v1.c"), tmp_path("v1.so")), 0);
     expect_so_error(tmp_path("v1.so"), KN_ERR_UNSUPPORTED,
-                    "v1.so: was built for kiln ABI v1; this runtime reads v2: recompile it");
+                    "v1.so: was built for kiln ABI v1; this runtime reads v3: recompile it");
     /* a meta length that runs far past the library's mapping */
     write_artifact_source(tmp_path("lie.c"), meta, len, KN_ABI_VERSION, 1u << 30);
     assert_int_equal(build_so(tmp_path("lie.c"), tmp_path("lie.so")), 0);

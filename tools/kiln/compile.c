@@ -15,7 +15,7 @@ static void compile_usage(FILE *f)
             "usage: kiln compile MODEL.onnx -o ART.so [--emit-header ART.h] [--static ART.a]\n"
             "        [--target native|x86-64-v2|x86-64-v3|x86-64-v4] [-O0..-O3]\n"
             "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--weights embed|external]\n"
-            "        [--name IDENT] [--report]\n"
+            "        [--layout auto|nchw] [--name IDENT] [--report]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -29,6 +29,8 @@ static void compile_usage(FILE *f)
             "  --shape NAME=AxBxC    pin input NAME to a static shape\n"
             "  --shape DIM=N         pin every symbolic dim named DIM (e.g. batch=1)\n"
             "  --weights external    weights in ART.so.weights, mmapped at open (models > 2 GiB)\n"
+            "  --layout auto|nchw    auto (default): convolutions hand each other activations in\n"
+            "                        oneDNN's preferred layout; nchw: every value stays plain\n"
             "  --name IDENT          C identifier for the header's functions (default: from -o)\n"
             "  --report              how each node was lowered: generated, oneDNN, runtime kernel\n");
 }
@@ -98,7 +100,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o)
         fclose(f);
     }
     char opts[256];
-    snprintf(opts, sizeof opts, "%s|%d|%d", o->target ? o->target : "native", o->opt_level, o->external_weights);
+    snprintf(opts, sizeof opts, "%s|%d|%d|%d", o->target ? o->target : "native", o->opt_level, o->external_weights,
+             o->layout);
     return kn_fnv1a(h, opts, strlen(opts));
 }
 
@@ -140,6 +143,17 @@ int kn_cmd_compile(int argc, char **argv)
         else if (!strcmp(a, "--name") && has_next) o.name = argv[++i];
         else if (!strcmp(a, "--shape") && has_next) shapes[n_shapes++] = argv[++i];
         else if (!strcmp(a, "--report")) o.report = true;
+        else if (!strcmp(a, "--layout") && has_next) {
+            const char *l = argv[++i];
+            if (!strcmp(l, "nchw")) o.layout = KN_CG_LAYOUT_NCHW;
+            else if (strcmp(l, "auto") != 0) {
+                /* nhwc would need generated loops over channels-last values too */
+                fprintf(stderr, "kiln compile: --layout takes auto or nchw, not '%s' (nhwc is not supported yet; "
+                                "auto uses channels-last between convolutions where oneDNN prefers it)\n", l);
+                free(shapes);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--weights") && has_next) {
             const char *w = argv[++i];
             if (!strcmp(w, "external")) o.external_weights = true;
