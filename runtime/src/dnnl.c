@@ -836,8 +836,10 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
             DN(dnnl_memory_set_data_handle(p->m_post_user, (void *)post_src), "binding the residual");
             dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_post_user}, {DNNL_ARG_TO, p->m_dst}};
             if ((rc = run_exec(s, &p->sum_ro, ra, 2, "reordering the residual"))) return rc;
-        } else if (post_src != dst) {
-            memmove(dst, post_src, p->dst_bytes);
+        } else if (post_src != dst_prim) {
+            /* already in the layout the primitive writes (dst_prim may be the
+             * session's buffer when dst itself is reordered afterwards) */
+            memmove(dst_prim, post_src, p->dst_bytes);
         }
     }
     if (!p->wei_const) {

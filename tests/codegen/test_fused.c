@@ -144,12 +144,15 @@ static void check_model(const char *text, int want_fused)
         fused += m->graph->nodes[i]->op == KN_OP_FusedConv || m->graph->nodes[i]->op == KN_OP_FusedMatMul;
     assert_int_equal(fused, want_fused);
 
+    /* a new file each time: dlopen hands back a library still open under the same name */
+    static int n_so;
     char so[600];
-    snprintf(so, sizeof so, "%s/m.so", g_dir);
+    snprintf(so, sizeof so, "%s/m%d.so", g_dir, n_so++);
     /* activations between convolutions in oneDNN's layout (auto), then plain */
     for (int layout = KN_CG_LAYOUT_AUTO; layout <= KN_CG_LAYOUT_NCHW; layout++) {
         compile_checked(m, so, layout);
         run_compare(so, ins, ref, n_out);
+        unlink(so);
     }
     for (int o = 0; o < n_out; o++) kn_tensor_free(&ref[o]);
     for (int i = 0; i < n_in; i++) kn_tensor_free(&in[i]);
@@ -185,6 +188,44 @@ static void test_conv_bias_relu_residual(void **state)
                 3);
 }
 
+/* Two ResNet bottleneck blocks (the first with a strided 1x1 downsample):
+ * every activation between them stays in oneDNN's layout, residuals too,
+ * and the last block writes its output plain. */
+static void test_bottleneck_blocks(void **state)
+{
+    (void)state;
+    check_model("kiln-ir v1\nopset \"\" 17\n"
+                "graph main(%x: f32[1,16,8,8]) {\n"
+                "  %w1 = const f32[16,16,1,1] {... fnv1a=0}\n"
+                "  %w2 = const f32[16,16,3,3] {... fnv1a=0}\n"
+                "  %w3 = const f32[32,16,1,1] {... fnv1a=0}\n"
+                "  %wd = const f32[32,16,1,1] {... fnv1a=0}\n"
+                "  %v1 = const f32[16,32,1,1] {... fnv1a=0}\n"
+                "  %v2 = const f32[16,16,3,3] {... fnv1a=0}\n"
+                "  %v3 = const f32[32,16,1,1] {... fnv1a=0}\n"
+                "  %b16 = const f32[16] {... fnv1a=0}\n"
+                "  %b32 = const f32[32] {... fnv1a=0}\n"
+                "  %x0: f32[1,16,8,8] = Relu(%x) #\"stem\"\n"
+                "  %a1: f32[1,16,8,8] = Conv(%x0, %w1, %b16) #\"b0c1\"\n"
+                "  %r1: f32[1,16,8,8] = Relu(%a1) #\"b0r1\"\n"
+                "  %a2: f32[1,16,4,4] = Conv(%r1, %w2, %b16) {pads=[1,1,1,1], strides=[2,2]} #\"b0c2\"\n"
+                "  %r2: f32[1,16,4,4] = Relu(%a2) #\"b0r2\"\n"
+                "  %a3: f32[1,32,4,4] = Conv(%r2, %w3, %b32) #\"b0c3\"\n"
+                "  %d: f32[1,32,4,4] = Conv(%x0, %wd, %b32) {strides=[2,2]} #\"b0down\"\n"
+                "  %s0: f32[1,32,4,4] = Add(%a3, %d) #\"b0add\"\n"
+                "  %o0: f32[1,32,4,4] = Relu(%s0) #\"b0out\"\n"
+                "  %c1: f32[1,16,4,4] = Conv(%o0, %v1, %b16) #\"b1c1\"\n"
+                "  %q1: f32[1,16,4,4] = Relu(%c1) #\"b1r1\"\n"
+                "  %c2: f32[1,16,4,4] = Conv(%q1, %v2, %b16) {pads=[1,1,1,1]} #\"b1c2\"\n"
+                "  %q2: f32[1,16,4,4] = Relu(%c2) #\"b1r2\"\n"
+                "  %c3: f32[1,32,4,4] = Conv(%q2, %v3, %b32) #\"b1c3\"\n"
+                "  %s1: f32[1,32,4,4] = Add(%o0, %c3) #\"b1add\"\n"
+                "  %o1: f32[1,32,4,4] = Relu(%s1) #\"b1out\"\n"
+                "  %y: f32[1,32,1,1] = GlobalAveragePool(%o1) #\"gap\"\n"
+                "  return %y\n}\n",
+                6); /* 7 convs; the downsample (bias only) stays a Conv */
+}
+
 /* Linear + Gelu, Linear + residual, Gemm (transB, alpha) + Sigmoid. */
 static void test_matmul_bias_gelu_residual(void **state)
 {
@@ -213,6 +254,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bias_relu_residual),
+        cmocka_unit_test(test_bottleneck_blocks),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
