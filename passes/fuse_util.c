@@ -48,6 +48,9 @@ bool kn_fuse_can_extend(kn_pass_ctx *ctx, const kn_fuse_chain *ch, const kn_node
         return false;
     }
     if (cur->n_users != 1) {
+        /* a fork after an activation ends a chain as intended (a ResNet block's
+         * output feeds the next block twice): only an unfused head is news */
+        if (ch->n_post > 0) return false;
         kn_pass_remark(ctx, "%s '%s' + %s '%s': %s output has %d users", ch->what, ch->head->name, next->op_type,
                        next->name, by, cur->n_users);
         return false;

@@ -39,8 +39,9 @@ typedef struct kn_fuse_chain {
 /* Starts a chain at head (its output 0). */
 void kn_fuse_begin(kn_fuse_chain *ch, kn_node *head, const char *what);
 
-/* True if the f32 output of the chain may be extended into `next`: its only
- * user, not a graph output. Records a remark naming next otherwise. */
+/* True if the output of the chain may be extended into `next`: next is its
+ * only user and it is no graph output. Otherwise records a remark naming
+ * next (not for a fork after an activation, the usual end of a chain). */
 bool kn_fuse_can_extend(kn_pass_ctx *ctx, const kn_fuse_chain *ch, const kn_node *next);
 
 /* Takes Adds of a constant that varies only along `axis` of the output
