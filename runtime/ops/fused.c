@@ -162,27 +162,26 @@ static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_
         return kn_op_error(d, KN_ERR_UNSUPPORTED, "A, B and C must share one float dtype");
     bool ta = kn_op_attr_int(d, "transA", 0) != 0, tb = kn_op_attr_int(d, "transB", 0) != 0;
     float alpha = kn_op_attr_float(d, "alpha", 1.0f);
-    int st, r;
+    /* Gemm's form (transposes, alpha) is 2-D; MatMul's broadcasts batches */
+    bool gemm = ta || tb || alpha != 1.0f;
+    int st, r = 2;
     int64_t dims[KN_MAX_RANK];
-    if (ta || tb || alpha != 1.0f) {
-        /* Gemm's form: 2-D, C broadcast as a row */
+    if (gemm) {
         if (a->rank != 2 || b->rank != 2)
             return kn_op_error(d, KN_ERR_INVALID, "transA/transB/alpha need 2-D A and B (got ranks %d and %d)",
                                a->rank, b->rank);
         dims[0] = a->dims[ta ? 1 : 0], dims[1] = b->dims[tb ? 0 : 1];
-        if ((st = kn_tensor_alloc(&out[0], a->dtype, 2, dims)) ||
-            (st = kn_k_gemm(a, b, c, ta, tb, alpha, 1.0, &out[0])))
-            return node_fail(d, st);
-    } else {
-        if ((st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, dims)) ||
-            (st = kn_tensor_alloc(&out[0], a->dtype, r, dims)) || (st = kn_k_matmul(a, b, &out[0])))
-            return node_fail(d, st);
-        if (c && (st = kn_k_binary(KN_BIN_ADD, &out[0], c, &out[0]))) return node_fail(d, st);
+    } else if ((st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, dims))) {
+        return node_fail(d, st);
     }
-    kn_tensor *y = &out[0];
-    if (c && (kn_tensor_numel(c) != y->dims[y->rank - 1] || c->rank > 2 || c->dims[c->rank - 1] != y->dims[y->rank - 1]))
-        return kn_op_error(d, KN_ERR_INVALID, "C must hold one value per column (%lld)", (long long)y->dims[y->rank - 1]);
-    return run_posts(d, in, y);
+    int64_t N = dims[r - 1];
+    if (c && (c->rank < 1 || c->rank > 2 || kn_tensor_numel(c) != N || c->dims[c->rank - 1] != N))
+        return kn_op_error(d, KN_ERR_INVALID, "C must be [N] or [1, N] with N = %lld", (long long)N);
+    if ((st = kn_tensor_alloc(&out[0], a->dtype, r, dims))) return node_fail(d, st);
+    if (gemm) st = kn_k_gemm(a, b, c, ta, tb, alpha, 1.0, &out[0]);
+    else if (!(st = kn_k_matmul(a, b, &out[0])) && c) st = kn_k_binary(KN_BIN_ADD, &out[0], c, &out[0]);
+    if (st) return node_fail(d, st);
+    return run_posts(d, in, &out[0]);
 }
 
 const kn_exec_impl kn_exec_fused[] = {
