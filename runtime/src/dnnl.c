@@ -20,10 +20,15 @@
  *    creation (the pointers passed at exec are then ignored).
  *
  * Layouts: a conv gets activations in the layout its fastest kernel wants
- * (channels-last for brgconv), reordered from/to the caller's plain buffers
- * through two session-wide buffers; a 1x1 stride-1 conv instead runs as the
- * matmul W[O, C] x X[C, HW] on the plain layout (no reorders). A matmul whose
- * weights are shared by every batch is one 2-D product.
+ * (channels-last for brgconv, nChw8c for AVX2's jit kernels). A record says
+ * per activation whether the caller's buffer is plain or already in the
+ * session's KN_LAYOUT_NATIVE layout (probed once: what a ResNet-like conv
+ * picks), which the compiler uses between two convolutions; other buffers
+ * are reordered from/to plain around the call through two session-wide
+ * buffers. A plain 1x1 stride-1 conv instead runs as the matmul
+ * W[O, C] x X[C, HW] (no reorders). A matmul whose weights are shared by
+ * every batch is one 2-D product, and a 2-D product by constant weights that
+ * oneDNN would run as jit sgemm is a channels-last 1x1 convolution.
  *
  * Threads: oneDNN fixes a primitive's thread partitioning when it is created,
  * so primitives are built for 1 thread (a new session's count) and rebuilt
