@@ -66,11 +66,14 @@ static kn_value *other_input(const kn_node *u, const kn_value *v)
     return a == v ? b : a;
 }
 
-/* The first user of v whose op is op (KN_OP_UNKNOWN: any fusable one). */
+/* The first user of v in v's own graph whose op `want` accepts. (A node of
+ * an If or Loop body reading v counts as a user too, and keeps v unfused.) */
 static kn_node *user_of(const kn_value *v, bool (*want)(kn_op))
 {
-    for (int i = 0; i < v->n_users; i++)
-        if (want(v->users[i].node->op)) return v->users[i].node;
+    for (int i = 0; i < v->n_users; i++) {
+        kn_node *u = v->users[i].node;
+        if (u->graph == v->graph && want(u->op)) return u;
+    }
     return NULL;
 }
 

@@ -312,6 +312,36 @@ static void test_gemm(void **state)
            remarks);
 }
 
+/* A Relu in an If branch reading the Conv's output is not the main graph's
+ * to fuse: nothing changes, and there is nothing to remark. */
+static void test_subgraph_reader_left_alone(void **state)
+{
+    (void)state;
+    kn_model *m = parse_flags("kiln-ir v1\nopset \"\" 17\n"
+                              "graph main(%x: f32[1,1,2,2], %cond: bool) {\n"
+                              "  %w = const f32[2,1,1,1] [1.0, 2.0]\n"
+                              "  %c: f32[1,2,2,2] = Conv(%x, %w) #\"c1\"\n"
+                              "  %y = If(%cond) {else_branch=graph e() {\n"
+                              "    %n = Neg(%c) #\"n\"\n"
+                              "    return %n\n"
+                              "  }, then_branch=graph t() {\n"
+                              "    %r = Relu(%c) #\"r\"\n"
+                              "    return %r\n"
+                              "  }} #\"if\"\n"
+                              "  return %y\n}\n",
+                              0);
+    char *before = print_live(m);
+    kn_pass_log log = {0};
+    run_passes(m, "fuse-conv", &log);
+    char *after = print_live(m);
+    assert_string_equal(after, before);
+    assert_int_equal(log.n_remarks, 0);
+    free(before);
+    free(after);
+    kn_pass_log_free(&log);
+    kn_model_free(m);
+}
+
 /* -O2 and -O3 run both fusion passes. */
 static void test_in_pipelines(void **state)
 {
@@ -457,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_conv_near_misses),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_subgraph_reader_left_alone),
         cmocka_unit_test(test_in_pipelines),
         cmocka_unit_test(test_eval_conv_chains),
         cmocka_unit_test(test_eval_matmul_chains),
