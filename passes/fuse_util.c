@@ -129,31 +129,31 @@ int kn_fuse_take_bias(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, int axis
     float *vals = malloc(sizeof(float) * 2 * (size_t)count);
     if (!vals) return kn_error(KN_ERR_NOMEM, "out of memory");
     float *add = vals + count;
-    int st = KN_OK;
+    int taken = 0;
     kn_node *u;
-    while (!st && ch->n_post == 0 && (u = user_of(ch->out, is_add)) && u->outputs[0]) {
+    while (ch->n_post == 0 && taken < KN_FUSE_MAX_BIAS_ADDS && (u = user_of(ch->out, is_add)) && u->outputs[0]) {
         kn_value *c = other_input(u, ch->out);
         /* a value read twice stops here; kn_fuse_take_posts says so */
         if (!c || !c->const_data || ch->out->n_users != 1 || (ch->out->flags & KN_VALUE_GRAPH_OUTPUT)) break;
         /* anything else may be a residual: kn_fuse_take_posts decides (and remarks) */
         if (!channel_values(c, &ch->out->shape, axis, count, add)) break;
         if (!same_shape(&u->outputs[0]->shape, &ch->out->shape)) break; /* the Add broadcasts the output up */
-        const kn_tensor *ob = ch->bias ? ch->bias->const_data : NULL;
-        if (ch->bias && (!ob || ob->dtype != KN_F32 || kn_tensor_numel(ob) != count)) {
-            kn_pass_remark(ctx, "%s '%s' + Add '%s': the %s's own bias is not a constant of %lld values", ch->what,
-                           ch->head->name, u->name, ch->what, (long long)count);
-            break;
+        if (!taken) {
+            const kn_tensor *ob = old_bias ? old_bias->const_data : NULL;
+            if (old_bias && (!ob || ob->dtype != KN_F32 || kn_tensor_numel(ob) != count)) {
+                kn_pass_remark(ctx, "%s '%s' + Add '%s': the %s's own bias is not a constant of %lld values",
+                               ch->what, ch->head->name, u->name, ch->what, (long long)count);
+                break;
+            }
+            for (int64_t k = 0; k < count; k++) vals[k] = ob ? ((const float *)ob->data)[k] : 0.0f;
         }
-        for (int64_t k = 0; k < count; k++) vals[k] = (ob ? ((const float *)ob->data)[k] : 0.0f) + add[k];
-        kn_value *b = new_bias(g, ch, vals, count);
-        if (!b) {
-            st = kn_error(KN_ERR_NOMEM, "out of memory");
-            break;
-        }
-        ch->bias = b;
+        for (int64_t k = 0; k < count; k++) vals[k] += add[k];
+        taken++;
         ch->nodes[ch->n_nodes++] = u;
         ch->out = u->outputs[0];
     }
+    int st = KN_OK;
+    if (taken && !(ch->bias = new_bias(g, ch, vals, count))) st = kn_error(KN_ERR_NOMEM, "out of memory");
     free(vals);
     return st;
 }

@@ -24,10 +24,15 @@
 extern "C" {
 #endif
 
+/* Nodes one chain may replace: the head, up to KN_FUSE_MAX_BIAS_ADDS bias
+ * Adds and KN_FUSED_MAX_POST post-ops. */
+#define KN_FUSE_MAX_BIAS_ADDS 3
+#define KN_FUSE_MAX_NODES (1 + KN_FUSE_MAX_BIAS_ADDS + KN_FUSED_MAX_POST)
+
 typedef struct kn_fuse_chain {
     kn_node *head;                        /* the Conv / MatMul / Gemm */
     const char *what;                     /* its name in remarks: "Conv" */
-    kn_node *nodes[2 + KN_FUSED_MAX_POST]; /* head, then every node taken */
+    kn_node *nodes[KN_FUSE_MAX_NODES];    /* head, then every node taken */
     int n_nodes;
     kn_value *out;                        /* the chain's result so far */
     kn_value *bias;                       /* the fused bias (a constant), or NULL */

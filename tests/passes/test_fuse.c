@@ -233,6 +233,45 @@ static void test_conv_near_misses(void **state)
            remarks);
 }
 
+/* Bias Adds in a row sum into one bias, at most KN_FUSE_MAX_BIAS_ADDS of
+ * them; the chain stops at the next one, which says why. */
+static void test_bias_adds_bounded(void **state)
+{
+    (void)state;
+    static const char *const remarks[] = {
+        "Conv 'c' + Add 'a4': the addend f32 [] is neither a constant with one value per channel nor a residual "
+        "of the output's f32 [1,2,1,1]",
+        NULL,
+    };
+    golden("kiln-ir v1\n"
+           "opset \"\" 17\n"
+           "graph main(%x: f32[1,1,1,1]) {\n"
+           "  %w = const f32[2,1,1,1] [1.0, 2.0]\n"
+           "  %k = const f32[] [1.0]\n"
+           "  %c: f32[1,2,1,1] = Conv(%x, %w) #\"c\"\n"
+           "  %a1: f32[1,2,1,1] = Add(%c, %k) #\"a1\"\n"
+           "  %a2: f32[1,2,1,1] = Add(%a1, %k) #\"a2\"\n"
+           "  %a3: f32[1,2,1,1] = Add(%a2, %k) #\"a3\"\n"
+           "  %a4: f32[1,2,1,1] = Add(%a3, %k) #\"a4\"\n"
+           "  %y: f32[1,2,1,1] = Relu(%a4) #\"r\"\n"
+           "  return %y\n"
+           "}\n",
+           "fuse-conv",
+           "kiln-ir v1\n"
+           "opset \"\" 17\n"
+           "opset \"kiln\" 1\n"
+           "graph main(%x: f32[1,1,1,1]) {\n"
+           "  %w = const f32[2,1,1,1] [1.0, 2.0]\n"
+           "  %k = const f32[] [1.0]\n"
+           "  %c.bias = const f32[2] [3.0, 3.0]\n"
+           "  %a3: f32[1,2,1,1] = kiln::FusedConv(%x, %w, %c.bias) #\"c\"\n"
+           "  %a4: f32[1,2,1,1] = Add(%a3, %k) #\"a4\"\n"
+           "  %y: f32[1,2,1,1] = Relu(%a4) #\"r\"\n"
+           "  return %y\n"
+           "}\n",
+           remarks);
+}
+
 /* A transformer's Linear + Gelu, and Linear + residual; a MatMul whose
  * output has a second reader stays. */
 static void test_matmul_bias_gelu_residual(void **state)
@@ -485,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_conv_bias_residual_relu),
         cmocka_unit_test(test_conv_bias_sum_clip),
         cmocka_unit_test(test_conv_near_misses),
+        cmocka_unit_test(test_bias_adds_bounded),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_subgraph_reader_left_alone),
