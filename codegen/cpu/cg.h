@@ -95,6 +95,7 @@ typedef struct kn_cg {
     const kn_graph *g;
     const kn_plan *plan;
     kn_meta *meta;            /* being filled: dnnl records and opnodes are appended */
+    bool plain_layout;        /* --layout nchw: no value in oneDNN's native layout */
     int cap_dnnl, cap_opnodes;
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
@@ -219,10 +220,16 @@ typedef struct kn_compile_opts {
     int opt_level;           /* 0..3 (default 3) */
     bool external_weights;   /* weights in ART.so.weights, mmapped at open */
     bool report;             /* print how each node was lowered */
+    int layout;              /* KN_CG_LAYOUT_*: activations between convolutions */
     uint64_t model_hash;     /* of the ONNX bytes and options */
     int n_syms;              /* dynamic dims, at most KN_MAX_SYMS */
     kn_compile_sym syms[KN_MAX_SYMS];
 } kn_compile_opts;
+
+/* kn_compile_opts.layout: AUTO lets convolutions hand each other their
+ * activations in oneDNN's preferred layout (see lower_dnnl.c); NCHW keeps
+ * every value in its plain layout. */
+enum { KN_CG_LAYOUT_AUTO = 0, KN_CG_LAYOUT_NCHW = 1 };
 
 /* How each node was lowered, for --report. */
 typedef enum kn_lowered_as { KN_LOWERED_GENERATED, KN_LOWERED_DNNL, KN_LOWERED_RUNTIME, KN_LOWERED_ALIAS } kn_lowered_as;

@@ -360,6 +360,7 @@ static void init_cg(compile_state *s)
     cg->g = s->g;
     cg->plan = &s->plan;
     cg->meta = &s->meta;
+    cg->plain_layout = s->o->layout == KN_CG_LAYOUT_NCHW;
 }
 
 static kn_cg_lower_fn find_lowering(kn_op op)

@@ -210,14 +210,15 @@ static bool op_rows_ok(const kn_node *n, int rd, bool data_dynamic, bool *bcast)
     if (*bcast) return true;
     const int64_t *perm = NULL;
     switch (n->op) {
-    case KN_OP_MatMul: case KN_OP_Expand: *bcast = true; return true;
+    /* fused: the bias is a constant, the residual has the output's shape */
+    case KN_OP_MatMul: case KN_OP_FusedMatMul: case KN_OP_Expand: *bcast = true; return true;
     case KN_OP_Gemm: case KN_OP_Reshape: case KN_OP_Flatten: case KN_OP_Squeeze: case KN_OP_Unsqueeze:
     case KN_OP_Identity: case KN_OP_Dropout: case KN_OP_Pad:
     case KN_OP_ReduceL1: case KN_OP_ReduceL2: case KN_OP_ReduceLogSum: case KN_OP_ReduceLogSumExp:
     case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
     case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
         return true; /* reducing or padding the row dim changes its form: refused by the operand rules */
-    case KN_OP_Conv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
+    case KN_OP_Conv: case KN_OP_FusedConv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
     case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
     case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
     case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth:

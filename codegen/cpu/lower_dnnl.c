@@ -12,10 +12,21 @@
  * cannot take (other dtypes, 1-D MatMul operands, a Gemm C that is not a row
  * bias, dynamic shapes) returns KN_ERR_UNSUPPORTED and the node falls back to
  * its runtime kernel.
+ *
+ * kiln::FusedConv and kiln::FusedMatMul (runtime/ops/fused_int.h) are the
+ * same primitives with their post_ops list as oneDNN post-ops (eltwise, sum
+ * for the residual), so a Conv + bias + Relu + residual Add is one call.
+ *
+ * Activations that one convolution writes and only convolutions read stay
+ * in oneDNN's preferred layout (act_layout; KN_LAYOUT_NATIVE in kiln/abi.h):
+ * a network of fused convolutions then reorders only at its edges.
+ * kn_compile_opts.layout = KN_CG_LAYOUT_NCHW keeps every value plain.
  */
 #include <string.h>
 
 #include "cg.h"
+#include "eval.h"
+#include "fused_int.h"
 
 /* True if v is f32 with a static shape and a place in the memory plan. */
 static bool usable(const kn_cg *cg, const kn_value *v)
@@ -107,8 +118,37 @@ static int conv_geometry(const kn_node *n, kn_abi_dnnl *r, const kn_value *x, co
     return KN_OK;
 }
 
-static int lower_conv(kn_cg *cg, const kn_node *n)
+/* The post-ops of a fused node into r, and its residual input (NULL when
+ * there is none); KN_ERR_UNSUPPORTED when the residual is not usable. */
+static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_res)
 {
+    *out_res = NULL;
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int np;
+    if (kn_fused_posts(&d, post, &np)) {
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return KN_ERR_UNSUPPORTED;
+    }
+    const kn_value *res = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
+    if (kn_fused_has_sum(post, np) != (res != NULL)) return KN_ERR_UNSUPPORTED;
+    if (res && (!usable(cg, res) || res->shape.rank != y->shape.rank ||
+                memcmp(res->shape.dims, y->shape.dims, sizeof(int64_t) * (size_t)y->shape.rank)))
+        return KN_ERR_UNSUPPORTED;
+    r->n_post = np;
+    memcpy(r->post, post, sizeof post);
+    *out_res = res;
+    return KN_OK;
+}
+
+/* The record of a Conv, or of a FusedConv (then with its post-ops and
+ * residual *out_res); KN_ERR_UNSUPPORTED for what oneDNN does not take.
+ * Emits nothing: the layout choice asks it about neighbours too. */
+static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_res)
+{
+    *out_res = NULL;
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2);
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
     if (!usable(cg, x) || !usable(cg, w) || !usable(cg, y) || (b && !usable(cg, b))) return KN_ERR_UNSUPPORTED;
@@ -119,14 +159,56 @@ static int lower_conv(kn_cg *cg, const kn_node *n)
         y->shape.dims[1] != O)
         return KN_ERR_UNSUPPORTED;
     if (b && (b->shape.rank != 1 || b->shape.dims[0] != O)) return KN_ERR_UNSUPPORTED;
-    kn_abi_dnnl r;
-    record_init(cg, &r, KN_DNNL_CONV, x, w, b, y);
-    r.groups = (int32_t)g;
-    r.spatial = rank - 2;
-    int st = conv_geometry(n, &r, x, w, y);
-    if (st) return st;
-    return emit(cg, &r, x, w, b, y, NULL);
+    record_init(cg, r, KN_DNNL_CONV, x, w, b, y);
+    r->groups = (int32_t)g;
+    r->spatial = rank - 2;
+    int st = conv_geometry(n, r, x, w, y);
+    if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, r, out_res);
+    return st;
 }
+
+static bool is_conv(const kn_node *n) { return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv); }
+
+static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *res;
+    return is_conv(n) && conv_record(cg, n, &r, &res) == KN_OK;
+}
+
+/* The layout of activation v of a convolution. Convolutions hand each other
+ * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
+ * a network of fused convolutions reorders only at its edges: v must be an
+ * arena value (never the user's buffers) of a 2-D convolution with a channel
+ * count that no block size pads (a multiple of 16), written by a convolution
+ * oneDNN runs and read only by such convolutions, as src or as residual. */
+static int32_t act_layout(const kn_cg *cg, const kn_value *v)
+{
+    if (cg->plain_layout || !v || !usable(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
+    if (v->shape.rank != 4 || v->shape.dims[1] % 16 || v->n_users == 0) return KN_LAYOUT_PLAIN;
+    if (!conv_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
+    for (int i = 0; i < v->n_users; i++) {
+        const kn_use *u = &v->users[i];
+        bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv);
+        if (!role || !conv_lowerable(cg, u->node)) return KN_LAYOUT_PLAIN;
+    }
+    return KN_LAYOUT_NATIVE;
+}
+
+static int lower_conv_common(kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *res;
+    int st = conv_record(cg, n, &r, &res);
+    if (st) return st;
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2), *y = n->outputs[0];
+    r.src_layout = act_layout(cg, x);
+    r.dst_layout = act_layout(cg, y);
+    r.post_layout = act_layout(cg, res);
+    return emit(cg, &r, x, w, b, y, res);
+}
+
+static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n); }
 
 /* ---- MatMul and Gemm --------------------------------------------------------- */
 
@@ -193,8 +275,35 @@ static int lower_gemm(kn_cg *cg, const kn_node *n)
     return emit(cg, &r, a, b, bias, y, residual);
 }
 
+/* FusedMatMul: a MatMul (any batch rank) or, with transposes or alpha, a
+ * 2-D Gemm; C is a row bias; then the post-ops. */
+static int lower_fused_matmul(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1), *c = kn_node_input(n, 2);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, a) || !usable(cg, b) || !usable(cg, y) || (c && !usable(cg, c))) return KN_ERR_UNSUPPORTED;
+    bool ta = kn_attr_int(n, "transA", 0) != 0, tb = kn_attr_int(n, "transB", 0) != 0;
+    float alpha = kn_attr_float(n, "alpha", 1.0f);
+    if ((ta || tb || alpha != 1.0f) && (a->shape.rank != 2 || b->shape.rank != 2)) return KN_ERR_UNSUPPORTED;
+    if (!matmul_shapes_ok(a, b, y, ta, tb) || !(alpha == alpha)) return KN_ERR_UNSUPPORTED;
+    int64_t N = y->shape.dims[y->shape.rank - 1];
+    if (c && !((c->shape.rank == 1 && c->shape.dims[0] == N) ||
+               (c->shape.rank == 2 && c->shape.dims[0] == 1 && c->shape.dims[1] == N)))
+        return KN_ERR_UNSUPPORTED;
+    kn_abi_dnnl r;
+    record_init(cg, &r, KN_DNNL_MATMUL, a, b, c, y);
+    r.trans_a = ta, r.trans_b = tb;
+    r.alpha = alpha;
+    const kn_value *res = NULL;
+    int st = fused_posts(cg, n, &r, &res);
+    if (st) return st;
+    return emit(cg, &r, a, b, c, y, res);
+}
+
 const kn_cg_lowering kn_cg_lower_dnnl[] = {
     {KN_OP_Conv, lower_conv},
+    {KN_OP_FusedConv, lower_conv},
+    {KN_OP_FusedMatMul, lower_fused_matmul},
     {KN_OP_MatMul, lower_matmul},
     {KN_OP_Gemm, lower_gemm},
     {KN_OP_UNKNOWN, NULL},

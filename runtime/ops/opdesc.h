@@ -127,6 +127,7 @@ extern const kn_exec_impl kn_exec_reduce[];
 extern const kn_exec_impl kn_exec_movement[];
 extern const kn_exec_impl kn_exec_misc[];
 extern const kn_exec_impl kn_exec_control[];
+extern const kn_exec_impl kn_exec_fused[]; /* kiln-domain fused ops */
 
 /* The execution function of op; NULL if it has none in the runtime. */
 kn_exec_fn kn_op_exec(kn_op op);

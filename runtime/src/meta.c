@@ -117,6 +117,9 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     for (int i = 0; i < 3; i++) w_i64(w, d->pads_end[i]);
     w_ref(w, &d->wei_ref);
     w_ref(w, &d->bias_ref);
+    w_i32(w, d->src_layout);
+    w_i32(w, d->dst_layout);
+    w_i32(w, d->post_layout);
 }
 
 static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
@@ -465,6 +468,14 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     for (int i = 0; i < 3; i++) RD(r_i64(r, &d->pads_end[i], what));
     RD(r_ref(r, &d->wei_ref, what));
     RD(r_ref(r, &d->bias_ref, what));
+    RD(r_i32(r, &d->src_layout, what));
+    RD(r_i32(r, &d->dst_layout, what));
+    RD(r_i32(r, &d->post_layout, what));
+    for (int i = 0; i < 3; i++) {
+        int32_t l = i == 0 ? d->src_layout : i == 1 ? d->dst_layout : d->post_layout;
+        if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind != KN_DNNL_CONV))
+            return r_bad(what, "activation layout %d", l);
+    }
     if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV) return r_bad(what, "unknown kind %d", d->kind);
     if (d->n_post < 0 || d->n_post > 4) return r_bad(what, "%d post-ops (at most 4)", d->n_post);
     if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)

@@ -48,6 +48,9 @@ expect 0 "probs: f32[2x10]" -- "$kiln" run "$model" --input "$tmp/good.npy" --ou
 [ -f "$tmp/out/probs.npy" ] || { echo "FAIL: probs.npy not written"; fails=$((fails + 1)); }
 printf 'garbage' > "$tmp/bad.onnx"
 expect 1 "bad.onnx" -- "$kiln" run "$tmp/bad.onnx"
+expect 2 "--layout takes auto or nchw, not 'nhwc'" -- "$kiln" compile "$model" -o "$tmp/d.so" --layout nhwc
+[ ! -e "$tmp/d.so" ] || { echo "FAIL: a refused --layout wrote d.so"; fails=$((fails + 1)); }
+expect 0 "--layout auto|nchw" -- "$kiln" compile --help
 
 # kiln bench --peak: the format of the line and of the JSON, never the value
 # (tests do not assert speed).

@@ -86,13 +86,21 @@ def report_says(report, node_op, how):
 def case_convnet(tmp):
     d = os.path.join(MODELS, "convnet")
     art = os.path.join(tmp, "convnet.so")
-    report = compile_model(os.path.join(d, "model.onnx"), art, "--max", "batch=8", "--report")
+    # -O1 does not fuse: the elementwise ops are nodes of their own, in rows
+    report = compile_model(os.path.join(d, "model.onnx"), art, "--max", "batch=8", "--report", "-O1")
     print(report)
     for op, how in [("Conv", "oneDNN, in rows"), ("Relu", "generated, in rows"), ("Add", "generated, in rows"),
                     ("MaxPool", "generated, in rows"), ("Softmax", "generated, in rows"),
                     ("Shape", "runtime kernel")]:
         check(report_says(report, op, how), f"--report: {op} {how}")
     compare_sizes(tmp, art, d, [1, 3, 8])
+    # -O3 fuses bias, activations and residuals into the oneDNN primitives, also in rows
+    fused = os.path.join(tmp, "convnet_fused.so")
+    report = compile_model(os.path.join(d, "model.onnx"), fused, "--max", "batch=8", "--report")
+    print(report)
+    for op, how in [("FusedConv", "oneDNN, in rows"), ("FusedMatMul", "oneDNN, in rows")]:
+        check(report_says(report, op, how), f"--report: {op} {how}")
+    compare_sizes(tmp, fused, d, [1, 3, 8])
     # a maximum of 32 adds code for blocks of 16 rows: 20 = one block and 4 single rows
     big = os.path.join(tmp, "convnet32.so")
     compile_model(os.path.join(d, "model.onnx"), big, "--max", "batch=32")
@@ -119,7 +127,7 @@ def case_encoder(tmp):
     report = compile_model(os.path.join(d, "model.onnx"), art, "--max", "seq=32", "--report")
     print(report)
     # [1, seq, hidden] is in rows of seq; the attention scores [1, heads, seq, seq] are not
-    check(report_says(report, "MatMul", "oneDNN, in rows"), "--report: projection MatMul: oneDNN, in rows")
+    check(report_says(report, "FusedMatMul", "oneDNN, in rows"), "--report: projection MatMul (fused): oneDNN, in rows")
     check(report_says(report, "LayerNormalization", "generated, in rows"), "--report: LayerNormalization in rows")
     check(report_says(report, "MatMul", "runtime kernel"), "--report: attention MatMul: runtime kernel")
     compare_sizes(tmp, art, d, [5, 17, 32])

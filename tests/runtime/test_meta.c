@@ -65,6 +65,7 @@ static void make_meta(fixture *f)
         d->alpha = 0.5f;
         d->groups = 1;
         d->spatial = 2;
+        if (!i) d->src_layout = KN_LAYOUT_NATIVE, d->post_layout = KN_LAYOUT_NATIVE;
         for (int k = 0; k < 3; k++) {
             d->strides[k] = 1 + k;
             d->dilations[k] = 2 + k;
@@ -154,6 +155,9 @@ static void test_meta_round_trip(void **state)
         assert_memory_equal(a->dilations, b->dilations, sizeof a->dilations);
         assert_memory_equal(a->pads_begin, b->pads_begin, sizeof a->pads_begin);
         assert_memory_equal(a->pads_end, b->pads_end, sizeof a->pads_end);
+        assert_int_equal(a->src_layout, b->src_layout);
+        assert_int_equal(a->dst_layout, b->dst_layout);
+        assert_int_equal(a->post_layout, b->post_layout);
         assert_true(a->wei_ref.loc == b->wei_ref.loc && a->wei_ref.offset == b->wei_ref.offset);
         assert_true(a->bias_ref.loc == b->bias_ref.loc && a->bias_ref.offset == b->bias_ref.offset);
     }
@@ -352,6 +356,19 @@ static void test_meta_read_rejects_bad_values(void **state)
     assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "not a plain file name"));
+    free(bytes);
+    f.m.weights_file = "net.weights";
+    /* a layout the runtime does not know, and oneDNN's layout for a matmul */
+    f.dnnl[0].dst_layout = 7;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "activation layout 7"));
+    free(bytes);
+    f.dnnl[0].dst_layout = KN_LAYOUT_PLAIN;
+    f.dnnl[1].src_layout = KN_LAYOUT_NATIVE;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "activation layout 1"));
     free(bytes);
     free(f.attrs);
 }

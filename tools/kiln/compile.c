@@ -27,7 +27,7 @@ static void compile_usage(FILE *f)
             "usage: kiln compile MODEL.onnx -o ART.so [--emit-header ART.h] [--static ART.a]\n"
             "        [--target native|x86-64-v2|x86-64-v3|x86-64-v4] [-O0..-O3]\n"
             "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--weights embed|external]\n"
-            "        [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
+            "        [--layout auto|nchw] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
@@ -44,6 +44,8 @@ static void compile_usage(FILE *f)
             "  --max DIM=N           keep symbolic dim DIM dynamic, up to N (memory is planned for N;\n"
             "                        each run takes it from the input shapes); repeatable\n"
             "  --weights external    weights in ART.so.weights, mmapped at open (models > 2 GiB)\n"
+            "  --layout auto|nchw    auto (default): convolutions hand each other activations in\n"
+            "                        oneDNN's preferred layout; nchw: every value stays plain\n"
             "  --name IDENT          C identifier for the header's functions (default: from -o)\n"
             "  --report              how each node was lowered: generated, oneDNN, runtime kernel;\n"
             "                        then the passes' remarks (patterns that almost matched, and why not)\n"
@@ -189,8 +191,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const cha
         fclose(f);
     }
     char opts[1024];
-    snprintf(opts, sizeof opts, "%s|%d|%d|%s", o->target ? o->target : "native", o->opt_level, o->external_weights,
-             passes ? passes : "");
+    snprintf(opts, sizeof opts, "%s|%d|%d|%d|%s", o->target ? o->target : "native", o->opt_level,
+             o->external_weights, o->layout, passes ? passes : "");
     h = kn_fnv1a(h, opts, strlen(opts));
     for (int k = 0; k < o->n_syms; k++) {
         snprintf(opts, sizeof opts, "|max %s=%lld", o->syms[k].name, (long long)o->syms[k].max);
@@ -286,6 +288,17 @@ int kn_cmd_compile(int argc, char **argv)
         else if (!strcmp(a, "--print-after") && has_next) cp.print_after = argv[++i];
         else if (!strcmp(a, "--verify-each")) cp.verify_each = true;
         else if (!strcmp(a, "--stats")) cp.stats = true;
+        else if (!strcmp(a, "--layout") && has_next) {
+            const char *l = argv[++i];
+            if (!strcmp(l, "nchw")) o.layout = KN_CG_LAYOUT_NCHW;
+            else if (strcmp(l, "auto") != 0) {
+                /* nhwc would need generated loops over channels-last values too */
+                fprintf(stderr, "kiln compile: --layout takes auto or nchw, not '%s' (nhwc is not supported yet; "
+                                "auto uses channels-last between convolutions where oneDNN prefers it)\n", l);
+                free_max(&o, shapes);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--weights") && has_next) {
             const char *w = argv[++i];
             if (!strcmp(w, "external")) o.external_weights = true;

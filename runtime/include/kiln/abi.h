@@ -51,7 +51,9 @@ extern "C" {
 #endif
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
-#define KN_ABI_VERSION 3u /* 3: control flow (opnode captures), dynamic dims, profiling step table */
+/* 3: control flow (opnode captures), dynamic dims, profiling step table,
+ * conv activation layouts, Tanh/HardSwish post-ops */
+#define KN_ABI_VERSION 3u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -131,6 +133,19 @@ enum {
     KN_POST_GELU_ERF = 5,
     KN_POST_GELU_TANH = 6,
     KN_POST_LEAKY_RELU = 7, /* alpha = slope */
+    KN_POST_TANH = 8,
+    KN_POST_HARDSWISH = 9,  /* x * clip(x / 6 + 1/2, 0, 1), ONNX HardSwish */
+};
+
+/* How a oneDNN record's activation is laid out in memory. */
+enum {
+    KN_LAYOUT_PLAIN = 0,  /* row-major as the tensor's dims say (NCHW) */
+    /* the session's convolution layout: what oneDNN's fastest convolution
+     * wants on this CPU (nChw8c on AVX2, nChw16c or NHWC on AVX-512),
+     * probed once per session. Same byte size as plain: the compiler uses it
+     * only for 2-D convolution activations whose channels are a multiple of
+     * 16, and only between two convolutions. */
+    KN_LAYOUT_NATIVE = 1,
 };
 
 typedef struct kn_abi_post {
@@ -151,6 +166,8 @@ typedef struct kn_abi_dnnl {
     int32_t spatial;       /* 1, 2 or 3 */
     int64_t strides[3], dilations[3], pads_begin[3], pads_end[3];
     kn_abi_ref wei_ref, bias_ref; /* usually KN_LOC_WEIGHTS: prepared once */
+    /* conv: KN_LAYOUT_* of src, dst and the KN_POST_SUM input (matmul: plain) */
+    int32_t src_layout, dst_layout, post_layout;
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are

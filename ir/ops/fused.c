@@ -1,0 +1,128 @@
+/*
+ * Type/shape inference of kiln's fused ops (domain "kiln"; see
+ * runtime/ops/fused_int.h for what they compute): FusedConv and FusedMatMul.
+ * Execution lives in runtime/ops/fused.c.
+ *
+ * The output is shaped like the unfused Conv or MatMul/Gemm; the post_ops
+ * list is checked here so that a malformed node fails at inference, naming
+ * the node, rather than at run time.
+ */
+#include <string.h>
+
+#include "../eval.h"
+#include "fused_int.h"
+#include "k_linalg.h"
+#include "nn_int.h"
+
+/* True if a and b are the same shape: equal ranks and dims, unknown dims
+ * only where both carry the same symbolic name. */
+static bool same_shape(const kn_shape *a, const kn_shape *b)
+{
+    if (a->rank < 0 || a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dims[i] != b->dims[i]) return false;
+        if (a->dims[i] < 0 && (!a->sym[i] || !b->sym[i] || strcmp(a->sym[i], b->sym[i]))) return false;
+    }
+    return true;
+}
+
+/* Checks the post_ops list and the residual input against output 0, which
+ * inference has just set. */
+static int check_posts(kn_node *n)
+{
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int np, st = kn_fused_posts(&d, post, &np);
+    if (st) return st;
+    const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
+    bool sum = kn_fused_has_sum(post, np);
+    if (sum != (r != NULL))
+        return kn_node_error(n, KN_ERR_INVALID, sum ? "post_ops adds a residual but input R is missing"
+                                                    : "input R is given but post_ops has no 'Add'");
+    if (r && y && r->shape.rank >= 0 && y->shape.rank >= 0 && !same_shape(&r->shape, &y->shape))
+        return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
+    if (r && y && r->dtype != KN_DT_UNDEFINED && r->dtype != y->dtype)
+        return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, the output %s", kn_dtype_name(r->dtype),
+                             kn_dtype_name(y->dtype));
+    return KN_OK;
+}
+
+static int infer_fused_conv(kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
+    if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
+    kn_shape s = kn_shape_unknown();
+    if (x->shape.rank >= 0) {
+        if (w->shape.rank >= 0 && w->shape.rank != x->shape.rank)
+            return kn_node_error(n, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->shape.rank,
+                                 x->shape.rank);
+        kn_opdesc d;
+        bool has[1];
+        kn_node_opdesc(n, &d, has);
+        kn_nn_window win;
+        int64_t group, od[KN_MAX_RANK];
+        int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
+                                     &win, &group, od);
+        if (st) return st;
+        s.rank = x->shape.rank;
+        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
+        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0]; /* the batch dim keeps its name */
+    }
+    kn_infer_set_shape(n, 0, x->dtype, &s);
+    return check_posts(n);
+}
+
+/* The matmul's output dims with symbolic names: batch dims and M from A
+ * where A has them, N from B. */
+static void matmul_syms(const kn_value *a, const kn_value *b, kn_shape *s)
+{
+    for (int i = 0; i < s->rank; i++) {
+        if (s->dims[i] >= 0) continue;
+        const kn_value *src = i == s->rank - 1 ? b : a;
+        int k = i - (s->rank - src->shape.rank);
+        if (k >= 0 && k < src->shape.rank) s->sym[i] = src->shape.sym[k];
+    }
+}
+
+static int infer_fused_matmul(kn_node *n)
+{
+    const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1);
+    if (!a || !b) return kn_node_error(n, KN_ERR_INVALID, "input A or B is missing");
+    if (a->dtype != b->dtype)
+        return kn_node_error(n, KN_ERR_INVALID, "A and B have dtypes %s and %s", kn_dtype_name(a->dtype),
+                             kn_dtype_name(b->dtype));
+    bool ta = kn_attr_int(n, "transA", 0) != 0, tb = kn_attr_int(n, "transB", 0) != 0;
+    bool gemm = ta || tb || kn_attr_float(n, "alpha", 1.0f) != 1.0f;
+    kn_shape s = kn_shape_unknown();
+    if (a->shape.rank >= 0 && b->shape.rank >= 0) {
+        if (gemm) {
+            if (a->shape.rank != 2 || b->shape.rank != 2)
+                return kn_node_error(n, KN_ERR_INVALID, "transA/transB/alpha need 2-D A and B (got ranks %d and %d)",
+                                     a->shape.rank, b->shape.rank);
+            s.rank = 2;
+            s.dims[0] = a->shape.dims[ta ? 1 : 0], s.sym[0] = a->shape.sym[ta ? 1 : 0];
+            s.dims[1] = b->shape.dims[tb ? 0 : 1], s.sym[1] = b->shape.sym[tb ? 0 : 1];
+        } else {
+            int st = kn_k_matmul_shape(a->shape.rank, a->shape.dims, b->shape.rank, b->shape.dims, &s.rank, s.dims);
+            if (st) return kn_node_error(n, st, "%s", kn_last_error());
+            matmul_syms(a, b, &s);
+        }
+    }
+    const kn_value *c = kn_node_input(n, 2);
+    int64_t N = s.rank > 0 ? s.dims[s.rank - 1] : -1;
+    if (c && c->shape.rank >= 0) {
+        bool row = (c->shape.rank == 1 || (c->shape.rank == 2 && c->shape.dims[0] == 1)) &&
+                   (N < 0 || c->shape.dims[c->shape.rank - 1] < 0 || c->shape.dims[c->shape.rank - 1] == N);
+        if (!row) return kn_node_error(n, KN_ERR_INVALID, "C must be [N] or [1, N] (one value per column)");
+    }
+    kn_infer_set_shape(n, 0, a->dtype, &s);
+    return check_posts(n);
+}
+
+const kn_op_impl kn_ops_fused[] = {
+    {KN_OP_FusedConv, infer_fused_conv, NULL},
+    {KN_OP_FusedMatMul, infer_fused_matmul, NULL},
+    {KN_OP_UNKNOWN, NULL, NULL},
+};

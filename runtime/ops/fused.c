@@ -1,0 +1,191 @@
+/*
+ * Execution of kiln's fused ops (see fused_int.h): the reference kernel of
+ * FusedConv and FusedMatMul, used by the reference evaluator and by compiled
+ * artifacts for a node oneDNN does not take. It runs the same kernels as
+ * the unfused graph (Conv, MatMul/Gemm, the unary ops, Clip, Add), in
+ * place on the output, so fusing never changes what the evaluator computes
+ * beyond where the bias is added.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fused_int.h"
+#include "k_elementwise.h"
+#include "k_linalg.h"
+#include "nn_int.h"
+
+/* ---- the post_ops list --------------------------------------------------------- */
+
+static const struct {
+    int kind;
+    const char *name;
+} k_post_names[] = {
+    {KN_POST_SUM, "Add"},          {KN_POST_RELU, "Relu"},       {KN_POST_LEAKY_RELU, "LeakyRelu"},
+    {KN_POST_CLIP, "Clip"},        {KN_POST_SIGMOID, "Sigmoid"}, {KN_POST_TANH, "Tanh"},
+    {KN_POST_HARDSWISH, "HardSwish"}, {KN_POST_GELU_ERF, "Gelu"}, {KN_POST_GELU_TANH, "GeluTanh"},
+};
+
+const char *kn_fused_post_name(int kind)
+{
+    for (size_t i = 0; i < sizeof k_post_names / sizeof *k_post_names; i++)
+        if (k_post_names[i].kind == kind) return k_post_names[i].name;
+    return NULL;
+}
+
+int kn_fused_post_kind(const char *name)
+{
+    for (size_t i = 0; i < sizeof k_post_names / sizeof *k_post_names; i++)
+        if (!strcmp(k_post_names[i].name, name)) return k_post_names[i].kind;
+    return KN_POST_NONE;
+}
+
+bool kn_fused_has_sum(const kn_abi_post *post, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (post[i].kind == KN_POST_SUM) return true;
+    return false;
+}
+
+int kn_fused_posts(const kn_opdesc *d, kn_abi_post *post, int *out_n)
+{
+    *out_n = 0;
+    const kn_attr *ops = kn_op_attr(d, "post_ops");
+    if (!ops) return KN_OK;
+    if (ops->kind != KN_ATTR_STRINGS) return kn_op_error(d, KN_ERR_INVALID, "post_ops must be a list of strings");
+    int n = ops->n;
+    if (n > KN_FUSED_MAX_POST)
+        return kn_op_error(d, KN_ERR_INVALID, "%d post_ops, at most %d", n, KN_FUSED_MAX_POST);
+    const float *al = NULL, *be = NULL;
+    int na = kn_op_attr_floats(d, "post_alpha", &al), nb = kn_op_attr_floats(d, "post_beta", &be);
+    if ((na && na != n) || (nb && nb != n))
+        return kn_op_error(d, KN_ERR_INVALID, "post_alpha has %d and post_beta %d values for %d post_ops", na, nb, n);
+    int sums = 0;
+    for (int i = 0; i < n; i++) {
+        int k = kn_fused_post_kind(ops->strings[i]);
+        if (k == KN_POST_NONE) return kn_op_error(d, KN_ERR_INVALID, "post_ops[%d]: unknown step '%s'", i, ops->strings[i]);
+        sums += k == KN_POST_SUM;
+        post[i] = (kn_abi_post){.kind = k, .alpha = na ? al[i] : 0.0f, .beta = nb ? be[i] : 0.0f};
+    }
+    if (sums > 1) return kn_op_error(d, KN_ERR_INVALID, "post_ops holds %d 'Add' steps, at most 1", sums);
+    *out_n = n;
+    return KN_OK;
+}
+
+/* ---- execution -------------------------------------------------------------------- */
+
+/* Re-raises the kernel's last message under the node's name. */
+static int node_fail(const kn_opdesc *d, int st)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    return kn_op_error(d, st, "%s", msg);
+}
+
+static const kn_tensor *opt_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
+{
+    return i < d->n_inputs ? in[i] : NULL;
+}
+
+static int post_unary(kn_unary_op op, double alpha, kn_tensor *y)
+{
+    kn_unary_params p = {.alpha = alpha};
+    return kn_k_unary(op, &p, y, y);
+}
+
+/* Applies one step to y in place, with the kernel the unfused op runs. */
+static int apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
+{
+    switch (p->kind) {
+    case KN_POST_SUM: return kn_k_binary(KN_BIN_ADD, y, r, y);
+    case KN_POST_RELU: return post_unary(KN_UN_RELU, 0, y);
+    case KN_POST_LEAKY_RELU: return post_unary(KN_UN_LEAKYRELU, p->alpha, y);
+    case KN_POST_SIGMOID: return post_unary(KN_UN_SIGMOID, 0, y);
+    case KN_POST_TANH: return post_unary(KN_UN_TANH, 0, y);
+    case KN_POST_HARDSWISH: return post_unary(KN_UN_HARDSWISH, 0, y);
+    case KN_POST_GELU_ERF: return post_unary(KN_UN_GELU, 0, y);
+    case KN_POST_GELU_TANH: return post_unary(KN_UN_GELU_TANH, 0, y);
+    case KN_POST_CLIP: {
+        /* Clip's kernel takes its bounds as tensors; an infinite one is no bound */
+        float lo = p->alpha, hi = p->beta;
+        kn_tensor tlo = {.dtype = KN_F32, .rank = 0, .data = &lo, .nbytes = sizeof lo};
+        kn_tensor thi = {.dtype = KN_F32, .rank = 0, .data = &hi, .nbytes = sizeof hi};
+        return kn_k_clip(y, isinf(lo) ? NULL : &tlo, isinf(hi) ? NULL : &thi, y);
+    }
+    default: return kn_error(KN_ERR_INVALID, "post-op kind %d", p->kind);
+    }
+}
+
+/* Checks R against the post list and y, then runs the list over y. */
+static int run_posts(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *y)
+{
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int n, st = kn_fused_posts(d, post, &n);
+    if (st) return st;
+    const kn_tensor *r = opt_in(d, in, KN_FUSED_RESIDUAL);
+    bool sum = kn_fused_has_sum(post, n);
+    if (sum != (r != NULL))
+        return kn_op_error(d, KN_ERR_INVALID, sum ? "post_ops adds a residual but input R is missing"
+                                                  : "input R is given but post_ops has no 'Add'");
+    if (r && (r->dtype != y->dtype || r->rank != y->rank || memcmp(r->dims, y->dims, sizeof(int64_t) * (size_t)y->rank)))
+        return kn_op_error(d, KN_ERR_INVALID, "residual R must have the output's dtype and shape");
+    for (int i = 0; i < n; i++)
+        if ((st = apply_post(&post[i], r, y))) return node_fail(d, st);
+    return KN_OK;
+}
+
+static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+{
+    const kn_tensor *x = opt_in(d, in, 0), *w = opt_in(d, in, 1), *b = opt_in(d, in, 2);
+    if (!x || !w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
+    if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
+    if (w->rank != x->rank)
+        return kn_op_error(d, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->rank, x->rank);
+    int64_t od[KN_MAX_RANK], group;
+    kn_nn_window win;
+    int st = kn_nn_conv_geometry(d, x->rank, x->dims, w->dims, &win, &group, od);
+    if (st) return st;
+    if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
+        return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
+                           (long long)kn_tensor_numel(b), (long long)w->dims[0]);
+    if ((st = kn_tensor_alloc(&out[0], x->dtype, x->rank, od))) return node_fail(d, st);
+    if ((st = kn_k_conv(x, w, b, &win, group, &out[0]))) return node_fail(d, st);
+    return run_posts(d, in, &out[0]);
+}
+
+static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+{
+    const kn_tensor *a = opt_in(d, in, 0), *b = opt_in(d, in, 1), *c = opt_in(d, in, 2);
+    if (!a || !b) return kn_op_error(d, KN_ERR_INVALID, "input A or B is missing");
+    if (!kn_nn_is_float(a->dtype) || b->dtype != a->dtype || (c && c->dtype != a->dtype))
+        return kn_op_error(d, KN_ERR_UNSUPPORTED, "A, B and C must share one float dtype");
+    bool ta = kn_op_attr_int(d, "transA", 0) != 0, tb = kn_op_attr_int(d, "transB", 0) != 0;
+    float alpha = kn_op_attr_float(d, "alpha", 1.0f);
+    /* Gemm's form (transposes, alpha) is 2-D; MatMul's broadcasts batches */
+    bool gemm = ta || tb || alpha != 1.0f;
+    int st, r = 2;
+    int64_t dims[KN_MAX_RANK];
+    if (gemm) {
+        if (a->rank != 2 || b->rank != 2)
+            return kn_op_error(d, KN_ERR_INVALID, "transA/transB/alpha need 2-D A and B (got ranks %d and %d)",
+                               a->rank, b->rank);
+        dims[0] = a->dims[ta ? 1 : 0], dims[1] = b->dims[tb ? 0 : 1];
+    } else if ((st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, dims))) {
+        return node_fail(d, st);
+    }
+    int64_t N = dims[r - 1];
+    if (c && (c->rank < 1 || c->rank > 2 || kn_tensor_numel(c) != N || c->dims[c->rank - 1] != N))
+        return kn_op_error(d, KN_ERR_INVALID, "C must be [N] or [1, N] with N = %lld", (long long)N);
+    if ((st = kn_tensor_alloc(&out[0], a->dtype, r, dims))) return node_fail(d, st);
+    if (gemm) st = kn_k_gemm(a, b, c, ta, tb, alpha, 1.0, &out[0]);
+    else if (!(st = kn_k_matmul(a, b, &out[0])) && c) st = kn_k_binary(KN_BIN_ADD, &out[0], c, &out[0]);
+    if (st) return node_fail(d, st);
+    return run_posts(d, in, &out[0]);
+}
+
+const kn_exec_impl kn_exec_fused[] = {
+    {KN_OP_FusedConv, exec_fused_conv},
+    {KN_OP_FusedMatMul, exec_fused_matmul},
+    {KN_OP_UNKNOWN, NULL},
+};
