@@ -29,7 +29,12 @@ LLVMTypeRef kn_cg_fn_type(kn_cg *cg)
 
 LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal)
 {
-    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, kn_cg_fn_type(cg));
+    return kn_cg_begin_function_typed(cg, name, kn_cg_fn_type(cg), internal);
+}
+
+LLVMValueRef kn_cg_begin_function_typed(kn_cg *cg, const char *name, LLVMTypeRef type, bool internal)
+{
+    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, type);
     if (internal) LLVMSetLinkage(fn, LLVMInternalLinkage);
     cg->fn = fn;
     cg->a_exec = LLVMGetParam(fn, 0);

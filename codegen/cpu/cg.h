@@ -114,6 +114,9 @@ LLVMTypeRef kn_cg_fn_type(kn_cg *cg);
  * makes it current (cg->fn and the a_* arguments), positions the builder in
  * its entry block and zeroes cg->status. */
 LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal);
+/* The same for a function of another type whose first five parameters are
+ * those of kn_cg_fn_type (the caller reads the others with LLVMGetParam). */
+LLVMValueRef kn_cg_begin_function_typed(kn_cg *cg, const char *name, LLVMTypeRef type, bool internal);
 
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);
@@ -182,9 +185,10 @@ bool kn_cg_rows_add(kn_cg_rows *r, kn_value *v, int dim, int64_t per_row);
 typedef int (*kn_cg_lower_fn)(kn_cg *cg, const kn_node *n);
 
 /* Emits `lower` for `rows` rows of the operands in r as a new internal
- * function `name`, i32 (the node function's arguments, i64 block): the
+ * function `name`, i32 (the node function's arguments, i64 row): the
  * operands have their shapes for `rows` rows while it lowers, and kn_cg_ptr
- * advances each of them by block * its bytes per `rows` rows. NULL and
+ * advances each of them by row * its bytes per row (the rows it computes
+ * are row..row+rows-1). NULL and
  * *out_st if the lowering declines (KN_ERR_UNSUPPORTED, nothing left
  * behind) or fails. */
 LLVMValueRef kn_cg_emit_row_fn(kn_cg *cg, const kn_node *n, const kn_cg_rows *r, int64_t rows,

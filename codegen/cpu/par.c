@@ -269,8 +269,8 @@ static bool plan_split(const kn_cg *cg, const kn_node *n, split *s, int64_t *out
 }
 
 /* i32 chunk(ptr args, i64 lo, i64 hi): loads the node function's arguments
- * from args and runs units lo..hi-1 in order. */
-static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit)
+ * from args and runs units lo..hi-1 (rows lo*g..hi*g-1) in order. */
+static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit, int64_t g)
 {
     LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_i64};
     LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, 0));
@@ -283,7 +283,10 @@ static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit
         LLVMValueRef p = LLVMBuildGEP2(cg->b, cg->t_ptr, LLVMGetParam(fn, 0), &idx, 1, "");
         *slots[k] = LLVMBuildLoad2(cg->b, cg->t_ptr, p, "");
     }
-    kn_cg_emit_row_loop(cg, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), 1, unit);
+    LLVMValueRef vg = kn_cg_i64(cg, g);
+    LLVMValueRef first = LLVMBuildMul(cg->b, LLVMGetParam(fn, 1), vg, "first");
+    LLVMValueRef end = LLVMBuildMul(cg->b, LLVMGetParam(fn, 2), vg, "end");
+    kn_cg_emit_row_loop(cg, end, first, g, unit);
     LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
     return fn;
 }
@@ -320,7 +323,7 @@ int kn_par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *f
     LLVMValueRef unit = kn_cg_emit_row_fn(cg, n, &s.rows, g, lower, name, &st);
     if (!unit) return st;
     snprintf(name, sizeof name, "%s_chunk", fname);
-    LLVMValueRef chunk = emit_chunk_fn(cg, name, unit);
+    LLVMValueRef chunk = emit_chunk_fn(cg, name, unit, g);
     *out_fn = emit_node_fn(cg, fname, chunk, s.R / g);
     return KN_OK;
 }

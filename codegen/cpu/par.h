@@ -7,8 +7,8 @@
  * [1, T, D], heads of [1, H, T, T]; never a reduced or normalized dim) is
  * emitted in row mode (rows.c) as
  *
- *     unit(ex, arena, weights, in, out, u)   the lowering for rows [u*G, (u+1)*G)
- *     chunk(args, lo, hi)                    units lo..hi-1, in order
+ *     unit(ex, arena, weights, in, out, row) the lowering for rows [row, row+G)
+ *     chunk(args, lo, hi)                    units lo..hi-1 (row = u*G), in order
  *     node(ex, arena, weights, in, out)      kn_rt_parallel_for(ex, chunk, args, units)
  *
  * G and the number of units are fixed at compile time, so each output

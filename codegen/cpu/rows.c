@@ -24,30 +24,21 @@ bool kn_cg_rows_add(kn_cg_rows *r, kn_value *v, int dim, int64_t per_row)
 static LLVMValueRef begin_row_function(kn_cg *cg, const char *name)
 {
     LLVMTypeRef params[6] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
-    LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 6, 0));
-    LLVMSetLinkage(fn, LLVMInternalLinkage);
-    cg->fn = fn;
-    cg->a_exec = LLVMGetParam(fn, 0);
-    cg->a_arena = LLVMGetParam(fn, 1);
-    cg->a_weights = LLVMGetParam(fn, 2);
-    cg->a_inputs = LLVMGetParam(fn, 3);
-    cg->a_outputs = LLVMGetParam(fn, 4);
+    LLVMValueRef fn = kn_cg_begin_function_typed(cg, name, LLVMFunctionType(cg->t_i32, params, 6, 0), true);
     cg->row = LLVMGetParam(fn, 5);
-    LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
-    cg->status = LLVMBuildAlloca(cg->b, cg->t_i32, "status");
-    LLVMBuildStore(cg->b, kn_cg_i32(cg, 0), cg->status);
     return fn;
 }
 
 /* Gives every operand in r its shape for `rows` rows and records its bytes
- * per block of rows in row_bytes; saved[] keeps the dims (rows_restore). */
+ * per row in row_bytes; saved[] keeps the dims (rows_restore). */
 static void rows_enter(const kn_cg_rows *r, int64_t rows, int64_t *row_bytes, int64_t *saved)
 {
     for (int j = 0; j < r->n; j++) {
         kn_value *v = r->vals[j];
         saved[j] = v->shape.dims[r->dim[j]];
-        v->shape.dims[r->dim[j]] = r->per_row[j] * rows;
+        v->shape.dims[r->dim[j]] = r->per_row[j];
         row_bytes[v->id] = (int64_t)kn_dtype_nbytes(v->dtype, (size_t)kn_cg_numel(v));
+        v->shape.dims[r->dim[j]] = r->per_row[j] * rows;
     }
 }
 
