@@ -136,6 +136,15 @@ static bool gather_cut(split *s, const kn_node *n)
     return false;
 }
 
+/* Split along channels: the per-channel parameters ([C]: scale, bias,
+ * mean, variance) are cut with them. */
+static bool channel_params(split *s, const kn_node *n)
+{
+    for (int i = 1; i < n->n_inputs; i++)
+        if (n->inputs[i] && (n->inputs[i]->shape.rank != 1 || !cut(s, n->inputs[i], 0))) return false;
+    return true;
+}
+
 /* Cuts the operands of n along split dim s->sd of its output, by op. */
 static bool plan_cuts(const kn_node *n, split *s)
 {
@@ -166,8 +175,9 @@ static bool plan_cuts(const kn_node *n, split *s)
     case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool: /* batch and channels are independent */
     case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
         return sd <= 1 && cut(s, x, sd);
-    case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
-    case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth: /* per-channel parameters, or channels mixed */
+    case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization:
+        return sd == 0 ? cut(s, x, sd) : sd == 1 && cut(s, x, sd) && channel_params(s, n);
+    case KN_OP_GroupNormalization: case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth: /* channels mixed */
         return sd == 0 && cut(s, x, sd);
     case KN_OP_Resize: return resize_ok(n, s) && cut(s, x, sd);
     case KN_OP_Transpose:

@@ -3,7 +3,8 @@
  * (codegen/cpu/par.c, kn_rt_parallel_for): a model with large elementwise
  * (broadcast), Transpose, pooling, Softmax (over channels' rows and over
  * attention heads), ReduceMean, Concat, Slice, Pad, Resize, LayerNorm,
- * ArgMax and Gather nodes is compiled; `--report` says each of them is
+ * ArgMax, Gather and BatchNormalization (parameters cut with the
+ * channels) nodes is compiled; `--report` says each of them is
  * parallel; outputs are bitwise identical at 1, 2 and 4 threads (also
  * after switching counts on one session) and match the reference evaluator.
  * A small node stays on one thread.
@@ -32,6 +33,7 @@ static const char *const k_model =
     "graph main(%x: f32[1,64,32,32], %t: f32[1,128,256], %ls: f32[256], %lb: f32[256], %emb: f32[300,512],\n"
     "           %idx: i64[1,128], %att: f32[1,4,128,128], %small: f32[1,8,16]) {\n"
     "  %bias = const f32[64,1,1] [BIAS]\n"
+    "  %b64 = const f32[64] [BIAS]\n"
     "  %a: f32[1,64,32,32] = Add(%x, %bias) #\"add\"\n"
     "  %r: f32[1,64,32,32] = Relu(%a) #\"relu\"\n"
     "  %tr: f32[1,64,32,32] = Transpose(%r) {perm=[0,1,3,2]} #\"transpose\"\n"
@@ -55,16 +57,18 @@ static const char *const k_model =
     "  %ga: f32[1,128,512] = Gather(%emb, %idx) {axis=0} #\"gather\"\n"
     "  %as: f32[1,4,128,128] = Softmax(%att) {axis=-1} #\"attn_softmax\"\n"
     "  %ss: f32[1,8,16] = Softmax(%small) {axis=-1} #\"small_softmax\"\n"
-    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss\n"
+    "  %bvar = const f32[64] [POS]\n"
+    "  %bn: f32[1,64,32,32] = BatchNormalization(%x, %bvar, %b64, %b64, %bvar) #\"batchnorm\"\n"
+    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn\n"
     "}\n";
 
 /* the nodes expected to be parallel, and one that is too small */
 static const char *const k_parallel[] = {"add", "relu", "transpose", "maxpool", "gap", "softmax", "reducemean",
                                          "concat", "slice", "pad", "resize", "layernorm", "tanh", "mul",
-                                         "argmax", "gather", "attn_softmax"};
+                                         "argmax", "gather", "attn_softmax", "batchnorm"};
 
 #define N_IN 8
-#define N_OUT 11
+#define N_OUT 12
 
 static uint32_t g_seed = 777;
 static float frand(void)
@@ -73,13 +77,25 @@ static float frand(void)
     return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
+/* k_model with BIAS and POS replaced by 64 values each (positive for POS). */
 static char *model_text(void)
 {
-    char bias[64 * 16] = "", *at = bias;
-    for (int i = 0; i < 64; i++) at += sprintf(at, "%s%.3f", i ? ", " : "", (i % 9) * 0.25 - 1.0);
-    const char *mark = strstr(k_model, "BIAS");
-    char *text = malloc(strlen(k_model) + strlen(bias) + 1);
-    sprintf(text, "%.*s%s%s", (int)(mark - k_model), k_model, bias, mark + 4);
+    char vals[2][64 * 16], *at[2] = {vals[0], vals[1]};
+    for (int i = 0; i < 64; i++) {
+        at[0] += sprintf(at[0], "%s%.3f", i ? ", " : "", (i % 9) * 0.25 - 1.0);
+        at[1] += sprintf(at[1], "%s%.3f", i ? ", " : "", (i % 7) * 0.5 + 0.25);
+    }
+    char *text = malloc(strlen(k_model) + 8 * sizeof vals[0]), *out = text;
+    for (const char *p = k_model; *p;) {
+        int k = !strncmp(p, "BIAS", 4) ? 0 : !strncmp(p, "POS", 3) ? 1 : -1;
+        if (k < 0) {
+            *out++ = *p++;
+            continue;
+        }
+        out += sprintf(out, "%s", vals[k]);
+        p += k ? 3 : 4;
+    }
+    *out = '\0';
     return text;
 }
 
