@@ -172,7 +172,10 @@ static bool plan_cuts(const kn_node *n, split *s)
     case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
     case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
         return reduce_ok(n, s) && cut(s, x, sd);
-    case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool: /* batch and channels are independent */
+    case KN_OP_MaxPool: /* its Indices are flat offsets into the whole input: not per unit */
+        if (n->n_outputs > 1 && n->outputs[1]) return false;
+        return sd <= 1 && cut(s, x, sd);
+    case KN_OP_AveragePool: case KN_OP_LpPool: /* batch and channels are independent */
     case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
         return sd <= 1 && cut(s, x, sd);
     case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization:

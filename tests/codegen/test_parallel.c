@@ -7,7 +7,7 @@
  * channels) nodes is compiled; `--report` says each of them is
  * parallel; outputs are bitwise identical at 1, 2 and 4 threads (also
  * after switching counts on one session) and match the reference evaluator.
- * A small node stays on one thread.
+ * A small node, and a MaxPool asked for its Indices, stay on one thread.
  */
 #include <fcntl.h>
 #include <math.h>
@@ -59,7 +59,8 @@ static const char *const k_model =
     "  %ss: f32[1,8,16] = Softmax(%small) {axis=-1} #\"small_softmax\"\n"
     "  %bvar = const f32[64] [POS]\n"
     "  %bn: f32[1,64,32,32] = BatchNormalization(%x, %bvar, %b64, %b64, %bvar) #\"batchnorm\"\n"
-    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn\n"
+    "  %mq: f32[1,64,16,16], %mi: i64[1,64,16,16] = MaxPool(%tr) {kernel_shape=[2,2], strides=[2,2]} #\"maxpool_idx\"\n"
+    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn, %mq, %mi\n"
     "}\n";
 
 /* the nodes expected to be parallel, and one that is too small */
@@ -68,7 +69,7 @@ static const char *const k_parallel[] = {"add", "relu", "transpose", "maxpool", 
                                          "argmax", "gather", "attn_softmax", "batchnorm"};
 
 #define N_IN 8
-#define N_OUT 12
+#define N_OUT 14
 
 static uint32_t g_seed = 777;
 static float frand(void)
@@ -184,6 +185,7 @@ static void test_parallel_bitwise(void **state)
         assert_true(reported_parallel(report, k_parallel[i]));
     }
     assert_false(reported_parallel(report, "small_softmax"));
+    assert_false(reported_parallel(report, "maxpool_idx")); /* flat indices into the whole input */
     free(report);
     kn_model_free(m);
 
