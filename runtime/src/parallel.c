@@ -93,7 +93,7 @@ static void *worker_main(void *arg)
 {
     kn_rt_pool *p = arg;
     pthread_mutex_lock(&p->mu);
-    uint32_t seen = p->gen;
+    uint32_t seen = 0; /* the generation at creation: a worker that starts late still sees loop 1 */
     for (;;) {
         while (!p->stop && p->gen == seen) pthread_cond_wait(&p->wake, &p->mu);
         if (p->stop) break;

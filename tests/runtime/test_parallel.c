@@ -38,7 +38,7 @@ static int record(void *args, int64_t lo, int64_t hi)
     cover *c = args;
     if (c->meet) {
         __atomic_add_fetch(&c->arrived, 1, __ATOMIC_SEQ_CST);
-        for (int i = 0; i < 2000000 && __atomic_load_n(&c->arrived, __ATOMIC_SEQ_CST) < 2; i++) usleep(1);
+        for (int i = 0; i < 20000 && __atomic_load_n(&c->arrived, __ATOMIC_SEQ_CST) < 2; i++) usleep(100);
     }
     for (int64_t i = lo; i < hi; i++) __atomic_add_fetch(&c->hits[i], 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&c->mu);
