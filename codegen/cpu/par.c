@@ -250,15 +250,8 @@ static int64_t work_of(const kn_node *n)
     return w;
 }
 
-/* Rows per unit: the fewest that divide R into at most max_units units. */
-static int64_t rows_per_unit(int64_t R, int64_t max_units)
-{
-    for (int64_t g = 1; g <= R; g++)
-        if (R % g == 0 && R / g <= max_units) return g;
-    return R;
-}
-
-/* Decides whether and how n is split; false to keep it on one thread. */
+/* Decides whether and how n is split (G rows per unit); false to keep it
+ * on one thread. */
 static bool plan_split(const kn_cg *cg, const kn_node *n, split *s, int64_t *out_g)
 {
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
@@ -277,13 +270,15 @@ static bool plan_split(const kn_cg *cg, const kn_node *n, split *s, int64_t *out
     if (!plan_cuts(n, s) || !cuts_safe(cg, n, s)) return false;
     int64_t max_units = work / PAR_MIN_UNIT_WORK;
     if (max_units > PAR_MAX_UNITS) max_units = PAR_MAX_UNITS;
-    *out_g = rows_per_unit(s->R, max_units);
-    return s->R / *out_g >= 2;
+    *out_g = (s->R + max_units - 1) / max_units;
+    return s->R > *out_g;
 }
 
 /* i32 chunk(ptr args, i64 lo, i64 hi): loads the node function's arguments
- * from args and runs units lo..hi-1 (rows lo*g..hi*g-1) in order. */
-static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit, int64_t g)
+ * from args and runs units lo..hi-1 in order: `unit` for rows u*g..u*g+g-1
+ * while u < full, then `tail` (the last R - full*g rows) if hi > full. */
+static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit, int64_t g, int64_t full,
+                                  LLVMValueRef tail)
 {
     LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_i64};
     LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, 0));
@@ -296,10 +291,21 @@ static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit
         LLVMValueRef p = LLVMBuildGEP2(cg->b, cg->t_ptr, LLVMGetParam(fn, 0), &idx, 1, "");
         *slots[k] = LLVMBuildLoad2(cg->b, cg->t_ptr, p, "");
     }
-    LLVMValueRef vg = kn_cg_i64(cg, g);
+    LLVMValueRef vg = kn_cg_i64(cg, g), vfull = kn_cg_i64(cg, full), hi = LLVMGetParam(fn, 2);
+    LLVMValueRef hi_full = LLVMBuildSelect(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLT, hi, vfull, ""), hi, vfull, "");
     LLVMValueRef first = LLVMBuildMul(cg->b, LLVMGetParam(fn, 1), vg, "first");
-    LLVMValueRef end = LLVMBuildMul(cg->b, LLVMGetParam(fn, 2), vg, "end");
+    LLVMValueRef end = LLVMBuildMul(cg->b, hi_full, vg, "end");
     kn_cg_emit_row_loop(cg, end, first, g, unit);
+    if (tail) {
+        LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(cg->ctx, fn, "tail");
+        LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, fn, "done");
+        LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntSGT, hi, vfull, ""), run, done);
+        LLVMPositionBuilderAtEnd(cg->b, run);
+        LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs,
+                                kn_cg_i64(cg, full * g)};
+        LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, LLVMGlobalGetValueType(tail), tail, args, 6, ""));
+        LLVMPositionBuilderAtEnd(cg->b, done);
+    }
     LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
     return fn;
 }
@@ -333,10 +339,18 @@ int kn_par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *f
     char name[96];
     int st;
     snprintf(name, sizeof name, "%s_unit", fname);
-    LLVMValueRef unit = kn_cg_emit_row_fn(cg, n, &s.rows, g, lower, name, &st);
+    LLVMValueRef unit = kn_cg_emit_row_fn(cg, n, &s.rows, g, lower, name, &st), tail = NULL;
     if (!unit) return st;
+    int64_t full = s.R / g, rest = s.R - full * g;
+    if (rest) {
+        snprintf(name, sizeof name, "%s_tail", fname);
+        if (!(tail = kn_cg_emit_row_fn(cg, n, &s.rows, rest, lower, name, &st))) {
+            LLVMDeleteFunction(unit);
+            return st;
+        }
+    }
     snprintf(name, sizeof name, "%s_chunk", fname);
-    LLVMValueRef chunk = emit_chunk_fn(cg, name, unit, g);
-    *out_fn = emit_node_fn(cg, fname, chunk, s.R / g);
+    LLVMValueRef chunk = emit_chunk_fn(cg, name, unit, g, full, tail);
+    *out_fn = emit_node_fn(cg, fname, chunk, full + (rest > 0));
     return KN_OK;
 }

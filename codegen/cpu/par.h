@@ -8,10 +8,13 @@
  * emitted in row mode (rows.c) as
  *
  *     unit(ex, arena, weights, in, out, row) the lowering for rows [row, row+G)
+ *     tail(ex, arena, weights, in, out, row) the same for the last R mod G rows
  *     chunk(args, lo, hi)                    units lo..hi-1 (row = u*G), in order
  *     node(ex, arena, weights, in, out)      kn_rt_parallel_for(ex, chunk, args, units)
  *
- * G and the number of units are fixed at compile time, so each output
+ * G = ceil(R / units) rows (R: the split dim's size; at most 256 units, of
+ * at least 4096 elements of work each) and the units are fixed at compile
+ * time, so each output
  * element is computed by the same code whatever the thread count: results
  * are bitwise the same at 1, 2 or 16 threads. Which operands are cut into
  * rows, and along which of their dims, is decided per op (par.c); every

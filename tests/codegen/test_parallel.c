@@ -3,8 +3,9 @@
  * (codegen/cpu/par.c, kn_rt_parallel_for): a model with large elementwise
  * (broadcast), Transpose, pooling, Softmax (over channels' rows and over
  * attention heads), ReduceMean, Concat, Slice, Pad, Resize, LayerNorm,
- * ArgMax, Gather and BatchNormalization (parameters cut with the
- * channels) nodes is compiled; `--report` says each of them is
+ * ArgMax, Gather, BatchNormalization (parameters cut with the channels)
+ * and Softmax over 197 tokens (a prime: units of 22 rows and a tail of 21)
+ * nodes is compiled; `--report` says each of them is
  * parallel; outputs are bitwise identical at 1, 2 and 4 threads (also
  * after switching counts on one session) and match the reference evaluator.
  * A small node, and a MaxPool asked for its Indices, stay on one thread.
@@ -31,7 +32,7 @@ static const char *const k_model =
     "kiln-ir v1\n"
     "opset \"\" 17\n"
     "graph main(%x: f32[1,64,32,32], %t: f32[1,128,256], %ls: f32[256], %lb: f32[256], %emb: f32[300,512],\n"
-    "           %idx: i64[1,128], %att: f32[1,4,128,128], %small: f32[1,8,16]) {\n"
+    "           %idx: i64[1,128], %att: f32[1,4,128,128], %small: f32[1,8,16], %v: f32[1,197,192]) {\n"
     "  %bias = const f32[64,1,1] [BIAS]\n"
     "  %b64 = const f32[64] [BIAS]\n"
     "  %a: f32[1,64,32,32] = Add(%x, %bias) #\"add\"\n"
@@ -60,16 +61,18 @@ static const char *const k_model =
     "  %bvar = const f32[64] [POS]\n"
     "  %bn: f32[1,64,32,32] = BatchNormalization(%x, %bvar, %b64, %b64, %bvar) #\"batchnorm\"\n"
     "  %mq: f32[1,64,16,16], %mi: i64[1,64,16,16] = MaxPool(%tr) {kernel_shape=[2,2], strides=[2,2]} #\"maxpool_idx\"\n"
-    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn, %mq, %mi\n"
+    "  %vs: f32[1,197,192] = Softmax(%v) {axis=-1} #\"prime_softmax\"\n"
+    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn, %mq, %mi, %vs\n"
     "}\n";
 
 /* the nodes expected to be parallel, and one that is too small */
 static const char *const k_parallel[] = {"add", "relu", "transpose", "maxpool", "gap", "softmax", "reducemean",
                                          "concat", "slice", "pad", "resize", "layernorm", "tanh", "mul",
-                                         "argmax", "gather", "attn_softmax", "batchnorm"};
+                                         "argmax", "gather", "attn_softmax", "batchnorm",
+                                         "prime_softmax"};
 
-#define N_IN 8
-#define N_OUT 14
+#define N_IN 9
+#define N_OUT 15
 
 static uint32_t g_seed = 777;
 static float frand(void)
