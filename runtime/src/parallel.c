@@ -13,8 +13,9 @@
  * finds nothing left and goes back to sleep: the loop never waits for a
  * thread that has not started, which a fork-join barrier (an OpenMP
  * parallel region) does, for a whole scheduler slice when the machine is
- * loaded. Workers sleep on a condition variable between loops, so they
- * take no core from oneDNN's OpenMP threads, which run at other times.
+ * loaded. Between loops workers poll briefly, then sleep on a condition
+ * variable, so they take little from oneDNN's OpenMP threads, which run at
+ * other times.
  *
  * Claims are one atomic word (generation, next chunk, chunk count): a
  * worker still holding an old loop's generation cannot take a chunk of the
@@ -89,12 +90,29 @@ static void work(kn_rt_pool *p, uint32_t gen)
     }
 }
 
+/* Polls this long (pause instructions, some 20-80 us) for the next loop
+ * before sleeping: a model's nodes come back to back, and a worker woken
+ * from a condition variable often arrives after the caller has done
+ * everything itself. Short, so that it takes little from oneDNN's threads
+ * when a convolution comes next. */
+#define PAR_SPIN 2000
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 static void *worker_main(void *arg)
 {
     kn_rt_pool *p = arg;
-    pthread_mutex_lock(&p->mu);
     uint32_t seen = 0; /* the generation at creation: a worker that starts late still sees loop 1 */
+    pthread_mutex_lock(&p->mu);
     for (;;) {
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < PAR_SPIN && (uint32_t)(atomic_load(&p->claim) >> 32) == seen; i++) cpu_relax();
+        pthread_mutex_lock(&p->mu);
         while (!p->stop && p->gen == seen) pthread_cond_wait(&p->wake, &p->mu);
         if (p->stop) break;
         seen = p->gen;
