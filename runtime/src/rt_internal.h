@@ -33,13 +33,8 @@ int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 
 /* ---- parallel loops (parallel.c) ------------------------------------------ */
 
-/* A session's threads for kn_rt_parallel_for: threads - 1 workers (at most
- * 255) beside the calling thread. kn_rt_pool_run(NULL, ...) and a pool of
- * one thread call fn(args, 0, n) on the calling thread. */
-typedef struct kn_rt_pool kn_rt_pool;
-int kn_rt_pool_create(int threads, kn_rt_pool **out);
-void kn_rt_pool_free(kn_rt_pool *p);
-int kn_rt_pool_run(kn_rt_pool *p, kn_rt_chunk_fn fn, void *args, int64_t n);
+/* kn_rt_parallel_for for a given thread count (threads <= 1: fn(args, 0, n)). */
+int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64_t n);
 
 /* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
 
@@ -81,7 +76,6 @@ struct kn_session {
     kn_dnnl_session *dnnl;
     kn_dnnl_prim **prims;          /* meta.n_dnnl */
     int threads;
-    kn_rt_pool *pool;              /* NULL for one thread */
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
 };
 

@@ -107,15 +107,6 @@ int kn_session_set_threads(kn_session *s, int threads)
         int st = s->prims[i] ? kn_dnnl_prim_set_threads(s->dnnl, s->prims[i], threads) : KN_OK;
         if (st) return st;
     }
-    if (threads != s->threads) {
-        kn_rt_pool_free(s->pool);
-        s->pool = NULL;
-        int st = threads > 1 ? kn_rt_pool_create(threads, &s->pool) : KN_OK;
-        if (st) {
-            s->threads = 1;
-            return st;
-        }
-    }
     s->threads = threads;
     return KN_OK;
 }
@@ -327,7 +318,6 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
 void kn_session_free(kn_session *s)
 {
     if (!s) return;
-    kn_rt_pool_free(s->pool);
     if (s->prims)
         for (int i = 0; i < s->art->meta.n_dnnl; i++)
             if (s->prims[i]) kn_dnnl_prim_free(s->prims[i]);

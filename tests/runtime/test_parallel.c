@@ -1,10 +1,9 @@
 /*
- * tests/runtime/test_parallel.c — kn_rt_parallel_for's pool (runtime/src/
- * parallel.c): every index covered exactly once by contiguous, ordered
- * chunks, for many sizes and thread counts, over many loops on one pool;
- * chunks really run on several threads; one thread (and one unit) calls the
- * function directly; the first failing chunk's status and message reach
- * the caller.
+ * tests/runtime/test_parallel.c — kn_rt_parallel_for (runtime/src/parallel.c):
+ * every index covered exactly once by contiguous, ordered chunks, for many
+ * sizes and thread counts; chunks really run on several threads; one thread
+ * (and one unit) calls the function directly; the first failing chunk's
+ * status and message reach the caller.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,7 +12,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -29,17 +27,11 @@ typedef struct cover {
     pthread_t who[MAX_CHUNKS];
     int n_chunks;
     int fail_from; /* chunks starting at or after this index fail; -1: none */
-    bool meet;     /* each chunk waits (up to 2 s) until two threads have run one */
-    _Atomic int arrived;
 } cover;
 
 static int record(void *args, int64_t lo, int64_t hi)
 {
     cover *c = args;
-    if (c->meet) {
-        __atomic_add_fetch(&c->arrived, 1, __ATOMIC_SEQ_CST);
-        for (int i = 0; i < 20000 && __atomic_load_n(&c->arrived, __ATOMIC_SEQ_CST) < 2; i++) usleep(100);
-    }
     for (int64_t i = lo; i < hi; i++) __atomic_add_fetch(&c->hits[i], 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&c->mu);
     if (c->n_chunks < MAX_CHUNKS) {
@@ -75,13 +67,11 @@ static void test_cover(void **state)
     static const int64_t sizes[] = {1, 2, 3, 7, 64, 97, 1000};
     static const int threads[] = {1, 2, 3, 4, 8, 16};
     cover *c = malloc(sizeof *c);
-    for (size_t b = 0; b < sizeof threads / sizeof *threads; b++) {
-        kn_rt_pool *pool = NULL;
-        assert_int_equal(kn_rt_pool_create(threads[b], &pool), KN_OK);
-        for (size_t a = 0; a < sizeof sizes / sizeof *sizes; a++) {
+    for (size_t a = 0; a < sizeof sizes / sizeof *sizes; a++) {
+        for (size_t b = 0; b < sizeof threads / sizeof *threads; b++) {
             int64_t n = sizes[a];
             reset(c);
-            assert_int_equal(kn_rt_pool_run(pool, record, c, n), KN_OK);
+            assert_int_equal(kn_rt_parallel_for_threads(threads[b], record, c, n), KN_OK);
             for (int64_t i = 0; i < n; i++) assert_int_equal(c->hits[i], 1);
             int expect = threads[b] < n ? threads[b] : (int)n;
             assert_int_equal(c->n_chunks, expect);
@@ -103,7 +93,6 @@ static void test_cover(void **state)
             assert_int_equal(at, n);
             assert_true(most - least <= 1);
         }
-        kn_rt_pool_free(pool);
     }
     free(c);
 }
@@ -113,41 +102,27 @@ static void test_one_thread(void **state)
 {
     (void)state;
     cover *c = malloc(sizeof *c);
-    kn_rt_pool *pool = NULL;
-    assert_int_equal(kn_rt_pool_create(1, &pool), KN_OK);
     reset(c);
-    assert_int_equal(kn_rt_pool_run(pool, record, c, 500), KN_OK);
+    assert_int_equal(kn_rt_parallel_for_threads(1, record, c, 500), KN_OK);
     assert_int_equal(c->n_chunks, 1);
     assert_int_equal(c->lo[0], 0);
     assert_int_equal(c->hi[0], 500);
     assert_true(pthread_equal(c->who[0], pthread_self()));
-    kn_rt_pool_free(pool);
-    /* no pool: the same */
-    reset(c);
-    assert_int_equal(kn_rt_pool_run(NULL, record, c, 500), KN_OK);
-    assert_int_equal(c->n_chunks, 1);
-    assert_true(pthread_equal(c->who[0], pthread_self()));
     /* nothing to do: no call */
-    assert_int_equal(kn_rt_pool_create(4, &pool), KN_OK);
     reset(c);
-    assert_int_equal(kn_rt_pool_run(pool, record, c, 0), KN_OK);
+    assert_int_equal(kn_rt_parallel_for_threads(4, record, c, 0), KN_OK);
     assert_int_equal(c->n_chunks, 0);
-    kn_rt_pool_free(pool);
     free(c);
 }
 
-/* With 4 threads the chunks run on more than one thread: each chunk waits
- * for a second thread to arrive, which only a worker can be. */
+/* With 4 threads the chunks run on more than one thread (libgomp, which
+ * oneDNN loaded, was found). */
 static void test_threads_used(void **state)
 {
     (void)state;
     cover *c = malloc(sizeof *c);
-    kn_rt_pool *pool = NULL;
-    assert_int_equal(kn_rt_pool_create(4, &pool), KN_OK);
     reset(c);
-    c->meet = true;
-    assert_int_equal(kn_rt_pool_run(pool, record, c, 1000), KN_OK);
-    kn_rt_pool_free(pool);
+    assert_int_equal(kn_rt_parallel_for_threads(4, record, c, 1000), KN_OK);
     assert_int_equal(c->n_chunks, 4);
     int distinct = 0;
     for (int k = 0; k < 4; k++) {
@@ -167,13 +142,10 @@ static void test_error(void **state)
     (void)state;
     cover *c = malloc(sizeof *c);
     for (int t = 1; t <= 4; t *= 2) {
-        kn_rt_pool *pool = NULL;
-        assert_int_equal(kn_rt_pool_create(t, &pool), KN_OK);
         reset(c);
         c->fail_from = t == 1 ? 0 : 500;
         kn_error_clear();
-        assert_int_equal(kn_rt_pool_run(pool, record, c, 1000), KN_ERR_INVALID);
-        kn_rt_pool_free(pool);
+        assert_int_equal(kn_rt_parallel_for_threads(t, record, c, 1000), KN_ERR_INVALID);
         assert_non_null(strstr(kn_last_error(), t == 1 ? "chunk at 0 failed" : "chunk at 500 failed"));
         /* the others still ran: no chunk is left half-done by a failing neighbour */
         for (int64_t i = 0; i < 1000; i++) assert_int_equal(c->hits[i], 1);
@@ -188,24 +160,20 @@ static int add_one(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
-/* Many short loops back to back on one pool: a worker late for one loop
- * must never run a chunk of the next with the old loop's function. */
+/* Many short loops back to back on the same threads. */
 static void test_many_loops(void **state)
 {
     (void)state;
-    kn_rt_pool *pool = NULL;
-    assert_int_equal(kn_rt_pool_create(3, &pool), KN_OK);
     static int hits[7];
     memset(hits, 0, sizeof hits);
-    for (int r = 0; r < 20000; r++) assert_int_equal(kn_rt_pool_run(pool, add_one, hits, 7), KN_OK);
+    for (int r = 0; r < 20000; r++) assert_int_equal(kn_rt_parallel_for_threads(3, add_one, hits, 7), KN_OK);
     for (int i = 0; i < 7; i++) assert_int_equal(hits[i], 20000);
-    kn_rt_pool_free(pool);
 }
 
 static void test_refusals(void **state)
 {
     (void)state;
-    assert_int_equal(kn_rt_pool_run(NULL, NULL, NULL, 10), KN_ERR_INTERNAL);
+    assert_int_equal(kn_rt_parallel_for_threads(2, NULL, NULL, 10), KN_ERR_INTERNAL);
     assert_int_equal(kn_rt_parallel_for(NULL, record, NULL, 10), KN_ERR_INTERNAL);
     assert_non_null(strstr(kn_last_error(), "no session"));
 }
