@@ -168,6 +168,37 @@ int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMVal
  * marks dynamic values itself). */
 void kn_cg_abi_tensor(const kn_value *v, kn_abi_tensor *out);
 
+/* ---- row mode (rows.c) ------------------------------------------------------- */
+
+/* A node's operands cut into equal blocks of bytes ("rows") along one dim
+ * each: per_row elements of that dim per row, every dim before it of size 1.
+ * Operands not listed are the same for every row. */
+#define KN_CG_ROWS_MAX 64
+typedef struct kn_cg_rows {
+    int n;
+    kn_value *vals[KN_CG_ROWS_MAX];
+    int dim[KN_CG_ROWS_MAX];
+    int64_t per_row[KN_CG_ROWS_MAX];
+} kn_cg_rows;
+/* Adds v (once; false if it is already there with another cut, or full). */
+bool kn_cg_rows_add(kn_cg_rows *r, kn_value *v, int dim, int64_t per_row);
+
+typedef int (*kn_cg_lower_fn)(kn_cg *cg, const kn_node *n);
+
+/* Emits `lower` for `rows` rows of the operands in r as a new internal
+ * function `name`, i32 (the node function's arguments, i64 row): the
+ * operands have their shapes for `rows` rows while it lowers, and kn_cg_ptr
+ * advances each of them by row * its bytes per row (the rows it computes
+ * are row..row+rows-1). NULL and
+ * *out_st if the lowering declines (KN_ERR_UNSUPPORTED, nothing left
+ * behind) or fails. */
+LLVMValueRef kn_cg_emit_row_fn(kn_cg *cg, const kn_node *n, const kn_cg_rows *r, int64_t rows,
+                               kn_cg_lower_fn lower, const char *name, int *out_st);
+/* while (row + step <= n) { if ((st = fn(..., row))) return st; row += step; }
+ * in the current function, passing its a_* arguments; returns the row it
+ * stopped at. */
+LLVMValueRef kn_cg_emit_row_loop(kn_cg *cg, LLVMValueRef n, LLVMValueRef start, int64_t step, LLVMValueRef fn);
+
 /* ---- control flow (subgraph.c) ---------------------------------------------- */
 
 /* Values of n's own graph that its subgraphs read, at any depth: the
@@ -185,8 +216,6 @@ int kn_cg_sg_attrs(const kn_node *n, kn_attr **out_attrs, kn_cg_sgpool **out_poo
 void kn_cg_sg_free(kn_cg_sgpool *p);
 
 /* ---- lowerings -------------------------------------------------------------- */
-
-typedef int (*kn_cg_lower_fn)(kn_cg *cg, const kn_node *n);
 
 typedef struct kn_cg_lowering {
     kn_op op;

@@ -28,6 +28,7 @@
  */
 #include "driver.h"
 #include "dyn.h"
+#include "par.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,6 +139,8 @@ static int check_dynamic(const kn_graph *g)
 /* ... and of a node emitted for one row in a loop over a dynamic dim (dyn.h) */
 #define LOWERED_ROWS ((kn_lowered_as)5)
 #define LOWERED_ROWS_DNNL ((kn_lowered_as)6)
+/* ... and of a generated node whose units run on the session's threads (par.h) */
+#define LOWERED_PARALLEL ((kn_lowered_as)7)
 
 static bool node_is_folded(const kn_node *n)
 {
@@ -507,10 +510,17 @@ static int emit_node(compile_state *s, int i)
     char fname[64];
     snprintf(fname, sizeof fname, "node_%d", n->id);
     if (kn_dyn_node_is_dynamic(&s->dyn, n)) return emit_dynamic_node(s, i, fname);
-    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
     kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
     int dnnl_before = s->meta.n_dnnl;
-    int st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
+    int st = lower ? kn_par_emit(cg, n, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
+    if (st == KN_OK) {
+        s->how[i] = LOWERED_PARALLEL;
+        return KN_OK;
+    }
+    if (st != KN_ERR_UNSUPPORTED) return st;
+    kn_error_clear();
+    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
+    st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
     if (st == KN_OK) {
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
             LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
@@ -802,16 +812,17 @@ static int write_weights_file(compile_state *s, kn_outset *outs, char *base, siz
 static void print_report(const compile_state *s)
 {
     static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded",
-                                        "generated, in rows", "oneDNN, in rows"};
-    int counts[7] = {0};
+                                        "generated, in rows", "oneDNN, in rows", "generated, parallel"};
+    int counts[8] = {0};
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
         counts[s->how[i]]++;
     }
-    printf("%d nodes: %d generated, %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes (%lld without reuse), "
-           "weights %lld bytes, target %s\n",
-           s->g->n_nodes, counts[0] + counts[5], counts[1] + counts[6], counts[2], counts[3], counts[4],
+    printf("%d nodes: %d generated (%d parallel), %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes "
+           "(%lld without reuse), weights %lld bytes, target %s\n",
+           s->g->n_nodes, counts[0] + counts[5] + counts[7], counts[7], counts[1] + counts[6], counts[2], counts[3],
+           counts[4],
            (long long)s->meta.arena_bytes,
            (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
 }

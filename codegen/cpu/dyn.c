@@ -265,16 +265,6 @@ int kn_dyn_row_sym(const kn_dyn *d, const kn_node *n)
 
 /* ---- the row loop ------------------------------------------------------------------ */
 
-/* The row function: the node's signature plus i64 row; made current like
- * kn_cg_begin_function. */
-static LLVMValueRef begin_row_function(kn_cg *cg, const char *name)
-{
-    LLVMTypeRef params[6] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
-    LLVMValueRef fn = kn_cg_begin_function_typed(cg, name, LLVMFunctionType(cg->t_i32, params, 6, 0), true);
-    cg->row = LLVMGetParam(fn, 5);
-    return fn;
-}
-
 /* kn_rt_sym(ex, sym) in the current function. */
 static LLVMValueRef sym_value(kn_cg *cg, int sym)
 {
@@ -286,103 +276,30 @@ static LLVMValueRef sym_value(kn_cg *cg, int sym)
     return LLVMBuildCall2(cg->b, fty, fn, args, 2, "n");
 }
 
-/* The operands' shapes for one row, their bytes per row in row_bytes, and
- * the saved row dims (restored by rows_restore). */
-typedef struct row_state {
-    const kn_value *vals[64];
-    int dim[64];
-    int64_t size[64];
-    int n;
-} row_state;
-
-/* Gives every dynamic operand of n its shape for `rows` rows, records its
- * bytes per row in row_bytes and saves its row dim (rows_restore). */
-static bool rows_enter(const kn_dyn *d, const kn_node *n, int sym, int64_t rows, int64_t *row_bytes, row_state *rs)
+/* Every dynamic operand of n cut into its rows (a per row) along its row dim. */
+static bool dyn_rows(const kn_dyn *d, const kn_node *n, int sym, kn_cg_rows *out)
 {
-    rs->n = 0;
+    out->n = 0;
     for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         kn_value *v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
         int rd = -1;
         int64_t a = v ? rows_of(d, v, sym, &rd) : 0;
-        if (a <= 0) continue;
-        bool seen = false;
-        for (int j = 0; j < rs->n && !seen; j++) seen = rs->vals[j] == v;
-        if (seen) continue;
-        if (rs->n == 64) return false;
-        rs->vals[rs->n] = v;
-        rs->dim[rs->n] = rd;
-        rs->size[rs->n++] = v->shape.dims[rd];
-        v->shape.dims[rd] = a; /* one row: the value at n = 1 (the arena keeps the maximum) */
-        row_bytes[v->id] = (int64_t)kn_dtype_nbytes(v->dtype, (size_t)kn_cg_numel(v));
-        v->shape.dims[rd] = a * rows;
+        if (a > 0 && !kn_cg_rows_add(out, v, rd, a)) return false;
     }
     return true;
 }
 
-static void rows_restore(const row_state *rs, int64_t *row_bytes)
-{
-    for (int j = 0; j < rs->n; j++) {
-        kn_value *v = (kn_value *)rs->vals[j];
-        v->shape.dims[rs->dim[j]] = rs->size[j];
-        row_bytes[v->id] = 0;
-    }
-}
-
-/* `lower` for `rows` rows starting at the row function's argument, as a new
- * row function (NULL and a status if the lowering declines or fails). */
+/* `lower` for `rows` rows of symbol sym, as a new row function (NULL and a
+ * status if the lowering declines or fails). */
 static LLVMValueRef emit_row_fn(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, int64_t rows,
                                 kn_cg_lower_fn lower, const char *name, int *out_st)
 {
-    int64_t *row_bytes = calloc((size_t)cg->plan->n_where + 1, sizeof *row_bytes);
-    if (!row_bytes) {
-        *out_st = kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_cg_rows r;
+    if (!dyn_rows(d, n, sym, &r)) {
+        *out_st = KN_ERR_UNSUPPORTED;
         return NULL;
     }
-    row_state rs;
-    LLVMValueRef fn = begin_row_function(cg, name);
-    int st = rows_enter(d, n, sym, rows, row_bytes, &rs) ? KN_OK : KN_ERR_UNSUPPORTED;
-    cg->row_bytes = row_bytes;
-    if (!st) st = lower(cg, n);
-    cg->row_bytes = NULL;
-    cg->row = NULL;
-    rows_restore(&rs, row_bytes);
-    free(row_bytes);
-    *out_st = st;
-    if (st) {
-        LLVMDeleteFunction(fn);
-        return NULL;
-    }
-    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
-        LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
-    return fn;
-}
-
-/* while (row + step <= n) { if ((st = fn(..., row))) return st; row += step; }
- * in the current function; returns the row it stopped at. */
-static LLVMValueRef emit_row_loop(kn_cg *cg, LLVMValueRef n, LLVMValueRef start, int64_t step, LLVMValueRef fn)
-{
-    LLVMTypeRef fty = LLVMGlobalGetValueType(fn);
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(cg->b);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_body");
-    LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_fail");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rows_done");
-    LLVMBuildBr(cg->b, head);
-    LLVMPositionBuilderAtEnd(cg->b, head);
-    LLVMValueRef row = LLVMBuildPhi(cg->b, cg->t_i64, "row");
-    LLVMValueRef next = LLVMBuildAdd(cg->b, row, kn_cg_i64(cg, step), "");
-    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLE, next, n, ""), body, done);
-    LLVMPositionBuilderAtEnd(cg->b, body);
-    LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs, row};
-    LLVMValueRef st = LLVMBuildCall2(cg->b, fty, fn, args, 6, "");
-    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, st, kn_cg_i32(cg, 0), ""), fail, head);
-    LLVMValueRef in_vals[2] = {start, next};
-    LLVMBasicBlockRef in_blocks[2] = {pre, body};
-    LLVMAddIncoming(row, in_vals, in_blocks, 2);
-    LLVMPositionBuilderAtEnd(cg->b, fail);
-    LLVMBuildRet(cg->b, st);
-    LLVMPositionBuilderAtEnd(cg->b, done);
-    return row;
+    return kn_cg_emit_row_fn(cg, n, &r, rows, lower, name, out_st);
 }
 
 /* Rows per call of the block variant: enough for a oneDNN GEMM or a vector
@@ -409,8 +326,8 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
     }
     *out_fn = kn_cg_begin_function(cg, fname, true);
     LLVMValueRef count = sym_value(cg, sym), row = kn_cg_i64(cg, 0);
-    if (block) row = emit_row_loop(cg, count, row, ROW_BLOCK, block);
-    emit_row_loop(cg, count, row, 1, one);
+    if (block) row = kn_cg_emit_row_loop(cg, count, row, ROW_BLOCK, block);
+    kn_cg_emit_row_loop(cg, count, row, 1, one);
     LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
     return KN_OK;
 }

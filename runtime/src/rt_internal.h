@@ -31,6 +31,11 @@ void kn_dnnl_prim_free(kn_dnnl_prim *p);
  * is created), so that the next run does not have to. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 
+/* ---- parallel loops (parallel.c) ------------------------------------------ */
+
+/* kn_rt_parallel_for for a given thread count (threads <= 1: fn(args, 0, n)). */
+int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64_t n);
+
 /* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
 
 /* A runtime-kernel node ready to run: its descriptor with parsed attributes. */

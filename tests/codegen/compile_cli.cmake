@@ -8,7 +8,7 @@ add_test(NAME codegen/compile_report
          COMMAND $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_gemm_default_matrix_bias/model.onnx
                  -o ${KILN_CG_OUT}/gemm.so --emit-header ${KILN_CG_OUT}/gemm.h --report)
 set_tests_properties(codegen/compile_report PROPERTIES TIMEOUT 120 LABELS codegen
-  PASS_REGULAR_EXPRESSION "Gemm +(generated|oneDNN|runtime kernel)\n1 nodes: [0-9]+ generated, [0-9]+ oneDNN, [0-9]+ runtime kernel, 0 alias, 0 folded; arena 0 bytes")
+  PASS_REGULAR_EXPRESSION "Gemm +(generated|oneDNN|runtime kernel)\n1 nodes: [0-9]+ generated \\([0-9]+ parallel\\), [0-9]+ oneDNN, [0-9]+ runtime kernel, 0 alias, 0 folded; arena 0 bytes")
 
 # Control flow runs through the op's runtime kernel, and the report says so.
 add_test(NAME codegen/compile_report_control_flow

@@ -286,6 +286,16 @@ int64_t kn_rt_sym(kn_exec *ex, int32_t index);
  * the kernel sized it, replaces what the slot held. */
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs);
 
+/* A generated chunk function: computes units [lo, hi) of a node's loop nest
+ * (args: what its node function passed). Returns a status. */
+typedef int (*kn_rt_chunk_fn)(void *args, int64_t lo, int64_t hi);
+
+/* Runs fn over [0, n) in static, contiguous chunks, one per session thread
+ * (kn_session_set_threads), on the OpenMP threads oneDNN uses; with one
+ * thread, fn(args, 0, n) on the calling thread. Returns
+ * the first failing chunk's status (in chunk order), with its message. */
+int kn_rt_parallel_for(kn_exec *ex, kn_rt_chunk_fn fn, void *args, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif
