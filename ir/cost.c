@@ -49,7 +49,8 @@ static double matmul_macs(const kn_node *n, int a_index, int64_t out)
     const kn_value *a = kn_node_input(n, a_index);
     if (!a || a->shape.rank < 1 || a->shape.dims[a->shape.rank - 1] < 0) return -1;
     int64_t k = a->shape.dims[a->shape.rank - 1];
-    if (n->op == KN_OP_Gemm && kn_attr_int(n, "transA", 0) && a->shape.rank == 2) k = a->shape.dims[0];
+    if ((n->op == KN_OP_Gemm || n->op == KN_OP_FusedMatMul) && kn_attr_int(n, "transA", 0) && a->shape.rank == 2)
+        k = a->shape.dims[0];
     return (double)out * (double)k;
 }
 
@@ -67,6 +68,17 @@ static double pool_ops(const kn_node *n, int64_t out)
     return (double)out * per;
 }
 
+/* A fused op: its product, then one operation per output element for the
+ * bias and for each post-op (activations, residual Add). */
+static double fused_flops(const kn_node *n, int64_t out)
+{
+    double macs = n->op == KN_OP_FusedConv ? conv_macs(n, 1, out) : matmul_macs(n, 0, out);
+    if (macs < 0) return -1;
+    const kn_attr *posts = kn_node_attr(n, "post_ops");
+    int extra = (kn_node_input(n, 2) != NULL) + (posts ? posts->n : 0);
+    return 2 * macs + (double)out * extra;
+}
+
 double kn_node_flops(const kn_node *n)
 {
     if (!n || n->n_outputs < 1) return -1;
@@ -82,6 +94,8 @@ double kn_node_flops(const kn_node *n)
     case KN_OP_MatMulInteger:
     case KN_OP_Gemm:
     case KN_OP_QLinearMatMul: macs = matmul_macs(n, 0, out); break;
+    case KN_OP_FusedConv:
+    case KN_OP_FusedMatMul: return fused_flops(n, out);
     case KN_OP_AveragePool:
     case KN_OP_MaxPool:
     case KN_OP_LpPool:

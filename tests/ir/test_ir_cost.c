@@ -77,6 +77,25 @@ static void test_conv(void **state)
     assert_true(kn_node_flops(n) == 236027904.0);
 }
 
+/* A fused conv counts its product, the bias and one op per post-op per
+ * output: Conv 3x3 64->64 on 8x8 + bias + Relu + residual Add. */
+static void test_fused_conv(void **state)
+{
+    (void)state;
+    kn_value *ins[4] = {input("fx", 4, (int64_t[]){1, 64, 8, 8}), input("fw", 4, (int64_t[]){64, 64, 3, 3}),
+                        input("fb", 1, (int64_t[]){64}), input("fr", 4, (int64_t[]){1, 64, 8, 8})};
+    kn_node *n = node(KN_OP_FusedConv, "fconv", 4, ins);
+    set_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    kn_attr *p = kn_node_add_attr(n, "post_ops", KN_ATTR_STRINGS);
+    assert_non_null(p);
+    static const char *posts[] = {"Relu", "Add"};
+    p->n = 2;
+    p->strings = posts;
+    infer();
+    double out = 64.0 * 8 * 8;
+    assert_true(kn_node_flops(n) == 2.0 * out * 64 * 9 + out * 3);
+}
+
 /* Depthwise 3x3 (group = C): one input channel per output. */
 static void test_conv_grouped(void **state)
 {
@@ -155,6 +174,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_conv, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv_grouped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fused_conv, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv_transpose, setup, teardown),
         cmocka_unit_test_setup_teardown(test_matmul_batched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gemm_trans_a, setup, teardown),
