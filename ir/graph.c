@@ -83,6 +83,16 @@ bool kn_shape_is_static(const kn_shape *s)
     return true;
 }
 
+bool kn_shape_same(const kn_shape *a, const kn_shape *b)
+{
+    if (a->rank < 0 || a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dims[i] != b->dims[i]) return false;
+        if (a->dims[i] < 0 && (!a->sym[i] || !b->sym[i] || strcmp(a->sym[i], b->sym[i]))) return false;
+    }
+    return true;
+}
+
 void kn_shape_set(kn_shape *s, int rank, const int64_t *dims)
 {
     memset(s, 0, sizeof *s);
@@ -373,6 +383,17 @@ void kn_node_set_input(kn_node *n, int i, kn_value *v)
     if (n->inputs[i]) remove_use(n->inputs[i], n, i);
     n->inputs[i] = v;
     if (v) add_use(&n->graph->model->arena, v, n, i);
+}
+
+bool kn_node_outputs_known(const kn_node *n)
+{
+    bool any = false;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (!n->outputs[k]) continue;
+        if (!n->outputs[k]->const_data) return false;
+        any = true;
+    }
+    return any;
 }
 
 void kn_node_remove(kn_node *n)

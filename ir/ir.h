@@ -68,6 +68,9 @@ typedef struct kn_shape {
 
 /* True if the rank and every dim are known. */
 bool kn_shape_is_static(const kn_shape *s);
+/* True if a and b are the same known-rank shape; an unknown dim matches only
+ * an unknown dim of the same symbolic name. */
+bool kn_shape_same(const kn_shape *a, const kn_shape *b);
 /* Sets s to the static shape (rank, dims). */
 void kn_shape_set(kn_shape *s, int rank, const int64_t *dims);
 /* An unknown-rank shape. */
@@ -226,6 +229,9 @@ void kn_node_set_input(kn_node *n, int i, kn_value *v);
 /* Removes n from its graph and from its inputs' users lists. Its outputs
  * must have no users left. */
 void kn_node_remove(kn_node *n);
+/* True if n has at least one output and every output it has holds its data
+ * (const_data): evaluated at compile time, nothing left to run. */
+bool kn_node_outputs_known(const kn_node *n);
 /* Replaces every use of `from` by `to` (graph outputs included). */
 void kn_value_replace_uses(kn_value *from, kn_value *to);
 

@@ -101,14 +101,7 @@ static void detach(kn_node *n)
 
 static bool all_outputs_known(const kn_node *n)
 {
-    if (touches_varying(n)) return false;
-    bool any = false;
-    for (int k = 0; k < n->n_outputs; k++) {
-        if (!n->outputs[k]) continue;
-        if (!n->outputs[k]->const_data) return false;
-        any = true;
-    }
-    return any;
+    return !touches_varying(n) && kn_node_outputs_known(n);
 }
 
 static int materialize_subgraphs(kn_node *n, int *count);

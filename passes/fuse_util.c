@@ -19,17 +19,6 @@ void kn_fuse_begin(kn_fuse_chain *ch, kn_node *head, const char *what)
     ch->out = head->outputs[0];
 }
 
-/* a and b are the same shape (unknown dims must carry one symbolic name). */
-static bool same_shape(const kn_shape *a, const kn_shape *b)
-{
-    if (a->rank < 0 || a->rank != b->rank) return false;
-    for (int i = 0; i < a->rank; i++) {
-        if (a->dims[i] != b->dims[i]) return false;
-        if (a->dims[i] < 0 && (!a->sym[i] || !b->sym[i] || strcmp(a->sym[i], b->sym[i]))) return false;
-    }
-    return true;
-}
-
 static void shape_text(const kn_shape *s, char *buf, size_t len)
 {
     size_t o = (size_t)snprintf(buf, len, "[");
@@ -137,7 +126,7 @@ int kn_fuse_take_bias(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, int axis
         if (!c || !c->const_data || ch->out->n_users != 1 || (ch->out->flags & KN_VALUE_GRAPH_OUTPUT)) break;
         /* anything else may be a residual: kn_fuse_take_posts decides (and remarks) */
         if (!channel_values(c, &ch->out->shape, axis, count, add)) break;
-        if (!same_shape(&u->outputs[0]->shape, &ch->out->shape)) break; /* the Add broadcasts the output up */
+        if (!kn_shape_same(&u->outputs[0]->shape, &ch->out->shape)) break; /* the Add broadcasts the output up */
         if (!taken) {
             const kn_tensor *ob = old_bias ? old_bias->const_data : NULL;
             if (old_bias && (!ob || ob->dtype != KN_F32 || kn_tensor_numel(ob) != count)) {
@@ -216,8 +205,8 @@ static bool take_residual(kn_pass_ctx *ctx, kn_fuse_chain *ch, kn_node *u)
     char why_buf[200];
     if (!r) why = "adds the output to itself";
     else if (ch->residual) why = "a residual Add is fused already (oneDNN takes one sum)";
-    else if (r->dtype != cur->dtype || !same_shape(&r->shape, &cur->shape) || !u->outputs[0] ||
-             !same_shape(&u->outputs[0]->shape, &cur->shape)) {
+    else if (r->dtype != cur->dtype || !kn_shape_same(&r->shape, &cur->shape) || !u->outputs[0] ||
+             !kn_shape_same(&u->outputs[0]->shape, &cur->shape)) {
         char rs[80], ys[80];
         shape_text(&r->shape, rs, sizeof rs);
         shape_text(&cur->shape, ys, sizeof ys);

@@ -142,16 +142,6 @@ static int check_dynamic(const kn_graph *g)
 /* ... and of a generated node whose units run on the session's threads (par.h) */
 #define LOWERED_PARALLEL ((kn_lowered_as)7)
 
-static bool node_is_folded(const kn_node *n)
-{
-    bool any = false;
-    for (int k = 0; k < n->n_outputs; k++) {
-        if (!n->outputs[k]) continue;
-        if (!n->outputs[k]->const_data) return false;
-        any = true;
-    }
-    return any;
-}
 
 /* Code generation needs static shapes, and folding is what makes shapes
  * that come from Shape → ... → Reshape chains static. The folding itself is
@@ -837,7 +827,7 @@ static int emit_all(compile_state *s)
     s->node_fns = calloc((size_t)g->n_nodes + 1, sizeof *s->node_fns);
     if (!s->how || !s->node_fns) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
-        if (node_is_folded(g->nodes[i])) {
+        if (kn_node_outputs_known(g->nodes[i])) {
             s->how[i] = LOWERED_FOLDED;
             continue;
         }

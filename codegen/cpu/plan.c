@@ -72,24 +72,12 @@ static int64_t value_nbytes(const kn_value *v)
 
 /* ---- weights ------------------------------------------------------------- */
 
-/* A node whose outputs were all evaluated at compile time emits no code. */
-static bool node_folded(const kn_node *n)
-{
-    bool any = false;
-    for (int k = 0; k < n->n_outputs; k++) {
-        if (!n->outputs[k]) continue;
-        if (!n->outputs[k]->const_data) return false;
-        any = true;
-    }
-    return any;
-}
-
 /* Only constants that emitted code or a subgraph reads (or that are
  * outputs) are stored. */
 static bool value_needed(const kn_graph *g, const kn_value *v, const unsigned char *captured)
 {
     for (int i = 0; i < v->n_users; i++)
-        if (v->users[i].node->graph == g && !node_folded(v->users[i].node)) return true;
+        if (v->users[i].node->graph == g && !kn_node_outputs_known(v->users[i].node)) return true;
     return captured[v->id] || is_output_of(g, v);
 }
 

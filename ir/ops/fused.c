@@ -14,18 +14,6 @@
 #include "k_linalg.h"
 #include "nn_int.h"
 
-/* True if a and b are the same shape: equal ranks and dims, unknown dims
- * only where both carry the same symbolic name. */
-static bool same_shape(const kn_shape *a, const kn_shape *b)
-{
-    if (a->rank < 0 || a->rank != b->rank) return false;
-    for (int i = 0; i < a->rank; i++) {
-        if (a->dims[i] != b->dims[i]) return false;
-        if (a->dims[i] < 0 && (!a->sym[i] || !b->sym[i] || strcmp(a->sym[i], b->sym[i]))) return false;
-    }
-    return true;
-}
-
 /* Checks the post_ops list and the residual input against output 0, which
  * inference has just set. */
 static int check_posts(kn_node *n)
@@ -41,7 +29,7 @@ static int check_posts(kn_node *n)
     if (sum != (r != NULL))
         return kn_node_error(n, KN_ERR_INVALID, sum ? "post_ops adds a residual but input R is missing"
                                                     : "input R is given but post_ops has no 'Add'");
-    if (r && y && r->shape.rank >= 0 && y->shape.rank >= 0 && !same_shape(&r->shape, &y->shape))
+    if (r && y && r->shape.rank >= 0 && y->shape.rank >= 0 && !kn_shape_same(&r->shape, &y->shape))
         return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
     if (r && y && r->dtype != KN_DT_UNDEFINED && r->dtype != y->dtype)
         return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, the output %s", kn_dtype_name(r->dtype),
