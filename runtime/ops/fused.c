@@ -74,19 +74,6 @@ int kn_fused_posts(const kn_opdesc *d, kn_abi_post *post, int *out_n)
 
 /* ---- execution -------------------------------------------------------------------- */
 
-/* Re-raises the kernel's last message under the node's name. */
-static int node_fail(const kn_opdesc *d, int st)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", kn_last_error());
-    return kn_op_error(d, st, "%s", msg);
-}
-
-static const kn_tensor *opt_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
-{
-    return i < d->n_inputs ? in[i] : NULL;
-}
-
 static int post_unary(kn_unary_op op, double alpha, kn_tensor *y)
 {
     kn_unary_params p = {.alpha = alpha};
@@ -122,7 +109,7 @@ static int run_posts(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     kn_abi_post post[KN_FUSED_MAX_POST];
     int n, st = kn_fused_posts(d, post, &n);
     if (st) return st;
-    const kn_tensor *r = opt_in(d, in, KN_FUSED_RESIDUAL);
+    const kn_tensor *r = kn_op_input(d, in, KN_FUSED_RESIDUAL);
     bool sum = kn_fused_has_sum(post, n);
     if (sum != (r != NULL))
         return kn_op_error(d, KN_ERR_INVALID, sum ? "post_ops adds a residual but input R is missing"
@@ -130,13 +117,13 @@ static int run_posts(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     if (r && (r->dtype != y->dtype || r->rank != y->rank || memcmp(r->dims, y->dims, sizeof(int64_t) * (size_t)y->rank)))
         return kn_op_error(d, KN_ERR_INVALID, "residual R must have the output's dtype and shape");
     for (int i = 0; i < n; i++)
-        if ((st = apply_post(&post[i], r, y))) return node_fail(d, st);
+        if ((st = apply_post(&post[i], r, y))) return kn_op_fail(d, st);
     return KN_OK;
 }
 
 static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_tensor *x = opt_in(d, in, 0), *w = opt_in(d, in, 1), *b = opt_in(d, in, 2);
+    const kn_tensor *x = kn_op_input(d, in, 0), *w = kn_op_input(d, in, 1), *b = kn_op_input(d, in, 2);
     if (!x || !w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
     if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
         return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
@@ -149,14 +136,14 @@ static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_te
     if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
         return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
                            (long long)kn_tensor_numel(b), (long long)w->dims[0]);
-    if ((st = kn_tensor_alloc(&out[0], x->dtype, x->rank, od))) return node_fail(d, st);
-    if ((st = kn_k_conv(x, w, b, &win, group, &out[0]))) return node_fail(d, st);
+    if ((st = kn_tensor_alloc(&out[0], x->dtype, x->rank, od))) return kn_op_fail(d, st);
+    if ((st = kn_k_conv(x, w, b, &win, group, &out[0]))) return kn_op_fail(d, st);
     return run_posts(d, in, &out[0]);
 }
 
 static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_tensor *a = opt_in(d, in, 0), *b = opt_in(d, in, 1), *c = opt_in(d, in, 2);
+    const kn_tensor *a = kn_op_input(d, in, 0), *b = kn_op_input(d, in, 1), *c = kn_op_input(d, in, 2);
     if (!a || !b) return kn_op_error(d, KN_ERR_INVALID, "input A or B is missing");
     if (!kn_nn_is_float(a->dtype) || b->dtype != a->dtype || (c && c->dtype != a->dtype))
         return kn_op_error(d, KN_ERR_UNSUPPORTED, "A, B and C must share one float dtype");
@@ -172,15 +159,15 @@ static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_
                                a->rank, b->rank);
         dims[0] = a->dims[ta ? 1 : 0], dims[1] = b->dims[tb ? 0 : 1];
     } else if ((st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, dims))) {
-        return node_fail(d, st);
+        return kn_op_fail(d, st);
     }
     int64_t N = dims[r - 1];
     if (c && (c->rank < 1 || c->rank > 2 || kn_tensor_numel(c) != N || c->dims[c->rank - 1] != N))
         return kn_op_error(d, KN_ERR_INVALID, "C must be [N] or [1, N] with N = %lld", (long long)N);
-    if ((st = kn_tensor_alloc(&out[0], a->dtype, r, dims))) return node_fail(d, st);
+    if ((st = kn_tensor_alloc(&out[0], a->dtype, r, dims))) return kn_op_fail(d, st);
     if (gemm) st = kn_k_gemm(a, b, c, ta, tb, alpha, 1.0, &out[0]);
     else if (!(st = kn_k_matmul(a, b, &out[0])) && c) st = kn_k_binary(KN_BIN_ADD, &out[0], c, &out[0]);
-    if (st) return node_fail(d, st);
+    if (st) return kn_op_fail(d, st);
     return run_posts(d, in, &out[0]);
 }
 

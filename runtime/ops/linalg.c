@@ -16,23 +16,9 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* Re-raises the kernel's last message under the node's name. */
-static int node_fail(const kn_opdesc *d, int st)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", kn_last_error());
-    return kn_op_error(d, st, "%s", msg);
-}
-
-/* Input i, or NULL when the node omits it (in[] is only read below n_inputs). */
-static const kn_tensor *opt_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
-{
-    return i < d->n_inputs ? in[i] : NULL;
-}
-
 static int require_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
 {
-    if (!opt_in(d, in, i)) return kn_op_error(d, KN_ERR_INVALID, "input %d is missing", i);
+    if (!kn_op_input(d, in, i)) return kn_op_error(d, KN_ERR_INVALID, "input %d is missing", i);
     return KN_OK;
 }
 
@@ -48,7 +34,7 @@ static bool is_float(kn_dtype dt) { return kn_dtype_info(dt)->is_float; }
 
 static int exec_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_tensor *a = opt_in(d, in, 0), *b = opt_in(d, in, 1);
+    const kn_tensor *a = kn_op_input(d, in, 0), *b = kn_op_input(d, in, 1);
     int r;
     int64_t dims[KN_MAX_RANK];
     if (!a || !b) return kn_op_error(d, KN_ERR_INVALID, "an input is missing");
@@ -59,7 +45,7 @@ static int exec_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int st = kn_k_matmul_shape(a->rank, a->dims, b->rank, b->dims, &r, dims);
     if (!st) st = kn_tensor_alloc(&out[0], a->dtype, r, dims);
     if (!st) st = kn_k_matmul(a, b, &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_gemm(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -67,7 +53,7 @@ static int exec_gemm(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     int st = require_in(d, in, 0);
     if (!st) st = require_in(d, in, 1);
     if (st) return st;
-    const kn_tensor *a = in[0], *b = in[1], *c = opt_in(d, in, 2);
+    const kn_tensor *a = in[0], *b = in[1], *c = kn_op_input(d, in, 2);
     if (a->rank != 2 || b->rank != 2)
         return kn_op_error(d, KN_ERR_INVALID, "A and B must be 2-D (got ranks %d and %d)", a->rank, b->rank);
     bool ta = kn_op_attr_int(d, "transA", 0) != 0, tb = kn_op_attr_int(d, "transB", 0) != 0;
@@ -76,7 +62,7 @@ static int exec_gemm(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     if (!st)
         st = kn_k_gemm(a, b, c, ta, tb, kn_op_attr_float(d, "alpha", 1.0f), kn_op_attr_float(d, "beta", 1.0f),
                        &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 /* ---- Softmax, LogSoftmax, Hardmax --------------------------------------------- */
@@ -100,7 +86,7 @@ static int exec_softmax_mode(const kn_opdesc *d, const kn_tensor *const *in, int
     }
     int st = kn_tensor_alloc(out, x->dtype, x->rank, x->dims);
     if (!st) st = kn_k_softmax(x, outer, mid, inner, mode, out);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_softmax(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -128,7 +114,7 @@ static int exec_det(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
         return kn_op_error(d, KN_ERR_INVALID, "input must be [..., M, M] (rank %d)", x->rank);
     int st = kn_tensor_alloc(&out[0], x->dtype, x->rank - 2, x->dims);
     if (!st) st = kn_k_det(x, &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_einsum(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -149,7 +135,7 @@ static int exec_einsum(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int st = kn_k_einsum_shape(eq, d->n_inputs, ranks, dims, &r, od);
     if (!st) st = kn_tensor_alloc(&out[0], in[0]->dtype, r, od);
     if (!st) st = kn_k_einsum(eq, d->n_inputs, in, &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 /* ---- QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear -------------------- */
@@ -159,14 +145,14 @@ static int exec_quantize(const kn_opdesc *d, const kn_tensor *const *in, kn_tens
     int st = require_in(d, in, 0);
     if (!st) st = require_in(d, in, 1);
     if (st) return st;
-    const kn_tensor *zp = opt_in(d, in, 2);
+    const kn_tensor *zp = kn_op_input(d, in, 2);
     kn_dtype dt = kn_linalg_quant_out_dtype(d, zp ? zp->dtype : KN_DT_UNDEFINED);
     if (!kn_dtype_valid(dt)) return kn_op_error(d, KN_ERR_UNSUPPORTED, "output dtype %d", (int)dt);
     st = kn_tensor_alloc(&out[0], dt, in[0]->rank, in[0]->dims);
     if (!st)
         st = kn_k_quantize(in[0], in[1], zp, (int)kn_op_attr_int(d, "axis", 1), kn_op_attr_int(d, "block_size", 0),
                            &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_dequantize(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -179,9 +165,9 @@ static int exec_dequantize(const kn_opdesc *d, const kn_tensor *const *in, kn_te
     if (!is_float(dt)) return kn_op_error(d, KN_ERR_UNSUPPORTED, "output dtype %s", kn_dtype_name(dt));
     st = kn_tensor_alloc(&out[0], dt, in[0]->rank, in[0]->dims);
     if (!st)
-        st = kn_k_dequantize(in[0], in[1], opt_in(d, in, 2), (int)kn_op_attr_int(d, "axis", 1),
+        st = kn_k_dequantize(in[0], in[1], kn_op_input(d, in, 2), (int)kn_op_attr_int(d, "axis", 1),
                              kn_op_attr_int(d, "block_size", 0), &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_dynquant(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -199,7 +185,7 @@ static int exec_dynquant(const kn_opdesc *d, const kn_tensor *const *in, kn_tens
         if (!st && kn_op_has_output(d, i)) out[i] = t[i];
         else kn_tensor_free(&t[i]);
     }
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 /* ---- MatMulInteger, QLinearMatMul ----------------------------------------------- */
@@ -213,8 +199,8 @@ static int exec_matmul_integer(const kn_opdesc *d, const kn_tensor *const *in, k
     int64_t dims[KN_MAX_RANK];
     st = kn_k_matmul_shape(in[0]->rank, in[0]->dims, in[1]->rank, in[1]->dims, &r, dims);
     if (!st) st = kn_tensor_alloc(&out[0], KN_I32, r, dims);
-    if (!st) st = kn_k_matmul_integer(in[0], in[1], opt_in(d, in, 2), opt_in(d, in, 3), &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    if (!st) st = kn_k_matmul_integer(in[0], in[1], kn_op_input(d, in, 2), kn_op_input(d, in, 3), &out[0]);
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 /* Gathers the operands of the QLinear ops into q[0..n); zero points (2, 5,
@@ -222,7 +208,7 @@ static int exec_matmul_integer(const kn_opdesc *d, const kn_tensor *const *in, k
 static int qlinear_inputs(const kn_opdesc *d, const kn_tensor *const *in, int n, const kn_tensor **q)
 {
     for (int i = 0; i < n; i++) {
-        q[i] = opt_in(d, in, i);
+        q[i] = kn_op_input(d, in, i);
         if (!q[i] && i != 2 && i != 5 && i != 7 && i != 8)
             return kn_op_error(d, KN_ERR_INVALID, "input %d is missing", i);
     }
@@ -239,7 +225,7 @@ static int exec_qlinear_matmul(const kn_opdesc *d, const kn_tensor *const *in, k
     st = kn_k_matmul_shape(q[0]->rank, q[0]->dims, q[3]->rank, q[3]->dims, &r, dims);
     if (!st) st = kn_tensor_alloc(&out[0], q[7] ? q[7]->dtype : q[0]->dtype, r, dims);
     if (!st) st = kn_k_qlinear_matmul(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 /* ---- ConvInteger, QLinearConv ------------------------------------------------------ */
@@ -256,7 +242,7 @@ static int conv_alloc(const kn_opdesc *d, const kn_tensor *x, const kn_tensor *w
     int64_t dims[KN_MAX_RANK] = {x->dims[0], w->dims[0]};
     st = kn_k_conv_out_dims(p, x->dims + 2, dims + 2);
     if (!st) st = kn_tensor_alloc(out, dt, x->rank, dims);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_conv_integer(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -267,8 +253,8 @@ static int exec_conv_integer(const kn_opdesc *d, const kn_tensor *const *in, kn_
     kn_k_conv_params p;
     st = conv_alloc(d, in[0], in[1], KN_I32, &p, &out[0]);
     if (st) return st;
-    st = kn_k_conv_integer(in[0], in[1], opt_in(d, in, 2), opt_in(d, in, 3), NULL, &p, &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    st = kn_k_conv_integer(in[0], in[1], kn_op_input(d, in, 2), kn_op_input(d, in, 3), NULL, &p, &out[0]);
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 static int exec_qlinear_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -280,7 +266,7 @@ static int exec_qlinear_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_
     st = conv_alloc(d, q[0], q[3], q[7] ? q[7]->dtype : q[0]->dtype, &p, &out[0]);
     if (st) return st;
     st = kn_k_qlinear_conv(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], &p, &out[0]);
-    return st ? node_fail(d, st) : KN_OK;
+    return st ? kn_op_fail(d, st) : KN_OK;
 }
 
 const kn_exec_impl kn_exec_linalg[] = {

@@ -22,18 +22,6 @@ static int need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
     return KN_OK;
 }
 
-/* Optional input i, or NULL when omitted. */
-static const kn_tensor *opt_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
-{
-    return i < d->n_inputs ? in[i] : NULL;
-}
-
-static int node_fail(const kn_opdesc *d, int st)
-{
-    if (st) kn_error_prefix("node '%s' (%s): ", d->name, d->op_type);
-    return st;
-}
-
 /* ---- losses --------------------------------------------------------------------------- */
 
 int kn_misc_loss_reduction(const kn_opdesc *d, kn_loss_reduction *out)
@@ -58,14 +46,14 @@ static int run_nll(const kn_opdesc *d, const kn_tensor *lp, const kn_tensor *tar
     const kn_attr *ii = kn_op_attr(d, "ignore_index");
     if (red == KN_LOSS_NONE) st = kn_tensor_alloc(out, lp->dtype, target->rank, target->dims);
     else st = kn_tensor_alloc(out, lp->dtype, 0, NULL);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_nll_loss(lp, target, weight, ii != NULL, ii ? ii->i : 0, red, out));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_nll_loss(lp, target, weight, ii != NULL, ii ? ii->i : 0, red, out));
 }
 
 static int exec_nll(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
-    return run_nll(d, in[0], in[1], opt_in(d, in, 2), &out[0]);
+    return run_nll(d, in[0], in[1], kn_op_input(d, in, 2), &out[0]);
 }
 
 static int exec_sce(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -76,9 +64,9 @@ static int exec_sce(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     if (!st) st = kn_k_log_softmax_axis1(in[0], &lp);
     if (st) {
         kn_tensor_free(&lp);
-        return node_fail(d, st);
+        return kn_op_fail(d, st);
     }
-    st = run_nll(d, &lp, in[1], opt_in(d, in, 2), &out[0]);
+    st = run_nll(d, &lp, in[1], kn_op_input(d, in, 2), &out[0]);
     if (!st && kn_op_has_output(d, 1)) out[1] = lp;
     else kn_tensor_free(&lp);
     return st;
@@ -99,8 +87,8 @@ static int exec_window(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int64_t len = kn_load_i64(in[0]->dtype, in[0]->data, 0);
     if (len < 0) return kn_op_error(d, KN_ERR_INVALID, "size %lld is negative", (long long)len);
     int st = kn_tensor_alloc(&out[0], (kn_dtype)kn_op_attr_int(d, "output_datatype", KN_F32), 1, &len);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_window(window_kind(d->op), kn_op_attr_int(d, "periodic", 1) != 0, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_window(window_kind(d->op), kn_op_attr_int(d, "periodic", 1) != 0, &out[0]));
 }
 
 
@@ -134,8 +122,8 @@ static int exec_ccp(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     int st = kn_misc_ccp_dims(d, in[0]->rank, in[0]->dims, in[1], dims);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_center_crop_pad(in[0], &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_center_crop_pad(in[0], &out[0]));
 }
 
 static int exec_revseq(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -148,8 +136,8 @@ static int exec_revseq(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
         return kn_op_error(d, KN_ERR_INVALID, "batch_axis %lld / time_axis %lld invalid for rank %d",
                              (long long)ba, (long long)ta, rank);
     int st = kn_tensor_alloc(&out[0], in[0]->dtype, rank, in[0]->dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_reverse_sequence(in[0], in[1], b, t, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_reverse_sequence(in[0], in[1], b, t, &out[0]));
 }
 
 /* ---- GridSample ------------------------------------------------------------------------------ */
@@ -184,8 +172,8 @@ static int exec_gridsample(const kn_opdesc *d, const kn_tensor *const *in, kn_te
     dims[1] = x->dims[1];
     for (int i = 2; i < x->rank; i++) dims[i] = g->dims[i - 1];
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_grid_sample(x, g, mode, pad, kn_op_attr_int(d, "align_corners", 0) != 0, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_grid_sample(x, g, mode, pad, kn_op_attr_int(d, "align_corners", 0) != 0, &out[0]));
 }
 
 /* ---- NonMaxSuppression ------------------------------------------------------------------------- */
@@ -193,14 +181,14 @@ static int exec_gridsample(const kn_opdesc *d, const kn_tensor *const *in, kn_te
 static int exec_nms(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
-    const kn_tensor *mo = opt_in(d, in, 2);
-    const kn_tensor *iou = opt_in(d, in, 3);
-    const kn_tensor *sth = opt_in(d, in, 4);
+    const kn_tensor *mo = kn_op_input(d, in, 2);
+    const kn_tensor *iou = kn_op_input(d, in, 3);
+    const kn_tensor *sth = kn_op_input(d, in, 4);
     int64_t max_out = mo && kn_tensor_numel(mo) > 0 ? kn_load_i64(mo->dtype, mo->data, 0) : 0;
     double iou_thr = iou && kn_tensor_numel(iou) > 0 ? kn_load_f64(iou->dtype, iou->data, 0) : 0.0;
     bool has_sth = sth && kn_tensor_numel(sth) > 0;
     double s_thr = has_sth ? kn_load_f64(sth->dtype, sth->data, 0) : 0.0;
-    return node_fail(d, kn_k_nms(in[0], in[1], max_out, iou_thr, has_sth, s_thr,
+    return kn_op_fail(d, kn_k_nms(in[0], in[1], max_out, iou_thr, has_sth, s_thr,
                                  kn_op_attr_int(d, "center_point_box", 0) != 0, &out[0]));
 }
 
@@ -282,13 +270,13 @@ static int exec_rnn(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
         if (!kn_op_has_output(d, i)) continue;
         st = i == 0 ? kn_tensor_alloc(&out[0], x->dtype, 4, p.layout ? ydb : yd)
                     : kn_tensor_alloc(&out[i], x->dtype, 3, p.layout ? hdb : hd);
-        if (st) return node_fail(d, st);
+        if (st) return kn_op_fail(d, st);
         outs[i] = &out[i];
     }
     const kn_tensor *opt[8] = {0};
-    for (int i = 3; i < d->n_inputs && i < 8; i++) opt[i] = opt_in(d, in, i);
+    for (int i = 3; i < d->n_inputs && i < 8; i++) opt[i] = kn_op_input(d, in, i);
     bool lstm = p.kind == KN_RNN_LSTM;
-    return node_fail(d, kn_k_rnn(&p, x, in[1], in[2], opt[3], opt[4], opt[5], lstm ? opt[6] : NULL,
+    return kn_op_fail(d, kn_k_rnn(&p, x, in[1], in[2], opt[3], opt[4], opt[5], lstm ? opt[6] : NULL,
                                  lstm ? opt[7] : NULL, outs[0], outs[1], lstm ? outs[2] : NULL));
 }
 
@@ -328,7 +316,7 @@ static int exec_dft(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
     if (x->rank < 2) return kn_op_error(d, KN_ERR_INVALID, "input rank %d, expected >= 2", x->rank);
-    bool has_axis = opt_in(d, in, 2) != NULL, has_len = opt_in(d, in, 1) != NULL;
+    bool has_axis = kn_op_input(d, in, 2) != NULL, has_len = kn_op_input(d, in, 1) != NULL;
     int axis;
     int st = kn_misc_dft_axis(d, has_axis ? in[2] : NULL, has_axis, x->rank, &axis);
     if (st) return st;
@@ -342,8 +330,8 @@ static int exec_dft(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     dims[axis] = one ? L / 2 + 1 : L;
     dims[x->rank - 1] = 2;
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_dft(x, axis, L, kn_op_attr_int(d, "inverse", 0) != 0, one, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_dft(x, axis, L, kn_op_attr_int(d, "inverse", 0) != 0, one, &out[0]));
 }
 
 /* STFT's frame length: input 3, else the window's length, else the signal's. */
@@ -359,9 +347,9 @@ static int exec_stft(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
 {
     if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
-    const kn_tensor *w = opt_in(d, in, 2);
+    const kn_tensor *w = kn_op_input(d, in, 2);
     if (x->rank != 3) return kn_op_error(d, KN_ERR_INVALID, "signal rank %d, expected 3", x->rank);
-    bool has_fl = opt_in(d, in, 3) != NULL;
+    bool has_fl = kn_op_input(d, in, 3) != NULL;
     int64_t fl = kn_misc_stft_frame_length(d, has_fl ? in[3] : NULL, has_fl, w != NULL, w ? w->rank : -1,
                                            w && w->rank > 0 ? w->dims[0] : -1, x->dims[1]);
     int64_t step = kn_misc_opt_scalar(d, in[1], true, 0, "frame_step");
@@ -371,8 +359,8 @@ static int exec_stft(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     bool one = kn_op_attr_int(d, "onesided", 1) != 0;
     int64_t dims[4] = {x->dims[0], 1 + (x->dims[1] - fl) / step, one ? fl / 2 + 1 : fl, 2};
     int st = kn_tensor_alloc(&out[0], x->dtype, 4, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_stft(x, step, fl, w, one, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_stft(x, step, fl, w, one, &out[0]));
 }
 
 static int exec_mel(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -385,8 +373,8 @@ static int exec_mel(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
         return kn_op_error(d, KN_ERR_INVALID, "num_mel_bins %lld / dft_length %lld out of range", (long long)nb, (long long)dl);
     int64_t dims[2] = {dl / 2 + 1, nb};
     int st = kn_tensor_alloc(&out[0], (kn_dtype)kn_op_attr_int(d, "output_datatype", KN_F32), 2, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_mel_weight_matrix(nb, dl, kn_load_f64(in[2]->dtype, in[2]->data, 0),
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_mel_weight_matrix(nb, dl, kn_load_f64(in[2]->dtype, in[2]->data, 0),
                                                kn_load_f64(in[3]->dtype, in[3]->data, 0),
                                                kn_load_f64(in[4]->dtype, in[4]->data, 0), &out[0]));
 }

@@ -16,18 +16,6 @@ static int need(const kn_opdesc *d, const kn_tensor *const *in, int k)
     return KN_OK;
 }
 
-/* Optional input i, or NULL when omitted. */
-static const kn_tensor *opt_in(const kn_opdesc *d, const kn_tensor *const *in, int i)
-{
-    return i < d->n_inputs ? in[i] : NULL;
-}
-
-static int fail(const kn_opdesc *d, int st)
-{
-    if (st) kn_error_prefix("node '%s' (%s): ", d->name, d->op_type);
-    return st;
-}
-
 static bool is_float(kn_dtype dt)
 {
     return kn_dtype_info(dt)->is_float;
@@ -66,8 +54,8 @@ int kn_misc_exec_affine_grid(const kn_opdesc *d, const kn_tensor *const *in, kn_
     for (int dv = 0; dv < s; dv++) dims[1 + dv] = sz[2 + dv];
     dims[s + 1] = s;
     st = kn_tensor_alloc(&out[0], th->dtype, s + 2, dims);
-    if (st) return fail(d, st);
-    return fail(d, kn_k_affine_grid(th, s, &sz[2], kn_op_attr_int(d, "align_corners", 0) != 0, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_affine_grid(th, s, &sz[2], kn_op_attr_int(d, "align_corners", 0) != 0, &out[0]));
 }
 
 /* ---- DeformConv ------------------------------------------------------------------------ */
@@ -115,7 +103,7 @@ int kn_misc_exec_deform_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_
 {
     if (need(d, in, 3)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0], *w = in[1], *off = in[2];
-    const kn_tensor *b = opt_in(d, in, 3), *mask = opt_in(d, in, 4);
+    const kn_tensor *b = kn_op_input(d, in, 3), *mask = kn_op_input(d, in, 4);
     if (x->rank < 3 || w->rank != x->rank)
         return kn_op_error(d, KN_ERR_INVALID, "X rank %d and W rank %d must be equal and >= 3", x->rank, w->rank);
     if (!is_float(x->dtype)) return kn_op_error(d, KN_ERR_INVALID, "X must be floating point, got %s", kn_dtype_name(x->dtype));
@@ -127,8 +115,8 @@ int kn_misc_exec_deform_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_
     dims[1] = w->dims[0];
     for (int dv = 0; dv < p.s; dv++) dims[2 + dv] = kn_misc_dc_out_dim(&p, dv, x->dims[2 + dv]);
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, dims);
-    if (st) return fail(d, st);
-    return fail(d, kn_k_deform_conv(x, w, off, b, mask, &p, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_deform_conv(x, w, off, b, mask, &p, &out[0]));
 }
 
 /* ---- TfIdfVectorizer ------------------------------------------------------------------- */
@@ -177,6 +165,6 @@ int kn_misc_exec_tfidf(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     if (x->rank != 1 && x->rank != 2) return kn_op_error(d, KN_ERR_INVALID, "X must be [C] or [B, C], got rank %d", x->rank);
     int64_t dims[2] = {x->dims[0], p.out_size};
     st = x->rank == 1 ? kn_tensor_alloc(&out[0], KN_F32, 1, &p.out_size) : kn_tensor_alloc(&out[0], KN_F32, 2, dims);
-    if (st) return fail(d, st);
-    return fail(d, kn_k_tfidf(x, &p, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_tfidf(x, &p, &out[0]));
 }

@@ -12,15 +12,9 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-/* Input i, or NULL when the node omits it (in[] is only read below n_inputs). */
-static const kn_tensor *opt_in(const kn_opdesc *op, const kn_tensor *const *in, int i)
-{
-    return i < op->n_inputs ? in[i] : NULL;
-}
-
 static int need_input(const kn_opdesc *op, const kn_tensor *const *in, int i, const char *what)
 {
-    if (!opt_in(op, in, i)) return kn_op_error(op, KN_ERR_INVALID, "input %d (%s) is missing", i, what);
+    if (!kn_op_input(op, in, i)) return kn_op_error(op, KN_ERR_INVALID, "input %d (%s) is missing", i, what);
     return KN_OK;
 }
 
@@ -55,7 +49,7 @@ static int exec_conv(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor 
 {
     int st;
     if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "W"))) return st;
-    const kn_tensor *x = in[0], *w = in[1], *b = opt_in(op, in, 2);
+    const kn_tensor *x = in[0], *w = in[1], *b = kn_op_input(op, in, 2);
     if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
         return kn_op_error(op, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype (got %s, %s, %s)",
                            kn_dtype_name(x->dtype), kn_dtype_name(w->dtype), b ? kn_dtype_name(b->dtype) : "-");
@@ -75,7 +69,7 @@ static int exec_convt(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor
 {
     int st;
     if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "W"))) return st;
-    const kn_tensor *x = in[0], *w = in[1], *b = opt_in(op, in, 2);
+    const kn_tensor *x = in[0], *w = in[1], *b = kn_op_input(op, in, 2);
     if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
         return kn_op_error(op, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
     if (w->rank != x->rank)
@@ -220,7 +214,7 @@ static int exec_layernorm(const kn_opdesc *op, const kn_tensor *const *in, kn_te
 {
     int st;
     if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "Scale"))) return st;
-    const kn_tensor *x = in[0], *sc = in[1], *b = opt_in(op, in, 2);
+    const kn_tensor *x = in[0], *sc = in[1], *b = kn_op_input(op, in, 2);
     if (!kn_nn_is_float(x->dtype)) return kn_op_error(op, KN_ERR_UNSUPPORTED, "dtype %s is not supported", kn_dtype_name(x->dtype));
     int axis;
     int64_t md[KN_MAX_RANK];
@@ -352,7 +346,7 @@ static int exec_maxunpool(const kn_opdesc *op, const kn_tensor *const *in, kn_te
     if (!kn_dtype_size(in[0]->dtype)) return kn_op_error(op, KN_ERR_UNSUPPORTED, "packed dtypes are not supported");
     int64_t od[KN_MAX_RANK], nat[KN_MAX_RANK];
     const kn_tensor *x = in[0];
-    if ((st = kn_nn_unpool_geometry(op, x->rank, x->dims, opt_in(op, in, 2), nat, od))) return st;
+    if ((st = kn_nn_unpool_geometry(op, x->rank, x->dims, kn_op_input(op, in, 2), nat, od))) return st;
     if ((st = alloc_out(op, out, 0, x->dtype, x->rank, od))) return st;
     if (!memcmp(nat, od, sizeof(int64_t) * (size_t)x->rank))
         return kernel_status(op, kn_k_maxunpool(x, in[1], &out[0]));

@@ -131,6 +131,12 @@ int kn_op_attr_floats(const kn_opdesc *d, const char *name, const float **out_fl
     return a->n;
 }
 
+int kn_op_fail(const kn_opdesc *d, int st)
+{
+    if (st) kn_error_prefix("node '%s' (%s): ", d->name, d->op_type);
+    return st;
+}
+
 int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...)
 {
     char msg[1536];

@@ -167,6 +167,14 @@ void kn_attrs_free(void *block);
 
 /* Records "node 'NAME' (OpType): <message>" and returns code. */
 int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Passes st through; when it is an error, puts the node's name in front of
+ * the message a kernel recorded ("node 'c1' (Conv): ..."). */
+int kn_op_fail(const kn_opdesc *d, int st);
+/* Input i, or NULL when the node omits it (in[] is only read below n_inputs). */
+static inline const kn_tensor *kn_op_input(const kn_opdesc *d, const kn_tensor *const *in, int i)
+{
+    return i < d->n_inputs ? in[i] : NULL;
+}
 
 #ifdef __cplusplus
 }

@@ -11,13 +11,6 @@
 #include "k_reduce.h"
 #include "reduce_int.h"
 
-/* Adds the node's name to a kernel's message. */
-static int node_fail(const kn_opdesc *d, int st)
-{
-    if (st) kn_error_prefix("node '%s' (%s): ", d->name, d->op_type);
-    return st;
-}
-
 /* Fails naming the node if one of its first k inputs is missing (an empty
  * name in the model), so no function below dereferences a NULL input. */
 static int need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
@@ -145,8 +138,8 @@ static int exec_reduce(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int64_t dims[KN_MAX_RANK];
     int r = kn_rd_reduced_dims(x->rank, x->dims, mask, kn_op_attr_int(d, "keepdims", 1) != 0, dims, NULL);
     st = kn_tensor_alloc(&out[0], x->dtype, r, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_reduce(reduce_kind(d->op), x, mask, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_reduce(reduce_kind(d->op), x, mask, &out[0]));
 }
 
 /* ---- ArgMax / ArgMin -------------------------------------------------------- */
@@ -161,8 +154,8 @@ static int exec_arg(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     int64_t dims[KN_MAX_RANK];
     int r = kn_rd_reduced_dims(x->rank, x->dims, 1u << a, kn_op_attr_int(d, "keepdims", 1) != 0, dims, NULL);
     st = kn_tensor_alloc(&out[0], KN_I64, r, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_argreduce(x, a, d->op == KN_OP_ArgMax,
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_argreduce(x, a, d->op == KN_OP_ArgMax,
                                        kn_op_attr_int(d, "select_last_index", 0) != 0, &out[0]));
 }
 
@@ -179,8 +172,8 @@ static int exec_cumsum(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int st = kn_rd_axis(d, axis, x->rank, &a);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, x->dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_cumsum(x, a, kn_op_attr_int(d, "exclusive", 0) != 0,
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_cumsum(x, a, kn_op_attr_int(d, "exclusive", 0) != 0,
                                     kn_op_attr_int(d, "reverse", 0) != 0, &out[0]));
 }
 
@@ -209,7 +202,7 @@ static int exec_topk(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
      * nothing leaks whoever the caller is. */
     if (st || !kn_op_has_output(d, 0)) kn_tensor_free(&vals);
     if (st || !kn_op_has_output(d, 1)) kn_tensor_free(&idx);
-    if (st) return node_fail(d, st);
+    if (st) return kn_op_fail(d, st);
     out[0] = vals;
     out[1] = idx;
     return KN_OK;

@@ -20,13 +20,6 @@ static int need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
     return KN_OK;
 }
 
-/* Adds the node's name to a kernel's message. */
-static int node_fail(const kn_opdesc *d, int st)
-{
-    if (st) kn_error_prefix("node '%s' (%s): ", d->name, d->op_type);
-    return st;
-}
-
 int kn_rd_scalar_int(const kn_opdesc *d, const kn_tensor *t, const char *what, int64_t *out)
 {
     if (!t || kn_tensor_numel(t) != 1)
@@ -61,7 +54,7 @@ int kn_rd_exec_shape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     kn_rd_shape_window(d, in[0]->rank, &s, &e);
     int64_t len = e - s;
     int st = kn_tensor_alloc(&out[0], KN_I64, 1, &len);
-    if (st) return node_fail(d, st);
+    if (st) return kn_op_fail(d, st);
     for (int64_t i = 0; i < len; i++) ((int64_t *)out[0].data)[i] = in[0]->dims[s + i];
     return KN_OK;
 }
@@ -70,7 +63,7 @@ int kn_rd_exec_size(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
 {
     if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
     int st = kn_tensor_alloc(&out[0], KN_I64, 0, NULL);
-    if (st) return node_fail(d, st);
+    if (st) return kn_op_fail(d, st);
     *(int64_t *)out[0].data = kn_tensor_numel(in[0]);
     return KN_OK;
 }
@@ -110,7 +103,7 @@ int kn_rd_exec_constantofshape(const kn_opdesc *d, const kn_tensor *const *in, k
     int r = kn_rd_read_shape(d, in[0], dims);
     if (r < 0) return KN_ERR_INVALID;
     int st = kn_tensor_alloc(&out[0], v ? v->dtype : KN_F32, r, dims);
-    if (st) return node_fail(d, st);
+    if (st) return kn_op_fail(d, st);
     if (!v) return KN_OK;
     size_t esz = kn_dtype_size(v->dtype);
     int64_t cnt = kn_tensor_numel(&out[0]);
@@ -153,8 +146,8 @@ int kn_rd_exec_range(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     int st = kn_rd_range_count(d, in, &len);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], in[0]->dtype, 1, &len);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_range(kn_load_f64(in[0]->dtype, in[0]->data, 0),
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_range(kn_load_f64(in[0]->dtype, in[0]->data, 0),
                                    kn_load_f64(in[2]->dtype, in[2]->data, 0),
                                    kn_load_i64(in[0]->dtype, in[0]->data, 0),
                                    kn_load_i64(in[2]->dtype, in[2]->data, 0), &out[0]));
@@ -176,8 +169,8 @@ int kn_rd_exec_eyelike(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     /* the attribute is the model's word: check it before it sizes anything */
     if (!kn_dtype_valid(dt)) return kn_op_error(d, KN_ERR_UNSUPPORTED, "dtype %d is not supported", (int)dt);
     int st = kn_tensor_alloc(&out[0], dt, 2, in[0]->dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_eyelike(kn_op_attr_int(d, "k", 0), &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_eyelike(kn_op_attr_int(d, "k", 0), &out[0]));
 }
 
 int kn_rd_exec_trilu(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -188,8 +181,8 @@ int kn_rd_exec_trilu(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     if (in[0]->rank < 2)
         return kn_op_error(d, KN_ERR_INVALID, "input rank %d, expected at least 2", in[0]->rank);
     int st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_trilu(in[0], k, kn_op_attr_int(d, "upper", 1) != 0, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_trilu(in[0], k, kn_op_attr_int(d, "upper", 1) != 0, &out[0]));
 }
 
 /* ---- OneHot ------------------------------------------------------------------------- */
@@ -209,8 +202,8 @@ int kn_rd_exec_onehot(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     int64_t dims[KN_MAX_RANK];
     for (int i = 0, j = 0; i < r; i++) dims[i] = i == a ? depth : idx->dims[j++];
     st = kn_tensor_alloc(&out[0], in[2]->dtype, r, dims);
-    if (st) return node_fail(d, st);
-    return node_fail(d, kn_k_onehot(idx, depth, in[2], a, &out[0]));
+    if (st) return kn_op_fail(d, st);
+    return kn_op_fail(d, kn_k_onehot(idx, depth, in[2], a, &out[0]));
 }
 
 /* ---- NonZero / Compress / Unique ------------------------------------------------------ */
@@ -218,7 +211,7 @@ int kn_rd_exec_onehot(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
 int kn_rd_exec_nonzero(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
-    return node_fail(d, kn_k_nonzero(in[0], &out[0]));
+    return kn_op_fail(d, kn_k_nonzero(in[0], &out[0]));
 }
 
 int kn_rd_opt_axis(const kn_opdesc *d, int rank)
@@ -234,7 +227,7 @@ int kn_rd_exec_compress(const kn_opdesc *d, const kn_tensor *const *in, kn_tenso
     if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
     int a = kn_rd_opt_axis(d, in[0]->rank);
     if (a == -2) return KN_ERR_INVALID;
-    return node_fail(d, kn_k_compress(in[0], in[1], a, &out[0]));
+    return kn_op_fail(d, kn_k_compress(in[0], in[1], a, &out[0]));
 }
 
 int kn_rd_exec_unique(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -250,5 +243,5 @@ int kn_rd_exec_unique(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
         if (!st && kn_op_has_output(d, i)) out[i] = all[i];
         else kn_tensor_free(&all[i]);
     }
-    return node_fail(d, st);
+    return kn_op_fail(d, st);
 }
