@@ -27,6 +27,16 @@ LLVMTypeRef kn_cg_fn_type(kn_cg *cg)
     return LLVMFunctionType(cg->t_i32, p, 5, 0);
 }
 
+LLVMValueRef kn_cg_const_global(kn_cg *cg, const char *name, LLVMValueRef init, unsigned align)
+{
+    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    if (align) LLVMSetAlignment(gv, align);
+    return gv;
+}
+
 LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal)
 {
     return kn_cg_begin_function_typed(cg, name, kn_cg_fn_type(cg), internal);

@@ -119,6 +119,10 @@ LLVMValueRef kn_cg_begin_function(kn_cg *cg, const char *name, bool internal);
  * those of kn_cg_fn_type (the caller reads the others with LLVMGetParam). */
 LLVMValueRef kn_cg_begin_function_typed(kn_cg *cg, const char *name, LLVMTypeRef type, bool internal);
 
+/* A private, constant global named `name` holding `init`, aligned to
+ * `align` bytes (0: the type's natural alignment). */
+LLVMValueRef kn_cg_const_global(kn_cg *cg, const char *name, LLVMValueRef init, unsigned align);
+
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);
 /* Pointer to the first byte of v's data in the current function (in row

@@ -604,24 +604,13 @@ static LLVMValueRef step_table(compile_state *s)
     if (s->copy_fn) fns[n++] = s->copy_fn;
     LLVMValueRef init = LLVMConstArray(cg->t_ptr, fns, (unsigned)n);
     free(fns);
-    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kn_step_fns");
-    LLVMSetInitializer(gv, init);
-    LLVMSetGlobalConstant(gv, 1);
-    LLVMSetLinkage(gv, LLVMPrivateLinkage);
-    LLVMSetAlignment(gv, 8);
-    return gv;
+    return kn_cg_const_global(cg, "kn_step_fns", init, 8);
 }
 
 static LLVMValueRef const_bytes(compile_state *s, const char *name, const void *data, size_t len, unsigned align)
 {
     kn_cg *cg = &s->cg;
-    LLVMValueRef init = LLVMConstStringInContext(cg->ctx, data, (unsigned)len, 1);
-    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
-    LLVMSetInitializer(gv, init);
-    LLVMSetGlobalConstant(gv, 1);
-    LLVMSetLinkage(gv, LLVMPrivateLinkage);
-    LLVMSetAlignment(gv, align);
-    return gv;
+    return kn_cg_const_global(cg, name, LLVMConstStringInContext(cg->ctx, data, (unsigned)len, 1), align);
 }
 
 /* The meta, the embedded weights and the exported kn_artifact_desc. */

@@ -266,10 +266,7 @@ static LLVMValueRef const_table(kn_cg *cg, const int64_t *v, int64_t n)
     for (int64_t i = 0; i < n; i++) el[i] = kn_cg_i64(cg, v[i]);
     LLVMValueRef init = LLVMConstArray(cg->t_i64, el, (unsigned)n);
     free(el);
-    LLVMValueRef g = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "mv_table");
-    LLVMSetInitializer(g, init);
-    LLVMSetGlobalConstant(g, 1);
-    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMValueRef g = kn_cg_const_global(cg, "mv_table", init, 0);
     LLVMSetUnnamedAddr(g, 1);
     return g;
 }

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_files.h"
+
 #include "ir.h"
 #include "text.h"
 
@@ -476,31 +478,6 @@ static void test_parse_free_form(void **state)
 
 /* ---- golden files ------------------------------------------------------- */
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
-/* The expected output is the file without its leading "//" comment lines. */
-static const char *skip_comments(const char *s)
-{
-    while (s[0] == '/' && s[1] == '/') {
-        const char *nl = strchr(s, '\n');
-        if (!nl) return s + strlen(s);
-        s = nl + 1;
-    }
-    return s;
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void test_golden(void **state)
@@ -527,13 +504,13 @@ static void test_golden(void **state)
     for (int i = 0; i < n; i++) {
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        char *want = read_file(path);
+        char *want = kn_test_read_file(path);
         assert_non_null(want);
         kn_model *m = NULL;
         if (kn_ir_parse_file(path, 0, &m)) fail_msg("%s", kn_last_error());
         if (kn_graph_verify(m->graph)) fail_msg("%s: verify: %s", names[i], kn_last_error());
         char *got = print_str(m, KN_IR_INLINE_DEFAULT);
-        if (strcmp(got, skip_comments(want)))
+        if (strcmp(got, kn_test_skip_comments(want)))
             fail_msg("%s: printed text differs from the file:\n%s", names[i], got);
         /* DOT output of every golden model is balanced too */
         char *dot = NULL;
@@ -583,10 +560,10 @@ static void test_mutations(void **state)
     for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/tests/ir/golden/%s", src ? src : "..", files[fi]);
-        char *text = read_file(path);
+        char *text = kn_test_read_file(path);
         if (!text) {
             snprintf(path, sizeof path, "ir/golden/%s", files[fi]);
-            text = read_file(path);
+            text = kn_test_read_file(path);
         }
         assert_non_null(text);
         size_t n = strlen(text);

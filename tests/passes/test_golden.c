@@ -22,37 +22,14 @@
 
 #include <cmocka.h>
 
+#include "test_files.h"
+
 #include "eval.h"
 #include "pass.h"
 #include "text.h"
 
 #define GOLDEN_DIR "passes/golden"
 #define MAX_IO 16
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) len = 0;
-    if (buf) buf[len] = 0;
-    fclose(f);
-    return buf;
-}
-
-/* The text after the leading // comment lines. */
-static const char *skip_comments(const char *s)
-{
-    while (s[0] == '/' && s[1] == '/') {
-        const char *nl = strchr(s, '\n');
-        if (!nl) return s + strlen(s);
-        s = nl + 1;
-    }
-    return s;
-}
 
 static kn_model *load(const char *path, const char *text)
 {
@@ -123,7 +100,7 @@ static void check_numerics(const char *path, kn_model *before, kn_model *after)
 static void run_case(void **state)
 {
     const char *path = *state;
-    char *text = read_all(path);
+    char *text = kn_test_read_file(path);
     assert_non_null(text);
     char passes[256];
     if (sscanf(text, "// RUN: --passes %255s", passes) != 1) fail_msg("%s: first line must be // RUN: --passes LIST", path);
@@ -148,10 +125,10 @@ static void run_case(void **state)
         fprintf(f, "// expected output of %s (KILN_UPDATE_GOLDEN=1 regenerates)\n%s", strrchr(path, '/') + 1, got);
         fclose(f);
     }
-    char *want = read_all(want_path);
+    char *want = kn_test_read_file(want_path);
     if (!want) fail_msg("%s: missing (run with KILN_UPDATE_GOLDEN=1 to create it)", want_path);
-    if (strcmp(skip_comments(want), got))
-        fail_msg("%s: the passes printed\n%s\nbut %s expects\n%s", path, got, want_path, skip_comments(want));
+    if (strcmp(kn_test_skip_comments(want), got))
+        fail_msg("%s: the passes printed\n%s\nbut %s expects\n%s", path, got, want_path, kn_test_skip_comments(want));
     check_numerics(path, orig, m);
     free(want);
     free(got);
