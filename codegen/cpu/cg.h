@@ -96,6 +96,7 @@ typedef struct kn_cg {
     const kn_plan *plan;
     kn_meta *meta;            /* being filled: dnnl records and opnodes are appended */
     bool plain_layout;        /* --layout nchw: no value in oneDNN's native layout */
+    int32_t conv_algo;        /* KN_CONV_ALGO_* for every convolution record */
     int cap_dnnl, cap_opnodes;
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
@@ -254,6 +255,7 @@ typedef struct kn_compile_opts {
     bool external_weights;   /* weights in ART.so.weights, mmapped at open */
     bool report;             /* print how each node was lowered */
     int layout;              /* KN_CG_LAYOUT_*: activations between convolutions */
+    int conv_algo;           /* KN_CONV_ALGO_* (kiln/abi.h): --conv-algo */
     uint64_t model_hash;     /* of the ONNX bytes and options */
     int n_syms;              /* dynamic dims, at most KN_MAX_SYMS */
     kn_compile_sym syms[KN_MAX_SYMS];

@@ -354,6 +354,7 @@ static void init_cg(compile_state *s)
     cg->plan = &s->plan;
     cg->meta = &s->meta;
     cg->plain_layout = s->o->layout == KN_CG_LAYOUT_NCHW;
+    cg->conv_algo = s->o->conv_algo;
 }
 
 static kn_cg_lower_fn find_lowering(kn_op op)

@@ -162,6 +162,7 @@ static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     record_init(cg, r, KN_DNNL_CONV, x, w, b, y);
     r->groups = (int32_t)g;
     r->spatial = rank - 2;
+    r->conv_algo = cg->conv_algo;
     int st = conv_geometry(n, r, x, w, y);
     if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, r, out_res);
     return st;

@@ -41,6 +41,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,8 +55,8 @@ struct kn_dnnl_session {
     dnnl_stream_t stream;
     /* activations in a primitive's blocked layout (0: src, 1: dst), shared by
      * the session's primitives (they run one at a time); sized at creation */
-    void *act[2];
-    size_t act_cap[2];
+    void *act[3];        /* 2: Winograd scratch (winograd.c) */
+    size_t act_cap[3];
     /* what KN_LAYOUT_NATIVE means in this session (probed on first use) */
     int native;
 };
@@ -97,6 +98,9 @@ struct kn_dnnl_prim {
     int bias_arg;              /* DNNL_ARG_BIAS, or the first binary post-op's operand */
     const void *bias_const;
     size_t dst_bytes;
+    /* a 3x3 stride-1 conv run by winograd.c instead of oneDNN */
+    kn_wino *wino;
+    char impl[48]; /* oneDNN's implementation name (kn_dnnl_prim_impl) */
 };
 
 static void prim_clear(kn_dnnl_prim *p);
@@ -284,8 +288,7 @@ void kn_dnnl_session_free(kn_dnnl_session *s)
     if (!s) return;
     if (s->stream) dnnl_stream_destroy(s->stream);
     if (s->engine) dnnl_engine_destroy(s->engine);
-    free(s->act[0]);
-    free(s->act[1]);
+    for (int i = 0; i < 3; i++) free(s->act[i]);
     free(s);
 }
 
@@ -452,6 +455,9 @@ static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc,
     dnnl_memory_desc_t want = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t src_pd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t dst_pd = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(p->impl, sizeof p->impl, "%s", impl);
     int rc = run_make(s, pd, &p->main, what);
     if (rc) return rc;
     p->src_reorder = !dnnl_memory_desc_equal(src_md, &src_pd);
@@ -550,6 +556,29 @@ static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const un
     return st;
 }
 
+/* Output tiles below which Winograd is not worth its 4x filter bytes: with
+ * few tiles, streaming the transformed filter costs about what it saves
+ * (ResNet's 7x7x512 layers at batch 1: 4 tiles, 1.1x faster for 36 MB). */
+#define WINO_MIN_TILES 8
+
+/* A 3x3 stride-1 conv between two activations in the session's nChw8c
+ * layout runs by Winograd (winograd.c), unless the record asks for direct
+ * convolution; KN_ERR_UNSUPPORTED otherwise. */
+static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
+{
+    bool has_sum = false;
+    for (int i = 0; i < rec->n_post && i < 4; i++) has_sum |= rec->post[i].kind == KN_POST_SUM;
+    if (rec->conv_algo == KN_CONV_ALGO_DIRECT || rec->src_layout != KN_LAYOUT_NATIVE ||
+        rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE) ||
+        !kn_wino_supported(rec, WINO_MIN_TILES))
+        return KN_ERR_UNSUPPORTED;
+    if (s->native == NATIVE_UNKNOWN) probe_native(s);
+    if (s->native != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
+    int st = kn_wino_create(rec, weights, &p->wino);
+    if (!st) st = session_reserve(s, 2, kn_wino_scratch_bytes(p->wino));
+    return st;
+}
+
 static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                        dnnl_primitive_attr_t attr)
 {
@@ -579,6 +608,8 @@ static int create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
         pl[i] = rec->pads_begin[i];
         pr[i] = rec->pads_end[i];
     }
+    if ((st = try_winograd(s, rec, weights, p)) != KN_ERR_UNSUPPORTED) return st;
+    kn_error_clear();
     bool plain = rec->src_layout == KN_LAYOUT_PLAIN && rec->dst_layout == KN_LAYOUT_PLAIN &&
                  rec->post_layout == KN_LAYOUT_PLAIN;
     if (plain && is_pointwise(rec)) {
@@ -834,6 +865,7 @@ static void prim_clear(kn_dnnl_prim *p)
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     free(p->wei_buf);
+    kn_wino_free(p->wino);
     memset(p, 0, sizeof *p);
 }
 
@@ -862,6 +894,10 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
  * caller's setting. On failure p is left as it was. */
 static int rebuild_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
 {
+    if (p->wino) { /* splits its work at each run */
+        p->nthr = threads;
+        return KN_OK;
+    }
     kn_dnnl_prim *q = calloc(1, sizeof *q);
     if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
     int st = build_prim(s, &p->rec, p->weights, threads, q);
@@ -893,6 +929,8 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     if (threads < 1) threads = 1;
     int rc;
     if (threads != p->nthr && (rc = rebuild_for(s, p, threads))) return rc;
+    if (p->wino)
+        return kn_wino_exec(p->wino, src, bias, dst, post_src, s->act[2], threads);
     set_threads(threads);
     if (p->swap) {
         const void *w = p->swap_const ? p->swap_const : wei;
@@ -951,6 +989,11 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     }
     DN(dnnl_stream_wait(s->stream), "waiting for the stream");
     return KN_OK;
+}
+
+const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)
+{
+    return !p ? "" : p->wino ? "winograd F(4x4,3x3)" : p->impl;
 }
 
 void kn_dnnl_prim_free(kn_dnnl_prim *p)

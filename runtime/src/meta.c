@@ -120,6 +120,7 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     w_i32(w, d->src_layout);
     w_i32(w, d->dst_layout);
     w_i32(w, d->post_layout);
+    w_i32(w, d->conv_algo);
 }
 
 static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
@@ -471,6 +472,9 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     RD(r_i32(r, &d->src_layout, what));
     RD(r_i32(r, &d->dst_layout, what));
     RD(r_i32(r, &d->post_layout, what));
+    RD(r_i32(r, &d->conv_algo, what));
+    if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
+        return r_bad(what, "convolution algorithm %d", d->conv_algo);
     for (int i = 0; i < 3; i++) {
         int32_t l = i == 0 ? d->src_layout : i == 1 ? d->dst_layout : d->post_layout;
         if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind != KN_DNNL_CONV))

@@ -52,8 +52,8 @@ extern "C" {
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
 /* 3: control flow (opnode captures), dynamic dims, profiling step table,
- * conv activation layouts, Tanh/HardSwish post-ops */
-#define KN_ABI_VERSION 3u
+ * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo */
+#define KN_ABI_VERSION 4u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -153,6 +153,12 @@ typedef struct kn_abi_post {
     float alpha, beta;
 } kn_abi_post;
 
+/* How a convolution may be computed (kn_abi_dnnl.conv_algo). AUTO lets the
+ * runtime run a 3x3 stride-1 layer by Winograd's F(4x4, 3x3) where that is
+ * faster (runtime/src/winograd.c: AVX2 CPUs, blocked activations); DIRECT
+ * always uses oneDNN's direct kernels (bit-for-bit closer to the reference). */
+enum { KN_CONV_ALGO_AUTO = 0, KN_CONV_ALGO_DIRECT = 1 };
+
 typedef struct kn_abi_dnnl {
     int32_t kind;          /* KN_DNNL_* */
     int32_t n_post;
@@ -168,6 +174,8 @@ typedef struct kn_abi_dnnl {
     kn_abi_ref wei_ref, bias_ref; /* usually KN_LOC_WEIGHTS: prepared once */
     /* conv: KN_LAYOUT_* of src, dst and the KN_POST_SUM input (matmul: plain) */
     int32_t src_layout, dst_layout, post_layout;
+    /* conv: KN_CONV_ALGO_*; the runtime picks among the algorithms allowed */
+    int32_t conv_algo;
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are

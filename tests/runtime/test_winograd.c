@@ -1,0 +1,342 @@
+/*
+ * tests/runtime/test_winograd.c — Winograd F(4x4, 3x3) convolutions
+ * (runtime/src/winograd.c) against a naive double-precision convolution:
+ * image sizes that are and are not multiples of the 4x4 tile, batches,
+ * channel counts, bias given as a constant or per run, every post-op it
+ * takes (ReLU, leaky ReLU, clip, residual sum before or after an
+ * activation, in place), 1 and 2 threads bitwise equal; which records it
+ * refuses; and the oneDNN wrapper (dnnl.c) choosing it for a record between
+ * two blocked activations, and not when the record asks for direct
+ * convolution.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../runtime/src/rt_internal.h"
+
+static uint32_t g_seed = 777;
+static float frand(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *alloc_f(int64_t n)
+{
+    void *p = NULL;
+    assert_int_equal(posix_memalign(&p, 64, (size_t)(n > 0 ? n : 1) * sizeof(float)), 0);
+    return p;
+}
+
+static float *rand_f(int64_t n)
+{
+    float *p = alloc_f(n);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static bool cpu_has_avx2(void)
+{
+    uint64_t need = KN_CPU_AVX2 | KN_CPU_FMA;
+    return (kn_cpu_features() & need) == need;
+}
+
+typedef struct wcase {
+    int64_t N, C, O, H, W;
+    bool bias, const_bias;
+    int n_post;
+    kn_abi_post post[4];
+} wcase;
+
+/* The record of a 3x3, stride-1, pad-1 conv; weights blob: [64 bytes][w][b]. */
+static void make_record(const wcase *c, kn_abi_dnnl *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_CONV;
+    r->groups = 1;
+    r->spatial = 2;
+    r->alpha = 1.0f;
+    kn_abi_tensor *ts[3] = {&r->src, &r->wei, &r->dst};
+    int64_t dims[3][4] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 3, 3}, {c->N, c->O, c->H, c->W}};
+    for (int t = 0; t < 3; t++) {
+        ts[t]->dtype = KN_F32;
+        ts[t]->rank = 4;
+        int64_t n = 1;
+        for (int i = 0; i < 4; i++) ts[t]->dims[i] = dims[t][i], n *= dims[t][i];
+        ts[t]->nbytes = n * 4;
+    }
+    if (c->bias) {
+        r->bias.dtype = KN_F32;
+        r->bias.rank = 1;
+        r->bias.dims[0] = c->O;
+        r->bias.nbytes = c->O * 4;
+    }
+    for (int i = 0; i < 2; i++) r->strides[i] = r->dilations[i] = r->pads_begin[i] = r->pads_end[i] = 1;
+    r->n_post = c->n_post;
+    memcpy(r->post, c->post, sizeof r->post);
+    r->wei_ref.loc = KN_LOC_WEIGHTS;
+    r->wei_ref.offset = 64;
+    r->bias_ref.loc = c->const_bias ? KN_LOC_WEIGHTS : KN_LOC_ARENA;
+    r->bias_ref.offset = 64 + r->wei.nbytes;
+    r->src_layout = r->dst_layout = KN_LAYOUT_NATIVE;
+    bool sum = false;
+    for (int i = 0; i < c->n_post; i++) sum |= c->post[i].kind == KN_POST_SUM;
+    r->post_layout = sum ? KN_LAYOUT_NATIVE : KN_LAYOUT_PLAIN;
+}
+
+static float post1(const kn_abi_post *p, float v, float res)
+{
+    switch (p->kind) {
+    case KN_POST_RELU: return v > 0 ? v : 0;
+    case KN_POST_LEAKY_RELU: return v > 0 ? v : v * p->alpha;
+    case KN_POST_CLIP: return v < p->alpha ? p->alpha : v > p->beta ? p->beta : v;
+    case KN_POST_SUM: return v + res;
+    default: return v;
+    }
+}
+
+/* Naive convolution on plain NCHW, then the post-ops. */
+static void conv_ref(const wcase *c, const float *x, const float *w, const float *b, const float *res, float *y)
+{
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t o = 0; o < c->O; o++)
+            for (int64_t oy = 0; oy < c->H; oy++)
+                for (int64_t ox = 0; ox < c->W; ox++) {
+                    double acc = b ? b[o] : 0.0;
+                    for (int64_t ci = 0; ci < c->C; ci++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+                                if (iy < 0 || iy >= c->H || ix < 0 || ix >= c->W) continue;
+                                acc += (double)x[((n * c->C + ci) * c->H + iy) * c->W + ix] *
+                                       w[((o * c->C + ci) * 3 + ky) * 3 + kx];
+                            }
+                    int64_t i = ((n * c->O + o) * c->H + oy) * c->W + ox;
+                    float v = (float)acc;
+                    for (int p = 0; p < c->n_post; p++) v = post1(&c->post[p], v, res ? res[i] : 0.f);
+                    y[i] = v;
+                }
+}
+
+/* NCHW <-> nChw8c (C a multiple of 8). */
+static void to_blocked(const float *x, float *out, int64_t N, int64_t C, int64_t HW)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < HW; i++) out[((n * (C / 8) + c / 8) * HW + i) * 8 + c % 8] = x[(n * C + c) * HW + i];
+}
+static void from_blocked(const float *x, float *out, int64_t N, int64_t C, int64_t HW)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < HW; i++) out[(n * C + c) * HW + i] = x[((n * (C / 8) + c / 8) * HW + i) * 8 + c % 8];
+}
+
+/* Largest |got - want| relative to the largest |want|. */
+static double rel_err(const float *got, const float *want, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= e)) e = d; /* NaN counts */
+        if (fabs(want[i]) > m) m = fabs(want[i]);
+    }
+    return m > 0 ? e / m : e;
+}
+
+/* Runs c through kn_wino at 1 and 2 threads (bitwise equal) and checks it
+ * against the naive convolution. */
+static void run_case(const wcase *c)
+{
+    if (!cpu_has_avx2()) skip();
+    kn_abi_dnnl r;
+    make_record(c, &r);
+    int64_t HW = c->H * c->W, nx = c->N * c->C * HW, ny = c->N * c->O * HW, nw = c->O * c->C * 9;
+    float *blob = rand_f(16 + nw + c->O), *x = rand_f(nx), *res = rand_f(ny);
+    for (int64_t i = 0; i < nw; i++) blob[16 + i] *= 0.2f; /* keep values O(1) */
+    const float *w = blob + 16, *b = c->bias ? blob + 16 + nw : NULL;
+    bool sum = false;
+    for (int i = 0; i < c->n_post; i++) sum |= c->post[i].kind == KN_POST_SUM;
+    float *want = alloc_f(ny), *xb = alloc_f(nx), *resb = alloc_f(ny), *y1 = alloc_f(ny), *y2 = alloc_f(ny),
+          *got = alloc_f(ny);
+    conv_ref(c, x, w, b, sum ? res : NULL, want);
+    to_blocked(x, xb, c->N, c->C, HW);
+    to_blocked(res, resb, c->N, c->O, HW);
+
+    assert_true(kn_wino_supported(&r, 1));
+    kn_wino *k;
+    int st = kn_wino_create(&r, (const unsigned char *)blob, &k);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    float *scratch = alloc_f((int64_t)(kn_wino_scratch_bytes(k) / sizeof(float)) + 16);
+    const float *run_bias = c->const_bias ? NULL : b;
+    assert_int_equal(kn_wino_exec(k, xb, run_bias, y1, sum ? resb : NULL, scratch, 1), KN_OK);
+    assert_int_equal(kn_wino_exec(k, xb, run_bias, y2, sum ? resb : NULL, scratch, 2), KN_OK);
+    assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+    from_blocked(y1, got, c->N, c->O, HW);
+    double e = rel_err(got, want, ny);
+    if (!(e < 2e-5)) print_error("%lldx%lldx%lldx%lld -> %lld: relative error %.3g\n", (long long)c->N,
+                                 (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->O, e);
+    assert_true(e < 2e-5);
+    if (sum) { /* in place: dst holds the residual */
+        memcpy(y1, resb, (size_t)ny * sizeof(float));
+        assert_int_equal(kn_wino_exec(k, xb, run_bias, y1, y1, scratch, 2), KN_OK);
+        assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+    }
+    kn_wino_free(k);
+    free(blob), free(x), free(res), free(want), free(xb), free(resb), free(y1), free(y2), free(got), free(scratch);
+}
+
+static const kn_abi_post RELU = {KN_POST_RELU, 0, 0}, SUM = {KN_POST_SUM, 0, 0};
+
+static void test_exact_tiles(void **st)
+{
+    (void)st;
+    wcase c = {.N = 1, .C = 16, .O = 16, .H = 8, .W = 8, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {RELU}};
+    run_case(&c);
+}
+
+static void test_partial_tiles_batch(void **st)
+{
+    (void)st;
+    /* 13x7: the last tile row and column overhang; batch 2 */
+    wcase c = {.N = 2, .C = 8, .O = 32, .H = 13, .W = 7, .bias = true, .const_bias = true};
+    run_case(&c);
+}
+
+static void test_resnet_layer(void **st)
+{
+    (void)st;
+    wcase c = {.N = 1, .C = 64, .O = 64, .H = 56, .W = 56, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {RELU}};
+    run_case(&c);
+}
+
+static void test_tiny_image(void **st)
+{
+    (void)st;
+    /* 1x2 and 3x3 images: fewer pixels than one tile */
+    wcase c = {.N = 3, .C = 24, .O = 16, .H = 1, .W = 2};
+    run_case(&c);
+    wcase d = {.N = 1, .C = 8, .O = 48, .H = 3, .W = 3, .bias = true, .const_bias = true};
+    run_case(&d);
+}
+
+static void test_bias_per_run(void **st)
+{
+    (void)st;
+    wcase c = {.N = 1, .C = 32, .O = 16, .H = 10, .W = 9, .bias = true, .const_bias = false};
+    run_case(&c);
+}
+
+static void test_post_ops(void **st)
+{
+    (void)st;
+    kn_abi_post leaky = {KN_POST_LEAKY_RELU, 0.1f, 0}, clip = {KN_POST_CLIP, 0.0f, 6.0f};
+    wcase a = {.N = 1, .C = 16, .O = 16, .H = 12, .W = 12, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {leaky}};
+    run_case(&a);
+    wcase b = a;
+    b.post[0] = clip;
+    run_case(&b);
+    /* ResNet's order: residual sum, then ReLU */
+    wcase s = a;
+    s.n_post = 2, s.post[0] = SUM, s.post[1] = RELU;
+    run_case(&s);
+    /* activation first, then the sum, then a clip */
+    wcase t = a;
+    t.n_post = 3, t.post[0] = RELU, t.post[1] = SUM, t.post[2] = clip;
+    run_case(&t);
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    wcase c = {.N = 1, .C = 16, .O = 16, .H = 8, .W = 8};
+    kn_abi_dnnl base, r;
+    make_record(&c, &base);
+    r = base;
+    assert_int_equal(kn_wino_supported(&r, 1), cpu_has_avx2());
+    /* 4 tiles: below a minimum of 8 */
+    assert_false(kn_wino_supported(&r, 8));
+    r = base, r.strides[0] = 2;
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.dilations[1] = 2;
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.pads_end[1] = 0;
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.groups = 2;
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.wei.dims[2] = r.wei.dims[3] = 5;
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.src.dims[1] = r.wei.dims[1] = 12; /* channels not a multiple of 8 */
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.wei.dims[0] = r.dst.dims[1] = 24; /* outputs not a multiple of 16 */
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.wei_ref.loc = KN_LOC_ARENA; /* weights given per run */
+    assert_false(kn_wino_supported(&r, 1));
+    r = base, r.n_post = 1, r.post[0].kind = KN_POST_GELU_ERF;
+    assert_false(kn_wino_supported(&r, 1));
+}
+
+/* dnnl.c runs a record between two blocked activations by Winograd where
+ * the session's blocked layout is nChw8c (AVX2 without AVX-512), and by
+ * oneDNN when the record says KN_CONV_ALGO_DIRECT; both give the same
+ * result to Winograd's accuracy. */
+static void test_dnnl_chooses(void **st)
+{
+    (void)st;
+    wcase c = {.N = 1, .C = 32, .O = 32, .H = 28, .W = 28, .bias = true, .const_bias = true, .n_post = 2,
+               .post = {SUM, RELU}};
+    kn_abi_dnnl r, rd;
+    make_record(&c, &r);
+    rd = r;
+    rd.conv_algo = KN_CONV_ALGO_DIRECT;
+    int64_t ny = c.N * c.O * c.H * c.W, nw = c.O * c.C * 9;
+    float *blob = rand_f(16 + nw + c.O), *x = rand_f(c.N * c.C * c.H * c.W), *res = rand_f(ny);
+    float *ya = alloc_f(ny), *yd = alloc_f(ny);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *pa, *pd;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &pa), KN_OK);
+    assert_int_equal(kn_dnnl_prim_create(s, &rd, (const unsigned char *)blob, &pd), KN_OK);
+    uint64_t f = kn_cpu_features();
+    bool expect = cpu_has_avx2() && !(f & KN_CPU_AVX512F);
+    assert_int_equal(strncmp(kn_dnnl_prim_impl(pa), "winograd", 8) == 0, expect);
+    assert_int_not_equal(strncmp(kn_dnnl_prim_impl(pd), "winograd", 8), 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        assert_int_equal(kn_dnnl_prim_exec(s, pa, x, NULL, NULL, ya, res, threads), KN_OK);
+        assert_int_equal(kn_dnnl_prim_exec(s, pd, x, NULL, NULL, yd, res, threads), KN_OK);
+        double e = rel_err(ya, yd, ny);
+        if (!(e < 2e-5)) print_error("Winograd vs direct: relative error %.3g\n", e);
+        assert_true(e < 2e-5);
+    }
+    kn_dnnl_prim_free(pa);
+    kn_dnnl_prim_free(pd);
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(res), free(ya), free(yd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_tiles),
+        cmocka_unit_test(test_partial_tiles_batch),
+        cmocka_unit_test(test_resnet_layer),
+        cmocka_unit_test(test_tiny_image),
+        cmocka_unit_test(test_bias_per_run),
+        cmocka_unit_test(test_post_ops),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_dnnl_chooses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
