@@ -556,25 +556,22 @@ static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const un
     return st;
 }
 
-/* Output tiles below which Winograd is not worth its 4x filter bytes: with
- * few tiles, streaming the transformed filter costs about what it saves
- * (ResNet's 7x7x512 layers at batch 1: 4 tiles, 1.1x faster for 36 MB). */
-#define WINO_MIN_TILES 8
-
 /* A 3x3 stride-1 conv between two activations in the session's nChw8c
- * layout runs by Winograd (winograd.c), unless the record asks for direct
+ * layout runs by Winograd (winograd.c) when its cost model says that is
+ * faster for p's thread count, unless the record asks for direct
  * convolution; KN_ERR_UNSUPPORTED otherwise. */
 static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
 {
     bool has_sum = false;
     for (int i = 0; i < rec->n_post && i < 4; i++) has_sum |= rec->post[i].kind == KN_POST_SUM;
     if (rec->conv_algo == KN_CONV_ALGO_DIRECT || rec->src_layout != KN_LAYOUT_NATIVE ||
-        rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE) ||
-        !kn_wino_supported(rec, WINO_MIN_TILES))
+        rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE))
         return KN_ERR_UNSUPPORTED;
+    int tile = kn_wino_tile(rec, p->nthr);
+    if (!tile) return KN_ERR_UNSUPPORTED;
     if (s->native == NATIVE_UNKNOWN) probe_native(s);
     if (s->native != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
-    int st = kn_wino_create(rec, weights, &p->wino);
+    int st = kn_wino_create(rec, weights, tile, &p->wino);
     if (!st) st = session_reserve(s, 2, kn_wino_scratch_bytes(p->wino));
     return st;
 }
@@ -894,8 +891,8 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
  * caller's setting. On failure p is left as it was. */
 static int rebuild_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
 {
-    if (p->wino) { /* splits its work at each run */
-        p->nthr = threads;
+    if (p->wino && kn_wino_tile(&p->rec, threads) == kn_wino_tile_of(p->wino)) {
+        p->nthr = threads; /* it splits its work at each run */
         return KN_OK;
     }
     kn_dnnl_prim *q = calloc(1, sizeof *q);
@@ -993,7 +990,9 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
 
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)
 {
-    return !p ? "" : p->wino ? "winograd F(4x4,3x3)" : p->impl;
+    if (!p) return "";
+    if (p->wino) return kn_wino_tile_of(p->wino) == 4 ? "winograd F(4x4,3x3)" : "winograd F(2x2,3x3)";
+    return p->impl;
 }
 
 void kn_dnnl_prim_free(kn_dnnl_prim *p)

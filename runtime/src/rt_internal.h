@@ -28,7 +28,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
                       const void *post_src, int threads);
 void kn_dnnl_prim_free(kn_dnnl_prim *p);
 /* What runs p: oneDNN's implementation name ("jit:avx2", ...) or
- * "winograd F(4x4,3x3)" (winograd.c). */
+ * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c). */
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p);
 /* Rebuilds p for `threads` (oneDNN fixes a primitive's thread split when it
  * is created), so that the next run does not have to. */
@@ -36,13 +36,18 @@ int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 
 /* ---- Winograd convolutions (winograd.c) ---------------------------------- */
 
-/* A 3x3 stride-1 convolution by F(4x4, 3x3) on nChw8c activations (AVX2). */
+/* A 3x3 stride-1 convolution by F(4x4, 3x3) or F(2x2, 3x3) on nChw8c
+ * activations (AVX2). */
 typedef struct kn_wino kn_wino;
-/* True if rec is one (and the CPU can run it) with at least min_tiles 4x4
- * output tiles; its layouts are the caller's to check. */
-bool kn_wino_supported(const kn_abi_dnnl *rec, int64_t min_tiles);
-/* Transforms the constant filter (from `weights`) once. */
-int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_wino **out);
+/* True if rec is one it can run on this CPU (layouts are the caller's to
+ * check). */
+bool kn_wino_supported(const kn_abi_dnnl *rec);
+/* The output tile worth using for rec with `threads` threads (4 or 2), or 0
+ * when oneDNN's direct kernel should be faster (a cost model). */
+int kn_wino_tile(const kn_abi_dnnl *rec, int threads);
+/* Transforms the constant filter (from `weights`) once, for tile 4 or 2. */
+int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, kn_wino **out);
+int kn_wino_tile_of(const kn_wino *w);
 /* Bytes of scratch a run needs (the transformed input and products). */
 size_t kn_wino_scratch_bytes(const kn_wino *w);
 /* src, dst and residual nChw8c; bias used only when not constant. */

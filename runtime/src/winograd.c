@@ -1,35 +1,39 @@
 /*
  * runtime/src/winograd.c — 3x3, stride-1 convolutions by Winograd's minimal
- * filtering algorithm F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2016), for AVX2+FMA CPUs, where oneDNN
- * has no Winograd kernel (its own needs AVX-512).
+ * filtering algorithm F(mxm, 3x3), m = 4 or 2 (Lavin and Gray, "Fast
+ * Algorithms for Convolutional Neural Networks", 2016), for AVX2+FMA CPUs,
+ * where oneDNN has no Winograd kernel (its own needs AVX-512).
  *
- * Each 4x4 block ("tile") of the output is computed from a 6x6 block of the
- * input: with d the input block, g the 3x3 filter and the constant matrices
- * B, G and A below,
+ * Each m x m block ("tile") of the output is computed from an a x a block
+ * of the input, a = m + 2: with d the input block, g the 3x3 filter and the
+ * constant matrices B, G and A of the variant,
  *
  *     Y = A^T [ (G g G^T) (.) (B^T d B) ] A        ((.): elementwise)
  *
- * and summing over input channels turns the elementwise products into 36
- * independent matrix products, one per position a of the 6x6 block:
+ * and summing over input channels turns the elementwise products into a^2
+ * independent matrix products, one per position p of the a x a block:
  *
- *     M[a] (tiles x O) = V[a] (tiles x C) . U[a] (C x O)
+ *     M[p] (tiles x O) = V[p] (tiles x C) . U[p] (C x O)
  *
- * 36 * C * O multiply-adds per 16 outputs instead of 16 * 9 * C * O: 4x
- * fewer (less where the tiles overhang the image). U is the transformed
- * filter, computed once at creation (36/9 = 4x the filter's bytes).
+ * F(4x4): 36 * C * O multiply-adds per 16 outputs instead of 16 * 9 * C * O,
+ * 4x fewer; F(2x2): 16 per 4 outputs, 2.25x fewer. U is the transformed
+ * filter, made once at creation: a^2/9 times the filter's bytes (4x for
+ * F(4x4)), and at batch 1 the products are too small to reuse it much, so
+ * that streaming U from memory can cost more than the multiply-adds saved.
+ * kn_wino_tile weighs both per layer (see there) and picks F(4x4), F(2x2)
+ * or neither (oneDNN's direct kernel).
  *
  * A run has three phases, each a parallel loop on the session's threads:
- *  1. input transform: V[a][t][c] = (B^T d B)[a] for each tile t and
+ *  1. input transform: V[p][t][c] = (B^T d B)[p] for each tile t and
  *     channel c (8 channels at a time: the nChw8c blocks of oneDNN's AVX2
  *     layout, which is what src and dst are in);
- *  2. the 36 products, by a 6x16 register-blocked FMA kernel;
+ *  2. the a^2 products, by a 6x16 register-blocked FMA kernel;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
  *
- * Accuracy: the transforms use the points 0, +-1, +-2 (the usual choice);
- * the error is a few float ulps of the larger terms, about 1e-6 relative on
- * ResNet-style layers, where direct convolution gives about 1e-7.
+ * Accuracy: F(4x4) uses the points 0, +-1, +-2 (the usual choice); its
+ * error is a few float ulps of the larger terms, about 5e-6 relative on
+ * ResNet-style layers, where direct convolution and F(2x2) give about 1e-7.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,21 +49,20 @@
 #define WINO_X86 0
 #endif
 
-enum { ALPHA = 6, NPOS = ALPHA * ALPHA, TILE = 4, ROWS = 6, COLS = 16 };
+enum { MAX_ALPHA = 6, ROWS = 6, COLS = 16 };
 
 struct kn_wino {
+    int m, alpha, npos;  /* output tile m x m, input block alpha x alpha, alpha^2 products */
     int64_t N, C, O, H, W;
     int64_t th, tw, T;   /* tiles down, across, in all (N * th * tw) */
-    float *U;            /* [NPOS][O/16][C][16] */
+    float *U;            /* [npos][O/16][C][16] */
     const float *bias;   /* [O], constant (or NULL: per run, or none) */
     bool has_bias;
     int n_post;
     kn_abi_post post[4];
 };
 
-/* Whether rec is a convolution this file runs (layouts are the caller's
- * business: src, dst and residual must be nChw8c). */
-bool kn_wino_supported(const kn_abi_dnnl *rec, int64_t min_tiles)
+bool kn_wino_supported(const kn_abi_dnnl *rec)
 {
 #if WINO_X86
     uint64_t need = KN_CPU_AVX2 | KN_CPU_FMA;
@@ -72,8 +75,8 @@ bool kn_wino_supported(const kn_abi_dnnl *rec, int64_t min_tiles)
             return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
             W = rec->src.dims[3];
-    if (C % 8 || O % COLS || rec->wei.dims[1] != C || rec->dst.dims[1] != O || rec->dst.dims[0] != N ||
-        rec->dst.dims[2] != H || rec->dst.dims[3] != W)
+    if (N < 1 || H < 1 || W < 1 || C < 8 || C % 8 || O < COLS || O % COLS || rec->wei.dims[1] != C ||
+        rec->dst.dims[1] != O || rec->dst.dims[0] != N || rec->dst.dims[2] != H || rec->dst.dims[3] != W)
         return false;
     if (rec->wei_ref.loc != KN_LOC_WEIGHTS) return false;
     for (int i = 0; i < rec->n_post; i++) {
@@ -82,23 +85,61 @@ bool kn_wino_supported(const kn_abi_dnnl *rec, int64_t min_tiles)
             k != KN_POST_SUM)
             return false;
     }
-    int64_t tiles = N * ((H + TILE - 1) / TILE) * ((W + TILE - 1) / TILE);
-    return tiles >= min_tiles;
+    return true;
 #else
-    (void)rec, (void)min_tiles;
+    (void)rec;
     return false;
 #endif
 }
 
-size_t kn_wino_scratch_bytes(const kn_wino *w)
+/* Rates behind kn_wino_tile, measured on an AVX2 Zen 2 core (docs/
+ * benchmarks.md): the 6x16 product kernel, oneDNN's direct 3x3 kernel and
+ * the transforms' traffic scale with threads; streaming U from memory does
+ * not (the cores share it). */
+#define RATE_GEMM 60e9     /* FLOP/s per thread, products */
+#define RATE_DIRECT 70e9   /* FLOP/s per thread, oneDNN direct */
+#define RATE_XFORM 8e9     /* bytes/s per thread, V and M written and read */
+#define RATE_U 7e9         /* bytes/s, U streamed from memory */
+#define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
+
+static double max_d(double a, double b) { return a > b ? a : b; }
+
+/* Estimated seconds of a run of F(m x m) on rec with `threads` threads. */
+static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
 {
-    return (size_t)NPOS * (size_t)w->T * (size_t)(w->C + w->O) * sizeof(float);
+    int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
+            W = rec->src.dims[3];
+    double npos = (double)(m + 2) * (m + 2);
+    double T = (double)N * (double)((H + m - 1) / m) * (double)((W + m - 1) / m);
+    double rows = (double)(((int64_t)T + ROWS - 1) / ROWS * ROWS);
+    double gemm = 2.0 * npos * rows * (double)C * (double)O / (RATE_GEMM * threads);
+    double ubytes = npos * (double)C * (double)O * 4.0;
+    double xform = 2.0 * npos * T * (double)(C + O) * 4.0 / (RATE_XFORM * threads);
+    return max_d(gemm, ubytes / RATE_U) + xform;
 }
 
-/* U[a] = G g G^T for every (o, c), in double, stored [a][o/16][c][o%16]. */
-static void transform_filter(const float *g, int64_t O, int64_t C, float *U)
+int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
 {
-    static const double G[ALPHA][3] = {
+    if (!kn_wino_supported(rec)) return 0;
+    if (threads < 1) threads = 1;
+    double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * (double)rec->src.dims[1] * (double)rec->wei.dims[0] *
+                    (double)rec->src.dims[2] * (double)rec->src.dims[3] / (RATE_DIRECT * threads);
+    double c4 = wino_cost(rec, 4, threads), c2 = wino_cost(rec, 2, threads);
+    int m = c4 <= c2 ? 4 : 2;
+    return (m == 4 ? c4 : c2) <= MIN_GAIN * direct ? m : 0;
+}
+
+int kn_wino_tile_of(const kn_wino *w) { return w->m; }
+
+size_t kn_wino_scratch_bytes(const kn_wino *w)
+{
+    return (size_t)w->npos * (size_t)w->T * (size_t)(w->C + w->O) * sizeof(float);
+}
+
+/* U[p] = G g G^T for every (o, c), in double, stored [p][o/16][c][o%16]. */
+static void transform_filter(const float *g, int m, int64_t O, int64_t C, float *U)
+{
+    static const double G4[6][3] = {
         {1.0 / 4, 0, 0},
         {-1.0 / 6, -1.0 / 6, -1.0 / 6},
         {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -106,29 +147,34 @@ static void transform_filter(const float *g, int64_t O, int64_t C, float *U)
         {1.0 / 24, -1.0 / 12, 1.0 / 6},
         {0, 0, 1},
     };
+    static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double(*G)[3] = m == 4 ? G4 : G2;
+    int a = m + 2;
     for (int64_t o = 0; o < O; o++)
         for (int64_t c = 0; c < C; c++) {
             const float *k = g + (o * C + c) * 9;
-            double t[ALPHA][3]; /* G g */
-            for (int i = 0; i < ALPHA; i++)
+            double t[MAX_ALPHA][3]; /* G g */
+            for (int i = 0; i < a; i++)
                 for (int j = 0; j < 3; j++) t[i][j] = G[i][0] * k[j] + G[i][1] * k[3 + j] + G[i][2] * k[6 + j];
-            for (int i = 0; i < ALPHA; i++)
-                for (int j = 0; j < ALPHA; j++) {
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++) {
                     double u = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
-                    U[(((int64_t)(i * ALPHA + j) * (O / COLS) + o / COLS) * C + c) * COLS + o % COLS] = (float)u;
+                    U[(((int64_t)(i * a + j) * (O / COLS) + o / COLS) * C + c) * COLS + o % COLS] = (float)u;
                 }
         }
 }
 
-int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_wino **out)
+int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, kn_wino **out)
 {
     *out = NULL;
-    if (!kn_wino_supported(rec, 1)) return kn_error(KN_ERR_UNSUPPORTED, "Winograd: not a 3x3 stride-1 convolution");
+    if (!kn_wino_supported(rec) || (tile != 2 && tile != 4))
+        return kn_error(KN_ERR_UNSUPPORTED, "Winograd: not a 3x3 stride-1 convolution it runs (tile %d)", tile);
     kn_wino *w = calloc(1, sizeof *w);
     if (!w) return kn_error(KN_ERR_NOMEM, "out of memory");
+    w->m = tile, w->alpha = tile + 2, w->npos = w->alpha * w->alpha;
     w->N = rec->src.dims[0], w->C = rec->src.dims[1], w->O = rec->wei.dims[0];
     w->H = rec->src.dims[2], w->W = rec->src.dims[3];
-    w->th = (w->H + TILE - 1) / TILE, w->tw = (w->W + TILE - 1) / TILE;
+    w->th = (w->H + tile - 1) / tile, w->tw = (w->W + tile - 1) / tile;
     w->T = w->N * w->th * w->tw;
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
@@ -138,12 +184,12 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_wino
         return kn_error(KN_ERR_INVALID, "Winograd: weights of %lld bytes, expected %lld", (long long)rec->wei.nbytes,
                         (long long)wbytes);
     }
-    size_t ubytes = (size_t)NPOS * (size_t)w->O * (size_t)w->C * sizeof(float);
+    size_t ubytes = (size_t)w->npos * (size_t)w->O * (size_t)w->C * sizeof(float);
     if (posix_memalign((void **)&w->U, 64, ubytes)) {
         free(w);
         return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of Winograd filters", ubytes);
     }
-    transform_filter((const float *)(weights + rec->wei_ref.offset), w->O, w->C, w->U);
+    transform_filter((const float *)(weights + rec->wei_ref.offset), tile, w->O, w->C, w->U);
     w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
     if (w->has_bias && rec->bias_ref.loc == KN_LOC_WEIGHTS) w->bias = (const float *)(weights + rec->bias_ref.offset);
     *out = w;
@@ -166,30 +212,26 @@ typedef struct wino_run {
     float *dst, *V, *M;
 } wino_run;
 
-/* Phase 1 for tiles x 8-channel blocks [lo, hi): V[a][t][c..c+8]. */
-AVX2 static int input_chunk(void *args, int64_t lo, int64_t hi)
+/* The alpha x alpha input block of tile t, channel block b (zeros outside
+ * the image: the padding). */
+AVX2 static void load_block(const wino_run *r, int64_t t, int64_t b, __m256 d[MAX_ALPHA][MAX_ALPHA])
 {
-    const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t cb = w->C / 8, plane = w->H * w->W * 8, pos_stride = w->T * w->C;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t t = it / cb, b = it % cb;
-        int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
-        const float *img = r->src + (n * cb + b) * plane;
-        __m256 d[ALPHA][ALPHA];
-        int64_t y0 = ty * TILE - 1, x0 = tx * TILE - 1;
-        for (int i = 0; i < ALPHA; i++) {
-            int64_t y = y0 + i;
-            for (int j = 0; j < ALPHA; j++) {
-                int64_t x = x0 + j;
-                d[i][j] = (y >= 0 && y < w->H && x >= 0 && x < w->W) ? _mm256_load_ps(img + (y * w->W + x) * 8)
-                                                                      : _mm256_setzero_ps();
-            }
+    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
+    const float *img = r->src + (n * (w->C / 8) + b) * w->H * w->W * 8;
+    int64_t y0 = ty * w->m - 1, x0 = tx * w->m - 1;
+    for (int i = 0; i < w->alpha; i++) {
+        int64_t y = y0 + i;
+        for (int j = 0; j < w->alpha; j++) {
+            int64_t x = x0 + j;
+            d[i][j] = (y >= 0 && y < w->H && x >= 0 && x < w->W) ? _mm256_load_ps(img + (y * w->W + x) * 8)
+                                                                  : _mm256_setzero_ps();
         }
-        /* B^T d, then (B^T d) B, the same 1-D transform on rows then columns */
-        const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k5 = _mm256_set1_ps(5.f);
-        __m256 e[ALPHA][ALPHA];
-#define BT(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3, y4, y5)                                                          \
+    }
+}
+
+/* B^T x for F(4x4) on 6 vectors (applied to rows, then to columns). */
+#define BT4(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3, y4, y5)                                                         \
     do {                                                                                                           \
         y0 = _mm256_add_ps(_mm256_fnmadd_ps(k5, x2, _mm256_mul_ps(k4, x0)), x4);                                   \
         __m256 a_ = _mm256_fnmadd_ps(k4, x2, x4), b_ = _mm256_fnmadd_ps(k4, x1, x3);                               \
@@ -200,16 +242,43 @@ AVX2 static int input_chunk(void *args, int64_t lo, int64_t hi)
         y4 = _mm256_sub_ps(c_, d_);                                                                                \
         y5 = _mm256_add_ps(_mm256_fnmadd_ps(k5, x3, _mm256_mul_ps(k4, x1)), x5);                                   \
     } while (0)
-        for (int j = 0; j < ALPHA; j++)
-            BT(d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j], e[0][j], e[1][j], e[2][j], e[3][j], e[4][j],
-               e[5][j]);
+
+/* B^T x for F(2x2) on 4 vectors. */
+#define BT2(x0, x1, x2, x3, y0, y1, y2, y3)                                                                         \
+    do {                                                                                                           \
+        y0 = _mm256_sub_ps(x0, x2);                                                                                \
+        y1 = _mm256_add_ps(x1, x2);                                                                                \
+        y2 = _mm256_sub_ps(x2, x1);                                                                                \
+        y3 = _mm256_sub_ps(x1, x3);                                                                                \
+    } while (0)
+
+/* Phase 1 for tiles x 8-channel blocks [lo, hi): V[p][t][c..c+8]. */
+AVX2 static int input_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const wino_run *r = args;
+    const kn_wino *w = r->w;
+    int64_t cb = w->C / 8, pos_stride = w->T * w->C;
+    const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k5 = _mm256_set1_ps(5.f);
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t t = it / cb, b = it % cb;
+        __m256 d[MAX_ALPHA][MAX_ALPHA], e[MAX_ALPHA][MAX_ALPHA], f[MAX_ALPHA];
+        load_block(r, t, b, d);
         float *v = r->V + t * w->C + b * 8;
-        for (int i = 0; i < ALPHA; i++) {
-            __m256 f[ALPHA];
-            BT(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], f[0], f[1], f[2], f[3], f[4], f[5]);
-            for (int j = 0; j < ALPHA; j++) _mm256_storeu_ps(v + (i * ALPHA + j) * pos_stride, f[j]);
+        if (w->m == 4) {
+            for (int j = 0; j < 6; j++)
+                BT4(d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j], e[0][j], e[1][j], e[2][j], e[3][j],
+                    e[4][j], e[5][j]);
+            for (int i = 0; i < 6; i++) {
+                BT4(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], f[0], f[1], f[2], f[3], f[4], f[5]);
+                for (int j = 0; j < 6; j++) _mm256_storeu_ps(v + (i * 6 + j) * pos_stride, f[j]);
+            }
+        } else {
+            for (int j = 0; j < 4; j++) BT2(d[0][j], d[1][j], d[2][j], d[3][j], e[0][j], e[1][j], e[2][j], e[3][j]);
+            for (int i = 0; i < 4; i++) {
+                BT2(e[i][0], e[i][1], e[i][2], e[i][3], f[0], f[1], f[2], f[3]);
+                for (int j = 0; j < 4; j++) _mm256_storeu_ps(v + (i * 4 + j) * pos_stride, f[j]);
+            }
         }
-#undef BT
     }
     return KN_OK;
 }
@@ -244,9 +313,9 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
     const kn_wino *w = r->w;
     int64_t panels = w->O / COLS;
     for (int64_t it = lo; it < hi; it++) {
-        int64_t a = it / panels, p = it % panels;
-        const float *V = r->V + a * w->T * w->C, *B = w->U + (a * panels + p) * w->C * COLS;
-        float *M = r->M + a * w->T * w->O + p * COLS;
+        int64_t p = it / panels, q = it % panels;
+        const float *V = r->V + p * w->T * w->C, *B = w->U + (p * panels + q) * w->C * COLS;
+        float *M = r->M + p * w->T * w->O + q * COLS;
         for (int64_t t0 = 0; t0 < w->T; t0 += ROWS) {
             int rows = w->T - t0 < ROWS ? (int)(w->T - t0) : ROWS;
             const float *ap[ROWS];
@@ -284,20 +353,26 @@ AVX2 static __m256 apply_posts(const kn_wino *w, __m256 x, const float *res)
     return x;
 }
 
-/* Phase 3 for tiles x 8-channel output blocks [lo, hi). */
-AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
+/* Bias, post-ops and the store of tile t's m x m outputs y, channel block b
+ * (the pixels that fall inside the image). */
+AVX2 static void store_tile(const wino_run *r, int64_t t, int64_t b, __m256 y[4][4])
 {
-    const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t ob = w->O / 8, plane = w->H * w->W * 8, pos_stride = w->T * w->O;
-    const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k8 = _mm256_set1_ps(8.f);
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t t = it / ob, b = it % ob;
-        int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
-        const float *m = r->M + t * w->O + b * 8;
-        __m256 e[TILE][ALPHA];
-        /* A^T m (over rows), then (A^T m) A (over columns) */
-#define AT(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3)                                                                  \
+    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
+    __m256 bias = r->bias ? _mm256_loadu_ps(r->bias + b * 8) : _mm256_setzero_ps();
+    int64_t off0 = (n * (w->O / 8) + b) * w->H * w->W * 8;
+    float *out = r->dst + off0;
+    const float *res = r->res ? r->res + off0 : NULL;
+    for (int i = 0; i < w->m && ty * w->m + i < w->H; i++) {
+        for (int j = 0; j < w->m && tx * w->m + j < w->W; j++) {
+            int64_t off = ((ty * w->m + i) * w->W + tx * w->m + j) * 8;
+            _mm256_store_ps(out + off, apply_posts(w, _mm256_add_ps(y[i][j], bias), res ? res + off : NULL));
+        }
+    }
+}
+
+/* A^T x for F(4x4) on 6 vectors (rows, then columns). */
+#define AT4(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3)                                                                 \
     do {                                                                                                           \
         __m256 s12 = _mm256_add_ps(x1, x2), d12 = _mm256_sub_ps(x1, x2);                                           \
         __m256 s34 = _mm256_add_ps(x3, x4), d34 = _mm256_sub_ps(x3, x4);                                           \
@@ -306,29 +381,40 @@ AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
         y2 = _mm256_fmadd_ps(k4, s34, s12);                                                                        \
         y3 = _mm256_add_ps(_mm256_fmadd_ps(k8, d34, d12), x5);                                                     \
     } while (0)
-        for (int j = 0; j < ALPHA; j++) {
-            __m256 x[ALPHA];
-            for (int i = 0; i < ALPHA; i++) x[i] = _mm256_loadu_ps(m + (i * ALPHA + j) * pos_stride);
-            AT(x[0], x[1], x[2], x[3], x[4], x[5], e[0][j], e[1][j], e[2][j], e[3][j]);
-        }
-        __m256 bias = r->bias ? _mm256_loadu_ps(r->bias + b * 8) : _mm256_setzero_ps();
-        int64_t off0 = (n * ob + b) * plane;
-        float *out = r->dst + off0;
-        const float *res = r->res ? r->res + off0 : NULL;
-        for (int i = 0; i < TILE; i++) {
-            __m256 y[TILE];
-            AT(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], y[0], y[1], y[2], y[3]);
-            int64_t oy = ty * TILE + i;
-            if (oy >= w->H) break;
-            for (int j = 0; j < TILE; j++) {
-                int64_t ox = tx * TILE + j;
-                if (ox >= w->W) break;
-                int64_t off = (oy * w->W + ox) * 8;
-                __m256 v = apply_posts(w, _mm256_add_ps(y[j], bias), res ? res + off : NULL);
-                _mm256_store_ps(out + off, v);
+
+/* A^T x for F(2x2) on 4 vectors. */
+#define AT2(x0, x1, x2, x3, y0, y1)                                                                                 \
+    do {                                                                                                           \
+        y0 = _mm256_add_ps(_mm256_add_ps(x0, x1), x2);                                                             \
+        y1 = _mm256_sub_ps(_mm256_sub_ps(x1, x2), x3);                                                             \
+    } while (0)
+
+/* Phase 3 for tiles x 8-channel output blocks [lo, hi). */
+AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const wino_run *r = args;
+    const kn_wino *w = r->w;
+    int64_t ob = w->O / 8, pos_stride = w->T * w->O;
+    const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k8 = _mm256_set1_ps(8.f);
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t t = it / ob, b = it % ob;
+        const float *mp = r->M + t * w->O + b * 8;
+        __m256 x[MAX_ALPHA], e[4][MAX_ALPHA], y[4][4];
+        if (w->m == 4) {
+            for (int j = 0; j < 6; j++) {
+                for (int i = 0; i < 6; i++) x[i] = _mm256_loadu_ps(mp + (i * 6 + j) * pos_stride);
+                AT4(x[0], x[1], x[2], x[3], x[4], x[5], e[0][j], e[1][j], e[2][j], e[3][j]);
             }
+            for (int i = 0; i < 4; i++)
+                AT4(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], y[i][0], y[i][1], y[i][2], y[i][3]);
+        } else {
+            for (int j = 0; j < 4; j++) {
+                for (int i = 0; i < 4; i++) x[i] = _mm256_loadu_ps(mp + (i * 4 + j) * pos_stride);
+                AT2(x[0], x[1], x[2], x[3], e[0][j], e[1][j]);
+            }
+            for (int i = 0; i < 2; i++) AT2(e[i][0], e[i][1], e[i][2], e[i][3], y[i][0], y[i][1]);
         }
-#undef AT
+        store_tile(r, t, b, y);
     }
     return KN_OK;
 }
@@ -345,10 +431,10 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .res = has_sum ? residual : NULL,
                   .dst = dst,
                   .V = scratch,
-                  .M = scratch + NPOS * w->T * w->C};
+                  .M = scratch + w->npos * w->T * w->C};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
     int st = kn_rt_parallel_for_threads(threads, input_chunk, &r, w->T * (w->C / 8));
-    if (!st) st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, NPOS * (w->O / COLS));
+    if (!st) st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
     if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk, &r, w->T * (w->O / 8));
     return st;
 }

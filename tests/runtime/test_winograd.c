@@ -1,11 +1,13 @@
 /*
- * tests/runtime/test_winograd.c — Winograd F(4x4, 3x3) convolutions
- * (runtime/src/winograd.c) against a naive double-precision convolution:
+ * tests/runtime/test_winograd.c — Winograd F(4x4, 3x3) and F(2x2, 3x3)
+ * convolutions (runtime/src/winograd.c) against a naive double-precision
+ * convolution:
  * image sizes that are and are not multiples of the 4x4 tile, batches,
  * channel counts, bias given as a constant or per run, every post-op it
  * takes (ReLU, leaky ReLU, clip, residual sum before or after an
  * activation, in place), 1 and 2 threads bitwise equal; which records it
- * refuses; and the oneDNN wrapper (dnnl.c) choosing it for a record between
+ * refuses and which tile its cost model picks for ResNet-50's layers; and
+ * the oneDNN wrapper (dnnl.c) choosing it for a record between
  * two blocked activations, and not when the record asks for direct
  * convolution.
  */
@@ -152,9 +154,9 @@ static double rel_err(const float *got, const float *want, int64_t n)
     return m > 0 ? e / m : e;
 }
 
-/* Runs c through kn_wino at 1 and 2 threads (bitwise equal) and checks it
- * against the naive convolution. */
-static void run_case(const wcase *c)
+/* Runs c through kn_wino with output tile `tile` at 1 and 2 threads
+ * (bitwise equal) and checks it against the naive convolution. */
+static void run_tile(const wcase *c, int tile)
 {
     if (!cpu_has_avx2()) skip();
     kn_abi_dnnl r;
@@ -171,9 +173,9 @@ static void run_case(const wcase *c)
     to_blocked(x, xb, c->N, c->C, HW);
     to_blocked(res, resb, c->N, c->O, HW);
 
-    assert_true(kn_wino_supported(&r, 1));
+    assert_true(kn_wino_supported(&r));
     kn_wino *k;
-    int st = kn_wino_create(&r, (const unsigned char *)blob, &k);
+    int st = kn_wino_create(&r, (const unsigned char *)blob, tile, &k);
     if (st) print_error("%s\n", kn_last_error());
     assert_int_equal(st, KN_OK);
     float *scratch = alloc_f((int64_t)(kn_wino_scratch_bytes(k) / sizeof(float)) + 16);
@@ -183,8 +185,9 @@ static void run_case(const wcase *c)
     assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
     from_blocked(y1, got, c->N, c->O, HW);
     double e = rel_err(got, want, ny);
-    if (!(e < 2e-5)) print_error("%lldx%lldx%lldx%lld -> %lld: relative error %.3g\n", (long long)c->N,
-                                 (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->O, e);
+    if (!(e < 2e-5))
+        print_error("F(%dx%d) %lldx%lldx%lldx%lld -> %lld: relative error %.3g\n", tile, tile, (long long)c->N,
+                    (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->O, e);
     assert_true(e < 2e-5);
     if (sum) { /* in place: dst holds the residual */
         memcpy(y1, resb, (size_t)ny * sizeof(float));
@@ -193,6 +196,12 @@ static void run_case(const wcase *c)
     }
     kn_wino_free(k);
     free(blob), free(x), free(res), free(want), free(xb), free(resb), free(y1), free(y2), free(got), free(scratch);
+}
+
+static void run_case(const wcase *c)
+{
+    run_tile(c, 4);
+    run_tile(c, 2);
 }
 
 static const kn_abi_post RELU = {KN_POST_RELU, 0, 0}, SUM = {KN_POST_SUM, 0, 0};
@@ -265,27 +274,58 @@ static void test_refusals(void **st)
     kn_abi_dnnl base, r;
     make_record(&c, &base);
     r = base;
-    assert_int_equal(kn_wino_supported(&r, 1), cpu_has_avx2());
-    /* 4 tiles: below a minimum of 8 */
-    assert_false(kn_wino_supported(&r, 8));
+    assert_int_equal(kn_wino_supported(&r), cpu_has_avx2());
     r = base, r.strides[0] = 2;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.dilations[1] = 2;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.pads_end[1] = 0;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.groups = 2;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.wei.dims[2] = r.wei.dims[3] = 5;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.src.dims[1] = r.wei.dims[1] = 12; /* channels not a multiple of 8 */
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.wei.dims[0] = r.dst.dims[1] = 24; /* outputs not a multiple of 16 */
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.wei_ref.loc = KN_LOC_ARENA; /* weights given per run */
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
     r = base, r.n_post = 1, r.post[0].kind = KN_POST_GELU_ERF;
-    assert_false(kn_wino_supported(&r, 1));
+    assert_false(kn_wino_supported(&r));
+    kn_wino *k = (kn_wino *)&base; /* must be set to NULL */
+    r = base, r.strides[0] = 2;
+    assert_int_equal(kn_wino_create(&r, NULL, 4, &k), KN_ERR_UNSUPPORTED);
+    assert_null(k);
+    assert_int_equal(kn_wino_create(&base, NULL, 3, &k), KN_ERR_UNSUPPORTED); /* no F(3x3) */
+    assert_null(k);
+}
+
+/* The cost model on ResNet-50's 3x3 stride-1 layers at batch 1: F(4x4)
+ * where there are many tiles, F(2x2) where at 2 threads streaming F(4x4)'s
+ * 9.4 MB filter would cost more than it saves, direct where even F(2x2)'s
+ * filter (16 MB) is too much to stream for 16 tiles. */
+static void test_tile_choice(void **st)
+{
+    (void)st;
+    if (!cpu_has_avx2()) skip();
+    struct {
+        int64_t C, H;
+        int threads, tile;
+    } want[] = {
+        {64, 56, 1, 4}, {64, 56, 2, 4}, {128, 28, 1, 4}, {128, 28, 2, 4},
+        {256, 14, 1, 4}, {256, 14, 2, 2}, {512, 7, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        wcase c = {.N = 1, .C = want[i].C, .O = want[i].C, .H = want[i].H, .W = want[i].H};
+        kn_abi_dnnl r;
+        make_record(&c, &r);
+        int got = kn_wino_tile(&r, want[i].threads);
+        if (got != want[i].tile)
+            print_error("C=%lld %lldx%lld, %d threads: tile %d, expected %d\n", (long long)c.C, (long long)c.H,
+                        (long long)c.H, want[i].threads, got, want[i].tile);
+        assert_int_equal(got, want[i].tile);
+    }
 }
 
 /* dnnl.c runs a record between two blocked activations by Winograd where
@@ -295,7 +335,7 @@ static void test_refusals(void **st)
 static void test_dnnl_chooses(void **st)
 {
     (void)st;
-    wcase c = {.N = 1, .C = 32, .O = 32, .H = 28, .W = 28, .bias = true, .const_bias = true, .n_post = 2,
+    wcase c = {.N = 1, .C = 64, .O = 64, .H = 28, .W = 28, .bias = true, .const_bias = true, .n_post = 2,
                .post = {SUM, RELU}};
     kn_abi_dnnl r, rd;
     make_record(&c, &r);
@@ -336,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_bias_per_run),
         cmocka_unit_test(test_post_ops),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tile_choice),
         cmocka_unit_test(test_dnnl_chooses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
