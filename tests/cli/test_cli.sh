@@ -80,7 +80,8 @@ expect 2 "--peak measures the machine and takes no model" -- "$kiln" bench --pea
 # kiln bench --vs-ort: onnxruntime runs as a child (scripts/ort_bench.py
 # --serve); however it fails, kiln names the model and onnxruntime, quotes
 # what the child printed, exits 1 and does not hang (timeout: 124 fails).
-"$kiln" compile "$model" --shape N=2 -o "$tmp/d2.so" >/dev/null 2>&1 || { echo "FAIL: compile d2.so"; fails=$((fails + 1)); }
+"$kiln" compile "$model" --shape N=2 -o "$tmp/d2.so" >/dev/null 2>&1 ||
+  { echo "FAIL: compile d2.so"; fails=$((fails + 1)); }
 ort() { KILN_PYTHON="$1" timeout 60 "$kiln" bench "$tmp/d2.so" --vs-ort --model "$2" --runs 6; }
 expect 1 "onnxruntime on $tmp/bad.onnx stopped before it was ready (exit status 1): ort_bench: onnxruntime cannot load" \
   -- ort "$python" "$tmp/bad.onnx"
@@ -93,7 +94,8 @@ expect 1 "onnxruntime on $model stopped during 'run 1' (exit status 3): lost my 
 fake killed 'echo ready; read cmd; kill -9 $$'
 expect 1 "stopped during 'run 1' (killed by signal 9" -- ort "$tmp/killed" "$model"
 fake nonsense 'echo ready; read cmd; echo "{\"times_ms\": [1.0, 2.0]}"; cat >/dev/null'
-expect 1 "answered 'run 1' with '{\"times_ms\": [1.0, 2.0]}' (exit status 0), it printed nothing" -- ort "$tmp/nonsense" "$model"
+expect 1 "answered 'run 1' with '{\"times_ms\": [1.0, 2.0]}' (exit status 0), it printed nothing" \
+  -- ort "$tmp/nonsense" "$model"
 fake mute 'echo hello'
 expect 1 "said 'hello' instead of 'ready'" -- ort "$tmp/mute" "$model"
 fake noquit 'echo ready; while read cmd; do [ "$cmd" = quit ] && exit 4; echo "{\"times_ms\": [1.5]}"; done'

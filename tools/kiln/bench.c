@@ -244,7 +244,8 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     if (!st) st = kiln_setup(art, s, o, &k);
     if (!st && o->ort_model) st = ort_start(&k, art, o, dir, &ort);
     if (!st) st = kiln_runs(&k, o->warmup, NULL);
-    if (!st) st = o->ort_model ? bench_interleaved(&k, &ort, o->runs, block, kiln_ms, ort_ms) : kiln_runs(&k, o->runs, kiln_ms);
+    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, block, kiln_ms, ort_ms);
+    else if (!st) st = kiln_runs(&k, o->runs, kiln_ms);
     if (st) kn_ort_server_abort(&ort);
     else st = kn_ort_server_finish(&ort);
     if (st) kn_cli_report(NULL);

@@ -50,7 +50,8 @@ static void describe_status(int status, char *buf, size_t cap)
 {
     if (status == -1) snprintf(buf, cap, "exit status unknown");
     else if (WIFEXITED(status)) snprintf(buf, cap, "exit status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status)) snprintf(buf, cap, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, cap, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
     else snprintf(buf, cap, "wait status %#x", status);
 }
 
@@ -106,8 +107,8 @@ static int report(const kn_ort_server *s, int status, const char *what)
     char how[96], said[700];
     describe_status(status, how, sizeof how);
     stderr_tail(s->stderr_path, said, sizeof said);
-    return kn_error(KN_ERR_IO, "onnxruntime on %s %s (%s)%s%s", s->model, what, how, said[0] ? ": " : ", it printed nothing",
-                    said);
+    return kn_error(KN_ERR_IO, "onnxruntime on %s %s (%s)%s%s", s->model, what, how,
+                    said[0] ? ": " : ", it printed nothing", said);
 }
 
 /* The child misbehaved (`what` says how): reaps it, then reports it. */

@@ -28,21 +28,21 @@
 #include <sys/types.h>
 
 typedef struct kn_ort_server_args {
-    const char *model;        /* the .onnx file onnxruntime loads */
-    int threads;              /* intra_op_num_threads */
-    int warmup;               /* untimed runs before `ready` */
-    int n_inputs;             /* entries of inputs */
-    char *const *inputs;      /* NAME=FILE.npy, one per model input */
-    const char *stderr_path;  /* the child's stderr goes here (created, truncated) */
+    const char *model;       /* the .onnx file onnxruntime loads */
+    int threads;             /* intra_op_num_threads */
+    int warmup;              /* untimed runs before `ready` */
+    int n_inputs;            /* entries of inputs */
+    char *const *inputs;     /* NAME=FILE.npy, one per model input */
+    const char *stderr_path; /* the child's stderr goes here (created, truncated) */
 } kn_ort_server_args;
 
 enum { KN_ORT_PATH_MAX = 4096 };
 
 typedef struct kn_ort_server {
-    pid_t pid;                /* 0: no child */
-    FILE *cmd;                /* the child's stdin */
-    FILE *reply;              /* the child's stdout */
-    const char *model;        /* args->model, for messages: it must outlive the server */
+    pid_t pid;                         /* 0: no child */
+    FILE *cmd;                         /* the child's stdin */
+    FILE *reply;                       /* the child's stdout */
+    const char *model;                 /* args->model, for messages: it must outlive the server */
     char stderr_path[KN_ORT_PATH_MAX]; /* args->stderr_path, read for messages */
     struct sigaction old_sigpipe;
 } kn_ort_server;
