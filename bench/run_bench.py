@@ -6,8 +6,9 @@ the same inputs,
 
     kiln bench ART.so --vs-ort --model MODEL.onnx --threads T --runs R --json
 
-(kiln's artifact first, then onnxruntime with ORT_ENABLE_ALL and the same
-intra-op thread count, each after its own warm-up), and reports the median
+(kiln's artifact and onnxruntime with ORT_ENABLE_ALL and the same intra-op
+thread count, each after its own warm-up, their timed runs interleaved in
+blocks so that both see the same machine), and reports the median
 and p90 latency of both, the ratio kiln/onnxruntime, kiln's achieved GFLOP/s
 (FLOPs from `kiln inspect` over kiln's median) and that as a fraction of the
 machine's FP32 FMA peak measured by `kiln bench --peak --threads T` (before

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs bench/run_bench.py on ViT-Tiny, batch 1, 1 thread, 2 runs and checks
-the shape of what it writes: results.json (meta, peak, one complete row) and
-results.md (the table with that row). Figures are checked for being finite
-and positive, never against a speed.
+the shape of what it writes: results.json (meta, peak, one complete row,
+measured with kiln's and onnxruntime's runs interleaved) and results.md (the
+table with that row). Figures are checked for being finite and positive,
+never against a speed.
 
 Usage: check_bench.py RUN_BENCH.py KILN WORK_DIR
 """
@@ -40,6 +41,9 @@ def main():
         v = row.get(k)
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             problems.append(f"row {k} = {v!r}, expected a positive number")
+    # kiln bench interleaves the two sides' runs; with 2 runs, blocks of 1
+    if row.get("protocol") != "interleaved" or row.get("block") != 1:
+        problems.append(f"row protocol/block = {row.get('protocol')!r}/{row.get('block')!r}, expected 'interleaved'/1")
     # ViT-Tiny/16 at 224x224 is about 2.5 GFLOP (1.26 G multiply-adds)
     if not 2.0e9 < row.get("flops", 0) < 3.0e9:
         problems.append(f"ViT-Tiny FLOPs {row.get('flops')}, expected about 2.5e9")

@@ -77,5 +77,29 @@ assert isinstance(p["peak_gflops"], float) and p["peak_gflops"] > 0, p
 expect 1 "--threads must be 1..256, got 0" -- "$kiln" bench --peak --threads 0
 expect 2 "--peak measures the machine and takes no model" -- "$kiln" bench --peak "$model"
 
+# kiln bench --vs-ort: onnxruntime runs as a child (scripts/ort_bench.py
+# --serve); however it fails, kiln names the model and onnxruntime, quotes
+# what the child printed, exits 1 and does not hang (timeout: 124 fails).
+"$kiln" compile "$model" --shape N=2 -o "$tmp/d2.so" >/dev/null 2>&1 ||
+  { echo "FAIL: compile d2.so"; fails=$((fails + 1)); }
+ort() { KILN_PYTHON="$1" timeout 60 "$kiln" bench "$tmp/d2.so" --vs-ort --model "$2" --runs 6; }
+expect 1 "onnxruntime on $tmp/bad.onnx stopped before it was ready (exit status 1): ort_bench: onnxruntime cannot load" \
+  -- ort "$python" "$tmp/bad.onnx"
+expect 1 "cannot start onnxruntime for $model: $tmp/no-python: No such file" -- ort "$tmp/no-python" "$model"
+# stand-ins for python that break the protocol: they ignore the script
+# path and play a server that dies or talks nonsense
+fake() { printf '#!/bin/sh\n%s\n' "$2" > "$tmp/$1"; chmod +x "$tmp/$1"; }
+fake dies 'echo ready; read cmd; echo "lost my $cmd" >&2; exit 3'
+expect 1 "onnxruntime on $model stopped during 'run 1' (exit status 3): lost my run 1" -- ort "$tmp/dies" "$model"
+fake killed 'echo ready; read cmd; kill -9 $$'
+expect 1 "stopped during 'run 1' (killed by signal 9" -- ort "$tmp/killed" "$model"
+fake nonsense 'echo ready; read cmd; echo "{\"times_ms\": [1.0, 2.0]}"; cat >/dev/null'
+expect 1 "answered 'run 1' with '{\"times_ms\": [1.0, 2.0]}' (exit status 0), it printed nothing" \
+  -- ort "$tmp/nonsense" "$model"
+fake mute 'echo hello'
+expect 1 "said 'hello' instead of 'ready'" -- ort "$tmp/mute" "$model"
+fake noquit 'echo ready; while read cmd; do [ "$cmd" = quit ] && exit 4; echo "{\"times_ms\": [1.5]}"; done'
+expect 1 "onnxruntime on $model failed on 'quit' (exit status 4)" -- ort "$tmp/noquit" "$model"
+
 echo "cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

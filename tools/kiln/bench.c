@@ -1,11 +1,11 @@
 /* `kiln bench`: latency of a compiled model (median and p90 after warm-up),
- * optionally against onnxruntime on the same inputs in the same run. */
+ * optionally against onnxruntime on the same inputs in the same run, the two
+ * sides' timed runs interleaved in blocks (ort_server.h drives onnxruntime). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "kiln/kiln.h"
 #include "kiln/npy.h"
+#include "ort_server.h"
 #include "peak.h"
 
 static void bench_usage(FILE *f)
@@ -27,6 +28,9 @@ static void bench_usage(FILE *f)
             "are random with a fixed seed (floats in [-1,1), integers in [0,10)).\n"
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
             "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
+            "The two sides' timed runs interleave in blocks of 5 (N/4 when N < 10), the side\n"
+            "that starts alternating by round, 20 ms of rest at each switch, so that both see\n"
+            "the same machine; --json then adds \"protocol\": \"interleaved\", \"block\": B.\n"
             "\n"
             "With --peak, no model is run: the machine's FP32 FMA peak (GFLOP/s) is measured\n"
             "with register-only FMA loops on T threads at once (about half a second), the\n"
@@ -63,34 +67,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Runs scripts/ort_bench.py; fills median/p90 (ms). */
-static int run_ort(const char *model, int threads, int runs, int warmup, const char *dir, const kn_artifact *art,
-                   double *median, double *p90)
-{
-    const char *py = getenv("KILN_PYTHON");
-    char pybuf[4096], script[4096], cmd[16384];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s/.venv/bin/python", KILN_SOURCE_DIR);
-        py = pybuf;
-    }
-    snprintf(script, sizeof script, "%s/scripts/ort_bench.py", KILN_SOURCE_DIR);
-    int used = snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --threads %d --runs %d --warmup %d", py, script, model,
-                        threads, runs, warmup);
-    for (int i = 0; i < kn_artifact_num_inputs(art); i++) {
-        kn_io_info info;
-        kn_artifact_input_info(art, i, &info);
-        used += snprintf(cmd + used, sizeof cmd - (size_t)used, " --input '%s=%s/in%d.npy'", info.name, dir, i);
-    }
-    FILE *p = popen(cmd, "r");
-    if (!p) return kn_error(KN_ERR_IO, "cannot start onnxruntime (%s)", py);
-    char line[1024] = "";
-    char *got = fgets(line, sizeof line, p);
-    int rc = pclose(p);
-    if (!got || rc != 0 || sscanf(line, "{\"median_ms\": %lf, \"p90_ms\": %lf", median, p90) != 2)
-        return kn_error(KN_ERR_IO, "onnxruntime run failed (%s)", line);
-    return KN_OK;
-}
-
 /* One run through kn_session_run_tensors (outputs allocated and freed). */
 static int run_tensors_once(kn_session *s, int n_in, const kn_tensor *in, int n_out)
 {
@@ -99,6 +75,186 @@ static int run_tensors_once(kn_session *s, int n_in, const kn_tensor *in, int n_
     int st = kn_session_run_tensors(s, n_in, in, n_out, out);
     for (int i = 0; i < n_out; i++) kn_tensor_free(&out[i]);
     return st;
+}
+
+/* What a model's benchmark was asked for. */
+typedef struct bench_opts {
+    const char *path;      /* as given: the name printed */
+    const char *ort_model; /* the .onnx for onnxruntime; NULL without --vs-ort */
+    int threads, runs, warmup, n_specs;
+    char **specs; /* --input NAME=FILE.npy */
+    bool json;
+} bench_opts;
+
+/* kiln's side: the session and the buffers of one timed call. */
+typedef struct bench_kiln {
+    kn_session *s;
+    int n_in, n_out;
+    kn_tensor *in;
+    void **in_ptrs, **out_ptrs;
+    bool dynamic; /* an output's shape depends on data: kn_session_run_tensors */
+} bench_kiln;
+
+/* n calls; with out_ms, the time (ms) of each. */
+static int kiln_runs(const bench_kiln *k, int n, double *out_ms)
+{
+    for (int r = 0; r < n; r++) {
+        double t0 = now_ms();
+        int st = k->dynamic ? run_tensors_once(k->s, k->n_in, k->in, k->n_out)
+                            : kn_session_run(k->s, (const void *const *)k->in_ptrs, k->out_ptrs);
+        if (st) return st;
+        if (out_ms) out_ms[r] = now_ms() - t0;
+    }
+    return KN_OK;
+}
+
+/* The inputs (given or random) and output buffers of art's session s. */
+static int kiln_setup(const kn_artifact *art, kn_session *s, const bench_opts *o, bench_kiln *out_k)
+{
+    bench_kiln *k = out_k;
+    *k = (bench_kiln){.s = s, .n_in = kn_artifact_num_inputs(art), .n_out = kn_artifact_num_outputs(art)};
+    k->in = calloc((size_t)k->n_in + 1, sizeof *k->in);
+    k->in_ptrs = calloc((size_t)k->n_in + 1, sizeof *k->in_ptrs);
+    k->out_ptrs = calloc((size_t)k->n_out + 1, sizeof *k->out_ptrs);
+    if (!k->in || !k->in_ptrs || !k->out_ptrs) return kn_error(KN_ERR_NOMEM, "out of memory");
+    int st = kn_cli_artifact_inputs(art, o->n_specs, o->specs, k->in);
+    for (int i = 0; !st && i < k->n_in; i++) k->in_ptrs[i] = k->in[i].data;
+    /* outputs whose shape depends on data need kn_session_run_tensors */
+    for (int i = 0; !st && i < k->n_out; i++) {
+        kn_io_info info;
+        kn_artifact_output_info(art, i, &info);
+        for (int d = 0; d < info.rank; d++) k->dynamic |= info.dims[d] < 0;
+        k->out_ptrs[i] = malloc(info.nbytes ? info.nbytes : 1);
+        if (!k->out_ptrs[i]) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    }
+    return st;
+}
+
+static void kiln_free(bench_kiln *k)
+{
+    for (int i = 0; i < k->n_in && k->in; i++) kn_tensor_free(&k->in[i]);
+    for (int i = 0; i < k->n_out && k->out_ptrs; i++) free(k->out_ptrs[i]);
+    free(k->in), free(k->in_ptrs), free(k->out_ptrs);
+}
+
+/* Writes kiln's inputs to DIR/in<i>.npy and starts onnxruntime on them (it
+ * is ready, warm-up done, when this returns). */
+static int ort_start(const bench_kiln *k, const kn_artifact *art, const bench_opts *o, const char *dir,
+                     kn_ort_server *out_srv)
+{
+    char **inputs = calloc((size_t)k->n_in + 1, sizeof *inputs), err_path[4200];
+    int st = inputs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < k->n_in; i++) {
+        kn_io_info info;
+        kn_artifact_input_info(art, i, &info);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/in%d.npy", dir, i);
+        st = kn_npy_write(p, &k->in[i]);
+        if (!st && asprintf(&inputs[i], "%s=%s", info.name, p) < 0) {
+            inputs[i] = NULL;
+            st = kn_error(KN_ERR_NOMEM, "out of memory");
+        }
+    }
+    snprintf(err_path, sizeof err_path, "%s/ort.stderr", dir);
+    kn_ort_server_args a = {.model = o->ort_model, .threads = o->threads, .warmup = o->warmup, .n_inputs = k->n_in,
+                            .inputs = inputs, .stderr_path = err_path};
+    if (!st) st = kn_ort_server_start(&a, out_srv);
+    for (int i = 0; inputs && i < k->n_in; i++) free(inputs[i]);
+    free(inputs);
+    return st;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
+/* Timed runs per block of the interleaving: 5, fewer when there are few
+ * runs so that the two sides still take turns a few times. */
+static int bench_block(int runs) { return runs >= 10 ? 5 : runs / 4 > 1 ? runs / 4 : 1; }
+
+/* `runs` timed runs of each side in blocks of `block`. The machine's speed
+ * drifts over seconds, so the sides take turns instead of one running after
+ * the other: kiln then onnxruntime in even rounds, onnxruntime then kiln in
+ * odd ones (neither always goes first), with 20 ms of rest at each switch so
+ * that the other side's worker threads (libgomp's, onnxruntime's pool) stop
+ * spinning before the clock starts. */
+static int bench_interleaved(const bench_kiln *k, kn_ort_server *ort, int runs, int block, double *kiln_ms,
+                             double *ort_ms)
+{
+    bool last_kiln = true; /* kiln's warm-up ran last */
+    for (int done = 0, round = 0; done < runs; done += block, round++) {
+        int n = runs - done < block ? runs - done : block;
+        for (int j = 0; j < 2; j++) {
+            bool kiln = (round + j) % 2 == 0;
+            if (kiln != last_kiln) sleep_ms(20);
+            last_kiln = kiln;
+            int st = kiln ? kiln_runs(k, n, kiln_ms + done) : kn_ort_server_run(ort, n, ort_ms + done);
+            if (st) return st;
+        }
+    }
+    return KN_OK;
+}
+
+/* Sorts ms[0..n) and reads its median and p90 (element round(0.9 (n-1))). */
+static void median_p90(double *ms, int n, double *out_median, double *out_p90)
+{
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    *out_median = ms[n / 2];
+    *out_p90 = ms[(int)((n - 1) * 0.9 + 0.5)];
+}
+
+static void print_result(const bench_opts *o, double *kiln_ms, double *ort_ms, int block)
+{
+    double med, p90, ort_med = 0, ort_p90 = 0;
+    median_p90(kiln_ms, o->runs, &med, &p90);
+    if (o->ort_model) median_p90(ort_ms, o->runs, &ort_med, &ort_p90);
+    if (o->json) {
+        printf("{\"model\": \"%s\", \"threads\": %d, \"runs\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f", o->path,
+               o->threads, o->runs, med, p90);
+        if (o->ort_model)
+            printf(", \"ort_median_ms\": %.4f, \"ort_p90_ms\": %.4f, \"ratio\": %.4f, \"protocol\": \"interleaved\", "
+                   "\"block\": %d",
+                   ort_med, ort_p90, med / ort_med, block);
+        printf("}\n");
+    } else {
+        printf("%s: threads %d, %d runs: median %.3f ms, p90 %.3f ms\n", o->path, o->threads, o->runs, med, p90);
+        if (o->ort_model)
+            printf("onnxruntime: median %.3f ms, p90 %.3f ms; kiln/onnxruntime = %.2f\n", ort_med, ort_p90,
+                   med / ort_med);
+    }
+}
+
+/* Benchmarks the artifact art_file (and onnxruntime on o->ort_model if set);
+ * dir is a private temporary folder. Returns the exit status. */
+static int bench_artifact(const bench_opts *o, const char *art_file, const char *dir)
+{
+    kn_artifact *art = NULL;
+    kn_session *s = NULL;
+    bench_kiln k = {0};
+    kn_ort_server ort = {0};
+    double *kiln_ms = calloc((size_t)o->runs, sizeof *kiln_ms), *ort_ms = calloc((size_t)o->runs, sizeof *ort_ms);
+    int block = bench_block(o->runs);
+    int st = kiln_ms && ort_ms ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st) st = kn_artifact_open(art_file, &art);
+    if (!st) st = kn_session_create(art, &s);
+    if (!st) st = kn_session_set_threads(s, o->threads);
+    if (!st) st = kiln_setup(art, s, o, &k);
+    if (!st && o->ort_model) st = ort_start(&k, art, o, dir, &ort);
+    if (!st) st = kiln_runs(&k, o->warmup, NULL);
+    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, block, kiln_ms, ort_ms);
+    else if (!st) st = kiln_runs(&k, o->runs, kiln_ms);
+    if (st) kn_ort_server_abort(&ort);
+    else st = kn_ort_server_finish(&ort);
+    if (st) kn_cli_report(NULL);
+    else print_result(o, kiln_ms, ort_ms, block);
+    kiln_free(&k);
+    free(kiln_ms), free(ort_ms);
+    kn_session_free(s);
+    kn_artifact_close(art);
+    return st ? 1 : 0;
 }
 
 int kn_cmd_bench(int argc, char **argv)
@@ -170,67 +326,9 @@ int kn_cmd_bench(int argc, char **argv)
         fprintf(stderr, "kiln bench: --vs-ort with an artifact needs --model MODEL.onnx\n");
         goto cleanup;
     }
-    kn_artifact *art = NULL;
-    kn_session *s = NULL;
-    if (kn_artifact_open(art_file, &art) || kn_session_create(art, &s) || kn_session_set_threads(s, threads)) {
-        kn_cli_report(NULL);
-        kn_session_free(s);
-        kn_artifact_close(art);
-        goto cleanup;
-    }
-    int n_in = kn_artifact_num_inputs(art), n_out = kn_artifact_num_outputs(art);
-    kn_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-    void **in_ptrs = calloc((size_t)n_in + 1, sizeof *in_ptrs), **out_ptrs = calloc((size_t)n_out + 1, sizeof *out_ptrs);
-    double *times = calloc((size_t)runs, sizeof *times);
-    int st = (!in || !in_ptrs || !out_ptrs || !times) ? kn_error(KN_ERR_NOMEM, "out of memory") : KN_OK;
-    if (!st) st = kn_cli_artifact_inputs(art, n_specs, specs, in);
-    for (int i = 0; !st && i < n_in; i++) {
-        in_ptrs[i] = in[i].data;
-        char p[4200];
-        snprintf(p, sizeof p, "%s/in%d.npy", dir, i);
-        if (vs_ort) st = kn_npy_write(p, &in[i]);
-    }
-    /* outputs whose shape depends on data need kn_session_run_tensors */
-    bool dynamic = false;
-    for (int i = 0; !st && i < n_out; i++) {
-        kn_io_info info;
-        kn_artifact_output_info(art, i, &info);
-        for (int d = 0; d < info.rank; d++) dynamic |= info.dims[d] < 0;
-        out_ptrs[i] = malloc(info.nbytes ? info.nbytes : 1);
-        if (!out_ptrs[i]) st = kn_error(KN_ERR_NOMEM, "out of memory");
-    }
-    for (int r = 0; !st && r < warmup + runs; r++) {
-        double t0 = now_ms();
-        st = dynamic ? run_tensors_once(s, n_in, in, n_out) : kn_session_run(s, (const void *const *)in_ptrs, out_ptrs);
-        if (r >= warmup) times[r - warmup] = now_ms() - t0;
-    }
-    double ort_med = 0, ort_p90 = 0;
-    if (!st && vs_ort) st = run_ort(ort_model, threads, runs, warmup, dir, art, &ort_med, &ort_p90);
-    if (st) {
-        kn_cli_report(NULL);
-    } else {
-        qsort(times, (size_t)runs, sizeof *times, cmp_double);
-        double med = times[runs / 2], p90 = times[(int)((runs - 1) * 0.9 + 0.5)];
-        const kn_artifact_desc *d = kn_artifact_descriptor(art);
-        (void)d;
-        if (json) {
-            printf("{\"model\": \"%s\", \"threads\": %d, \"runs\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f", path,
-                   threads, runs, med, p90);
-            if (vs_ort) printf(", \"ort_median_ms\": %.4f, \"ort_p90_ms\": %.4f, \"ratio\": %.4f", ort_med, ort_p90, med / ort_med);
-            printf("}\n");
-        } else {
-            printf("%s: threads %d, %d runs: median %.3f ms, p90 %.3f ms\n", path, threads, runs, med, p90);
-            if (vs_ort)
-                printf("onnxruntime: median %.3f ms, p90 %.3f ms; kiln/onnxruntime = %.2f\n", ort_med, ort_p90,
-                       med / ort_med);
-        }
-        rc = 0;
-    }
-    for (int i = 0; i < n_in && in; i++) kn_tensor_free(&in[i]);
-    for (int i = 0; i < n_out && out_ptrs; i++) free(out_ptrs[i]);
-    free(in), free(in_ptrs), free(out_ptrs), free(times);
-    kn_session_free(s);
-    kn_artifact_close(art);
+    bench_opts bo = {.path = path, .ort_model = vs_ort ? ort_model : NULL, .threads = threads, .runs = runs,
+                     .warmup = warmup, .n_specs = n_specs, .specs = specs, .json = json};
+    rc = bench_artifact(&bo, art_file, dir);
 cleanup:;
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
