@@ -262,7 +262,7 @@ static bool dropped(const char *name, const char *const *drop)
 /* Adds a list attribute of np entries (filled by the caller through the
  * returned pointer, valid until the next attribute is added: the node's
  * attribute array may move). */
-static kn_attr *add_list(kn_node *n, const char *name, kn_attr_kind kind, int np, size_t elem, void **out_items)
+kn_attr *kn_fuse_add_list(kn_node *n, const char *name, kn_attr_kind kind, int np, size_t elem, void **out_items)
 {
     kn_attr *a = kn_node_add_attr(n, name, kind);
     void *items = a ? kn_arena_alloc(&n->graph->model->arena, elem * (size_t)np) : NULL;
@@ -277,15 +277,15 @@ static int add_posts(kn_node *n, const kn_fuse_chain *ch)
     int np = ch->n_post;
     if (np == 0) return KN_OK;
     void *items;
-    kn_attr *a = add_list(n, "post_ops", KN_ATTR_STRINGS, np, sizeof(char *), &items);
+    kn_attr *a = kn_fuse_add_list(n, "post_ops", KN_ATTR_STRINGS, np, sizeof(char *), &items);
     if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
     a->strings = items;
     for (int i = 0; i < np; i++) a->strings[i] = kn_fused_post_name(ch->post[i].kind);
-    if (!(a = add_list(n, "post_alpha", KN_ATTR_FLOATS, np, sizeof(float), &items)))
+    if (!(a = kn_fuse_add_list(n, "post_alpha", KN_ATTR_FLOATS, np, sizeof(float), &items)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     a->floats = items;
     for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].alpha;
-    if (!(a = add_list(n, "post_beta", KN_ATTR_FLOATS, np, sizeof(float), &items)))
+    if (!(a = kn_fuse_add_list(n, "post_beta", KN_ATTR_FLOATS, np, sizeof(float), &items)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     a->floats = items;
     for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].beta;

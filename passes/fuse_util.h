@@ -68,6 +68,10 @@ void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch);
 int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, kn_value *const *ins, int n_ins,
                    const char *const *drop);
 
+/* Adds list attribute `name` of kind with np elements of elem bytes, in the
+ * model's arena (*out_items: where to write them); NULL when out of memory. */
+kn_attr *kn_fuse_add_list(kn_node *n, const char *name, kn_attr_kind kind, int np, size_t elem, void **out_items);
+
 #ifdef __cplusplus
 }
 #endif

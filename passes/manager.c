@@ -34,9 +34,9 @@ static const char *const default_pipeline[4] = {
     /* -O0 */ "fold-constants",
     /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
     /* -O2 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul",
+              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
     /* -O3 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul",
+              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 
 const char *kn_pass_default_pipeline(int level)

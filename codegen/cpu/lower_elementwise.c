@@ -28,6 +28,7 @@
 
 #include "cg.h"
 #include "elementwise_int.h"
+#include "fused_int.h"
 #include "eval.h"
 
 #define EW_MAX_OPS 16
@@ -110,6 +111,9 @@ struct ew_ctx {
     LLVMValueRef lo, hi;      /* Clip bounds (NULL: none) */
     double pow_const;         /* Pow by this constant exponent (POW_ANY: not one of the special cases) */
     ew_body body;
+    /* kiln::FusedElementwise: its steps, and each Pow step's constant exponent */
+    const kn_ew_program *prog;
+    double step_pow[KN_EW_MAX_STEPS];
 };
 
 static LLVMValueRef load_raw(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx)
@@ -979,6 +983,57 @@ static int lower_cast(kn_cg *cg, const kn_node *n)
     return emit_map(cg, &c, y);
 }
 
+/* ---- kiln::FusedElementwise ------------------------------------------------------------------------ */
+
+/* The program's steps on one element (or vector) of every input, in
+ * registers: no intermediate reaches memory. */
+static LLVMValueRef body_fused(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
+{
+    const kn_ew_program *prog = c->prog;
+    LLVMValueRef r[KN_EW_MAX_STEPS];
+    for (int s = 0; s < prog->n_steps; s++) {
+        const kn_ew_step *st = &prog->steps[s];
+        LLVMValueRef a = st->a >= 0 ? v[st->a] : r[-st->a - 1];
+        if (st->binary) {
+            LLVMValueRef b = st->b >= 0 ? v[st->b] : r[-st->b - 1];
+            r[s] = bin_float(cg, st->bin, c->step_pow[s], a, b);
+        } else {
+            ew_ctx sc = *c;
+            sc.kop = st->un;
+            sc.p = st->p;
+            r[s] = un_float(cg, &sc, a);
+        }
+    }
+    return r[prog->n_steps - 1];
+}
+
+static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
+{
+    ew_ctx c;
+    kn_ew_program prog;
+    if (n->n_inputs > EW_MAX_OPS || !ctx_init(cg, &c, n, n->n_inputs, body_fused)) return KN_ERR_UNSUPPORTED;
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    if (kn_fused_ew_program(&d, n->n_inputs, &prog)) {
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return KN_ERR_UNSUPPORTED;
+    }
+    for (int k = 0; k < c.n_ops; k++)
+        if (c.ops[k]->dtype != KN_F32) return KN_ERR_UNSUPPORTED;
+    if (c.out_dt != KN_F32) return KN_ERR_UNSUPPORTED;
+    c.prog = &prog;
+    static const double ks[] = {0, 1, 2, 3, -1, 0.5};
+    for (int s = 0; s < prog.n_steps; s++) {
+        const kn_ew_step *st = &prog.steps[s];
+        c.step_pow[s] = POW_ANY;
+        if (st->binary && st->bin == KN_BIN_POW && st->b >= 0)
+            for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+                if (const_all(c.ops[st->b], ks[i])) c.step_pow[s] = ks[i];
+    }
+    return emit_map(cg, &c, n->outputs[0]);
+}
+
 /* ---- the table ---------------------------------------------------------------------------------- */
 
 #define UN(name) {KN_OP_##name, lower_unary}
@@ -1000,5 +1055,6 @@ const kn_cg_lowering kn_cg_lower_elementwise[] = {
     {KN_OP_Where, lower_where},
     {KN_OP_Cast, lower_cast},
     {KN_OP_CastLike, lower_cast},
+    {KN_OP_FusedElementwise, lower_fused_elementwise},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -12,6 +12,7 @@
 
 #include "../eval.h"
 #include "elementwise_int.h"
+#include "fused_int.h"
 
 /* Every op of this family has one output. */
 #define EW_MAX_OUTPUTS 1
@@ -246,6 +247,27 @@ static int infer_cast(kn_node *n)
     return KN_OK;
 }
 
+/* ---- kiln::FusedElementwise (runtime/ops/fused_int.h) ---------------------------------------- */
+
+/* A checked program over f32 inputs; the output has their broadcast shape
+ * (every step broadcasts, and every input reaches the last step). */
+static int infer_fused_elementwise(kn_node *n)
+{
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_ew_program prog;
+    int st = kn_fused_ew_program(&d, n->n_inputs, &prog);
+    if (st) return st;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const kn_value *v = n->inputs[i];
+        if (!v) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
+        if (v->dtype != KN_F32 && v->dtype != KN_DT_UNDEFINED)
+            return kn_node_error(n, KN_ERR_INVALID, "input %d has dtype %s, expected f32", i, kn_dtype_name(v->dtype));
+    }
+    return infer_bcast(n, 0, n->n_inputs, KN_F32);
+}
+
 /* ---- the family table (execution: kn_exec_elementwise) ------------------------------------- */
 
 #define BIN(name) {KN_OP_##name, infer_binary, NULL}
@@ -267,5 +289,6 @@ const kn_op_impl kn_ops_elementwise[] = {
     {KN_OP_Where, infer_where, NULL},
     {KN_OP_Cast, infer_cast, NULL},
     {KN_OP_CastLike, infer_cast, NULL},
+    {KN_OP_FusedElementwise, infer_fused_elementwise, NULL},
     {KN_OP_UNKNOWN, NULL, NULL},
 };

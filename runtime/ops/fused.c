@@ -4,12 +4,15 @@
  * artifacts for a node oneDNN does not take. It runs the same kernels as
  * the unfused graph (Conv, MatMul/Gemm, the unary ops, Clip, Add), in
  * place on the output, so fusing never changes what the evaluator computes
- * beyond where the bias is added.
+ * beyond where the bias is added. FusedElementwise runs its steps with the
+ * unfused ops' kernels too, one temporary per step (the cpu backend fuses
+ * them into one loop).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "elementwise_int.h"
 #include "fused_int.h"
 #include "k_elementwise.h"
 #include "k_linalg.h"
@@ -171,8 +174,121 @@ static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_
     return run_posts(d, in, &out[0]);
 }
 
+/* ---- FusedElementwise ---------------------------------------------------------------- */
+
+bool kn_fused_ew_unary_ok(kn_op op)
+{
+    const kn_ew_un *u = kn_ew_un_find(op);
+    /* Gelu's form is an attribute; the others have non-float outputs or inputs */
+    return u && u->k != KN_UN_ISNAN && u->k != KN_UN_ISINF && u->k != KN_UN_NOT && u->k != KN_UN_BITNOT &&
+           op != KN_OP_Gelu;
+}
+
+bool kn_fused_ew_binary(kn_op op, kn_binary_op *out)
+{
+    static const struct {
+        kn_op op;
+        kn_binary_op k;
+    } bins[] = {{KN_OP_Add, KN_BIN_ADD}, {KN_OP_Sub, KN_BIN_SUB}, {KN_OP_Mul, KN_BIN_MUL}, {KN_OP_Div, KN_BIN_DIV},
+                {KN_OP_Pow, KN_BIN_POW}, {KN_OP_Max, KN_BIN_MAX}, {KN_OP_Min, KN_BIN_MIN}};
+    for (size_t i = 0; i < sizeof bins / sizeof *bins; i++)
+        if (bins[i].op == op) {
+            *out = bins[i].k;
+            return true;
+        }
+    return false;
+}
+
+/* Checks operand ref of step s (a step before s, or an input) and marks it read. */
+static int ew_ref(const kn_opdesc *d, int s, int64_t ref, int n_inputs, bool *in_read, bool *step_read, int *out)
+{
+    if (ref >= n_inputs || ref < -(int64_t)s)
+        return kn_op_error(d, KN_ERR_INVALID, "step %d: operand %lld is neither an input (0..%d) nor an earlier step",
+                           s, (long long)ref, n_inputs - 1);
+    if (ref >= 0) in_read[ref] = true;
+    else step_read[-ref - 1] = true;
+    *out = (int)ref;
+    return KN_OK;
+}
+
+int kn_fused_ew_program(const kn_opdesc *d, int n_inputs, kn_ew_program *out)
+{
+    memset(out, 0, sizeof *out);
+    const kn_attr *steps = kn_op_attr(d, "steps");
+    if (!steps || steps->kind != KN_ATTR_STRINGS || steps->n < 1)
+        return kn_op_error(d, KN_ERR_INVALID, "steps must be a non-empty list of strings");
+    int n = steps->n;
+    if (n > KN_EW_MAX_STEPS) return kn_op_error(d, KN_ERR_INVALID, "%d steps, at most %d", n, KN_EW_MAX_STEPS);
+    if (n_inputs < 1 || n_inputs > KN_EW_MAX_INPUTS)
+        return kn_op_error(d, KN_ERR_INVALID, "%d inputs, 1 to %d", n_inputs, KN_EW_MAX_INPUTS);
+    const int64_t *ops = NULL;
+    const float *al = NULL, *be = NULL, *ga = NULL;
+    int n_ops = kn_op_attr_ints(d, "operands", &ops);
+    int na = kn_op_attr_floats(d, "step_alpha", &al), nb = kn_op_attr_floats(d, "step_beta", &be),
+        ng = kn_op_attr_floats(d, "step_gamma", &ga);
+    if (na != n || nb != n || ng != n)
+        return kn_op_error(d, KN_ERR_INVALID, "step_alpha, step_beta and step_gamma need %d values each (have %d, %d, %d)",
+                           n, na, nb, ng);
+    bool in_read[KN_EW_MAX_INPUTS] = {0}, step_read[KN_EW_MAX_STEPS] = {0};
+    int at = 0;
+    for (int s = 0; s < n; s++) {
+        kn_ew_step *st = &out->steps[s];
+        st->op = kn_op_from_name(steps->strings[s], "");
+        st->binary = kn_fused_ew_binary(st->op, &st->bin);
+        if (!st->binary && !kn_fused_ew_unary_ok(st->op))
+            return kn_op_error(d, KN_ERR_INVALID, "step %d: '%s' is not an elementwise op it runs", s, steps->strings[s]);
+        if (!st->binary) st->un = kn_ew_un_find(st->op)->k;
+        st->p.alpha = al[s], st->p.beta = be[s], st->p.gamma = ga[s];
+        int need = st->binary ? 2 : 1;
+        if (at + need > n_ops)
+            return kn_op_error(d, KN_ERR_INVALID, "operands has %d values, too few for the steps", n_ops);
+        int rc = ew_ref(d, s, ops[at++], n_inputs, in_read, step_read, &st->a);
+        if (!rc && st->binary) rc = ew_ref(d, s, ops[at++], n_inputs, in_read, step_read, &st->b);
+        if (rc) return rc;
+    }
+    if (at != n_ops) return kn_op_error(d, KN_ERR_INVALID, "operands has %d values, the steps read %d", n_ops, at);
+    for (int i = 0; i < n_inputs; i++)
+        if (!in_read[i]) return kn_op_error(d, KN_ERR_INVALID, "input %d is read by no step", i);
+    for (int s = 0; s < n - 1; s++)
+        if (!step_read[s]) return kn_op_error(d, KN_ERR_INVALID, "the result of step %d is read by no later step", s);
+    out->n_steps = n;
+    return KN_OK;
+}
+
+static int exec_fused_elementwise(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+{
+    kn_ew_program prog;
+    int st = kn_fused_ew_program(d, d->n_inputs, &prog);
+    if (st) return st;
+    for (int i = 0; i < d->n_inputs; i++)
+        if (!in[i] || in[i]->dtype != KN_F32) return kn_op_error(d, KN_ERR_INVALID, "input %d is missing or not f32", i);
+    kn_tensor tmp[KN_EW_MAX_STEPS];
+    memset(tmp, 0, sizeof tmp);
+    for (int s = 0; s < prog.n_steps && !st; s++) {
+        const kn_ew_step *p = &prog.steps[s];
+        const kn_tensor *a = p->a >= 0 ? in[p->a] : &tmp[-p->a - 1];
+        if (p->binary) {
+            const kn_tensor *b = p->b >= 0 ? in[p->b] : &tmp[-p->b - 1];
+            const kn_tensor *ab[2] = {a, b};
+            st = kn_k_broadcast_alloc(2, ab, KN_F32, &tmp[s]);
+            if (!st) st = kn_k_binary(p->bin, a, b, &tmp[s]);
+        } else {
+            st = kn_tensor_alloc(&tmp[s], KN_F32, a->rank, a->dims);
+            if (!st) st = kn_k_unary(p->un, &p->p, a, &tmp[s]);
+        }
+    }
+    int last = prog.n_steps - 1; /* >= 0: kn_fused_ew_program checked */
+    if (!st && last >= 0 && last < KN_EW_MAX_STEPS) {
+        out[0] = tmp[last]; /* the result moves out */
+        memset(&tmp[last], 0, sizeof tmp[0]);
+    }
+    for (int s = 0; s < prog.n_steps; s++) kn_tensor_free(&tmp[s]);
+    return st ? kn_op_fail(d, st) : KN_OK;
+}
+
 const kn_exec_impl kn_exec_fused[] = {
     {KN_OP_FusedConv, exec_fused_conv},
     {KN_OP_FusedMatMul, exec_fused_matmul},
+    {KN_OP_FusedElementwise, exec_fused_elementwise},
     {KN_OP_UNKNOWN, NULL},
 };

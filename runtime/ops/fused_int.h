@@ -23,6 +23,25 @@
  *     int n;
  *     if (kn_fused_posts(d, post, &n)) return ...;   // error names the node
  *
+ * A third fused op is a chain (a small DAG) of elementwise steps that the
+ * cpu backend runs as one generated loop (passes/fuse_elementwise.c):
+ *
+ *   FusedElementwise(X0, .., Xn-1)   n <= KN_EW_MAX_INPUTS, all f32
+ *     steps     (strings)  the ONNX op of each step, in order: a unary op
+ *                          (kn_fused_ew_unary_ok) or Add, Sub, Mul, Div,
+ *                          Pow, Max, Min
+ *     operands  (ints)     one per unary step, two per binary step: i >= 0
+ *                          is input Xi, -k is the result of step k-1 (an
+ *                          earlier step)
+ *     step_alpha, step_beta, step_gamma (floats, one per step): a unary
+ *                          step's parameters (kn_unary_params)
+ *   The output is the last step's result; numpy broadcasting applies at
+ *   every step, so it has the broadcast shape of all inputs. Every input
+ *   and every step but the last is read by some later step.
+ *
+ *     kn_ew_program prog;
+ *     if (kn_fused_ew_program(d, d->n_inputs, &prog)) return ...;
+ *
  * Private to kiln: not part of the runtime's public API.
  */
 #ifndef KILN_RUNTIME_OPS_FUSED_INT_H
@@ -30,6 +49,7 @@
 
 #include <stdbool.h>
 
+#include "k_elementwise.h"
 #include "kiln/abi.h"
 #include "opdesc.h"
 
@@ -56,6 +76,36 @@ int kn_fused_posts(const kn_opdesc *d, kn_abi_post *post, int *out_n);
 
 /* True if the list holds a KN_POST_SUM (the op then needs input R). */
 bool kn_fused_has_sum(const kn_abi_post *post, int n);
+
+/* ---- FusedElementwise ---------------------------------------------------- */
+
+#define KN_EW_MAX_INPUTS 16
+#define KN_EW_MAX_STEPS 32
+
+typedef struct kn_ew_step {
+    kn_op op;                 /* the ONNX op it stands for */
+    bool binary;
+    kn_unary_op un;           /* unary steps */
+    kn_binary_op bin;         /* binary steps */
+    kn_unary_params p;
+    int a, b;                 /* operands: >= 0 an input, < 0 -(step + 1) */
+} kn_ew_step;
+
+typedef struct kn_ew_program {
+    int n_steps;
+    kn_ew_step steps[KN_EW_MAX_STEPS];
+} kn_ew_program;
+
+/* True if the unary op may be a step (f32 in, f32 out, parameters that
+ * kn_unary_params holds). */
+bool kn_fused_ew_unary_ok(kn_op op);
+/* The binary kernel op of a binary step op; false if op is none. */
+bool kn_fused_ew_binary(kn_op op, kn_binary_op *out);
+
+/* Reads and checks d's program for n_inputs inputs; fails naming the node
+ * (unknown step, operand out of range or not earlier, an input or a step
+ * nothing reads, list lengths). */
+int kn_fused_ew_program(const kn_opdesc *d, int n_inputs, kn_ew_program *out);
 
 #ifdef __cplusplus
 }

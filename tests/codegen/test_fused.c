@@ -1,9 +1,10 @@
-/* kiln::FusedConv / kiln::FusedMatMul compiled for the cpu backend: small
- * models are fused by the passes, compiled (each fused node must become one
- * oneDNN primitive with post-ops, not a runtime kernel call), run through
- * libkiln_rt and compared with the reference evaluator on the unfused graph
- * (1e-4 relative: oneDNN sums in another order and uses its own
- * activations). */
+/* kiln::FusedConv / kiln::FusedMatMul / kiln::FusedElementwise compiled
+ * for the cpu backend: small models are fused by the passes, compiled (each
+ * FusedConv/FusedMatMul must become one oneDNN primitive with post-ops, each
+ * FusedElementwise one generated loop, not a runtime kernel call), run
+ * through libkiln_rt and compared with the reference evaluator on the
+ * unfused graph (1e-4 relative: oneDNN sums in another order, and oneDNN and
+ * the generated code use their own activations). */
 #include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
@@ -54,7 +55,7 @@ static float rnd(void)
 }
 
 /* Compiles m with --report into g_dir/m.so; every fused node must be
- * lowered to oneDNN. */
+ * lowered to oneDNN, or be generated code for FusedElementwise. */
 static void compile_checked(kn_model *m, const char *so, int layout)
 {
     char report[600];
@@ -75,6 +76,11 @@ static void compile_checked(kn_model *m, const char *so, int layout)
     char line[512];
     int fused = 0;
     while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "FusedElementwise")) {
+            fused++;
+            if (!strstr(line, "generated")) fail_msg("a FusedElementwise is not generated code: %s", line);
+            continue;
+        }
         if (!strstr(line, "FusedConv") && !strstr(line, "FusedMatMul")) continue;
         fused++;
         if (!strstr(line, "oneDNN")) fail_msg("a fused node is not a oneDNN primitive: %s", line);
@@ -109,8 +115,8 @@ static void run_compare(const char *so, const void *const *ins, const kn_tensor 
 }
 
 /* The whole check for one model text (constants are placeholders, filled
- * with random values; scalars stay). */
-static void check_model(const char *text, int want_fused)
+ * with random values; scalars stay) after `passes`. */
+static void check_passes(const char *text, const char *passes, int want_fused)
 {
     kn_model *m = NULL;
     if (kn_ir_parse_ex(text, "test.kir", KN_IR_PARSE_PLACEHOLDERS, &m)) fail_msg("parse: %s", kn_last_error());
@@ -136,12 +142,13 @@ static void check_model(const char *text, int want_fused)
     if (kn_eval_model(m, n_in, names, in, ref)) fail_msg("eval: %s", kn_last_error());
 
     kn_pass_log log = {0};
-    kn_pipeline_opts po = {.passes = "fuse-conv,fuse-matmul", .verify_each = true};
+    kn_pipeline_opts po = {.passes = passes, .verify_each = true};
     if (kn_pass_run_pipeline(m, &po, &log)) fail_msg("passes: %s", kn_last_error());
     kn_pass_log_free(&log);
     int fused = 0;
     for (int i = 0; i < m->graph->n_nodes; i++)
-        fused += m->graph->nodes[i]->op == KN_OP_FusedConv || m->graph->nodes[i]->op == KN_OP_FusedMatMul;
+        fused += m->graph->nodes[i]->op == KN_OP_FusedConv || m->graph->nodes[i]->op == KN_OP_FusedMatMul ||
+                 m->graph->nodes[i]->op == KN_OP_FusedElementwise;
     assert_int_equal(fused, want_fused);
 
     /* a new file each time: dlopen hands back a library still open under the same name */
@@ -157,6 +164,11 @@ static void check_model(const char *text, int want_fused)
     for (int o = 0; o < n_out; o++) kn_tensor_free(&ref[o]);
     for (int i = 0; i < n_in; i++) kn_tensor_free(&in[i]);
     kn_model_free(m);
+}
+
+static void check_model(const char *text, int want_fused)
+{
+    check_passes(text, "fuse-conv,fuse-matmul", want_fused);
 }
 
 /* ResNet's block tail (3x3 conv + bias + residual + Relu), a 1x1 conv (the
@@ -250,12 +262,47 @@ static void test_matmul_bias_gelu_residual(void **state)
                 3);
 }
 
+/* Elementwise chains as one loop each: an attention's scale and broadcast
+ * mask over [1,12,64,64] (large enough to run on both threads), Swish
+ * x*Sigmoid(x) (a value read twice), unary steps with parameters
+ * (LeakyRelu, HardSigmoid), Pow by 2 and a general Pow, Max/Min; and a
+ * chain after a fused MatMul (which keeps its own bias and Relu). */
+static void test_elementwise_chains(void **state)
+{
+    (void)state;
+    check_passes("kiln-ir v1\nopset \"\" 17\n"
+                 "graph main(%s: f32[1,12,64,64], %mask: f32[1,1,1,64], %x: f32[2,3,8], %e: f32[2,3,8]) {\n"
+                 "  %c = const f32[] [8.0]\n"
+                 "  %two = const f32[] [2.0]\n"
+                 "  %w = const f32[8,8] {... fnv1a=0}\n"
+                 "  %b = const f32[8] {... fnv1a=0}\n"
+                 "  %d: f32[1,12,64,64] = Div(%s, %c) #\"scale\"\n"
+                 "  %y: f32[1,12,64,64] = Add(%d, %mask) #\"mask_add\"\n"
+                 "  %sg: f32[2,3,8] = Sigmoid(%x) #\"sig\"\n"
+                 "  %sw: f32[2,3,8] = Mul(%x, %sg) #\"swish\"\n"
+                 "  %lr: f32[2,3,8] = LeakyRelu(%sw) {alpha=0.2} #\"leaky\"\n"
+                 "  %hs: f32[2,3,8] = HardSigmoid(%lr) {alpha=0.3, beta=0.4} #\"hsig\"\n"
+                 "  %p2: f32[2,3,8] = Pow(%hs, %two) #\"square\"\n"
+                 "  %ab: f32[2,3,8] = Abs(%e) #\"abs\"\n"
+                 "  %pe: f32[2,3,8] = Pow(%ab, %x) #\"pow\"\n"
+                 "  %mx: f32[2,3,8] = Max(%p2, %pe) #\"max\"\n"
+                 "  %mn: f32[2,3,8] = Min(%mx, %ab) #\"min\"\n"
+                 "  %m: f32[2,3,8] = MatMul(%mn, %w) #\"mm\"\n"
+                 "  %mb: f32[2,3,8] = Add(%m, %b) #\"bias\"\n"
+                 "  %r: f32[2,3,8] = Relu(%mb) #\"relu\"\n"
+                 "  %q: f32[2,3,8] = Sub(%r, %x) #\"sub\"\n"
+                 "  %o: f32[2,3,8] = Exp(%q) #\"exp\"\n"
+                 "  return %y, %o\n}\n",
+                 "fuse-conv,fuse-matmul,fuse-elementwise", 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bias_relu_residual),
         cmocka_unit_test(test_bottleneck_blocks),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
+        cmocka_unit_test(test_elementwise_chains),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
