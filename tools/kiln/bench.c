@@ -28,9 +28,9 @@ static void bench_usage(FILE *f)
             "are random with a fixed seed (floats in [-1,1), integers in [0,10)).\n"
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
             "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
-            "The two sides' timed runs interleave in blocks of 5 (N/4 when N < 10), the side\n"
-            "that starts alternating by round, 20 ms of rest at each switch, so that both see\n"
-            "the same machine; --json then adds \"protocol\": \"interleaved\", \"block\": B.\n"
+            "The two sides' timed runs alternate one by one (the side that starts a round\n"
+            "alternating too), 20 ms of rest at each switch, so that both see the same\n"
+            "machine; --json then adds \"protocol\": \"interleaved\", \"block\": 1.\n"
             "\n"
             "With --peak, no model is run: the machine's FP32 FMA peak (GFLOP/s) is measured\n"
             "with register-only FMA loops on T threads at once (about half a second), the\n"
@@ -171,9 +171,16 @@ static void sleep_ms(int ms)
     }
 }
 
-/* Timed runs per block of the interleaving: 5, fewer when there are few
- * runs so that the two sides still take turns a few times. */
-static int bench_block(int runs) { return runs >= 10 ? 5 : runs / 4 > 1 ? runs / 4 : 1; }
+/* Timed runs per block of the interleaving: 1, strict alternation. This
+ * machine's slow spells last about a run or two of a big model (measured:
+ * with blocks of 5, one build of ViT-Tiny gave kiln/ORT from 0.69 to 1.15),
+ * so anything coarser
+ * lets one side take a whole spell. */
+static int bench_block(int runs)
+{
+    (void)runs;
+    return 1;
+}
 
 /* `runs` timed runs of each side in blocks of `block`. The machine's speed
  * drifts over seconds, so the sides take turns instead of one running after
