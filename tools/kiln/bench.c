@@ -174,8 +174,7 @@ static void sleep_ms(int ms)
 /* Timed runs per block of the interleaving: 1, strict alternation. This
  * machine's slow spells last about a run or two of a big model (measured:
  * with blocks of 5, one build of ViT-Tiny gave kiln/ORT from 0.69 to 1.15),
- * so anything coarser
- * lets one side take a whole spell. */
+ * so anything coarser lets one side take a whole spell. */
 static int bench_block(int runs)
 {
     (void)runs;
