@@ -29,7 +29,7 @@ static void bench_usage(FILE *f)
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
             "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
             "The two sides' timed runs alternate one by one (the side that starts a round\n"
-            "alternating too), 20 ms of rest at each switch, so that both see the same\n"
+            "alternating too), 100 ms of rest at each switch, so that both see the same\n"
             "machine; --json then adds \"protocol\": \"interleaved\", \"block\": 1.\n"
             "\n"
             "With --peak, no model is run: the machine's FP32 FMA peak (GFLOP/s) is measured\n"
@@ -184,9 +184,12 @@ static int bench_block(int runs)
 /* `runs` timed runs of each side in blocks of `block`. The machine's speed
  * drifts over seconds, so the sides take turns instead of one running after
  * the other: kiln then onnxruntime in even rounds, onnxruntime then kiln in
- * odd ones (neither always goes first), with 20 ms of rest at each switch so
- * that the other side's worker threads (libgomp's, onnxruntime's pool) stop
- * spinning before the clock starts. */
+ * odd ones (neither always goes first), with 100 ms of rest at each switch
+ * so that the other side's worker threads (libgomp's, onnxruntime's pool)
+ * stop spinning before the clock starts. onnxruntime's pool spins for tens
+ * of milliseconds after a run: with 20 ms of rest, kiln's 2-thread ViT-Tiny
+ * ran in 54 ms instead of 22 (its own threads waited on the busy core); 50
+ * ms was enough. */
 static int bench_interleaved(const bench_kiln *k, kn_ort_server *ort, int runs, int block, double *kiln_ms,
                              double *ort_ms)
 {
@@ -195,7 +198,7 @@ static int bench_interleaved(const bench_kiln *k, kn_ort_server *ort, int runs, 
         int n = runs - done < block ? runs - done : block;
         for (int j = 0; j < 2; j++) {
             bool kiln = (round + j) % 2 == 0;
-            if (kiln != last_kiln) sleep_ms(20);
+            if (kiln != last_kiln) sleep_ms(100);
             last_kiln = kiln;
             int st = kiln ? kiln_runs(k, n, kiln_ms + done) : kn_ort_server_run(ort, n, ort_ms + done);
             if (st) return st;
