@@ -28,15 +28,19 @@ static const kn_pass_info pass_table[] = {
  *     neighbours (double Transposes, duplicate subexpressions);
  *   - fold-batchnorm before the recognizers and before fusion (a later
  *     pass), which then sees Conv → Relu without a BN in between;
+ *   - sink-transposes before the second simplify, which cancels the
+ *     Transposes it brought together;
+ *   - fuse-elementwise after fuse-conv/fuse-matmul, which take activations
+ *     and bias Adds into their primitives first;
  *   - dce last, to drop what the rewrites left unread.
  * -O0 folds only: code generation needs static shapes. */
 static const char *const default_pipeline[4] = {
     /* -O0 */ "fold-constants",
     /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
     /* -O2 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
     /* -O3 */ "fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 
 const char *kn_pass_default_pipeline(int level)

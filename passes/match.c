@@ -158,3 +158,16 @@ bool kn_pm_set_ints(kn_node *n, const char *name, int count, const int64_t *v)
     a->ints = kn_arena_memdup(&n->graph->model->arena, v, sizeof *v * (size_t)(count ? count : 1));
     return a->ints != NULL;
 }
+
+int kn_pm_perm(const kn_node *t, int rank, int64_t *perm)
+{
+    const int64_t *p;
+    int n = kn_attr_ints(t, "perm", &p);
+    if (n == 0) { /* the default reverses the axes */
+        for (int i = 0; i < rank; i++) perm[i] = rank - 1 - i;
+        return rank;
+    }
+    if (n != rank) return -1;
+    memcpy(perm, p, sizeof *p * (size_t)n);
+    return n;
+}

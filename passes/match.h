@@ -55,6 +55,9 @@ bool kn_pm_set_int(kn_node *n, const char *name, int64_t v);
 bool kn_pm_set_float(kn_node *n, const char *name, float v);
 bool kn_pm_set_string(kn_node *n, const char *name, const char *s);
 bool kn_pm_set_ints(kn_node *n, const char *name, int count, const int64_t *v);
+/* The perm of Transpose t for input rank `rank` (its default reverses the
+ * axes): rank, or -1 when the attribute has another length. */
+int kn_pm_perm(const kn_node *t, int rank, int64_t *perm);
 
 /* Naming: a node that replaces a pattern takes the name of the node whose
  * output it takes over (that node leaves the graph in the same pass, with

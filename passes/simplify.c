@@ -60,19 +60,6 @@ static bool neutral_operand(kn_pass_ctx *ctx, kn_node *n)
     }
 }
 
-static int perm_of(const kn_node *t, int rank, int64_t *perm)
-{
-    const int64_t *p;
-    int n = kn_attr_ints(t, "perm", &p);
-    if (n == 0) { /* the default reverses the axes */
-        for (int i = 0; i < rank; i++) perm[i] = rank - 1 - i;
-        return rank;
-    }
-    if (n != rank) return -1;
-    memcpy(perm, p, sizeof *p * (size_t)n);
-    return n;
-}
-
 /* Transpose(Transpose(x, p), q): output axis j is x's axis p[q[j]]. */
 static int double_transpose(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *done)
 {
@@ -80,7 +67,7 @@ static int double_transpose(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *don
     kn_value *x = inner ? inner->inputs[0] : NULL;
     int rank = x ? x->shape.rank : -1;
     int64_t p[KN_MAX_RANK], q[KN_MAX_RANK], c[KN_MAX_RANK];
-    if (rank < 1 || perm_of(inner, rank, p) != rank || perm_of(n, rank, q) != rank) return KN_OK;
+    if (rank < 1 || kn_pm_perm(inner, rank, p) != rank || kn_pm_perm(n, rank, q) != rank) return KN_OK;
     bool identity = true;
     for (int j = 0; j < rank; j++) {
         if (q[j] < 0 || q[j] >= rank) return KN_OK;
