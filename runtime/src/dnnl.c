@@ -30,6 +30,11 @@
  * every batch is one 2-D product, and a 2-D product by constant weights that
  * oneDNN would run as jit sgemm is a channels-last 1x1 convolution.
  *
+ * Winograd: a 3x3 stride-1 conv between two activations in nChw8c (AVX2)
+ * runs by winograd.c instead when its cost model says that is faster and
+ * the record allows it (conv_algo AUTO); the session's third activation
+ * buffer is its scratch.
+ *
  * Threads: oneDNN fixes a primitive's thread partitioning when it is created,
  * so primitives are built for 1 thread (a new session's count) and rebuilt
  * once when kn_dnnl_prim_exec sees another count. libdnnl here uses GNU

@@ -178,11 +178,18 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
     w->T = w->N * w->th * w->tw;
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
+    /* the artifact loader checked each ref's bytes against the weights blob */
     int64_t wbytes = w->O * w->C * 9 * (int64_t)sizeof(float);
-    if (rec->wei_ref.offset < 0 || rec->wei.nbytes != wbytes) {
+    w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
+    const char *bad = NULL;
+    if (!weights) bad = "no weights were given";
+    else if (rec->wei_ref.offset < 0 || rec->wei.nbytes != wbytes) bad = "the weights have the wrong size";
+    else if (w->has_bias && rec->bias.nbytes != w->O * (int64_t)sizeof(float)) bad = "the bias has the wrong size";
+    if (bad) {
+        int st = kn_error(KN_ERR_INVALID, "Winograd: %s (weights %lld bytes, bias %lld, for %lld x %lld x 3 x 3)", bad,
+                          (long long)rec->wei.nbytes, (long long)rec->bias.nbytes, (long long)w->O, (long long)w->C);
         free(w);
-        return kn_error(KN_ERR_INVALID, "Winograd: weights of %lld bytes, expected %lld", (long long)rec->wei.nbytes,
-                        (long long)wbytes);
+        return st;
     }
     size_t ubytes = (size_t)w->npos * (size_t)w->O * (size_t)w->C * sizeof(float);
     if (posix_memalign((void **)&w->U, 64, ubytes)) {
@@ -190,7 +197,6 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
         return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of Winograd filters", ubytes);
     }
     transform_filter((const float *)(weights + rec->wei_ref.offset), tile, w->O, w->C, w->U);
-    w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
     if (w->has_bias && rec->bias_ref.loc == KN_LOC_WEIGHTS) w->bias = (const float *)(weights + rec->bias_ref.offset);
     *out = w;
     return KN_OK;

@@ -299,6 +299,19 @@ static void test_refusals(void **st)
     assert_null(k);
     assert_int_equal(kn_wino_create(&base, NULL, 3, &k), KN_ERR_UNSUPPORTED); /* no F(3x3) */
     assert_null(k);
+    if (!cpu_has_avx2()) return;
+    /* damaged records: named, nothing read */
+    assert_int_equal(kn_wino_create(&base, NULL, 4, &k), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "no weights were given"));
+    float *blob = rand_f(16 + 16 * 16 * 9 + 16);
+    r = base, r.wei.nbytes -= 4;
+    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, &k), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "the weights have the wrong size"));
+    r = base, r.bias.rank = 1, r.bias.dims[0] = 16, r.bias.nbytes = 8;
+    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, &k), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "the bias has the wrong size"));
+    assert_null(k);
+    free(blob);
 }
 
 /* The cost model on ResNet-50's 3x3 stride-1 layers at batch 1: F(4x4)

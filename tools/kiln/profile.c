@@ -245,15 +245,18 @@ static void print_summary(const kn_prof *p, int64_t total_flops)
     printf("FP32 FMA peak: %.1f GFLOP/s measured with %d thread%s (%s)\n", p->peak.gflops, p->peak.threads,
            p->peak.threads > 1 ? "s" : "", p->peak.isa);
     /* a step faster than the peak means the peak loop was starved (a busy
-     * machine), so every fraction printed is too high: say so */
+     * machine), so every fraction printed is too high, or that the step
+     * does fewer multiply-adds than its FLOPs count: say so */
     int fastest = -1;
     for (int i = 0; i < m->n_steps; i++)
         if (gflops_per_s(m->steps[i].flops, p->step_ms[i]) > p->peak.gflops &&
             (fastest < 0 || p->step_ms[i] > p->step_ms[fastest]))
             fastest = i;
     if (fastest >= 0)
-        printf("note: step '%s' ran above the measured peak: the machine was busy while the peak was measured, "
-               "so the %% peak figures are too high; rerun on a quiet machine\n", m->steps[fastest].name);
+        printf("note: step '%s' ran above the measured peak: either it does fewer multiply-adds than its FLOPs "
+               "count (a Winograd convolution: FLOPs are counted as direct convolution's), or the machine was busy "
+               "while the peak was measured and the %% peak figures are too high (then rerun on a quiet machine)\n",
+               m->steps[fastest].name);
 }
 
 static void json_escaped(const char *s)
