@@ -56,6 +56,7 @@ typedef struct compile_state {
     char name[128];
     char target_desc[160];
     kn_lowered_as *how;          /* per node index */
+    int32_t *node_dnnl;          /* per node index: its first oneDNN record, -1 for none */
     kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
     unsigned char **op_attrs;    /* per opnode */
     LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
@@ -479,6 +480,7 @@ static int emit_dynamic_node(compile_state *s, int i, const char *fname)
     int st = sym >= 0 ? kn_dyn_emit_rows(&s->cg, &s->dyn, n, sym, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
     if (st == KN_OK) {
         s->how[i] = s->meta.n_dnnl > dnnl_before ? LOWERED_ROWS_DNNL : LOWERED_ROWS;
+        if (s->meta.n_dnnl > dnnl_before) s->node_dnnl[i] = dnnl_before;
         return KN_OK;
     }
     if (st != KN_ERR_UNSUPPORTED) return st;
@@ -516,6 +518,7 @@ static int emit_node(compile_state *s, int i)
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
             LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
         s->how[i] = s->meta.n_dnnl > dnnl_before ? KN_LOWERED_DNNL : KN_LOWERED_GENERATED;
+        if (s->meta.n_dnnl > dnnl_before) s->node_dnnl[i] = dnnl_before;
         s->node_fns[i] = fn;
         return KN_OK;
     }
@@ -586,7 +589,7 @@ static int add_profile_info(compile_state *s)
     bool *has_step = calloc((size_t)s->g->n_nodes + 1, sizeof *has_step);
     if (!has_step) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < s->g->n_nodes; i++) has_step[i] = s->node_fns[i] != NULL;
-    int st = kn_cg_profile_info(s->g, &s->plan, has_step, s->copy_bytes, &s->meta);
+    int st = kn_cg_profile_info(s->g, &s->plan, has_step, s->node_dnnl, s->copy_bytes, &s->meta);
     free(has_step);
     return st;
 }
@@ -815,7 +818,9 @@ static int emit_all(compile_state *s)
     const kn_graph *g = s->g;
     s->how = calloc((size_t)g->n_nodes + 1, sizeof *s->how);
     s->node_fns = calloc((size_t)g->n_nodes + 1, sizeof *s->node_fns);
-    if (!s->how || !s->node_fns) return kn_error(KN_ERR_NOMEM, "out of memory");
+    s->node_dnnl = malloc(sizeof *s->node_dnnl * ((size_t)g->n_nodes + 1));
+    if (!s->how || !s->node_fns || !s->node_dnnl) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) s->node_dnnl[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         if (kn_node_outputs_known(g->nodes[i])) {
             s->how[i] = LOWERED_FOLDED;
@@ -884,6 +889,7 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     free_meta(&s);
     free(s.how);
     free(s.node_fns);
+    free(s.node_dnnl);
     kn_plan_free(&s.plan);
     kn_dyn_free(&s.dyn);
     if (s.cg.b) LLVMDisposeBuilder(s.cg.b);

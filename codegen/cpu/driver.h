@@ -34,12 +34,13 @@ int kn_link_static(const char *obj, const char *out);
 int kn_header_write(const kn_meta *meta, bool static_desc, const char *path);
 
 /* Fills meta->steps and meta->buffers (profile_info.c) for a model whose
- * run calls, in order, the nodes with has_step[node index] set and then,
+ * run calls, in order, the nodes with has_step[node index] set (node_dnnl:
+ * each node's first oneDNN record, -1 for none) and then,
  * when copy_bytes > 0, a function copying that many bytes of outputs.
  * meta->arena_bytes must be set. Strings point into g. Free with
  * kn_cg_profile_info_free. */
-int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step, int64_t copy_bytes,
-                       kn_meta *meta);
+int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step, const int32_t *node_dnnl,
+                       int64_t copy_bytes, kn_meta *meta);
 void kn_cg_profile_info_free(kn_meta *meta);
 
 #endif

@@ -26,9 +26,9 @@ static int64_t static_nbytes(const kn_value *v)
     return n < 0 ? 0 : (int64_t)kn_dtype_nbytes(v->dtype, (size_t)n); /* data-dependent: unknown, 0 */
 }
 
-static kn_abi_step node_step(const kn_node *n)
+static kn_abi_step node_step(const kn_node *n, int32_t dnnl)
 {
-    kn_abi_step t = {.name = n->name ? n->name : n->op_type, .op_type = n->op_type};
+    kn_abi_step t = {.name = n->name ? n->name : n->op_type, .op_type = n->op_type, .dnnl = dnnl};
     double f = kn_node_flops(n);
     t.flops = f > 0 ? (int64_t)llround(f) : 0;
     for (int k = 0; k < n->n_inputs; k++) t.bytes_read += static_nbytes(n->inputs[k]);
@@ -65,8 +65,8 @@ static int fill_buffers(const kn_graph *g, const kn_plan *p, const int *step_of,
     return KN_OK;
 }
 
-int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step, int64_t copy_bytes,
-                       kn_meta *meta)
+int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step, const int32_t *node_dnnl,
+                       int64_t copy_bytes, kn_meta *meta)
 {
     meta->n_steps = meta->n_buffers = 0;
     meta->steps = calloc((size_t)g->n_nodes + 2, sizeof *meta->steps);
@@ -76,11 +76,11 @@ int kn_cg_profile_info(const kn_graph *g, const kn_plan *p, const bool *has_step
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < g->n_nodes; i++) {
-        if (has_step[i]) meta->steps[meta->n_steps++] = node_step(g->nodes[i]);
+        if (has_step[i]) meta->steps[meta->n_steps++] = node_step(g->nodes[i], node_dnnl[i]);
         step_of[i] = meta->n_steps - 1;
     }
     if (copy_bytes > 0)
-        meta->steps[meta->n_steps++] = (kn_abi_step){.name = "(outputs)", .op_type = "Copy",
+        meta->steps[meta->n_steps++] = (kn_abi_step){.name = "(outputs)", .op_type = "Copy", .dnnl = -1,
                                                      .bytes_read = copy_bytes, .bytes_written = copy_bytes};
     int st = meta->n_steps > 0 ? fill_buffers(g, p, step_of, meta) : KN_OK;
     free(step_of);

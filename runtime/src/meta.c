@@ -41,7 +41,7 @@
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
 #define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8)
 #define MAX_OPNODE_ARITY 1000
-#define MIN_STEP_BYTES (4 + 4 + 8 * 3)
+#define MIN_STEP_BYTES (4 + 4 + 8 * 3 + 4)
 #define MIN_BUFFER_BYTES (4 + 8 * 2 + 4 * 2)
 
 uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len)
@@ -155,6 +155,7 @@ static void w_profile(kn_wbuf *w, const kn_meta *m)
         w_i64(w, t->flops);
         w_i64(w, t->bytes_read);
         w_i64(w, t->bytes_written);
+        w_i32(w, t->dnnl);
     }
     for (int i = 0; i < m->n_buffers; i++) {
         const kn_abi_buffer *b = &m->buffers[i];
@@ -547,7 +548,9 @@ static int r_profile(rbuf *r, kn_meta *m)
         RD(r_i64(r, &t->flops, what));
         RD(r_i64(r, &t->bytes_read, what));
         RD(r_i64(r, &t->bytes_written, what));
+        RD(r_i32(r, &t->dnnl, what));
         if (!t->name || !t->op_type) return r_bad(what, "no name or op type");
+        if (t->dnnl < -1 || t->dnnl >= m->n_dnnl) return r_bad(what, "oneDNN record %d of %d", t->dnnl, m->n_dnnl);
         if (t->flops < 0 || t->bytes_read < 0 || t->bytes_written < 0) return r_bad(what, "negative count");
     }
     RD(r_alloc(r, sizeof *m->buffers * (size_t)m->n_buffers, (void **)&m->buffers, "buffers"));

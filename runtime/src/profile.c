@@ -20,6 +20,14 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+const char *kn_session_step_impl(const kn_session *s, int step)
+{
+    if (!s || step < 0 || step >= s->art->meta.n_steps) return NULL;
+    int d = s->art->meta.steps[step].dnnl;
+    if (d < 0 || d >= s->art->meta.n_dnnl || !s->prims || !s->prims[d]) return NULL;
+    return kn_dnnl_prim_impl(s->prims[d]);
+}
+
 int kn_session_profile(kn_session *s, const void *const *inputs, void *const *outputs, int n_steps,
                        int64_t *out_step_ns)
 {

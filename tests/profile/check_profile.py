@@ -79,6 +79,11 @@ def check_report(model, rep):
     for name, flops in conv_flops(model).items():
         expect(by_name[name]["flops"] == flops, f"{name}: {by_name[name]['flops']} FLOPs, expected {flops}")
         expect(by_name[name]["op"] == "Conv", f"{name}: op {by_name[name]['op']}")
+        # a convolution is a oneDNN record (or kiln's Winograd): the kernel is named
+        k = by_name[name].get("kernel")
+        expect(isinstance(k, str) and k and not k.startswith("ref"), f"{name}: kernel {k!r}")
+    # generated and runtime-kernel steps have none
+    expect(by_name["gap"].get("kernel", 0) is None, f"gap: kernel {by_name['gap'].get('kernel')!r}")
     # conv1 reads the image and its weights, writes 16x24x24 floats
     c1 = by_name[CONV1]
     expect(c1["bytes_read"] == 4 * (3 * 24 * 24 + 16 * 3 * 3 * 3), f"conv1 reads {c1['bytes_read']}")
@@ -97,7 +102,8 @@ def check_report(model, rep):
 
 def check_table(text, names):
     lines = text.splitlines()
-    expect(any(l.lstrip().startswith("#") and "GFLOP/s" in l and "live" in l for l in lines), "no table header")
+    expect(any(l.lstrip().startswith("#") and "GFLOP/s" in l and "live" in l and l.rstrip().endswith("kernel")
+               for l in lines), "no table header")
     rows = [l for l in lines if l[:5].strip().isdigit()]
     expect(len(rows) == len(names), f"{len(rows)} table rows for {len(names)} steps")
     for n in names:

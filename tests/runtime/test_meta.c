@@ -87,9 +87,9 @@ static void make_meta(fixture *f)
                      .arena_bytes = 4096, .intermediate_bytes = 8192, .weights_bytes = 1 << 20,
                      .weights_file = "net.weights", .weights_hash = 0xdeadbeefcafef00dull,
                      .n_dnnl = 2, .n_opnodes = 1, .dnnl = f->dnnl, .opnodes = f->op};
-    f->steps[0] = (kn_abi_step){"conv_1", "Conv", 221184, 1000, 4096};
-    f->steps[1] = (kn_abi_step){"nz", "NonZero", 4, 32, 32};
-    f->steps[2] = (kn_abi_step){"(outputs)", "Copy", 0, 20, 20};
+    f->steps[0] = (kn_abi_step){"conv_1", "Conv", 221184, 1000, 4096, 1};
+    f->steps[1] = (kn_abi_step){"nz", "NonZero", 4, 32, 32, -1};
+    f->steps[2] = (kn_abi_step){"(outputs)", "Copy", 0, 20, 20, -1};
     f->buffers[0] = (kn_abi_buffer){"y", 0, 4096, 0, 1};
     f->buffers[1] = (kn_abi_buffer){"t <&> \"1\"", 64, 64, 2, 2};
     f->m.n_steps = 3, f->m.steps = f->steps;
@@ -181,6 +181,7 @@ static void test_meta_round_trip(void **state)
         assert_int_equal(r.steps[i].flops, f.steps[i].flops);
         assert_int_equal(r.steps[i].bytes_read, f.steps[i].bytes_read);
         assert_int_equal(r.steps[i].bytes_written, f.steps[i].bytes_written);
+        assert_int_equal(r.steps[i].dnnl, f.steps[i].dnnl);
     }
     assert_int_equal(r.n_buffers, 2);
     for (int i = 0; i < 2; i++) {
@@ -410,6 +411,11 @@ static void test_meta_profile_records(void **state)
     f.steps[2].name = NULL;
     expect_refused(&f, "step 2: no name or op type");
     f.steps[2].name = "(outputs)";
+    f.steps[0].dnnl = 2; /* the meta has records 0 and 1 */
+    expect_refused(&f, "step 0: oneDNN record 2 of 2");
+    f.steps[0].dnnl = -2;
+    expect_refused(&f, "step 0: oneDNN record -2 of 2");
+    f.steps[0].dnnl = 1;
     f.m.n_steps = 2; /* buffer 1 lives in step 2, which no longer exists */
     expect_refused(&f, "buffer 1: steps 2..2 outside [0, 2)");
     f.m.n_steps = 3;

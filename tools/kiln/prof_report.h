@@ -19,6 +19,7 @@ typedef struct kn_prof {
     const int64_t *ns;     /* runs x m->n_steps step times, in run order */
     const double *step_ms; /* median over the runs, per step */
     const int64_t *live;   /* arena bytes live during each step */
+    const char *const *impl; /* per step: what runs it (kn_session_step_impl), NULL if not oneDNN's record */
     double total_ms;       /* sum of step_ms */
     double run_ms;         /* median of the uninstrumented kn_session_run, interleaved with the profiled runs */
     bool have_peak;

@@ -204,16 +204,17 @@ static void print_steps(const kn_prof *p, const int *order)
         int l = (int)strlen(m->steps[i].name);
         if (l > w) w = l < 40 ? l : 40;
     }
-    printf("%5s  %-*s  %-18s %9s %7s %10s %9s %11s %11s %11s\n", "#", w, "step", "op", "time ms", "share", "MFLOP",
-           "GFLOP/s", "read", "written", "live");
+    printf("%5s  %-*s  %-18s %9s %7s %10s %9s %11s %11s %11s  %s\n", "#", w, "step", "op", "time ms", "share",
+           "MFLOP", "GFLOP/s", "read", "written", "live", "kernel");
     for (int k = 0; k < m->n_steps; k++) {
         int i = order[k];
         const kn_abi_step *t = &m->steps[i];
         char r[32], wr[32], lv[32];
-        printf("%5d  %-*s  %-18s %9.4f %6.2f%% %10.3f %9.2f %11s %11s %11s\n", i, w, t->name, t->op_type,
+        printf("%5d  %-*s  %-18s %9.4f %6.2f%% %10.3f %9.2f %11s %11s %11s  %s\n", i, w, t->name, t->op_type,
                p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (double)t->flops / 1e6,
                gflops_per_s(t->flops, p->step_ms[i]), human_bytes(t->bytes_read, r, sizeof r),
-               human_bytes(t->bytes_written, wr, sizeof wr), human_bytes(p->live[i], lv, sizeof lv));
+               human_bytes(t->bytes_written, wr, sizeof wr), human_bytes(p->live[i], lv, sizeof lv),
+               p->impl && p->impl[i] ? p->impl[i] : "-");
     }
 }
 
@@ -285,6 +286,9 @@ static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
         json_escaped(t->name);
         printf(", \"op\": ");
         json_escaped(t->op_type);
+        printf(", \"kernel\": ");
+        if (p->impl && p->impl[i]) json_escaped(p->impl[i]);
+        else printf("null");
         printf(", \"ms\": %.6f, \"share\": %.6f, \"flops\": %lld, \"gflops_per_s\": %.4f, \"bytes_read\": %lld, "
                "\"bytes_written\": %lld, \"bytes_live\": %lld}",
                p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (long long)t->flops,
@@ -348,12 +352,14 @@ static int profile_artifact(const char *art_file, const prof_args *a)
     int64_t *ns = calloc(n * runs + 1, sizeof *ns), *live = calloc(n + 1, sizeof *live);
     int64_t *run_ns = calloc(runs + 1, sizeof *run_ns);
     double *ms = calloc(n + 1, sizeof *ms), run_ms = 0;
-    if (!st && (!ns || !live || !run_ns || !ms)) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    const char **impl = calloc(n + 1, sizeof *impl);
+    if (!st && (!ns || !live || !run_ns || !ms || !impl)) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < n; i++) impl[i] = kn_session_step_impl(s, (int)i);
     if (!st) st = measure(s, art, a, ns, run_ns);
     if (!st) st = step_medians(ns, a->runs, (int)n, ms);
     if (!st) st = step_medians(run_ns, a->runs, 1, &run_ms);
     kn_prof p = {.path = a->path, .m = m, .threads = a->threads, .runs = a->runs, .warmup = a->warmup,
-                 .ns = ns, .step_ms = ms, .live = live, .run_ms = run_ms};
+                 .ns = ns, .step_ms = ms, .live = live, .impl = impl, .run_ms = run_ms};
     if (!st) {
         kn_prof_live_bytes(m, live);
         for (size_t i = 0; i < n; i++) p.total_ms += ms[i];
@@ -361,7 +367,7 @@ static int profile_artifact(const char *art_file, const prof_args *a)
         if (!a->no_peak) p.have_peak = (st = kn_peak_measure(a->threads, &p.peak)) == KN_OK;
         if (!st) st = report(&p, a);
     }
-    free(ns), free(live), free(run_ns), free(ms);
+    free(ns), free(live), free(run_ns), free(ms), free(impl);
     kn_session_free(s);
     kn_artifact_close(art);
     return st;

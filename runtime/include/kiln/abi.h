@@ -52,7 +52,8 @@ extern "C" {
 
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
 /* 3: control flow (opnode captures), dynamic dims, profiling step table,
- * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo */
+ * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
+ * step's oneDNN record */
 #define KN_ABI_VERSION 4u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
@@ -207,6 +208,7 @@ typedef struct kn_abi_step {
     int64_t flops;         /* 2 per multiply-add; 0 for data movement */
     int64_t bytes_read;    /* all inputs, weights included */
     int64_t bytes_written; /* all outputs */
+    int32_t dnnl;          /* the first oneDNN record (kn_meta.dnnl) the step runs; -1: none */
 } kn_abi_step;
 
 /* An arena block: one value (and the views that alias it) at arena offset

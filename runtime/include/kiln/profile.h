@@ -40,6 +40,13 @@ const kn_meta *kn_artifact_meta(const kn_artifact *a);
 int kn_session_profile(kn_session *s, const void *const *inputs, void *const *outputs, int n_steps,
                        int64_t *out_step_ns);
 
+/* What runs step `step` when it is a oneDNN record: oneDNN's implementation
+ * ("jit:avx2", "jit_1x1:avx2", "brg:avx512_core", ...) or kiln's own
+ * ("winograd F(4x4,3x3)"), as chosen when the session was created or last
+ * changed its thread count; NULL for other steps (generated code, runtime
+ * kernels) and out-of-range arguments. */
+const char *kn_session_step_impl(const kn_session *s, int step);
+
 #ifdef __cplusplus
 }
 #endif
