@@ -56,12 +56,12 @@ static bool unary_agnostic(const kn_node *n)
     return true;
 }
 
-static bool binary_op(kn_op op)
+/* True if n is a two-input elementwise op with numpy broadcasting (the
+ * binary and variadic ops of the elementwise family; before opset 7 B could
+ * broadcast from an axis, which is not layout-agnostic). */
+static bool binary_agnostic(const kn_node *n)
 {
-    return op == KN_OP_Add || op == KN_OP_Sub || op == KN_OP_Mul || op == KN_OP_Div || op == KN_OP_Pow ||
-           op == KN_OP_Max || op == KN_OP_Min || op == KN_OP_Equal || op == KN_OP_Greater || op == KN_OP_Less ||
-           op == KN_OP_GreaterOrEqual || op == KN_OP_LessOrEqual || op == KN_OP_And || op == KN_OP_Or ||
-           op == KN_OP_Xor;
+    return kn_ew_bin_find(n->op) && n->n_inputs == 2 && kn_node_opset(n) >= 7;
 }
 
 /* Constant c (rank <= rank) with leading 1s up to rank, transposed by the
@@ -149,7 +149,7 @@ static int sink_one(kn_pass_ctx *ctx, kn_graph *g, sink_round *rd, kn_node *tr, 
     int64_t perm[KN_MAX_RANK];
     if (r->n_outputs != 1 || !plain_value(r->outputs[0]) || kn_pm_perm(tr, rank, perm) != rank) return KN_OK;
     bool unary = unary_agnostic(r) && idx == 0;
-    if (!unary && !(binary_op(r->op) && r->n_inputs == 2)) return KN_OK;
+    if (!unary && !binary_agnostic(r)) return KN_OK;
     if (t->flags & KN_VALUE_GRAPH_OUTPUT) {
         if (ctx)
             kn_pass_remark(ctx, "Transpose '%s' + %s '%s': the Transpose's output is a graph output", tr->name,

@@ -771,6 +771,16 @@ static bool const_all(const kn_value *v, double x)
     return true;
 }
 
+/* The exponent Pow specializes (pow_const) when e is a constant of one
+ * value; POW_ANY otherwise. */
+static double pow_special(const kn_value *e)
+{
+    static const double ks[] = {0, 1, 2, 3, -1, 0.5};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        if (const_all(e, ks[i])) return ks[i];
+    return POW_ANY;
+}
+
 static bool bin_dtypes_ok(const ew_ctx *c, kn_binary_op op)
 {
     kn_dtype a = c->dt;
@@ -809,10 +819,7 @@ static int lower_binary(kn_cg *cg, const kn_node *n)
             return KN_ERR_UNSUPPORTED;
         /* a u64 result from double has the kernel's own C-cast rules */
         if (c.dt == KN_U64 && is_float_dt(db)) return KN_ERR_UNSUPPORTED;
-        static const double ks[] = {0, 1, 2, 3, -1, 0.5};
-        c.pow_const = POW_ANY;
-        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
-            if (const_all(c.ops[1], ks[i])) c.pow_const = ks[i];
+        c.pow_const = pow_special(c.ops[1]);
     } else if (db != c.dt) {
         return KN_ERR_UNSUPPORTED;
     }
@@ -1023,13 +1030,10 @@ static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
         if (c.ops[k]->dtype != KN_F32) return KN_ERR_UNSUPPORTED;
     if (c.out_dt != KN_F32) return KN_ERR_UNSUPPORTED;
     c.prog = &prog;
-    static const double ks[] = {0, 1, 2, 3, -1, 0.5};
     for (int s = 0; s < prog.n_steps; s++) {
         const kn_ew_step *st = &prog.steps[s];
-        c.step_pow[s] = POW_ANY;
-        if (st->binary && st->bin == KN_BIN_POW && st->b >= 0)
-            for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
-                if (const_all(c.ops[st->b], ks[i])) c.step_pow[s] = ks[i];
+        bool by_input = st->binary && st->bin == KN_BIN_POW && st->b >= 0;
+        c.step_pow[s] = by_input ? pow_special(c.ops[st->b]) : POW_ANY;
     }
     return emit_map(cg, &c, n->outputs[0]);
 }

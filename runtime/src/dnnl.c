@@ -53,6 +53,7 @@
 #include <dnnl.h>
 #include <dnnl_debug.h>
 
+#include "fused_int.h"
 #include "rt_internal.h"
 
 struct kn_dnnl_session {
@@ -198,6 +199,13 @@ static void probe_native(struct kn_dnnl_session *s)
     }
 }
 
+/* What KN_LAYOUT_NATIVE stands for in this session (probed on first use). */
+static int native_layout(struct kn_dnnl_session *s)
+{
+    if (s->native == NATIVE_UNKNOWN) probe_native(s);
+    return s->native;
+}
+
 /* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*). */
 static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
                   const char *what)
@@ -209,8 +217,7 @@ static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t 
         DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, st), what);
         return KN_OK;
     }
-    if (s->native == NATIVE_UNKNOWN) probe_native(s);
-    DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, native_tag(s->native, nd)), what);
+    DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, native_tag(native_layout(s), nd)), what);
     /* the compiler planned plain-sized buffers (channels a multiple of 16) */
     dnnl_dims_t st;
     int64_t str = 1;
@@ -567,15 +574,13 @@ static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const un
  * convolution; KN_ERR_UNSUPPORTED otherwise. */
 static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
 {
-    bool has_sum = false;
-    for (int i = 0; i < rec->n_post && i < 4; i++) has_sum |= rec->post[i].kind == KN_POST_SUM;
+    bool has_sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
     if (rec->conv_algo == KN_CONV_ALGO_DIRECT || rec->src_layout != KN_LAYOUT_NATIVE ||
         rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE))
         return KN_ERR_UNSUPPORTED;
     int tile = kn_wino_tile(rec, p->nthr);
     if (!tile) return KN_ERR_UNSUPPORTED;
-    if (s->native == NATIVE_UNKNOWN) probe_native(s);
-    if (s->native != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
+    if (native_layout(s) != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
     int st = kn_wino_create(rec, weights, tile, &p->wino);
     if (!st) st = session_reserve(s, 2, kn_wino_scratch_bytes(p->wino));
     return st;

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fused_int.h"
 #include "rt_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -57,7 +58,7 @@ struct kn_wino {
     int64_t th, tw, T;   /* tiles down, across, in all (N * th * tw) */
     float *U;            /* [npos][O/16][C][16] */
     const float *bias;   /* [O], constant (or NULL: per run, or none) */
-    bool has_bias;
+    bool has_bias, has_sum;
     int n_post;
     kn_abi_post post[4];
 };
@@ -178,6 +179,7 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
     w->T = w->N * w->th * w->tw;
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
+    w->has_sum = kn_fused_has_sum(w->post, w->n_post);
     /* the artifact loader checked each ref's bytes against the weights blob */
     int64_t wbytes = w->O * w->C * 9 * (int64_t)sizeof(float);
     w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
@@ -428,13 +430,11 @@ AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads)
 {
-    bool has_sum = false;
-    for (int i = 0; i < w->n_post; i++) has_sum |= w->post[i].kind == KN_POST_SUM;
-    if (has_sum && !residual) return kn_error(KN_ERR_INVALID, "Winograd: the sum post-op has no input");
+    if (w->has_sum && !residual) return kn_error(KN_ERR_INVALID, "Winograd: the sum post-op has no input");
     wino_run r = {.w = w,
                   .src = src,
                   .bias = w->bias ? w->bias : w->has_bias ? bias : NULL,
-                  .res = has_sum ? residual : NULL,
+                  .res = w->has_sum ? residual : NULL,
                   .dst = dst,
                   .V = scratch,
                   .M = scratch + w->npos * w->T * w->C};

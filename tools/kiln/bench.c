@@ -171,15 +171,11 @@ static void sleep_ms(int ms)
     }
 }
 
-/* Timed runs per block of the interleaving: 1, strict alternation. This
+/* Timed runs per block of the interleaving: strict alternation. This
  * machine's slow spells last about a run or two of a big model (measured:
  * with blocks of 5, one build of ViT-Tiny gave kiln/ORT from 0.69 to 1.15),
  * so anything coarser lets one side take a whole spell. */
-static int bench_block(int runs)
-{
-    (void)runs;
-    return 1;
-}
+enum { BENCH_BLOCK = 1 };
 
 /* `runs` timed runs of each side in blocks of `block`. The machine's speed
  * drifts over seconds, so the sides take turns instead of one running after
@@ -245,7 +241,6 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     bench_kiln k = {0};
     kn_ort_server ort = {0};
     double *kiln_ms = calloc((size_t)o->runs, sizeof *kiln_ms), *ort_ms = calloc((size_t)o->runs, sizeof *ort_ms);
-    int block = bench_block(o->runs);
     int st = kiln_ms && ort_ms ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = kn_artifact_open(art_file, &art);
     if (!st) st = kn_session_create(art, &s);
@@ -253,12 +248,12 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     if (!st) st = kiln_setup(art, s, o, &k);
     if (!st && o->ort_model) st = ort_start(&k, art, o, dir, &ort);
     if (!st) st = kiln_runs(&k, o->warmup, NULL);
-    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, block, kiln_ms, ort_ms);
+    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, BENCH_BLOCK, kiln_ms, ort_ms);
     else if (!st) st = kiln_runs(&k, o->runs, kiln_ms);
     if (st) kn_ort_server_abort(&ort);
     else st = kn_ort_server_finish(&ort);
     if (st) kn_cli_report(NULL);
-    else print_result(o, kiln_ms, ort_ms, block);
+    else print_result(o, kiln_ms, ort_ms, BENCH_BLOCK);
     kiln_free(&k);
     free(kiln_ms), free(ort_ms);
     kn_session_free(s);
