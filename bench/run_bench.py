@@ -7,8 +7,9 @@ the same inputs,
     kiln bench ART.so --vs-ort --model MODEL.onnx --threads T --runs R --json
 
 (kiln's artifact and onnxruntime with ORT_ENABLE_ALL and the same intra-op
-thread count, each after its own warm-up, their timed runs interleaved in
-blocks so that both see the same machine), and reports the median
+thread count, each after its own warm-up, taking turns so that both see the
+same machine: each turn is a rest, one run timed as "cold", one timed run),
+and reports the median
 and p90 latency of both, the ratio kiln/onnxruntime, kiln's achieved GFLOP/s
 (FLOPs from `kiln inspect` over kiln's median) and that as a fraction of the
 machine's FP32 FMA peak measured by `kiln bench --peak --threads T` (before
@@ -168,12 +169,13 @@ def git_commit():
 
 def fmt_row(r, peaks):
     if "error" in r:
-        return f"| {r['model']} | {r['batch']} | {r['threads']} | failed: {r['error']} | | | | | |"
+        return f"| {r['model']} | {r['batch']} | {r['threads']} | failed: {r['error']} | | | | | | | |"
     gflops = r["flops"] / (r["median_ms"] * 1e6) if r.get("flops") else None
     pct = 100 * gflops / peaks[r["threads"]]["peak_gflops"] if gflops else None
     return (f"| {r['model']} | {r['batch']} | {r['threads']} | {r['median_ms']:.2f} | {r['p90_ms']:.2f} | "
             f"{r['ort_median_ms']:.2f} | {r['ratio']:.2f} | "
-            + (f"{gflops:.1f} | {pct:.0f}% |" if gflops else "? | ? |"))
+            + (f"{gflops:.1f} | {pct:.0f}% | " if gflops else "? | ? | ")
+            + f"{r['cold_median_ms']:.2f} / {r['ort_cold_median_ms']:.2f} | {r['cold_ratio']:.2f} |")
 
 
 def report(a, meta, peaks, rows):
@@ -183,13 +185,16 @@ def report(a, meta, peaks, rows):
         f"{meta['loadavg_start']} before the runs, {meta['loadavg_end']} after "
         f"(well above 0 before: other work shared the CPUs)",
         f"{a.runs} timed runs after {a.warmup} warm-up runs per side; latency in ms; "
-        f"ratio = kiln median / onnxruntime median (below 1: kiln is faster).",
+        f"ratio = kiln median / onnxruntime median (below 1: kiln is faster). The sides take turns: "
+        f"each turn is 100 ms of rest, one run timed as cold (the other side just ran: caches "
+        f"and worker threads cold), then one timed run; the last two columns are the cold runs' medians.",
         "FP32 FMA peak (`kiln bench --peak`): "
         + ", ".join(f"{t} thread{'s' if t > 1 else ''} {p['peak_gflops']:.1f} GFLOP/s ({p['isa']})"
                     for t, p in peaks.items()) + ".",
         "",
-        "| model | batch | threads | kiln median | kiln p90 | ORT median | kiln/ORT | kiln GFLOP/s | % of peak |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | batch | threads | kiln median | kiln p90 | ORT median | kiln/ORT | kiln GFLOP/s | % of peak "
+        "| cold kiln / ORT | cold kiln/ORT |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [fmt_row(r, peaks) for r in rows]
     return "\n".join(lines) + "\n"

@@ -37,13 +37,14 @@ def main():
     for k, v in want.items():
         if row.get(k) != v:
             problems.append(f"row {k} = {row.get(k)!r}, expected {v!r}")
-    for k in ("median_ms", "p90_ms", "ort_median_ms", "ort_p90_ms", "ratio", "flops"):
+    for k in ("median_ms", "p90_ms", "ort_median_ms", "ort_p90_ms", "ratio", "flops", "cold_median_ms",
+              "ort_cold_median_ms", "cold_ratio"):
         v = row.get(k)
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             problems.append(f"row {k} = {v!r}, expected a positive number")
-    # kiln bench interleaves the two sides' runs; with 2 runs, blocks of 1
-    if row.get("protocol") != "interleaved" or row.get("block") != 1:
-        problems.append(f"row protocol/block = {row.get('protocol')!r}/{row.get('block')!r}, expected 'interleaved'/1")
+    # kiln bench: the two sides take turns, each a cold run then a timed one
+    if row.get("protocol") != "interleaved, rewarmed":
+        problems.append(f"row protocol = {row.get('protocol')!r}, expected 'interleaved, rewarmed'")
     # ViT-Tiny/16 at 224x224 is about 2.5 GFLOP (1.26 G multiply-adds)
     if not 2.0e9 < row.get("flops", 0) < 3.0e9:
         problems.append(f"ViT-Tiny FLOPs {row.get('flops')}, expected about 2.5e9")
@@ -53,9 +54,11 @@ def main():
         md = f.read()
     if p.stdout != md:
         problems.append("stdout differs from results.md")
-    if "| model | batch | threads | kiln median | kiln p90 | ORT median | kiln/ORT | kiln GFLOP/s | % of peak |" not in md:
+    if ("| model | batch | threads | kiln median | kiln p90 | ORT median | kiln/ORT | kiln GFLOP/s | % of peak "
+            "| cold kiln / ORT | cold kiln/ORT |") not in md:
         problems.append("results.md lacks the table header")
-    if not re.search(r"^\| vit \| 1 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+% \|$", md, re.M):
+    num = r" [0-9.]+ \|"
+    if not re.search(r"^\| vit \| 1 \| 1 \|" + num * 5 + r" [0-9]+% \| [0-9.]+ / [0-9.]+ \|" + num + "$", md, re.M):
         problems.append("results.md lacks a well-formed vit row:\n" + md)
     for msg in problems:
         print("FAIL:", msg)

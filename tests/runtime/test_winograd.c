@@ -9,7 +9,9 @@
  * refuses and which tile its cost model picks for ResNet-50's layers; and
  * the oneDNN wrapper (dnnl.c) choosing it for a record between
  * two blocked activations, and not when the record asks for direct
- * convolution.
+ * convolution. Also dnnl.c's other algorithm for blocked activations,
+ * im2col + a 1x1 convolution for small output images: which records take
+ * it, and that it gives oneDNN's direct results.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -379,6 +381,85 @@ static void test_dnnl_chooses(void **st)
     free(blob), free(x), free(res), free(ya), free(yd);
 }
 
+/* A conv record like make_record's with kernel k, stride, pad and dilation. */
+static void make_conv(const wcase *c, int64_t k, int64_t stride, int64_t pad, int64_t dil, kn_abi_dnnl *r)
+{
+    make_record(c, r);
+    int64_t OH = (c->H + 2 * pad - dil * (k - 1) - 1) / stride + 1, OW = (c->W + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    r->wei.dims[2] = r->wei.dims[3] = k;
+    r->wei.nbytes = c->O * c->C * k * k * 4;
+    r->dst.dims[2] = OH, r->dst.dims[3] = OW;
+    r->dst.nbytes = c->N * c->O * OH * OW * 4;
+    r->bias_ref.offset = 64 + r->wei.nbytes;
+    for (int i = 0; i < 2; i++) r->strides[i] = stride, r->pads_begin[i] = r->pads_end[i] = pad, r->dilations[i] = dil;
+}
+
+/* dnnl.c runs a conv with a small output image between two blocked
+ * activations as im2col + a 1x1 convolution (not Winograd's 3x3 stride-1
+ * cases, not a 1x1 stride-1 conv, not above 256 output pixels per image),
+ * with the same results as oneDNN's direct kernel (the record with
+ * KN_CONV_ALGO_DIRECT), the residual sum in place included. */
+static void test_dnnl_im2col(void **st)
+{
+    (void)st;
+    const kn_abi_post CLIP = {KN_POST_CLIP, 0.f, 0.5f};
+    struct {
+        wcase c;
+        int64_t k, stride, pad, dil;
+        bool im2col;
+    } cases[] = {
+        /* ResNet's stride-2 3x3, odd image: padding on both edges */
+        {{.N = 1, .C = 32, .O = 16, .H = 13, .W = 13, .bias = true, .const_bias = true, .n_post = 2,
+          .post = {SUM, RELU}}, 3, 2, 1, 1, true},
+        /* a 1x1 stride-2 downsample, batch 2, bias per run */
+        {{.N = 2, .C = 16, .O = 32, .H = 9, .W = 9, .bias = true, .n_post = 1, .post = {CLIP}}, 1, 2, 0, 1, true},
+        /* dilated 3x3 (Winograd's refusal), 7x7 output */
+        {{.N = 1, .C = 16, .O = 16, .H = 7, .W = 7, .n_post = 1, .post = {RELU}}, 3, 1, 2, 2, true},
+        /* 5x5 on 20x20: 400 output pixels, oneDNN's direct kernel */
+        {{.N = 1, .C = 16, .O = 16, .H = 20, .W = 20}, 5, 1, 2, 1, false},
+        /* 1x1 stride 1: oneDNN's own 1x1 kernel */
+        {{.N = 1, .C = 16, .O = 16, .H = 7, .W = 7}, 1, 1, 0, 1, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const wcase *c = &cases[i].c;
+        kn_abi_dnnl r, rd;
+        make_conv(c, cases[i].k, cases[i].stride, cases[i].pad, cases[i].dil, &r);
+        rd = r;
+        rd.conv_algo = KN_CONV_ALGO_DIRECT;
+        int64_t nw = r.wei.nbytes / 4, ny = r.dst.nbytes / 4;
+        float *blob = rand_f(16 + nw + c->O), *x = rand_f(r.src.nbytes / 4), *res = rand_f(ny);
+        float *ya = alloc_f(ny), *yd = alloc_f(ny);
+        const float *bias = c->bias && !c->const_bias ? blob + 16 + nw : NULL;
+        kn_dnnl_session *s;
+        kn_dnnl_prim *pa, *pd;
+        assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+        assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &pa), KN_OK);
+        assert_int_equal(kn_dnnl_prim_create(s, &rd, (const unsigned char *)blob, &pd), KN_OK);
+        bool expect = cases[i].im2col && cpu_has_avx2();
+        if ((strncmp(kn_dnnl_prim_impl(pa), "im2col", 6) == 0) != expect)
+            print_error("case %zu: kernel '%s'\n", i, kn_dnnl_prim_impl(pa));
+        assert_int_equal(strncmp(kn_dnnl_prim_impl(pa), "im2col", 6) == 0, expect);
+        assert_int_not_equal(strncmp(kn_dnnl_prim_impl(pd), "im2col", 6), 0);
+        bool sum = r.post_layout == KN_LAYOUT_NATIVE;
+        for (int threads = 1; threads <= 2; threads++) {
+            assert_int_equal(kn_dnnl_prim_exec(s, pd, x, NULL, bias, yd, res, threads), KN_OK);
+            assert_int_equal(kn_dnnl_prim_exec(s, pa, x, NULL, bias, ya, res, threads), KN_OK);
+            double e = rel_err(ya, yd, ny);
+            if (!(e < 1e-5)) print_error("case %zu, %d threads: im2col vs direct: relative error %.3g\n", i, threads, e);
+            assert_true(e < 1e-5);
+            if (sum) { /* in place: dst holds the residual */
+                memcpy(ya, res, (size_t)ny * sizeof(float));
+                assert_int_equal(kn_dnnl_prim_exec(s, pa, x, NULL, bias, ya, ya, threads), KN_OK);
+                assert_true(rel_err(ya, yd, ny) < 1e-5);
+            }
+        }
+        kn_dnnl_prim_free(pa);
+        kn_dnnl_prim_free(pd);
+        kn_dnnl_session_free(s);
+        free(blob), free(x), free(res), free(ya), free(yd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tile_choice),
         cmocka_unit_test(test_dnnl_chooses),
+        cmocka_unit_test(test_dnnl_im2col),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,9 +28,11 @@ static void bench_usage(FILE *f)
             "are random with a fixed seed (floats in [-1,1), integers in [0,10)).\n"
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
             "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
-            "The two sides' timed runs alternate one by one (the side that starts a round\n"
-            "alternating too), 100 ms of rest at each switch, so that both see the same\n"
-            "machine; --json then adds \"protocol\": \"interleaved\", \"block\": 1.\n"
+            "The two sides take turns (the side that starts a round alternating too) so\n"
+            "that both see the same machine: each turn is 100 ms of rest, one run timed\n"
+            "as \"cold\" (caches and worker threads cold after the other side ran), then\n"
+            "one timed run. The medians of the timed runs give the ratio; the cold ones\n"
+            "are printed too (--json: cold_median_ms, ort_cold_median_ms, cold_ratio).\n"
             "\n"
             "With --peak, no model is run: the machine's FP32 FMA peak (GFLOP/s) is measured\n"
             "with register-only FMA loops on T threads at once (about half a second), the\n"
@@ -171,33 +173,42 @@ static void sleep_ms(int ms)
     }
 }
 
-/* Timed runs per block of the interleaving: strict alternation. This
- * machine's slow spells last about a run or two of a big model (measured:
- * with blocks of 5, one build of ViT-Tiny gave kiln/ORT from 0.69 to 1.15),
- * so anything coarser lets one side take a whole spell. */
-enum { BENCH_BLOCK = 1 };
+/* The interleaving. This machine's speed drifts over seconds (slow spells
+ * last about a run or two of a big model: with blocks of 5 timed runs, one
+ * build of ViT-Tiny gave kiln/ORT from 0.69 to 1.15), so the two sides take
+ * turns run by run instead of one running after the other: kiln then
+ * onnxruntime in even rounds, onnxruntime then kiln in odd ones (neither
+ * always goes first).
+ *
+ * Each turn starts with 100 ms of rest, so that the other side's worker
+ * threads (libgomp's, onnxruntime's pool) stop spinning before the clock
+ * starts: onnxruntime's pool spins for tens of milliseconds after a run
+ * (with 20 ms of rest, kiln's 2-thread ViT-Tiny ran in 54 ms instead of 22:
+ * its own threads waited on the busy core). Then one run that is timed on
+ * its own ("cold"), then the timed ("warm") run. After the rest a side's
+ * weights have left the caches (the other process ran) and its worker
+ * threads sleep; waking them costs milliseconds here (libgomp's first
+ * parallel region after 100 ms idle: 0.01 to 8 ms), so a cold run measures
+ * that, and the warm run measures a model that runs steadily, which is what
+ * "the median after warm-up" means. Both are reported. */
+typedef struct bench_times {
+    double *warm, *cold; /* runs each; cold: the first run of each turn */
+} bench_times;
 
-/* `runs` timed runs of each side in blocks of `block`. The machine's speed
- * drifts over seconds, so the sides take turns instead of one running after
- * the other: kiln then onnxruntime in even rounds, onnxruntime then kiln in
- * odd ones (neither always goes first), with 100 ms of rest at each switch
- * so that the other side's worker threads (libgomp's, onnxruntime's pool)
- * stop spinning before the clock starts. onnxruntime's pool spins for tens
- * of milliseconds after a run: with 20 ms of rest, kiln's 2-thread ViT-Tiny
- * ran in 54 ms instead of 22 (its own threads waited on the busy core); 50
- * ms was enough. */
-static int bench_interleaved(const bench_kiln *k, kn_ort_server *ort, int runs, int block, double *kiln_ms,
-                             double *ort_ms)
+static int bench_interleaved(const bench_kiln *k, kn_ort_server *ort, int runs, bench_times *kt, bench_times *ot)
 {
     bool last_kiln = true; /* kiln's warm-up ran last */
-    for (int done = 0, round = 0; done < runs; done += block, round++) {
-        int n = runs - done < block ? runs - done : block;
+    for (int round = 0; round < runs; round++) {
         for (int j = 0; j < 2; j++) {
             bool kiln = (round + j) % 2 == 0;
             if (kiln != last_kiln) sleep_ms(100);
             last_kiln = kiln;
-            int st = kiln ? kiln_runs(k, n, kiln_ms + done) : kn_ort_server_run(ort, n, ort_ms + done);
-            if (st) return st;
+            bench_times *t = kiln ? kt : ot;
+            for (int w = 0; w < 2; w++) {
+                double *ms = w ? t->warm + round : t->cold + round;
+                int st = kiln ? kiln_runs(k, 1, ms) : kn_ort_server_run(ort, 1, ms);
+                if (st) return st;
+            }
         }
     }
     return KN_OK;
@@ -211,24 +222,32 @@ static void median_p90(double *ms, int n, double *out_median, double *out_p90)
     *out_p90 = ms[(int)((n - 1) * 0.9 + 0.5)];
 }
 
-static void print_result(const bench_opts *o, double *kiln_ms, double *ort_ms, int block)
+static void print_result(const bench_opts *o, bench_times *kt, bench_times *ot)
 {
-    double med, p90, ort_med = 0, ort_p90 = 0;
-    median_p90(kiln_ms, o->runs, &med, &p90);
-    if (o->ort_model) median_p90(ort_ms, o->runs, &ort_med, &ort_p90);
+    double med, p90, ort_med = 0, ort_p90 = 0, cold = 0, cold_p90, ort_cold = 0;
+    median_p90(kt->warm, o->runs, &med, &p90);
+    if (o->ort_model) {
+        median_p90(ot->warm, o->runs, &ort_med, &ort_p90);
+        median_p90(kt->cold, o->runs, &cold, &cold_p90);
+        median_p90(ot->cold, o->runs, &ort_cold, &cold_p90);
+    }
     if (o->json) {
         printf("{\"model\": \"%s\", \"threads\": %d, \"runs\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f", o->path,
                o->threads, o->runs, med, p90);
         if (o->ort_model)
-            printf(", \"ort_median_ms\": %.4f, \"ort_p90_ms\": %.4f, \"ratio\": %.4f, \"protocol\": \"interleaved\", "
-                   "\"block\": %d",
-                   ort_med, ort_p90, med / ort_med, block);
+            printf(", \"ort_median_ms\": %.4f, \"ort_p90_ms\": %.4f, \"ratio\": %.4f, \"cold_median_ms\": %.4f, "
+                   "\"ort_cold_median_ms\": %.4f, \"cold_ratio\": %.4f, \"protocol\": \"interleaved, rewarmed\"",
+                   ort_med, ort_p90, med / ort_med, cold, ort_cold, cold / ort_cold);
         printf("}\n");
     } else {
         printf("%s: threads %d, %d runs: median %.3f ms, p90 %.3f ms\n", o->path, o->threads, o->runs, med, p90);
-        if (o->ort_model)
+        if (o->ort_model) {
             printf("onnxruntime: median %.3f ms, p90 %.3f ms; kiln/onnxruntime = %.2f\n", ort_med, ort_p90,
                    med / ort_med);
+            printf("first run after 100 ms idle: kiln %.3f ms, onnxruntime %.3f ms (medians); kiln/onnxruntime = "
+                   "%.2f\n",
+                   cold, ort_cold, cold / ort_cold);
+        }
     }
 }
 
@@ -240,22 +259,23 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     kn_session *s = NULL;
     bench_kiln k = {0};
     kn_ort_server ort = {0};
-    double *kiln_ms = calloc((size_t)o->runs, sizeof *kiln_ms), *ort_ms = calloc((size_t)o->runs, sizeof *ort_ms);
-    int st = kiln_ms && ort_ms ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    double *ms = calloc(4 * (size_t)o->runs, sizeof *ms);
+    bench_times kt = {ms, ms ? ms + o->runs : NULL}, ot = {ms ? ms + 2 * o->runs : NULL, ms ? ms + 3 * o->runs : NULL};
+    int st = ms ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = kn_artifact_open(art_file, &art);
     if (!st) st = kn_session_create(art, &s);
     if (!st) st = kn_session_set_threads(s, o->threads);
     if (!st) st = kiln_setup(art, s, o, &k);
     if (!st && o->ort_model) st = ort_start(&k, art, o, dir, &ort);
     if (!st) st = kiln_runs(&k, o->warmup, NULL);
-    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, BENCH_BLOCK, kiln_ms, ort_ms);
-    else if (!st) st = kiln_runs(&k, o->runs, kiln_ms);
+    if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, &kt, &ot);
+    else if (!st) st = kiln_runs(&k, o->runs, kt.warm);
     if (st) kn_ort_server_abort(&ort);
     else st = kn_ort_server_finish(&ort);
     if (st) kn_cli_report(NULL);
-    else print_result(o, kiln_ms, ort_ms, BENCH_BLOCK);
+    else print_result(o, &kt, &ot);
     kiln_free(&k);
-    free(kiln_ms), free(ort_ms);
+    free(ms);
     kn_session_free(s);
     kn_artifact_close(art);
     return st ? 1 : 0;
