@@ -101,6 +101,13 @@ static LLVMValueRef intrin1(kn_cg *cg, const char *name, LLVMValueRef v)
     return kn_cg_intrinsic(cg, name, LLVMTypeOf(v), &v, 1);
 }
 
+/* a * b + c, fused where the target has FMA (llvm.fmuladd). */
+static LLVMValueRef fmuladd(kn_cg *cg, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+    LLVMValueRef args[3] = {a, b, c};
+    return kn_cg_intrinsic(cg, "llvm.fmuladd", LLVMTypeOf(a), args, 3);
+}
+
 /* Floats computed in float (f16/bf16/f32) or double (f64). */
 static bool dt_float(kn_dtype dt) { return dt == KN_F32 || dt == KN_F64 || dt == KN_F16 || dt == KN_BF16; }
 /* Floats stored as their compute type (vector loads work on them). */
@@ -182,14 +189,15 @@ static LLVMValueRef fast_exp(kn_cg *cg, LLVMValueRef v)
     x = LLVMBuildSelect(b, small, FC(lo), x, "");
     x = LLVMBuildSelect(b, nan, FC(0.0), x, "");
     LLVMValueRef n = intrin1(cg, "llvm.roundeven", LLVMBuildFMul(b, x, FC(1.44269504088896341), ""));
-    x = LLVMBuildFSub(b, x, LLVMBuildFMul(b, n, FC(0.693359375), ""), "");
-    x = LLVMBuildFSub(b, x, LLVMBuildFMul(b, n, FC(-2.12194440e-4), ""), "");
+    /* multiply-adds as llvm.fmuladd: one FMA each where the CPU has it */
+    x = fmuladd(cg, n, FC(-0.693359375), x);
+    x = fmuladd(cg, n, FC(2.12194440e-4), x);
     static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
                                4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
     LLVMValueRef p = FC(c[0]);
-    for (int i = 1; i < 6; i++) p = LLVMBuildFAdd(b, LLVMBuildFMul(b, p, x, ""), FC(c[i]), "");
-    p = LLVMBuildFMul(b, p, LLVMBuildFMul(b, x, x, ""), "");
-    p = LLVMBuildFAdd(b, LLVMBuildFAdd(b, p, x, ""), FC(1.0), "");
+    for (int i = 1; i < 6; i++) p = fmuladd(cg, p, x, FC(c[i]));
+    p = fmuladd(cg, p, LLVMBuildFMul(b, x, x, ""), x);
+    p = LLVMBuildFAdd(b, p, FC(1.0), "");
     LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildFPToSI(b, n, it, ""), IC(127), "");
     e = LLVMBuildBitCast(b, LLVMBuildShl(b, e, IC(23), ""), t, "");
     LLVMValueRef r = LLVMBuildFMul(b, p, e, "");
