@@ -2,16 +2,20 @@
  * runtime/src/parallel.c — kn_rt_parallel_for: the parallel loop behind
  * generated chunk functions (kiln/abi.h), on the session's thread count.
  *
- * [0, n) is cut into T = min(threads, n) static, contiguous chunks, chunk c
- * being [c*n/T, (c+1)*n/T); which thread runs a chunk never changes what it
- * computes, so outputs are bitwise the same for any thread count.
+ * [0, n) is cut into K = min(4 * threads, n) contiguous chunks, chunk c
+ * being [c*n/K, (c+1)*n/K), which the threads claim one at a time from a
+ * shared counter: when one thread is slowed (here: a vCPU that the host
+ * takes away for milliseconds), the others take its share instead of
+ * waiting for it at the end. Which thread runs a chunk, and where the
+ * chunks are cut, never changes what is computed for an element, so outputs
+ * are bitwise the same for any thread count.
  *
  * Threads come from the OpenMP runtime oneDNN already loaded (GNU libgomp):
- * GOMP_parallel and omp_get_thread_num/omp_get_num_threads are looked up
- * with dlsym, as dnnl.c does for omp_set_num_threads, so that generated
- * loops and oneDNN primitives share one pool of warm threads (no
- * oversubscription) and libkiln_rt needs no -fopenmp. One thread, one chunk
- * or no libgomp: the function is called directly on the calling thread.
+ * GOMP_parallel is looked up with dlsym, as dnnl.c does for
+ * omp_set_num_threads, so that generated loops and oneDNN primitives share
+ * one pool of warm threads (no oversubscription) and libkiln_rt needs no
+ * -fopenmp. One thread, one unit of work or no libgomp: the function is
+ * called directly on the calling thread.
  *
  * A chunk's error message is recorded on the thread that ran it; the first
  * failing chunk (in chunk order) is reported, with its message, on the
@@ -26,31 +30,29 @@
 #include "rt_internal.h"
 
 typedef void (*gomp_parallel_fn)(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
-typedef int (*omp_int_fn)(void);
-
 static struct {
     gomp_parallel_fn parallel;
-    omp_int_fn thread_num, num_threads;
 } g_omp;
 static pthread_once_t g_omp_once = PTHREAD_ONCE_INIT;
 
 static void find_omp(void)
 {
     *(void **)&g_omp.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
-    *(void **)&g_omp.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
-    *(void **)&g_omp.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
-    if (!g_omp.thread_num || !g_omp.num_threads) g_omp.parallel = NULL;
 }
 
 /* At most this many chunks (and threads) per loop: the job lives on the
  * caller's stack, so that a parallel loop allocates nothing. */
 #define PAR_MAX_CHUNKS 256
+/* Chunks per thread: enough that a slowed thread's share can be taken over,
+ * few enough that claiming (one atomic add each) costs nothing. */
+#define PAR_CHUNKS_PER_THREAD 4
 
 typedef struct par_job {
     kn_rt_chunk_fn fn;
     void *args;
     int64_t n;
     int chunks;
+    int next; /* the next chunk to claim */
     int status[PAR_MAX_CHUNKS];
     char *msg[PAR_MAX_CHUNKS]; /* strdup'd message of a failed chunk */
 } par_job;
@@ -64,26 +66,26 @@ static void run_chunk(par_job *j, int c)
     if (st) j->msg[c] = strdup(kn_last_error());
 }
 
-/* Body of the OpenMP team: thread t runs chunks t, t + team, ... (the
- * runtime may give fewer threads than asked; every chunk still runs). */
+/* Body of the OpenMP team: each thread claims chunks until none is left
+ * (the runtime may give fewer threads than asked; every chunk still runs). */
 static void team_body(void *data)
 {
     par_job *j = data;
-    int team = g_omp.num_threads(), t = g_omp.thread_num();
-    if (team < 1) team = 1;
-    for (int c = t; c < j->chunks; c += team) run_chunk(j, c);
+    for (int c; (c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->chunks;) run_chunk(j, c);
 }
 
 int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64_t n)
 {
     if (!fn) return kn_error(KN_ERR_INTERNAL, "kn_rt_parallel_for: no chunk function");
     if (n <= 0) return KN_OK;
-    if (threads > PAR_MAX_CHUNKS) threads = PAR_MAX_CHUNKS;
-    int chunks = threads < 1 ? 1 : (int64_t)threads < n ? threads : (int)n;
-    if (chunks > 1) pthread_once(&g_omp_once, find_omp);
-    if (chunks == 1 || !g_omp.parallel) return fn(args, 0, n);
+    if (threads <= 1 || n == 1) return fn(args, 0, n);
+    if (threads > PAR_MAX_CHUNKS / PAR_CHUNKS_PER_THREAD) threads = PAR_MAX_CHUNKS / PAR_CHUNKS_PER_THREAD;
+    int64_t want = (int64_t)threads * PAR_CHUNKS_PER_THREAD;
+    int chunks = want < n ? (int)want : (int)n, team = threads < chunks ? threads : chunks;
+    pthread_once(&g_omp_once, find_omp);
+    if (!g_omp.parallel) return fn(args, 0, n);
     par_job j = {.fn = fn, .args = args, .n = n, .chunks = chunks};
-    g_omp.parallel(team_body, &j, (unsigned)chunks, 0);
+    g_omp.parallel(team_body, &j, (unsigned)team, 0);
     int st = KN_OK;
     for (int c = 0; c < chunks; c++) {
         if (j.status[c] && !st) st = kn_error(j.status[c], "%s", j.msg[c] ? j.msg[c] : "a parallel chunk failed");

@@ -1,9 +1,10 @@
 /*
  * tests/runtime/test_parallel.c — kn_rt_parallel_for (runtime/src/parallel.c):
- * every index covered exactly once by contiguous, ordered chunks, for many
- * sizes and thread counts; chunks really run on several threads; one thread
- * (and one unit) calls the function directly; the first failing chunk's
- * status and message reach the caller.
+ * every index covered exactly once by contiguous, ordered chunks (four per
+ * thread), for many sizes and thread counts; chunks really run on several
+ * threads; a slowed thread's share is taken by the other; one thread (and
+ * one unit) calls the function directly; the first failing chunk's status
+ * and message reach the caller.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -27,11 +29,18 @@ typedef struct cover {
     pthread_t who[MAX_CHUNKS];
     int n_chunks;
     int fail_from; /* chunks starting at or after this index fail; -1: none */
+    int slow_ms;   /* the chunk at 0 sleeps this long first */
+    int each_ms;   /* every chunk sleeps this long first */
 } cover;
 
 static int record(void *args, int64_t lo, int64_t hi)
 {
     cover *c = args;
+    int ms = lo == 0 && c->slow_ms > 0 ? c->slow_ms : c->each_ms;
+    if (ms > 0) {
+        struct timespec t = {0, ms * 1000000L};
+        nanosleep(&t, NULL);
+    }
     for (int64_t i = lo; i < hi; i++) __atomic_add_fetch(&c->hits[i], 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&c->mu);
     if (c->n_chunks < MAX_CHUNKS) {
@@ -60,7 +69,7 @@ static int cmp_lo(const void *a, const void *b)
 }
 
 /* Every index once; the chunks, sorted, tile [0, n) with sizes differing by
- * at most one; min(threads, n) of them. */
+ * at most one; min(4 * threads, n) of them (one with one thread). */
 static void test_cover(void **state)
 {
     (void)state;
@@ -73,7 +82,7 @@ static void test_cover(void **state)
             reset(c);
             assert_int_equal(kn_rt_parallel_for_threads(threads[b], record, c, n), KN_OK);
             for (int64_t i = 0; i < n; i++) assert_int_equal(c->hits[i], 1);
-            int expect = threads[b] < n ? threads[b] : (int)n;
+            int expect = threads[b] == 1 ? 1 : 4 * threads[b] < n ? 4 * threads[b] : (int)n;
             assert_int_equal(c->n_chunks, expect);
             int64_t pairs[MAX_CHUNKS][2];
             for (int k = 0; k < c->n_chunks; k++) {
@@ -116,16 +125,18 @@ static void test_one_thread(void **state)
 }
 
 /* With 4 threads the chunks run on more than one thread (libgomp, which
- * oneDNN loaded, was found). */
+ * oneDNN loaded, was found). Each chunk takes a millisecond, or the calling
+ * thread could claim them all before the others start. */
 static void test_threads_used(void **state)
 {
     (void)state;
     cover *c = malloc(sizeof *c);
     reset(c);
+    c->each_ms = 1;
     assert_int_equal(kn_rt_parallel_for_threads(4, record, c, 1000), KN_OK);
-    assert_int_equal(c->n_chunks, 4);
+    assert_int_equal(c->n_chunks, 16);
     int distinct = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 16; k++) {
         bool seen = false;
         for (int j = 0; j < k; j++) seen |= pthread_equal(c->who[j], c->who[k]) != 0;
         distinct += !seen;
@@ -134,9 +145,10 @@ static void test_threads_used(void **state)
     free(c);
 }
 
-/* Chunks starting at 500 or later fail (those of 4 threads over 1000 start
- * at 0, 250, 500, 750): the caller gets the status and the message of the
- * first failing chunk, 500, whichever thread ran it. */
+/* Chunks starting at 500 or later fail (the 8 or 16 chunks of 2 or 4
+ * threads over 1000 include one that starts at 500): the caller gets the
+ * status and the message of the first failing chunk, 500, whichever thread
+ * ran it. */
 static void test_error(void **state)
 {
     (void)state;
@@ -150,6 +162,30 @@ static void test_error(void **state)
         /* the others still ran: no chunk is left half-done by a failing neighbour */
         for (int64_t i = 0; i < 1000; i++) assert_int_equal(c->hits[i], 1);
     }
+    free(c);
+}
+
+/* Chunks are claimed, not dealt: while the thread that took the first
+ * chunk sleeps 100 ms, the other takes all the rest (with a static split,
+ * the sleeper would still have its own share to do). Unless the other
+ * thread never ran during those 100 ms (a very busy machine): then one
+ * thread ran everything, which proves nothing either way. */
+static void test_slow_thread(void **state)
+{
+    (void)state;
+    cover *c = malloc(sizeof *c);
+    reset(c);
+    c->slow_ms = 100;
+    assert_int_equal(kn_rt_parallel_for_threads(2, record, c, 8), KN_OK);
+    assert_int_equal(c->n_chunks, 8);
+    pthread_t sleeper = c->who[0];
+    int by_sleeper = 0;
+    for (int k = 0; k < 8; k++) {
+        if (c->lo[k] == 0) sleeper = c->who[k];
+        assert_int_equal(c->hits[k], 1);
+    }
+    for (int k = 0; k < 8; k++) by_sleeper += pthread_equal(c->who[k], sleeper) != 0;
+    if (by_sleeper != 8) assert_int_equal(by_sleeper, 1);
     free(c);
 }
 
@@ -185,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_one_thread),
         cmocka_unit_test(test_threads_used),
         cmocka_unit_test(test_error),
+        cmocka_unit_test(test_slow_thread),
         cmocka_unit_test(test_many_loops),
         cmocka_unit_test(test_refusals),
     };

@@ -303,10 +303,11 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
  * (args: what its node function passed). Returns a status. */
 typedef int (*kn_rt_chunk_fn)(void *args, int64_t lo, int64_t hi);
 
-/* Runs fn over [0, n) in static, contiguous chunks, one per session thread
- * (kn_session_set_threads), on the OpenMP threads oneDNN uses; with one
- * thread, fn(args, 0, n) on the calling thread. Returns
- * the first failing chunk's status (in chunk order), with its message. */
+/* Runs fn over [0, n) in contiguous chunks, about four per session thread
+ * (kn_session_set_threads), which the OpenMP threads oneDNN uses claim one
+ * at a time (a slowed thread's share goes to the others); with one thread,
+ * fn(args, 0, n) on the calling thread. Returns the first failing chunk's
+ * status (in chunk order), with its message. */
 int kn_rt_parallel_for(kn_exec *ex, kn_rt_chunk_fn fn, void *args, int64_t n);
 
 #ifdef __cplusplus
