@@ -18,10 +18,12 @@ set_tests_properties(codegen/compile_report_control_flow PROPERTIES TIMEOUT 120 
   PASS_REGULAR_EXPRESSION "Loop +runtime kernel\n")
 
 # The compile fails part-way (an unknown target, after the checks and the plan).
+# Its own folder: other tests compile into KILN_CG_OUT at the same time, and
+# their temporary files would look like leftovers.
 add_test(NAME codegen/compile_failure_leaves_nothing
          COMMAND sh -c "rm -f \"$2\" \"$3\"; \"$1\" compile \"$4\" -o \"$2\" --emit-header \"$3\" --target x86-64-v9 && exit 1; \
 test ! -e \"$2\" && test ! -e \"$3\" && ! ls \"$5\" | grep -q tmp-kiln"
-                 sh $<TARGET_FILE:kiln> ${KILN_CG_OUT}/if.so ${KILN_CG_OUT}/if.h
-                 ${KILN_NODE_SUITE}/test_if/model.onnx ${KILN_CG_OUT})
+                 sh $<TARGET_FILE:kiln> ${KILN_CG_OUT}/failure/if.so ${KILN_CG_OUT}/failure/if.h
+                 ${KILN_NODE_SUITE}/test_if/model.onnx ${KILN_CG_OUT}/failure)
 set_tests_properties(codegen/compile_failure_leaves_nothing PROPERTIES TIMEOUT 120 LABELS codegen)
-file(MAKE_DIRECTORY ${KILN_CG_OUT})
+file(MAKE_DIRECTORY ${KILN_CG_OUT} ${KILN_CG_OUT}/failure)
