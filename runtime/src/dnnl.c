@@ -67,8 +67,8 @@ struct kn_dnnl_session {
     dnnl_stream_t stream;
     /* activations in a primitive's blocked layout (0: src, 1: dst), shared by
      * the session's primitives (they run one at a time); sized at creation */
-    void *act[4];        /* 2: Winograd's or im2col's scratch; 3: a residual that is also dst */
-    size_t act_cap[4];
+    void *act[3];        /* 2: Winograd's or im2col's scratch */
+    size_t act_cap[3];
     /* what KN_LAYOUT_NATIVE means in this session (probed on first use) */
     int native;
 };
@@ -313,7 +313,7 @@ void kn_dnnl_session_free(kn_dnnl_session *s)
     if (!s) return;
     if (s->stream) dnnl_stream_destroy(s->stream);
     if (s->engine) dnnl_engine_destroy(s->engine);
-    for (int i = 0; i < 4; i++) free(s->act[i]);
+    for (int i = 0; i < 3; i++) free(s->act[i]);
     free(s);
 }
 
@@ -452,39 +452,52 @@ static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, cons
     return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
 }
 
-/* The post-ops of a primitive whose dst is res_md (the layout the caller's
- * residual is in): the residual sum as a binary add that reads the
- * residual where it is, when oneDNN runs op_desc so with an optimized
- * kernel writing dst in res_md; otherwise the sum post-op, for which the
- * residual is first copied into dst at every run (a single-threaded copy of
- * the whole output: 4-5% of ResNet-50's time). */
+/* oneDNN's implementation for op_desc with attr's post-ops, and whether it
+ * writes dst in `dst` (false if oneDNN offers none). */
+static bool impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
+                    const dnnl_memory_desc_t *dst, char *impl, size_t n)
+{
+    dnnl_primitive_desc_t pd;
+    if (dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL) != dnnl_success) return false;
+    const char *name = NULL;
+    bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name &&
+              dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), dst);
+    if (ok) snprintf(impl, n, "%s", name);
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The post-ops of a primitive with a residual in res_md (the caller's
+ * layout of the residual and of dst): the residual sum as a binary add that
+ * reads the residual where it is, when oneDNN runs op_desc so with the same
+ * kernel as with a sum post-op, writing dst in res_md; otherwise the sum
+ * post-op, for which the residual is first copied into dst at every run (a
+ * single-threaded copy of the whole output: 4-5% of ResNet-50's time).
+ * The same kernel, because with a binary add oneDNN may pick a slower one
+ * (a gemm-based convolution for a plain dst, 20x slower). */
 static int set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
                                  dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md, bool *has_sum)
 {
-    int idx = -1, st = KN_OK;
-    bool sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
-    if (sum && res_md && !set_post_ops_res(rec, attr, NULL, res_md, has_sum, &idx) && idx >= 0) {
-        dnnl_primitive_desc_t pd;
-        const char *impl = NULL;
-        bool ok = dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL) == dnnl_success;
-        if (ok) {
-            ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-                 strncmp(impl, "ref", 3) != 0 &&
-                 dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), res_md);
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (ok) {
-            p->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
-            p->res_bytes = dnnl_memory_desc_get_size(res_md);
-            DN(dnnl_memory_create(&p->m_res, res_md, s->engine, DNNL_MEMORY_NONE), "creating the residual memory");
-            /* in place (dst holds the residual), the kernel would read back
-             * its own partial sums: the residual is copied aside first */
-            return session_reserve(s, 3, p->res_bytes);
-        }
+    int idx = -1, st = set_post_ops(rec, attr, NULL, has_sum);
+    char with_sum[48], with_add[48];
+    if (st || !*has_sum || !res_md || !impl_of(s, op_desc, attr, res_md, with_sum, sizeof with_sum)) {
+        kn_error_clear();
+        return st;
     }
-    kn_error_clear();
-    st = set_post_ops(rec, attr, NULL, has_sum);
-    return st;
+    bool ok = !set_post_ops_res(rec, attr, NULL, res_md, has_sum, &idx) && idx >= 0 &&
+              impl_of(s, op_desc, attr, res_md, with_add, sizeof with_add) && !strcmp(with_sum, with_add);
+    if (!ok) {
+        kn_error_clear();
+        return set_post_ops(rec, attr, NULL, has_sum);
+    }
+    p->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
+    p->res_bytes = dnnl_memory_desc_get_size(res_md);
+    DN(dnnl_memory_create(&p->m_res, res_md, s->engine, DNNL_MEMORY_NONE), "creating the residual memory");
+    /* in place (dst holds the residual), the kernel would read back its own
+     * partial sums: the residual is copied aside first, into the
+     * dst-reorder buffer, which this primitive does not use (its dst is in
+     * res_md, the caller's layout) */
+    return session_reserve(s, 1, p->res_bytes);
 }
 
 /* Sets up the weights memory: the primitive's layout `want` vs the user's
@@ -1206,8 +1219,8 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the residual add has no input");
         const char *r = post_src, *d = dst_prim;
         if (r < d + p->dst_bytes && d < r + p->res_bytes) { /* overlaps dst */
-            memcpy(s->act[3], post_src, p->res_bytes);
-            post_src = s->act[3];
+            memcpy(s->act[1], post_src, p->res_bytes);
+            post_src = s->act[1];
         }
         DN(dnnl_memory_set_data_handle(p->m_res, (void *)post_src), "binding the residual");
         args[n++] = (dnnl_exec_arg_t){p->res_arg, p->m_res};

@@ -168,8 +168,9 @@ static void conv_ref(const kn_abi_dnnl *r, const float *x, const float *w, const
                     }
 }
 
-/* Runs one conv case through oneDNN and the reference. */
-static void run_conv_case(const conv_case *c, int threads)
+/* Runs one conv case through oneDNN and the reference; with no_gemm, the
+ * primitive must not be oneDNN's gemm-based convolution. */
+static void run_conv_case_impl(const conv_case *c, int threads, bool no_gemm)
 {
     kn_abi_dnnl r;
     conv_record(c, &r);
@@ -188,6 +189,8 @@ static void run_conv_case(const conv_case *c, int threads)
     int st = kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p);
     if (st) print_error("%s\n", kn_last_error());
     assert_int_equal(st, KN_OK);
+    if (no_gemm && strstr(kn_dnnl_prim_impl(p), "gemm")) print_error("kernel '%s'\n", kn_dnnl_prim_impl(p));
+    assert_true(!no_gemm || !strstr(kn_dnnl_prim_impl(p), "gemm"));
     st = kn_dnnl_prim_exec(s, p, x, c->const_w ? NULL : w, b, y, sum ? res : NULL, threads);
     if (st) print_error("%s\n", kn_last_error());
     assert_int_equal(st, KN_OK);
@@ -201,6 +204,8 @@ static void run_conv_case(const conv_case *c, int threads)
     kn_dnnl_session_free(s);
     free(blob), free(x), free(res), free(y), free(want);
 }
+
+static void run_conv_case(const conv_case *c, int threads) { run_conv_case_impl(c, threads, false); }
 
 static void test_conv_3x3_pad1(void **st)
 {
@@ -277,6 +282,19 @@ static void test_conv_sum(void **st)
     conv_case c = {.N = 1, .C = 16, .O = 32, .groups = 1, .sp = 2, .in = {8, 8}, .k = {1, 1}, .bias = true,
                    .const_w = true, .n_post = 2, .post = {{KN_POST_SUM, 0, 0}, {KN_POST_RELU, 0, 0}}};
     run_conv_case(&c, 1);
+}
+/* A residual conv between plain activations (MobileNetV2's projections to 24
+ * channels, which no block size divides by 16): the residual sum stays a sum
+ * post-op on oneDNN's direct kernel; as a binary add, oneDNN picks its
+ * gemm-based convolution, 20x slower. */
+static void test_conv_sum_plain_kernel(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 1, .C = 144, .O = 24, .groups = 1, .sp = 2, .in = {14, 14}, .k = {1, 1}, .bias = true,
+                   .const_w = true, .n_post = 1, .post = {{KN_POST_SUM, 0, 0}}};
+    run_conv_case_impl(&c, 1, true);
+    c.k[0] = c.k[1] = 3, c.pb[0] = c.pb[1] = c.pe[0] = c.pe[1] = 1;
+    run_conv_case_impl(&c, 2, true);
 }
 static void test_conv_runtime_weights(void **st)
 {
@@ -595,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_conv_3d),
         cmocka_unit_test(test_conv_bias_relu),
         cmocka_unit_test(test_conv_sum),
+        cmocka_unit_test(test_conv_sum_plain_kernel),
         cmocka_unit_test(test_conv_runtime_weights),
         cmocka_unit_test(test_matmul_2d),
         cmocka_unit_test(test_matmul_batched_broadcast),
