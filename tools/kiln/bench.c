@@ -224,7 +224,7 @@ static void median_p90(double *ms, int n, double *out_median, double *out_p90)
 
 static void print_result(const bench_opts *o, bench_times *kt, bench_times *ot)
 {
-    double med, p90, ort_med = 0, ort_p90 = 0, cold = 0, cold_p90, ort_cold = 0;
+    double med, p90, ort_med = 0, ort_p90 = 0, cold = 0, ort_cold = 0, cold_p90; /* cold_p90: not shown */
     median_p90(kt->warm, o->runs, &med, &p90);
     if (o->ort_model) {
         median_p90(ot->warm, o->runs, &ort_med, &ort_p90);
