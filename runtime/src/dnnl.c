@@ -668,6 +668,8 @@ static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
  * kernel at batch 1: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28
  * 0.9x (slower). */
 enum { IM2COL_MAX_PIXELS = 256 };
+/* Largest column buffer (ResNet-50 at batch 8 needs 14.5 MB). */
+#define IM2COL_MAX_BYTES (INT64_C(256) << 20)
 
 /* The patch copy of a 2-D conv whose activations are in a channel-blocked
  * layout [N][C/b][H][W][b]. The columns are the 1x1 convolution's src
@@ -736,7 +738,10 @@ static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
             KW = rec->wei.dims[3], OH = rec->dst.dims[2], OW = rec->dst.dims[3];
     bool pointwise = KH == 1 && KW == 1 && rec->strides[0] == 1 && rec->strides[1] == 1;
     if (pointwise || C % b || O % b || OH * OW > IM2COL_MAX_PIXELS) return KN_ERR_UNSUPPORTED;
-    int64_t K = C * KH * KW, M = OH * OW;
+    int64_t K = C * KH * KW, M = OH * OW, col;
+    /* the columns live in a session buffer: not for a huge batch or kernel */
+    if (__builtin_mul_overflow(N * M, K, &col) || col > IM2COL_MAX_BYTES / (int64_t)sizeof(float))
+        return KN_ERR_UNSUPPORTED;
     if (rec->wei.nbytes != O * K * (int64_t)sizeof(float))
         return kn_error(KN_ERR_INVALID, "oneDNN conv: weights of %lld bytes for [%lld, %lld, %lld, %lld]",
                         (long long)rec->wei.nbytes, (long long)O, (long long)C, (long long)KH, (long long)KW);
@@ -779,7 +784,7 @@ static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
         st = KN_ERR_UNSUPPORTED;
     if (!st) st = set_residual_post_ops(s, p, rec, &cd, attr, &y_md, &sum);
     if (!st) st = reject_reference(s, &cd, attr);
-    if (!st) st = session_reserve(s, 2, (size_t)(N * K * M) * sizeof(float));
+    if (!st) st = session_reserve(s, 2, (size_t)col * sizeof(float));
     if (st) { /* leave p as it was: the direct path builds it next */
         im2col_free(g);
         if (p->m_res) dnnl_memory_destroy(p->m_res);
