@@ -398,7 +398,8 @@ static void make_conv(const wcase *c, int64_t k, int64_t stride, int64_t pad, in
  * activations as im2col + a 1x1 convolution (not Winograd's 3x3 stride-1
  * cases, not a 1x1 stride-1 conv, not above 256 output pixels per image),
  * with the same results as oneDNN's direct kernel (the record with
- * KN_CONV_ALGO_DIRECT), the residual sum in place included. */
+ * KN_CONV_ALGO_DIRECT), the residual sum in place included; not when its
+ * column buffer would be too large. */
 static void test_dnnl_im2col(void **st)
 {
     (void)st;
@@ -458,6 +459,20 @@ static void test_dnnl_im2col(void **st)
         kn_dnnl_session_free(s);
         free(blob), free(x), free(res), free(ya), free(yd);
     }
+    /* a batch whose columns would pass 256 MiB (100000 x 576 x 49 floats):
+     * the direct kernel, no buffer of that size (created only, not run) */
+    wcase big = {.N = 100000, .C = 64, .O = 64, .H = 13, .W = 13};
+    kn_abi_dnnl r;
+    make_conv(&big, 3, 2, 1, 1, &r);
+    float *blob = rand_f(16 + 64 * 64 * 9);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p), KN_OK);
+    assert_int_not_equal(strncmp(kn_dnnl_prim_impl(p), "im2col", 6), 0);
+    kn_dnnl_prim_free(p);
+    kn_dnnl_session_free(s);
+    free(blob);
 }
 
 int main(void)
