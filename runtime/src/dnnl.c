@@ -452,8 +452,8 @@ static int set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, cons
     return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
 }
 
-/* oneDNN's implementation for op_desc with attr's post-ops, and whether it
- * writes dst in `dst` (false if oneDNN offers none). */
+/* oneDNN's implementation for op_desc with attr's post-ops into impl; false
+ * if oneDNN offers none, or (with dst) if it would not write dst in `dst`. */
 static bool impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
                     const dnnl_memory_desc_t *dst, char *impl, size_t n)
 {
@@ -461,7 +461,7 @@ static bool impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr
     if (dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL) != dnnl_success) return false;
     const char *name = NULL;
     bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name &&
-              dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), dst);
+              (!dst || dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), dst));
     if (ok) snprintf(impl, n, "%s", name);
     dnnl_primitive_desc_destroy(pd);
     return ok;
@@ -590,14 +590,10 @@ static bool is_pointwise(const kn_abi_dnnl *rec)
  * (unoptimized) kernel. */
 static int reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr)
 {
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL);
-    if (ds != dnnl_success) return dnnl_fail(ds, "describing a 1x1 convolution");
-    const char *impl = NULL;
-    ds = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    bool ref = ds != dnnl_success || !impl || !strncmp(impl, "ref", 3);
-    dnnl_primitive_desc_destroy(pd);
-    return ref ? kn_error(KN_ERR_UNSUPPORTED, "oneDNN: only a reference matmul for the 1x1 convolution") : KN_OK;
+    char impl[48];
+    if (!impl_of(s, op_desc, attr, NULL, impl, sizeof impl) || !strncmp(impl, "ref", 3))
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN: no optimized kernel for the 1x1 convolution");
+    return KN_OK;
 }
 
 /* A pointwise conv on plain NC(D)HW is the batched matmul W[O, C] x X[C, HW]:
@@ -643,16 +639,28 @@ static int create_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const un
     return st;
 }
 
+/* True if rec's post-ops add a residual (a malformed count: no). */
+static bool record_has_sum(const kn_abi_dnnl *rec)
+{
+    return rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
+}
+
+/* True if rec may run by one of kiln's own algorithms (Winograd, im2col):
+ * the record allows it, and its activations (the residual too) are in the
+ * session's blocked layout. */
+static bool own_algo_allowed(const kn_abi_dnnl *rec)
+{
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->src_layout == KN_LAYOUT_NATIVE &&
+           rec->dst_layout == KN_LAYOUT_NATIVE && (!record_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
+}
+
 /* A 3x3 stride-1 conv between two activations in the session's nChw8c
  * layout runs by Winograd (winograd.c) when its cost model says that is
  * faster for p's thread count, unless the record asks for direct
  * convolution; KN_ERR_UNSUPPORTED otherwise. */
 static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
 {
-    bool has_sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
-    if (rec->conv_algo == KN_CONV_ALGO_DIRECT || rec->src_layout != KN_LAYOUT_NATIVE ||
-        rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE))
-        return KN_ERR_UNSUPPORTED;
+    if (!own_algo_allowed(rec)) return KN_ERR_UNSUPPORTED;
     int tile = kn_wino_tile(rec, p->nthr);
     if (!tile) return KN_ERR_UNSUPPORTED;
     if (native_layout(s) != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
@@ -726,10 +734,8 @@ static void im2col_free(struct im2col *g)
 static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                       dnnl_primitive_attr_t attr)
 {
-    bool has_sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
-    if (rec->conv_algo == KN_CONV_ALGO_DIRECT || rec->src_layout != KN_LAYOUT_NATIVE ||
-        rec->dst_layout != KN_LAYOUT_NATIVE || (has_sum && rec->post_layout != KN_LAYOUT_NATIVE) ||
-        rec->spatial != 2 || rec->groups != 1 || rec->wei_ref.loc != KN_LOC_WEIGHTS || !weights)
+    if (!own_algo_allowed(rec) || rec->spatial != 2 || rec->groups != 1 || rec->wei_ref.loc != KN_LOC_WEIGHTS ||
+        !weights)
         return KN_ERR_UNSUPPORTED;
     int native = native_layout(s);
     if (native != NATIVE_BLOCK8 && native != NATIVE_BLOCK16) return KN_ERR_UNSUPPORTED;

@@ -385,7 +385,8 @@ static void test_dnnl_chooses(void **st)
 static void make_conv(const wcase *c, int64_t k, int64_t stride, int64_t pad, int64_t dil, kn_abi_dnnl *r)
 {
     make_record(c, r);
-    int64_t OH = (c->H + 2 * pad - dil * (k - 1) - 1) / stride + 1, OW = (c->W + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    int64_t OH = (c->H + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    int64_t OW = (c->W + 2 * pad - dil * (k - 1) - 1) / stride + 1;
     r->wei.dims[2] = r->wei.dims[3] = k;
     r->wei.nbytes = c->O * c->C * k * k * 4;
     r->dst.dims[2] = OH, r->dst.dims[3] = OW;
@@ -446,7 +447,8 @@ static void test_dnnl_im2col(void **st)
             assert_int_equal(kn_dnnl_prim_exec(s, pd, x, NULL, bias, yd, res, threads), KN_OK);
             assert_int_equal(kn_dnnl_prim_exec(s, pa, x, NULL, bias, ya, res, threads), KN_OK);
             double e = rel_err(ya, yd, ny);
-            if (!(e < 1e-5)) print_error("case %zu, %d threads: im2col vs direct: relative error %.3g\n", i, threads, e);
+            if (!(e < 1e-5))
+                print_error("case %zu, %d threads: im2col vs direct: relative error %.3g\n", i, threads, e);
             assert_true(e < 1e-5);
             if (sum) { /* in place: dst holds the residual */
                 memcpy(ya, res, (size_t)ny * sizeof(float));
