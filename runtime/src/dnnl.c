@@ -219,6 +219,16 @@ static int native_layout(struct kn_dnnl_session *s)
     return s->native;
 }
 
+int kn_dnnl_native_block(kn_dnnl_session *s)
+{
+    switch (native_layout(s)) {
+    case NATIVE_BLOCK8: return 8;
+    case NATIVE_BLOCK16: return 16;
+    case NATIVE_NHWC: return 0;
+    default: return -1;
+    }
+}
+
 /* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*). */
 static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
                   const char *what)
@@ -654,17 +664,19 @@ static bool own_algo_allowed(const kn_abi_dnnl *rec)
            rec->dst_layout == KN_LAYOUT_NATIVE && (!record_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
 }
 
-/* A 3x3 stride-1 conv between two activations in the session's nChw8c
- * layout runs by Winograd (winograd.c) when its cost model says that is
- * faster for p's thread count, unless the record asks for direct
- * convolution; KN_ERR_UNSUPPORTED otherwise. */
+/* A 3x3 stride-1 conv between two activations in the session's layout
+ * (nChw8c, nChw16c or NHWC) runs by Winograd (winograd.c) when its cost
+ * model says that is faster for p's thread count, unless the record asks
+ * for direct convolution; KN_ERR_UNSUPPORTED otherwise. */
 static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
 {
     if (!own_algo_allowed(rec)) return KN_ERR_UNSUPPORTED;
     int tile = kn_wino_tile(rec, p->nthr);
     if (!tile) return KN_ERR_UNSUPPORTED;
-    if (native_layout(s) != NATIVE_BLOCK8) return KN_ERR_UNSUPPORTED;
-    int st = kn_wino_create(rec, weights, tile, &p->wino);
+    int native = native_layout(s);
+    if (native != NATIVE_BLOCK8 && native != NATIVE_BLOCK16 && native != NATIVE_NHWC) return KN_ERR_UNSUPPORTED;
+    int block = native == NATIVE_BLOCK8 ? 8 : native == NATIVE_BLOCK16 ? 16 : 0;
+    int st = kn_wino_create(rec, weights, tile, block, &p->wino);
     if (!st) st = session_reserve(s, 2, kn_wino_scratch_bytes(p->wino));
     return st;
 }
@@ -674,7 +686,9 @@ static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
 /* Largest output image (pixels per image) run by im2col. On this class of
  * machine (AVX2, one thread and two), measured against oneDNN's direct
  * kernel at batch 1: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28
- * 0.9x (slower). */
+ * 0.9x (slower). Not for channels-last activations (AVX-512 CPUs, where
+ * oneDNN's brgconv kernels exchange NHWC): there its direct kernel keeps
+ * up (ResNet-50's 7x7 and 14x14 layers within +-8%, either way). */
 enum { IM2COL_MAX_PIXELS = 256 };
 /* Largest column buffer (ResNet-50 at batch 8 needs 14.5 MB). */
 #define IM2COL_MAX_BYTES (INT64_C(256) << 20)

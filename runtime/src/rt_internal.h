@@ -30,14 +30,18 @@ void kn_dnnl_prim_free(kn_dnnl_prim *p);
 /* What runs p: oneDNN's implementation name ("jit:avx2", ...) or
  * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c). */
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p);
+/* The channel block of the layout that KN_LAYOUT_NATIVE stands for in s:
+ * 8 or 16 (nChw8c, nChw16c), 0 for NHWC, -1 for plain NCHW. */
+int kn_dnnl_native_block(kn_dnnl_session *s);
 /* Rebuilds p for `threads` (oneDNN fixes a primitive's thread split when it
  * is created), so that the next run does not have to. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 
 /* ---- Winograd convolutions (winograd.c) ---------------------------------- */
 
-/* A 3x3 stride-1 convolution by F(4x4, 3x3) or F(2x2, 3x3) on nChw8c
- * activations (AVX2). */
+/* A 3x3 stride-1 convolution by F(4x4, 3x3) or F(2x2, 3x3) (AVX2; the
+ * products by AVX-512 where the CPU has it), on activations that are
+ * channel-blocked (nChw8c or nChw16c) or channels-last (NHWC). */
 typedef struct kn_wino kn_wino;
 /* True if rec is one it can run on this CPU (layouts are the caller's to
  * check). */
@@ -45,12 +49,15 @@ bool kn_wino_supported(const kn_abi_dnnl *rec);
 /* The output tile worth using for rec with `threads` threads (4 or 2), or 0
  * when oneDNN's direct kernel should be faster (a cost model). */
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads);
-/* Transforms the constant filter (from `weights`) once, for tile 4 or 2. */
-int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, kn_wino **out);
+/* Transforms the constant filter (from `weights`) once, for tile 4 or 2,
+ * for activations in layout `block`: 8 or 16 for nChw8c or nChw16c, 0 for
+ * NHWC (KN_ERR_UNSUPPORTED when the channels do not fill whole blocks). */
+int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, int block, kn_wino **out);
 int kn_wino_tile_of(const kn_wino *w);
 /* Bytes of scratch a run needs (the transformed input and products). */
 size_t kn_wino_scratch_bytes(const kn_wino *w);
-/* src, dst and residual nChw8c; bias used only when not constant. */
+/* src, dst and residual in the layout given at creation; bias used only
+ * when not constant. */
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads);
 void kn_wino_free(kn_wino *w);

@@ -1,8 +1,9 @@
 /*
  * runtime/src/winograd.c — 3x3, stride-1 convolutions by Winograd's minimal
  * filtering algorithm F(mxm, 3x3), m = 4 or 2 (Lavin and Gray, "Fast
- * Algorithms for Convolutional Neural Networks", 2016), for AVX2+FMA CPUs,
- * where oneDNN has no Winograd kernel (its own needs AVX-512).
+ * Algorithms for Convolutional Neural Networks", 2016), for x86-64 CPUs with
+ * AVX2+FMA: oneDNN 2.6 has no Winograd kernel for them, nor for AMD's
+ * AVX-512 CPUs (its own runs only on Intel's AVX-512 cores).
  *
  * Each m x m block ("tile") of the output is computed from an a x a block
  * of the input, a = m + 2: with d the input block, g the 3x3 filter and the
@@ -25,9 +26,12 @@
  *
  * A run has three phases, each a parallel loop on the session's threads:
  *  1. input transform: V[p][t][c] = (B^T d B)[p] for each tile t and
- *     channel c (8 channels at a time: the nChw8c blocks of oneDNN's AVX2
- *     layout, which is what src and dst are in);
- *  2. the a^2 products, by a 6x16 register-blocked FMA kernel;
+ *     channel c, 8 channels at a time (one AVX2 vector). src and dst are
+ *     in the layout oneDNN's convolutions exchange on this CPU: nChw8c
+ *     (AVX2), nChw16c or NHWC (AVX-512); the layout only changes where a
+ *     pixel's 8 channels are;
+ *  2. the a^2 products, by a 6x16 register-blocked FMA kernel, or on
+ *     AVX-512 CPUs an 8x32 one (twice the FLOPs per instruction);
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
  *
@@ -50,10 +54,12 @@
 #define WINO_X86 0
 #endif
 
-enum { MAX_ALPHA = 6, ROWS = 6, COLS = 16 };
+enum { MAX_ALPHA = 6, ROWS = 6, ROWS512 = 8, COLS = 16 };
 
 struct kn_wino {
     int m, alpha, npos;  /* output tile m x m, input block alpha x alpha, alpha^2 products */
+    int blk;             /* activations' channel block: 8 or 16 (nChw8c, nChw16c), 0: NHWC */
+    bool avx512;         /* the products by the AVX-512 kernel */
     int64_t N, C, O, H, W;
     int64_t th, tw, T;   /* tiles down, across, in all (N * th * tw) */
     float *U;            /* [npos][O/16][C][16] */
@@ -93,15 +99,25 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
-/* Rates behind kn_wino_tile, measured on an AVX2 Zen 2 core (docs/
- * benchmarks.md): the 6x16 product kernel, oneDNN's direct 3x3 kernel and
- * the transforms' traffic scale with threads; streaming U from memory does
- * not (the cores share it). */
-#define RATE_GEMM 60e9     /* FLOP/s per thread, products */
-#define RATE_DIRECT 70e9   /* FLOP/s per thread, oneDNN direct */
-#define RATE_XFORM 8e9     /* bytes/s per thread, V and M written and read */
-#define RATE_U 7e9         /* bytes/s, U streamed from memory */
+/* Rates behind kn_wino_tile, fitted to per-layer times of ResNet-50's 3x3
+ * layers (docs/benchmarks.md): the product kernel, oneDNN's direct 3x3
+ * kernel and the transforms' traffic scale with threads; streaming U from
+ * memory does not (the cores share it). FLOP/s and bytes/s per thread. */
+typedef struct wino_rates {
+    double gemm;   /* FLOP/s, the products */
+    double direct; /* FLOP/s, oneDNN's direct kernel */
+    double xform;  /* bytes/s, V and M written and read */
+    double u;      /* bytes/s, U streamed from memory */
+} wino_rates;
+/* AVX2 Zen 2 core: 6x16 kernel against jit:avx2. */
+static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9};
+/* AVX-512 Zen 5 core: 8x32 kernel against brgconv:avx512_core (NHWC). */
+static const wino_rates RATES_AVX512 = {200e9, 220e9, 20e9, 13e9};
 #define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
+
+static bool cpu_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
+
+static const wino_rates *rates(void) { return cpu_avx512() ? &RATES_AVX512 : &RATES_AVX2; }
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
@@ -112,11 +128,13 @@ static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
             W = rec->src.dims[3];
     double npos = (double)(m + 2) * (m + 2);
     double T = (double)N * (double)((H + m - 1) / m) * (double)((W + m - 1) / m);
-    double rows = (double)(((int64_t)T + ROWS - 1) / ROWS * ROWS);
-    double gemm = 2.0 * npos * rows * (double)C * (double)O / (RATE_GEMM * threads);
+    const wino_rates *r = rates();
+    int kr = cpu_avx512() ? ROWS512 : ROWS;
+    double rows = (double)(((int64_t)T + kr - 1) / kr * kr);
+    double gemm = 2.0 * npos * rows * (double)C * (double)O / (r->gemm * threads);
     double ubytes = npos * (double)C * (double)O * 4.0;
-    double xform = 2.0 * npos * T * (double)(C + O) * 4.0 / (RATE_XFORM * threads);
-    return max_d(gemm, ubytes / RATE_U) + xform;
+    double xform = 2.0 * npos * T * (double)(C + O) * 4.0 / (r->xform * threads);
+    return max_d(gemm, ubytes / r->u) + xform;
 }
 
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
@@ -124,7 +142,7 @@ int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
     if (!kn_wino_supported(rec)) return 0;
     if (threads < 1) threads = 1;
     double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * (double)rec->src.dims[1] * (double)rec->wei.dims[0] *
-                    (double)rec->src.dims[2] * (double)rec->src.dims[3] / (RATE_DIRECT * threads);
+                    (double)rec->src.dims[2] * (double)rec->src.dims[3] / (rates()->direct * threads);
     double c4 = wino_cost(rec, 4, threads), c2 = wino_cost(rec, 2, threads);
     int m = c4 <= c2 ? 4 : 2;
     return (m == 4 ? c4 : c2) <= MIN_GAIN * direct ? m : 0;
@@ -165,14 +183,19 @@ static void transform_filter(const float *g, int m, int64_t O, int64_t C, float 
         }
 }
 
-int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, kn_wino **out)
+int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int tile, int block, kn_wino **out)
 {
     *out = NULL;
     if (!kn_wino_supported(rec) || (tile != 2 && tile != 4))
         return kn_error(KN_ERR_UNSUPPORTED, "Winograd: not a 3x3 stride-1 convolution it runs (tile %d)", tile);
+    if ((block != 0 && block != 8 && block != 16) || (block && (rec->src.dims[1] % block || rec->wei.dims[0] % block)))
+        return kn_error(KN_ERR_UNSUPPORTED, "Winograd: no layout with channel block %d for %lld -> %lld channels",
+                        block, (long long)rec->src.dims[1], (long long)rec->wei.dims[0]);
     kn_wino *w = calloc(1, sizeof *w);
     if (!w) return kn_error(KN_ERR_NOMEM, "out of memory");
     w->m = tile, w->alpha = tile + 2, w->npos = w->alpha * w->alpha;
+    w->blk = block;
+    w->avx512 = cpu_avx512();
     w->N = rec->src.dims[0], w->C = rec->src.dims[1], w->O = rec->wei.dims[0];
     w->H = rec->src.dims[2], w->W = rec->src.dims[3];
     w->th = (w->H + tile - 1) / tile, w->tw = (w->W + tile - 1) / tile;
@@ -220,19 +243,32 @@ typedef struct wino_run {
     float *dst, *V, *M;
 } wino_run;
 
-/* The alpha x alpha input block of tile t, channel block b (zeros outside
- * the image: the padding). */
+/* Where channels 8b..8b+7 of pixel 0 of image n are, in an activation of
+ * ch channels, and (*pix) the distance from one pixel's to the next's. */
+static int64_t vec_base(const kn_wino *w, int64_t ch, int64_t n, int64_t b, int64_t *pix)
+{
+    if (!w->blk) { /* NHWC */
+        *pix = ch;
+        return n * w->H * w->W * ch + b * 8;
+    }
+    int64_t per = w->blk / 8; /* 8-channel vectors per block */
+    *pix = w->blk;
+    return (n * (ch / w->blk) + b / per) * w->H * w->W * w->blk + b % per * 8;
+}
+
+/* The alpha x alpha input block of tile t, channels 8b.. (zeros outside the
+ * image: the padding). */
 AVX2 static void load_block(const wino_run *r, int64_t t, int64_t b, __m256 d[MAX_ALPHA][MAX_ALPHA])
 {
     const kn_wino *w = r->w;
-    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
-    const float *img = r->src + (n * (w->C / 8) + b) * w->H * w->W * 8;
+    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw, pix;
+    const float *img = r->src + vec_base(w, w->C, n, b, &pix);
     int64_t y0 = ty * w->m - 1, x0 = tx * w->m - 1;
     for (int i = 0; i < w->alpha; i++) {
         int64_t y = y0 + i;
         for (int j = 0; j < w->alpha; j++) {
             int64_t x = x0 + j;
-            d[i][j] = (y >= 0 && y < w->H && x >= 0 && x < w->W) ? _mm256_load_ps(img + (y * w->W + x) * 8)
+            d[i][j] = (y >= 0 && y < w->H && x >= 0 && x < w->W) ? _mm256_load_ps(img + (y * w->W + x) * pix)
                                                                   : _mm256_setzero_ps();
         }
     }
@@ -260,7 +296,7 @@ AVX2 static void load_block(const wino_run *r, int64_t t, int64_t b, __m256 d[MA
         y3 = _mm256_sub_ps(x1, x3);                                                                                \
     } while (0)
 
-/* Phase 1 for tiles x 8-channel blocks [lo, hi): V[p][t][c..c+8]. */
+/* Phase 1 for (tile, 8 channels) pairs [lo, hi): V[p][t][c..c+8]. */
 AVX2 static int input_chunk(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
@@ -339,6 +375,74 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* c[r][0..16 np] = sum_k a[r][k] * b[k][..] for r < rows, on AVX-512: a
+ * holds up to 8 rows of V, b np (1 or 2) adjacent 16-column panels of U,
+ * `next` floats apart. Inlined with np constant, so that the accumulators
+ * stay in registers. */
+#define ROW512(i)                                                                                                  \
+    do {                                                                                                           \
+        __m512 x_ = _mm512_set1_ps(a##i[k]);                                                                       \
+        c##i##0 = _mm512_fmadd_ps(x_, b0, c##i##0);                                                                \
+        if (np == 2) c##i##1 = _mm512_fmadd_ps(x_, b1, c##i##1);                                                   \
+    } while (0)
+AVX512 static inline __attribute__((always_inline)) void gemm_8x32(const float *const a[ROWS512], const float *b,
+                                                                  int64_t next, int np, int64_t K,
+                                                                  float *const c[ROWS512], int rows)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5], *a6 = a[6], *a7 = a[7];
+    const float *bn = b + next;
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b0 = _mm512_load_ps(b + k * COLS), b1 = np == 2 ? _mm512_load_ps(bn + k * COLS) : b0;
+        ROW512(0);
+        ROW512(1);
+        ROW512(2);
+        ROW512(3);
+        ROW512(4);
+        ROW512(5);
+        ROW512(6);
+        ROW512(7);
+    }
+    __m512 acc[ROWS512][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    for (int i = 0; i < rows; i++) {
+        _mm512_storeu_ps(c[i], acc[i][0]);
+        if (np == 2) _mm512_storeu_ps(c[i] + COLS, acc[i][1]);
+    }
+}
+#undef ROW512
+
+/* Phase 2 on AVX-512 for (position, pair of 16-column panels) pairs
+ * [lo, hi); an odd last panel goes alone. */
+AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const wino_run *r = args;
+    const kn_wino *w = r->w;
+    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t p = it / pairs, q = it % pairs * 2;
+        const float *V = r->V + p * w->T * w->C, *B = w->U + (p * panels + q) * w->C * COLS;
+        float *M = r->M + p * w->T * w->O + q * COLS;
+        bool two = q + 1 < panels;
+        for (int64_t t0 = 0; t0 < w->T; t0 += ROWS512) {
+            int rows = w->T - t0 < ROWS512 ? (int)(w->T - t0) : ROWS512;
+            const float *ap[ROWS512];
+            float *cp[ROWS512];
+            for (int i = 0; i < ROWS512; i++) {
+                int64_t t = t0 + (i < rows ? i : 0); /* rows past the end repeat row 0, unstored */
+                ap[i] = V + t * w->C;
+                cp[i] = M + t * w->O;
+            }
+            if (two) gemm_8x32(ap, B, w->C * COLS, 2, w->C, cp, rows);
+            else gemm_8x32(ap, B, 0, 1, w->C, cp, rows);
+        }
+    }
+    return KN_OK;
+}
+
 /* The record's post-ops on one vector (sum: + the residual at the same place). */
 AVX2 static __m256 apply_posts(const kn_wino *w, __m256 x, const float *res)
 {
@@ -361,19 +465,19 @@ AVX2 static __m256 apply_posts(const kn_wino *w, __m256 x, const float *res)
     return x;
 }
 
-/* Bias, post-ops and the store of tile t's m x m outputs y, channel block b
+/* Bias, post-ops and the store of tile t's m x m outputs y, channels 8b..
  * (the pixels that fall inside the image). */
 AVX2 static void store_tile(const wino_run *r, int64_t t, int64_t b, __m256 y[4][4])
 {
     const kn_wino *w = r->w;
-    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw;
+    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw, pix;
     __m256 bias = r->bias ? _mm256_loadu_ps(r->bias + b * 8) : _mm256_setzero_ps();
-    int64_t off0 = (n * (w->O / 8) + b) * w->H * w->W * 8;
+    int64_t off0 = vec_base(w, w->O, n, b, &pix);
     float *out = r->dst + off0;
     const float *res = r->res ? r->res + off0 : NULL;
     for (int i = 0; i < w->m && ty * w->m + i < w->H; i++) {
         for (int j = 0; j < w->m && tx * w->m + j < w->W; j++) {
-            int64_t off = ((ty * w->m + i) * w->W + tx * w->m + j) * 8;
+            int64_t off = ((ty * w->m + i) * w->W + tx * w->m + j) * pix;
             _mm256_store_ps(out + off, apply_posts(w, _mm256_add_ps(y[i][j], bias), res ? res + off : NULL));
         }
     }
@@ -397,7 +501,7 @@ AVX2 static void store_tile(const wino_run *r, int64_t t, int64_t b, __m256 y[4]
         y1 = _mm256_sub_ps(_mm256_sub_ps(x1, x2), x3);                                                             \
     } while (0)
 
-/* Phase 3 for tiles x 8-channel output blocks [lo, hi). */
+/* Phase 3 for (tile, 8 output channels) pairs [lo, hi). */
 AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
@@ -440,7 +544,10 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .M = scratch + w->npos * w->T * w->C};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
     int st = kn_rt_parallel_for_threads(threads, input_chunk, &r, w->T * (w->C / 8));
-    if (!st) st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
+    if (!st && w->avx512)
+        st = kn_rt_parallel_for_threads(threads, gemm512_chunk, &r, w->npos * ((w->O / COLS + 1) / 2));
+    else if (!st)
+        st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
     if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk, &r, w->T * (w->O / 8));
     return st;
 }

@@ -5,7 +5,8 @@
  * image sizes that are and are not multiples of the 4x4 tile, batches,
  * channel counts, bias given as a constant or per run, every post-op it
  * takes (ReLU, leaky ReLU, clip, residual sum before or after an
- * activation, in place), 1 and 2 threads bitwise equal; which records it
+ * activation, in place), 1 and 2 threads bitwise equal, in each activation
+ * layout it takes (nChw8c, nChw16c, NHWC); which records it
  * refuses and which tile its cost model picks for ResNet-50's layers; and
  * the oneDNN wrapper (dnnl.c) choosing it for a record between
  * two blocked activations, and not when the record asks for direct
@@ -130,18 +131,24 @@ static void conv_ref(const wcase *c, const float *x, const float *w, const float
                 }
 }
 
-/* NCHW <-> nChw8c (C a multiple of 8). */
-static void to_blocked(const float *x, float *out, int64_t N, int64_t C, int64_t HW)
+/* Where element (n, c, pixel i) of an NCHW tensor is in layout blk: nChw8c
+ * or nChw16c (blk 8 or 16, C a multiple of it) or NHWC (blk 0). */
+static int64_t layout_off(int blk, int64_t n, int64_t c, int64_t i, int64_t C, int64_t HW)
 {
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t i = 0; i < HW; i++) out[((n * (C / 8) + c / 8) * HW + i) * 8 + c % 8] = x[(n * C + c) * HW + i];
+    if (!blk) return (n * HW + i) * C + c;
+    return ((n * (C / blk) + c / blk) * HW + i) * blk + c % blk;
 }
-static void from_blocked(const float *x, float *out, int64_t N, int64_t C, int64_t HW)
+static void to_layout(int blk, const float *x, float *out, int64_t N, int64_t C, int64_t HW)
 {
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
-            for (int64_t i = 0; i < HW; i++) out[(n * C + c) * HW + i] = x[((n * (C / 8) + c / 8) * HW + i) * 8 + c % 8];
+            for (int64_t i = 0; i < HW; i++) out[layout_off(blk, n, c, i, C, HW)] = x[(n * C + c) * HW + i];
+}
+static void from_layout(int blk, const float *x, float *out, int64_t N, int64_t C, int64_t HW)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < HW; i++) out[(n * C + c) * HW + i] = x[layout_off(blk, n, c, i, C, HW)];
 }
 
 /* Largest |got - want| relative to the largest |want|. */
@@ -156,9 +163,10 @@ static double rel_err(const float *got, const float *want, int64_t n)
     return m > 0 ? e / m : e;
 }
 
-/* Runs c through kn_wino with output tile `tile` at 1 and 2 threads
- * (bitwise equal) and checks it against the naive convolution. */
-static void run_tile(const wcase *c, int tile)
+/* Runs c through kn_wino with output tile `tile` on activations in layout
+ * blk (layout_off) at 1 and 2 threads (bitwise equal) and checks it against
+ * the naive convolution. */
+static void run_tile(const wcase *c, int tile, int blk)
 {
     if (!cpu_has_avx2()) skip();
     kn_abi_dnnl r;
@@ -172,12 +180,12 @@ static void run_tile(const wcase *c, int tile)
     float *want = alloc_f(ny), *xb = alloc_f(nx), *resb = alloc_f(ny), *y1 = alloc_f(ny), *y2 = alloc_f(ny),
           *got = alloc_f(ny);
     conv_ref(c, x, w, b, sum ? res : NULL, want);
-    to_blocked(x, xb, c->N, c->C, HW);
-    to_blocked(res, resb, c->N, c->O, HW);
+    to_layout(blk, x, xb, c->N, c->C, HW);
+    to_layout(blk, res, resb, c->N, c->O, HW);
 
     assert_true(kn_wino_supported(&r));
     kn_wino *k;
-    int st = kn_wino_create(&r, (const unsigned char *)blob, tile, &k);
+    int st = kn_wino_create(&r, (const unsigned char *)blob, tile, blk, &k);
     if (st) print_error("%s\n", kn_last_error());
     assert_int_equal(st, KN_OK);
     float *scratch = alloc_f((int64_t)(kn_wino_scratch_bytes(k) / sizeof(float)) + 16);
@@ -185,11 +193,11 @@ static void run_tile(const wcase *c, int tile)
     assert_int_equal(kn_wino_exec(k, xb, run_bias, y1, sum ? resb : NULL, scratch, 1), KN_OK);
     assert_int_equal(kn_wino_exec(k, xb, run_bias, y2, sum ? resb : NULL, scratch, 2), KN_OK);
     assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
-    from_blocked(y1, got, c->N, c->O, HW);
+    from_layout(blk, y1, got, c->N, c->O, HW);
     double e = rel_err(got, want, ny);
     if (!(e < 2e-5))
-        print_error("F(%dx%d) %lldx%lldx%lldx%lld -> %lld: relative error %.3g\n", tile, tile, (long long)c->N,
-                    (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->O, e);
+        print_error("F(%dx%d) %lldx%lldx%lldx%lld -> %lld, layout %d: relative error %.3g\n", tile, tile,
+                    (long long)c->N, (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->O, blk, e);
     assert_true(e < 2e-5);
     if (sum) { /* in place: dst holds the residual */
         memcpy(y1, resb, (size_t)ny * sizeof(float));
@@ -200,10 +208,24 @@ static void run_tile(const wcase *c, int tile)
     free(blob), free(x), free(res), free(want), free(xb), free(resb), free(y1), free(y2), free(got), free(scratch);
 }
 
+/* Both tiles in each layout (nChw16c only where the channels fill its
+ * blocks: elsewhere kn_wino_create must refuse it). */
 static void run_case(const wcase *c)
 {
-    run_tile(c, 4);
-    run_tile(c, 2);
+    static const int blks[] = {8, 16, 0};
+    for (size_t i = 0; i < sizeof blks / sizeof *blks; i++) {
+        if (blks[i] && (c->C % blks[i] || c->O % blks[i])) {
+            if (!cpu_has_avx2()) continue;
+            kn_abi_dnnl r;
+            make_record(c, &r);
+            kn_wino *k = NULL;
+            assert_int_equal(kn_wino_create(&r, NULL, 4, blks[i], &k), KN_ERR_UNSUPPORTED);
+            assert_null(k);
+            continue;
+        }
+        run_tile(c, 4, blks[i]);
+        run_tile(c, 2, blks[i]);
+    }
 }
 
 static const kn_abi_post RELU = {KN_POST_RELU, 0, 0}, SUM = {KN_POST_SUM, 0, 0};
@@ -297,55 +319,62 @@ static void test_refusals(void **st)
     assert_false(kn_wino_supported(&r));
     kn_wino *k = (kn_wino *)&base; /* must be set to NULL */
     r = base, r.strides[0] = 2;
-    assert_int_equal(kn_wino_create(&r, NULL, 4, &k), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_wino_create(&r, NULL, 4, 8, &k), KN_ERR_UNSUPPORTED);
     assert_null(k);
-    assert_int_equal(kn_wino_create(&base, NULL, 3, &k), KN_ERR_UNSUPPORTED); /* no F(3x3) */
+    assert_int_equal(kn_wino_create(&base, NULL, 3, 8, &k), KN_ERR_UNSUPPORTED); /* no F(3x3) */
     assert_null(k);
+    if (cpu_has_avx2()) {
+        assert_int_equal(kn_wino_create(&base, NULL, 4, 32, &k), KN_ERR_UNSUPPORTED); /* no such layout */
+        assert_null(k);
+    }
     if (!cpu_has_avx2()) return;
     /* damaged records: named, nothing read */
-    assert_int_equal(kn_wino_create(&base, NULL, 4, &k), KN_ERR_INVALID);
+    assert_int_equal(kn_wino_create(&base, NULL, 4, 8, &k), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "no weights were given"));
     float *blob = rand_f(16 + 16 * 16 * 9 + 16);
     r = base, r.wei.nbytes -= 4;
-    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, &k), KN_ERR_INVALID);
+    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, 0, &k), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "the weights have the wrong size"));
     r = base, r.bias.rank = 1, r.bias.dims[0] = 16, r.bias.nbytes = 8;
-    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, &k), KN_ERR_INVALID);
+    assert_int_equal(kn_wino_create(&r, (const unsigned char *)blob, 4, 0, &k), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "the bias has the wrong size"));
     assert_null(k);
     free(blob);
 }
 
-/* The cost model on ResNet-50's 3x3 stride-1 layers at batch 1: F(4x4)
- * where there are many tiles, F(2x2) where at 2 threads streaming F(4x4)'s
- * 9.4 MB filter would cost more than it saves, direct where even F(2x2)'s
- * filter (16 MB) is too much to stream for 16 tiles. */
+/* The cost model on ResNet-50's 3x3 stride-1 layers at batch 1, with the
+ * rates of this CPU's kernels. AVX2: F(4x4) where there are many tiles,
+ * F(2x2) where at 2 threads streaming F(4x4)'s 9.4 MB filter would cost
+ * more than it saves, direct where even F(2x2)'s filter (16 MB) is too much
+ * to stream for 16 tiles. AVX-512 (products twice as fast, so that
+ * streaming the filter weighs more): F(2x2) already at 14x14 on 1 thread. */
 static void test_tile_choice(void **st)
 {
     (void)st;
     if (!cpu_has_avx2()) skip();
     struct {
         int64_t C, H;
-        int threads, tile;
+        int threads, avx2, avx512;
     } want[] = {
-        {64, 56, 1, 4}, {64, 56, 2, 4}, {128, 28, 1, 4}, {128, 28, 2, 4},
-        {256, 14, 1, 4}, {256, 14, 2, 2}, {512, 7, 2, 0},
+        {64, 56, 1, 4, 4}, {64, 56, 2, 4, 4}, {128, 28, 1, 4, 4}, {128, 28, 2, 4, 4},
+        {256, 14, 1, 4, 2}, {256, 14, 2, 2, 2}, {512, 7, 1, 0, 0}, {512, 7, 2, 0, 0},
     };
+    bool avx512 = (kn_cpu_features() & KN_CPU_AVX512F) != 0;
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         wcase c = {.N = 1, .C = want[i].C, .O = want[i].C, .H = want[i].H, .W = want[i].H};
         kn_abi_dnnl r;
         make_record(&c, &r);
-        int got = kn_wino_tile(&r, want[i].threads);
-        if (got != want[i].tile)
+        int got = kn_wino_tile(&r, want[i].threads), tile = avx512 ? want[i].avx512 : want[i].avx2;
+        if (got != tile)
             print_error("C=%lld %lldx%lld, %d threads: tile %d, expected %d\n", (long long)c.C, (long long)c.H,
-                        (long long)c.H, want[i].threads, got, want[i].tile);
-        assert_int_equal(got, want[i].tile);
+                        (long long)c.H, want[i].threads, got, tile);
+        assert_int_equal(got, tile);
     }
 }
 
-/* dnnl.c runs a record between two blocked activations by Winograd where
- * the session's blocked layout is nChw8c (AVX2 without AVX-512), and by
- * oneDNN when the record says KN_CONV_ALGO_DIRECT; both give the same
+/* dnnl.c runs a record between two activations in the session's layout by
+ * Winograd where its cost model says so, and by oneDNN when the record
+ * says KN_CONV_ALGO_DIRECT; both give the same
  * result to Winograd's accuracy. */
 static void test_dnnl_chooses(void **st)
 {
@@ -364,8 +393,8 @@ static void test_dnnl_chooses(void **st)
     assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
     assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &pa), KN_OK);
     assert_int_equal(kn_dnnl_prim_create(s, &rd, (const unsigned char *)blob, &pd), KN_OK);
-    uint64_t f = kn_cpu_features();
-    bool expect = cpu_has_avx2() && !(f & KN_CPU_AVX512F);
+    /* prims start at one thread */
+    bool expect = kn_wino_tile(&r, 1) != 0 && kn_dnnl_native_block(s) >= 0;
     assert_int_equal(strncmp(kn_dnnl_prim_impl(pa), "winograd", 8) == 0, expect);
     assert_int_not_equal(strncmp(kn_dnnl_prim_impl(pd), "winograd", 8), 0);
     for (int threads = 1; threads <= 2; threads++) {
@@ -437,7 +466,8 @@ static void test_dnnl_im2col(void **st)
         assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
         assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &pa), KN_OK);
         assert_int_equal(kn_dnnl_prim_create(s, &rd, (const unsigned char *)blob, &pd), KN_OK);
-        bool expect = cases[i].im2col && cpu_has_avx2();
+        int blk = kn_dnnl_native_block(s); /* im2col takes blocked layouts only */
+        bool expect = cases[i].im2col && cpu_has_avx2() && (blk == 8 || blk == 16);
         if ((strncmp(kn_dnnl_prim_impl(pa), "im2col", 6) == 0) != expect)
             print_error("case %zu: kernel '%s'\n", i, kn_dnnl_prim_impl(pa));
         assert_int_equal(strncmp(kn_dnnl_prim_impl(pa), "im2col", 6) == 0, expect);
