@@ -8,13 +8,17 @@
  * value lives from its producer to its last user, and a freed interval is
  * reused by the best-fitting later value. Reshape-like ops whose output is
  * only a view of the input share the input's location ("alias"); the input
- * then lives until the alias's last use. A computed value whose shape is not
+ * then lives until the alias's last use. A fused Conv/MatMul whose residual
+ * dies there writes its output over the residual ("in place": oneDNN's sum
+ * post-op then finds the residual already in dst instead of having it
+ * copied there at every run). A computed value whose shape is not
  * static (it depends on input data) gets a session slot instead: the runtime
  * kernel that produces it sizes it at run time. The outer values that a
  * control-flow node's subgraphs read (kn_cg_captures) count as inputs of
  * that node: they are stored and stay alive until it has run.
  */
 #include "cg.h"
+#include "fused_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +173,13 @@ static int64_t arena_alloc(arena_state *s, int64_t size, int root)
     return best;
 }
 
+/* The block of root now holds new_root's bytes (an in-place output). */
+static void arena_hand_over(arena_state *s, int root, int new_root)
+{
+    for (int i = 0; i < s->n_live; i++)
+        if (s->live[i].root == root) s->live[i].root = new_root;
+}
+
 static void arena_release(arena_state *s, int root)
 {
     for (int i = 0; i < s->n_live; i++)
@@ -222,6 +233,28 @@ static int find_last_uses(const kn_graph *g, const int *root, int *last, int nv)
     return KN_OK;
 }
 
+/* The residual whose arena bytes the output of n (node index i) may take
+ * over, or NULL: n is a kiln::FusedConv or kiln::FusedMatMul (their
+ * kernels, oneDNN's with a sum post-op and the runtime's, add the residual
+ * into the output), the residual is an f32 value of the output's shape in
+ * the arena, not an alias, read by no later node and by no other input of n
+ * (a conv must not write over its own src). */
+static const kn_value *in_place_residual(const kn_node *n, int i, const kn_plan *p, const int *root, const int *last)
+{
+    if ((n->op != KN_OP_FusedConv && n->op != KN_OP_FusedMatMul) || n->n_outputs < 1 || !n->outputs[0]) return NULL;
+    const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
+    if (!r || r->const_data || root[r->id] != r->id || p->where[r->id].loc != KN_LOC_ARENA || last[r->id] != i)
+        return NULL;
+    if (r->dtype != KN_F32 || y->dtype != KN_F32 || r->shape.rank != y->shape.rank ||
+        value_nbytes(r) != value_nbytes(y) || value_nbytes(y) < 0)
+        return NULL;
+    for (int d = 0; d < y->shape.rank; d++)
+        if (r->shape.dims[d] != y->shape.dims[d]) return NULL;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (k != KN_FUSED_RESIDUAL && n->inputs[k] && root[n->inputs[k]->id] == r->id) return NULL;
+    return r;
+}
+
 static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
 {
     int nv = p->n_where;
@@ -240,12 +273,19 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
                 return kn_error(KN_ERR_INVALID, "value '%s' has no static size", v->name);
             }
             int64_t size = align_up(nb);
-            p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
+            const kn_value *r = k == 0 ? in_place_residual(n, i, p, root, last) : NULL;
+            if (r) { /* the residual's block, which it leaves at this node */
+                p->where[v->id] = p->where[r->id];
+                arena_hand_over(&s, r->id, v->id);
+            } else {
+                p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
+            }
             p->intermediate_bytes += size;
             p->live_first[v->id] = i;
             p->live_last[v->id] = last[v->id];
         }
-        /* release after allocating, so a node's outputs never overlap its inputs */
+        /* release after allocating, so a node's outputs never overlap its inputs
+         * (but for an in-place output and its residual) */
         for (int j = s.n_live - 1; j >= 0; j--)
             if (last[s.live[j].root] <= i) arena_release(&s, s.live[j].root);
     }

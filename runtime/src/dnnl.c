@@ -109,12 +109,15 @@ struct kn_dnnl_prim {
     bool has_bias, has_sum;
     int bias_arg;              /* DNNL_ARG_BIAS, or the first binary post-op's operand */
     /* the residual read by a binary add post-op (set_residual_post_ops)
-     * instead of copied into dst for a sum post-op; res_arg is its operand */
+     * instead of copied into dst for a sum post-op; res_arg is its operand.
+     * main_sum: the same kernel with the sum post-op, for runs in place
+     * (dst already holds the residual: nothing to copy either way) */
     dnnl_memory_t m_res;
+    prim_run main_sum;
     int res_arg;
     size_t res_bytes;
     const void *bias_const;
-    size_t dst_bytes;
+    size_t dst_bytes, post_bytes; /* post_bytes: the residual's, when sum_ro reorders it */
     /* a 3x3 stride-1 conv run by winograd.c instead of oneDNN */
     kn_wino *wino;
     /* a conv run as im2col + oneDNN's 1x1 kernel (see try_im2col) */
@@ -494,8 +497,16 @@ static int set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_a
         kn_error_clear();
         return st;
     }
+    /* the sum variant too, for runs in place (main_sum) */
+    dnnl_primitive_attr_t sum_attr = NULL;
+    if (dnnl_primitive_attr_clone(&sum_attr, attr) != dnnl_success)
+        return kn_error(KN_ERR_NOMEM, "oneDNN: copying attributes failed");
     bool ok = !set_post_ops_res(rec, attr, NULL, res_md, has_sum, &idx) && idx >= 0 &&
               impl_of(s, op_desc, attr, res_md, with_add, sizeof with_add) && !strcmp(with_sum, with_add);
+    dnnl_primitive_desc_t sum_pd = NULL;
+    if (ok && dnnl_primitive_desc_create(&sum_pd, op_desc, sum_attr, s->engine, NULL) != dnnl_success) ok = false;
+    dnnl_primitive_attr_destroy(sum_attr);
+    if (ok && (st = run_make(s, sum_pd, &p->main_sum, "creating the in-place variant"))) return st;
     if (!ok) {
         kn_error_clear();
         return set_post_ops(rec, attr, NULL, has_sum);
@@ -503,10 +514,10 @@ static int set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_a
     p->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
     p->res_bytes = dnnl_memory_desc_get_size(res_md);
     DN(dnnl_memory_create(&p->m_res, res_md, s->engine, DNNL_MEMORY_NONE), "creating the residual memory");
-    /* in place (dst holds the residual), the kernel would read back its own
-     * partial sums: the residual is copied aside first, into the
-     * dst-reorder buffer, which this primitive does not use (its dst is in
-     * res_md, the caller's layout) */
+    /* when the residual overlaps dst other than exactly (in place runs
+     * main_sum), the kernel would read back its own partial sums: the
+     * residual is copied aside first, into the dst-reorder buffer, which this
+     * primitive does not use (its dst is in res_md, the caller's layout) */
     return session_reserve(s, 1, p->res_bytes);
 }
 
@@ -579,9 +590,18 @@ static int finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc,
     if (p->has_sum && !dnnl_memory_desc_equal(pm, &dst_pd)) {
         DN(dnnl_memory_create(&p->m_post_user, pm, s->engine, DNNL_MEMORY_NONE), "creating the sum memory");
         if ((rc = make_reorder(s, pm, &dst_pd, &p->sum_ro, "creating the residual reorder"))) return rc;
+        /* in place, the residual is moved aside before the reorder (exec) */
+        p->post_bytes = dnnl_memory_desc_get_size(pm);
+        if (!p->dst_reorder && (rc = session_reserve(s, 1, p->post_bytes))) return rc;
     }
     if (bias_md) DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
     p->dst_bytes = dnnl_memory_desc_get_size(dst_md);
+    if (p->main_sum.prim) { /* it shares the weights: only with the same layout of them */
+        const_dnnl_primitive_desc_t spd = NULL;
+        if (dnnl_primitive_get_primitive_desc(p->main_sum.prim, &spd) != dnnl_success ||
+            !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(spd, dnnl_query_weights_md, 0), &want))
+            run_free(&p->main_sum);
+    }
     return setup_weights(s, p, wei_user, &want, wconst);
 }
 
@@ -809,6 +829,7 @@ static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
         im2col_free(g);
         if (p->m_res) dnnl_memory_destroy(p->m_res);
         p->m_res = NULL;
+        run_free(&p->main_sum);
         return st;
     }
     p->i2c = g;
@@ -1114,6 +1135,7 @@ static void prim_clear(kn_dnnl_prim *p)
     run_free(&p->src_ro);
     run_free(&p->dst_ro);
     run_free(&p->sum_ro);
+    run_free(&p->main_sum);
     dnnl_memory_t mems[] = {p->m_src, p->m_wei, p->m_bias, p->m_dst, p->m_wei_user, p->m_src_user, p->m_dst_user,
                             p->m_post_user, p->m_res};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
@@ -1231,6 +1253,12 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the sum post-op has no input");
         /* the sum post-op accumulates into dst: start from the residual */
         if (p->sum_ro.prim) {
+            const char *r = post_src, *d = dst_prim;
+            if (r < d + p->dst_bytes && d < r + p->post_bytes) {
+                /* in place: the reorder must not write over what it reads */
+                if ((rc = copy_parallel(s->act[1], post_src, p->post_bytes, threads))) return rc;
+                post_src = s->act[1];
+            }
             DN(dnnl_memory_set_data_handle(p->m_post_user, (void *)post_src), "binding the residual");
             dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_post_user}, {DNNL_ARG_TO, p->m_dst}};
             if ((rc = run_exec(s, &p->sum_ro, ra, 2, "reordering the residual"))) return rc;
@@ -1270,18 +1298,22 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         DN(dnnl_memory_set_data_handle(p->m_bias, (void *)b), "binding the bias");
         args[n++] = (dnnl_exec_arg_t){p->bias_arg, p->m_bias};
     }
+    prim_run *run = &p->main;
     if (p->m_res) {
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the residual add has no input");
         const char *r = post_src, *d = dst_prim;
-        if (r < d + p->dst_bytes && d < r + p->res_bytes) { /* overlaps dst */
-            if ((rc = copy_parallel(s->act[1], post_src, p->res_bytes, threads))) return rc;
-            post_src = s->act[1];
+        if (r == d && p->main_sum.prim) {
+            run = &p->main_sum; /* in place: dst holds the residual, as the sum post-op wants */
+        } else {
+            if (r < d + p->dst_bytes && d < r + p->res_bytes) { /* overlaps dst: the kernel would read its own sums */
+                if ((rc = copy_parallel(s->act[1], post_src, p->res_bytes, threads))) return rc;
+                post_src = s->act[1];
+            }
+            DN(dnnl_memory_set_data_handle(p->m_res, (void *)post_src), "binding the residual");
+            args[n++] = (dnnl_exec_arg_t){p->res_arg, p->m_res};
         }
-        DN(dnnl_memory_set_data_handle(p->m_res, (void *)post_src), "binding the residual");
-        args[n++] = (dnnl_exec_arg_t){p->res_arg, p->m_res};
     }
-    if ((rc = run_exec(s, &p->main, args, n, p->kind == KN_DNNL_CONV ? "running the convolution"
-                                                                        : "running the matmul")))
+    if ((rc = run_exec(s, run, args, n, p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
         return rc;
     if (p->dst_reorder) {
         DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");

@@ -238,6 +238,32 @@ static void test_bottleneck_blocks(void **state)
                 6); /* 7 convs; the downsample (bias only) stays a Conv */
 }
 
+/* Fused ops that the memory plan writes over their residual, which dies
+ * there (in place): a conv whose residual comes from a generated op (plain
+ * NCHW) while its output, read only by a conv, stays in oneDNN's layout (the
+ * runtime reorders the residual into dst from a copy), and a MatMul. */
+static void test_in_place_residuals(void **state)
+{
+    (void)state;
+    check_model("kiln-ir v1\nopset \"\" 17\n"
+                "graph main(%x: f32[1,16,8,8], %v: f32[1,6,16]) {\n"
+                "  %w = const f32[16,16,3,3] {... fnv1a=0}\n"
+                "  %b = const f32[16] {... fnv1a=0}\n"
+                "  %w2 = const f32[32,16,1,1] {... fnv1a=0}\n"
+                "  %wm = const f32[16,16] {... fnv1a=0}\n"
+                "  %e: f32[1,16,8,8] = Sigmoid(%x) #\"e\"\n"
+                "  %c: f32[1,16,8,8] = Conv(%x, %w, %b) {pads=[1,1,1,1]} #\"c\"\n"
+                "  %s: f32[1,16,8,8] = Add(%c, %e) #\"s\"\n"
+                "  %r: f32[1,16,8,8] = Relu(%s) #\"r\"\n"
+                "  %c2: f32[1,32,8,8] = Conv(%r, %w2) #\"c2\"\n"
+                "  %h: f32[1,6,16] = Sigmoid(%v) #\"h\"\n"
+                "  %m: f32[1,6,16] = MatMul(%v, %wm) #\"m\"\n"
+                "  %a: f32[1,6,16] = Add(%m, %h) #\"a\"\n"
+                "  %o: f32[1,6,16] = Mul(%a, %a) #\"o\"\n"
+                "  return %c2, %o\n}\n",
+                2);
+}
+
 /* Linear + Gelu, Linear + residual, Gemm (transB, alpha) + Sigmoid. */
 static void test_matmul_bias_gelu_residual(void **state)
 {
@@ -302,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_conv_bias_relu_residual),
         cmocka_unit_test(test_bottleneck_blocks),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
+        cmocka_unit_test(test_in_place_residuals),
         cmocka_unit_test(test_elementwise_chains),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -1,7 +1,8 @@
 /* Unit tests of the static memory plan (codegen/cpu/plan.c): locations of
  * inputs, outputs and constants, arena reuse along a chain, aliasing of
- * reshape-like ops, and that no two values alive at the same time share
- * arena bytes. */
+ * reshape-like ops, fused ops written over their dying residual (in
+ * place), and that no two values alive at the same time share arena bytes
+ * otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <cmocka.h>
 
 #include "cg.h"
+#include "fused_int.h"
+#include "text.h"
 
 static kn_model *new_model(void)
 {
@@ -47,6 +50,13 @@ static kn_node *unary(kn_model *m, kn_op op, const char *name, kn_value *x)
     return n;
 }
 
+/* True if fused node n writes its output over a, its residual (in place). */
+static bool written_over(const kn_plan *p, const kn_node *n, const kn_value *a)
+{
+    return (n->op == KN_OP_FusedConv || n->op == KN_OP_FusedMatMul) && kn_node_input(n, KN_FUSED_RESIDUAL) == a &&
+           p->where[n->outputs[0]->id].offset == p->where[a->id].offset;
+}
+
 /* Every pair of arena values whose live ranges overlap must not share bytes. */
 static void check_no_overlap(const kn_graph *g, const kn_plan *p)
 {
@@ -62,6 +72,14 @@ static void check_no_overlap(const kn_graph *g, const kn_plan *p)
                     if (!b || p->where[b->id].loc != KN_LOC_ARENA) continue;
                     if (p->where[a->id].offset == p->where[b->id].offset && kn_plan_is_alias(p, g->nodes[j]))
                         continue;
+                    /* in place: b is written over a, its residual, which no later node reads */
+                    if (written_over(p, g->nodes[j], a)) {
+                        for (int u = j + 1; u < nn; u++)
+                            for (int q = 0; q < g->nodes[u]->n_inputs; q++)
+                                if (g->nodes[u]->inputs[q] == a) fail_msg("'%s' is read after '%s' took its bytes",
+                                                                          a->name, b->name);
+                        continue;
+                    }
                     /* a is alive at node j if a user of a (or of its aliases) comes at or after j */
                     bool alive = false;
                     for (int u = j; u < nn && !alive; u++)
@@ -69,12 +87,13 @@ static void check_no_overlap(const kn_graph *g, const kn_plan *p)
                             const kn_value *in = g->nodes[u]->inputs[q];
                             if (in && p->where[in->id].loc == KN_LOC_ARENA &&
                                 p->where[in->id].offset == p->where[a->id].offset && in->id != b->id &&
-                                (in == a || kn_cg_numel(in) == kn_cg_numel(a)))
+                                (in == a || (in->producer && kn_plan_is_alias(p, in->producer))))
                                 alive = true;
                         }
                     if (!alive) continue;
-                    int64_t a0 = p->where[a->id].offset, a1 = a0 + (int64_t)kn_dtype_nbytes(a->dtype, (size_t)kn_cg_numel(a));
-                    int64_t b0 = p->where[b->id].offset, b1 = b0 + (int64_t)kn_dtype_nbytes(b->dtype, (size_t)kn_cg_numel(b));
+                    int64_t a0 = p->where[a->id].offset, b0 = p->where[b->id].offset;
+                    int64_t a1 = a0 + (int64_t)kn_dtype_nbytes(a->dtype, (size_t)kn_cg_numel(a));
+                    int64_t b1 = b0 + (int64_t)kn_dtype_nbytes(b->dtype, (size_t)kn_cg_numel(b));
                     if (a0 < b1 && b0 < a1) fail_msg("'%s' and '%s' overlap while both alive", a->name, b->name);
                 }
         }
@@ -223,11 +242,70 @@ static void test_dynamic_slots(void **state)
     kn_model_free(m);
 }
 
+static kn_model *parse(const char *text)
+{
+    kn_model *m = NULL;
+    if (kn_ir_parse_ex(text, "test.kir", KN_IR_PARSE_PLACEHOLDERS, &m)) fail_msg("parse: %s", kn_last_error());
+    assert_int_equal(kn_graph_toposort(m->graph), KN_OK);
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    return m;
+}
+
+static const kn_node *node_named(const kn_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i]->name, name)) return g->nodes[i];
+    fail_msg("no node '%s'", name);
+    return NULL;
+}
+
+/* A fused MatMul writes its output over its residual when the residual dies
+ * there (mm1 over h); not when a later node reads the residual (mm2: h2 is
+ * read by n2), when the residual is also the product's operand (mm3 over
+ * q), or when it is a graph input (mm4 over x). */
+static void test_in_place_residual(void **state)
+{
+    (void)state;
+    kn_model *m = parse("kiln-ir v1\nopset \"\" 20\nopset \"kiln\" 1\n"
+                        "graph main(%x: f32[4,8]) {\n"
+                        "  %w = const f32[8,8] {... fnv1a=0}\n"
+                        "  %h: f32[4,8] = Sigmoid(%x) #\"h\"\n"
+                        "  %y1: f32[4,8] = kiln::FusedMatMul(%x, %w, _, %h) {post_ops=[\"Add\"], post_alpha=[0.0], "
+                        "post_beta=[0.0]} #\"mm1\"\n"
+                        "  %h2: f32[4,8] = Neg(%y1) #\"h2\"\n"
+                        "  %y2: f32[4,8] = kiln::FusedMatMul(%y1, %w, _, %h2) {post_ops=[\"Add\"], post_alpha=[0.0], "
+                        "post_beta=[0.0]} #\"mm2\"\n"
+                        "  %n2: f32[4,8] = Add(%y2, %h2) #\"n2\"\n"
+                        "  %q: f32[4,8] = Neg(%n2) #\"q\"\n"
+                        "  %y3: f32[4,8] = kiln::FusedMatMul(%q, %w, _, %q) {post_ops=[\"Add\"], post_alpha=[0.0], "
+                        "post_beta=[0.0]} #\"mm3\"\n"
+                        "  %y4: f32[4,8] = kiln::FusedMatMul(%y3, %w, _, %x) {post_ops=[\"Add\"], post_alpha=[0.0], "
+                        "post_beta=[0.0]} #\"mm4\"\n"
+                        "  %o: f32[4,8] = Neg(%y4) #\"o\"\n"
+                        "  return %o\n}\n");
+    const kn_graph *g = m->graph;
+    kn_plan p;
+    if (kn_plan_build(g, &p)) fail_msg("%s", kn_last_error());
+    const char *names[] = {"mm1", "mm2", "mm3", "mm4"};
+    bool want[] = {true, false, false, false};
+    for (int i = 0; i < 4; i++) {
+        const kn_node *n = node_named(g, names[i]);
+        const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
+        bool same = p.where[r->id].loc == KN_LOC_ARENA && p.where[y->id].loc == KN_LOC_ARENA &&
+                    p.where[r->id].offset == p.where[y->id].offset;
+        if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
+    }
+    check_no_overlap(g, &p);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_reuse),
         cmocka_unit_test(test_alias),
+        cmocka_unit_test(test_in_place_residual),
         cmocka_unit_test(test_constants_and_dropout),
         cmocka_unit_test(test_dynamic_refused),
         cmocka_unit_test(test_dynamic_slots),
