@@ -180,13 +180,14 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
 /* The layout of activation v of a convolution. Convolutions hand each other
  * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
  * a network of fused convolutions reorders only at its edges: v must be an
- * arena value (never the user's buffers) of a 2-D convolution with a channel
- * count that no block size pads (a multiple of 16), written by a convolution
- * oneDNN runs and read only by such convolutions, as src or as residual. */
+ * arena value (never the user's buffers) of a 2-D convolution, written by a
+ * convolution oneDNN runs and read only by such convolutions, as src or as
+ * residual. Any channel count: where the session's layout would pad it (24
+ * channels in nChw16c), the runtime keeps the value plain on both sides. */
 static int32_t act_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
-    if (v->shape.rank != 4 || v->shape.dims[1] % 16 || v->n_users == 0) return KN_LAYOUT_PLAIN;
+    if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
     if (!conv_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];

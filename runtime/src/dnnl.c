@@ -232,11 +232,20 @@ int kn_dnnl_native_block(kn_dnnl_session *s)
     }
 }
 
-/* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*). */
+/* True if the session's layout stores a tensor of these dims in its plain
+ * byte size: a blocked layout only when the channels fill whole blocks. */
+static bool native_fits(kn_dnnl_session *s, const dnnl_dims_t dims)
+{
+    int b = kn_dnnl_native_block(s);
+    return b <= 0 || dims[1] % b == 0;
+}
+
+/* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*;
+ * KN_LAYOUT_NATIVE is plain where the session's layout would pad it). */
 static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
                   const char *what)
 {
-    if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5) {
+    if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5 || !native_fits(s, dims)) {
         dnnl_dims_t st;
         int64_t str = 1;
         for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i] > 0 ? dims[i] : 1;
@@ -244,7 +253,7 @@ static int act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t 
         return KN_OK;
     }
     DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, native_tag(native_layout(s), nd)), what);
-    /* the compiler planned plain-sized buffers (channels a multiple of 16) */
+    /* the compiler planned plain-sized buffers (native_fits: a safety net) */
     dnnl_dims_t st;
     int64_t str = 1;
     for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i];

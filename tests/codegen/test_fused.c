@@ -264,6 +264,32 @@ static void test_in_place_residuals(void **state)
                 2);
 }
 
+/* MobileNetV2's narrow blocks: 24-channel activations between convolutions
+ * (oneDNN's layout where it does not pad them: NHWC, nChw8c; plain in
+ * nChw16c), a depthwise conv and a residual among them. */
+static void test_narrow_channels(void **state)
+{
+    (void)state;
+    check_model("kiln-ir v1\nopset \"\" 17\n"
+                "graph main(%x: f32[1,16,9,9]) {\n"
+                "  %w1 = const f32[24,16,1,1] {... fnv1a=0}\n"
+                "  %b1 = const f32[24] {... fnv1a=0}\n"
+                "  %w2 = const f32[72,24,1,1] {... fnv1a=0}\n"
+                "  %wd = const f32[72,1,3,3] {... fnv1a=0}\n"
+                "  %w3 = const f32[24,72,1,1] {... fnv1a=0}\n"
+                "  %w4 = const f32[8,24,1,1] {... fnv1a=0}\n"
+                "  %a: f32[1,24,9,9] = Conv(%x, %w1, %b1) #\"project\"\n"
+                "  %e: f32[1,72,9,9] = Conv(%a, %w2) #\"expand\"\n"
+                "  %er: f32[1,72,9,9] = Relu(%e) #\"erelu\"\n"
+                "  %d: f32[1,72,9,9] = Conv(%er, %wd) {group=72, pads=[1,1,1,1]} #\"dw\"\n"
+                "  %dr: f32[1,72,9,9] = Relu(%d) #\"drelu\"\n"
+                "  %p: f32[1,24,9,9] = Conv(%dr, %w3) #\"project2\"\n"
+                "  %s: f32[1,24,9,9] = Add(%p, %a) #\"res\"\n"
+                "  %y: f32[1,8,9,9] = Conv(%s, %w4) #\"head\"\n"
+                "  return %y\n}\n",
+                3);
+}
+
 /* Linear + Gelu, Linear + residual, Gemm (transB, alpha) + Sigmoid. */
 static void test_matmul_bias_gelu_residual(void **state)
 {
@@ -329,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_bottleneck_blocks),
         cmocka_unit_test(test_matmul_bias_gelu_residual),
         cmocka_unit_test(test_in_place_residuals),
+        cmocka_unit_test(test_narrow_channels),
         cmocka_unit_test(test_elementwise_chains),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

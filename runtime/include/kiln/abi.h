@@ -143,9 +143,11 @@ enum {
     KN_LAYOUT_PLAIN = 0,  /* row-major as the tensor's dims say (NCHW) */
     /* the session's convolution layout: what oneDNN's fastest convolution
      * wants on this CPU (nChw8c on AVX2, nChw16c or NHWC on AVX-512),
-     * probed once per session. Same byte size as plain: the compiler uses it
-     * only for 2-D convolution activations whose channels are a multiple of
-     * 16, and only between two convolutions. */
+     * probed once per session, where it keeps the plain byte size (NHWC
+     * always, a blocked layout when the channels fill whole blocks); plain
+     * otherwise, which producer and consumer decide alike from the dims.
+     * The compiler uses it only for 2-D convolution activations between two
+     * convolutions. */
     KN_LAYOUT_NATIVE = 1,
 };
 
