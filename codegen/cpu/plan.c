@@ -277,6 +277,8 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
             if (r) { /* the residual's block, which it leaves at this node */
                 p->where[v->id] = p->where[r->id];
                 arena_hand_over(&s, r->id, v->id);
+                /* for the profile's buffers: from this node on the bytes are v's */
+                p->live_last[r->id] = i - 1;
             } else {
                 p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
             }

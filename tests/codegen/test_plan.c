@@ -294,6 +294,8 @@ static void test_in_place_residual(void **state)
         bool same = p.where[r->id].loc == KN_LOC_ARENA && p.where[y->id].loc == KN_LOC_ARENA &&
                     p.where[r->id].offset == p.where[y->id].offset;
         if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
+        /* the profile's buffers: the residual's ends where the output's begins */
+        if (same) assert_true(p.live_last[r->id] < p.live_first[y->id]);
     }
     check_no_overlap(g, &p);
     kn_plan_free(&p);
