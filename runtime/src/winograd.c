@@ -26,10 +26,11 @@
  *
  * A run has three phases, each a parallel loop on the session's threads:
  *  1. input transform: V[p][t][c] = (B^T d B)[p] for each tile t and
- *     channel c, 8 channels at a time (one AVX2 vector). src and dst are
- *     in the layout oneDNN's convolutions exchange on this CPU: nChw8c
- *     (AVX2), nChw16c or NHWC (AVX-512); the layout only changes where a
- *     pixel's 8 channels are;
+ *     channel c, 8 channels at a time (an AVX2 vector), or 16 on AVX-512
+ *     CPUs when the channels fill whole vectors (winograd_xform.h, written
+ *     once for both widths). src and dst are in the layout oneDNN's
+ *     convolutions exchange on this CPU: nChw8c (AVX2), nChw16c or NHWC
+ *     (AVX-512); the layout only changes where a pixel's channels are;
  *  2. the a^2 products, by a 6x16 register-blocked FMA kernel, or on
  *     AVX-512 CPUs an 8x32 one (twice the FLOPs per instruction);
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
@@ -243,88 +244,17 @@ typedef struct wino_run {
     float *dst, *V, *M;
 } wino_run;
 
-/* Where channels 8b..8b+7 of pixel 0 of image n are, in an activation of
+/* Where channels lanes*b.. of pixel 0 of image n are, in an activation of
  * ch channels, and (*pix) the distance from one pixel's to the next's. */
-static int64_t vec_base(const kn_wino *w, int64_t ch, int64_t n, int64_t b, int64_t *pix)
+static int64_t vec_base(const kn_wino *w, int64_t ch, int64_t n, int64_t b, int64_t lanes, int64_t *pix)
 {
     if (!w->blk) { /* NHWC */
         *pix = ch;
-        return n * w->H * w->W * ch + b * 8;
+        return n * w->H * w->W * ch + b * lanes;
     }
-    int64_t per = w->blk / 8; /* 8-channel vectors per block */
+    int64_t per = w->blk / lanes; /* vectors per block */
     *pix = w->blk;
-    return (n * (ch / w->blk) + b / per) * w->H * w->W * w->blk + b % per * 8;
-}
-
-/* The alpha x alpha input block of tile t, channels 8b.. (zeros outside the
- * image: the padding). */
-AVX2 static void load_block(const wino_run *r, int64_t t, int64_t b, __m256 d[MAX_ALPHA][MAX_ALPHA])
-{
-    const kn_wino *w = r->w;
-    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw, pix;
-    const float *img = r->src + vec_base(w, w->C, n, b, &pix);
-    int64_t y0 = ty * w->m - 1, x0 = tx * w->m - 1;
-    for (int i = 0; i < w->alpha; i++) {
-        int64_t y = y0 + i;
-        for (int j = 0; j < w->alpha; j++) {
-            int64_t x = x0 + j;
-            d[i][j] = (y >= 0 && y < w->H && x >= 0 && x < w->W) ? _mm256_load_ps(img + (y * w->W + x) * pix)
-                                                                  : _mm256_setzero_ps();
-        }
-    }
-}
-
-/* B^T x for F(4x4) on 6 vectors (applied to rows, then to columns). */
-#define BT4(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3, y4, y5)                                                         \
-    do {                                                                                                           \
-        y0 = _mm256_add_ps(_mm256_fnmadd_ps(k5, x2, _mm256_mul_ps(k4, x0)), x4);                                   \
-        __m256 a_ = _mm256_fnmadd_ps(k4, x2, x4), b_ = _mm256_fnmadd_ps(k4, x1, x3);                               \
-        y1 = _mm256_add_ps(a_, b_);                                                                                \
-        y2 = _mm256_sub_ps(a_, b_);                                                                                \
-        __m256 c_ = _mm256_sub_ps(x4, x2), d_ = _mm256_mul_ps(k2, _mm256_sub_ps(x3, x1));                          \
-        y3 = _mm256_add_ps(c_, d_);                                                                                \
-        y4 = _mm256_sub_ps(c_, d_);                                                                                \
-        y5 = _mm256_add_ps(_mm256_fnmadd_ps(k5, x3, _mm256_mul_ps(k4, x1)), x5);                                   \
-    } while (0)
-
-/* B^T x for F(2x2) on 4 vectors. */
-#define BT2(x0, x1, x2, x3, y0, y1, y2, y3)                                                                         \
-    do {                                                                                                           \
-        y0 = _mm256_sub_ps(x0, x2);                                                                                \
-        y1 = _mm256_add_ps(x1, x2);                                                                                \
-        y2 = _mm256_sub_ps(x2, x1);                                                                                \
-        y3 = _mm256_sub_ps(x1, x3);                                                                                \
-    } while (0)
-
-/* Phase 1 for (tile, 8 channels) pairs [lo, hi): V[p][t][c..c+8]. */
-AVX2 static int input_chunk(void *args, int64_t lo, int64_t hi)
-{
-    const wino_run *r = args;
-    const kn_wino *w = r->w;
-    int64_t cb = w->C / 8, pos_stride = w->T * w->C;
-    const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k5 = _mm256_set1_ps(5.f);
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t t = it / cb, b = it % cb;
-        __m256 d[MAX_ALPHA][MAX_ALPHA], e[MAX_ALPHA][MAX_ALPHA], f[MAX_ALPHA];
-        load_block(r, t, b, d);
-        float *v = r->V + t * w->C + b * 8;
-        if (w->m == 4) {
-            for (int j = 0; j < 6; j++)
-                BT4(d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j], e[0][j], e[1][j], e[2][j], e[3][j],
-                    e[4][j], e[5][j]);
-            for (int i = 0; i < 6; i++) {
-                BT4(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], f[0], f[1], f[2], f[3], f[4], f[5]);
-                for (int j = 0; j < 6; j++) _mm256_storeu_ps(v + (i * 6 + j) * pos_stride, f[j]);
-            }
-        } else {
-            for (int j = 0; j < 4; j++) BT2(d[0][j], d[1][j], d[2][j], d[3][j], e[0][j], e[1][j], e[2][j], e[3][j]);
-            for (int i = 0; i < 4; i++) {
-                BT2(e[i][0], e[i][1], e[i][2], e[i][3], f[0], f[1], f[2], f[3]);
-                for (int j = 0; j < 4; j++) _mm256_storeu_ps(v + (i * 4 + j) * pos_stride, f[j]);
-            }
-        }
-    }
-    return KN_OK;
+    return (n * (ch / w->blk) + b / per) * w->H * w->W * w->blk + b % per * lanes;
 }
 
 /* c[r][0..16] = sum_k a[r][k] * b[k][0..16] for r < rows (a: up to 6 rows
@@ -443,93 +373,83 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
-/* The record's post-ops on one vector (sum: + the residual at the same place). */
-AVX2 static __m256 apply_posts(const kn_wino *w, __m256 x, const float *res)
-{
-    for (int i = 0; i < w->n_post; i++) {
-        const kn_abi_post *p = &w->post[i];
-        switch (p->kind) {
-        case KN_POST_RELU: x = _mm256_max_ps(x, _mm256_setzero_ps()); break;
-        case KN_POST_LEAKY_RELU: {
-            __m256 neg = _mm256_mul_ps(x, _mm256_set1_ps(p->alpha));
-            x = _mm256_blendv_ps(x, neg, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-            break;
-        }
-        case KN_POST_CLIP:
-            x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(p->alpha)), _mm256_set1_ps(p->beta));
-            break;
-        case KN_POST_SUM: x = _mm256_add_ps(x, _mm256_loadu_ps(res)); break;
-        default: break;
-        }
-    }
-    return x;
-}
+#define XF_TARGET AVX2
+#define XF(name) name##_8
+#define XF_V __m256
+#define XF_LANES 8
+#define XF_LOAD _mm256_load_ps
+#define XF_STORE _mm256_store_ps
+#define XF_LOADU _mm256_loadu_ps
+#define XF_STOREU _mm256_storeu_ps
+#define XF_ZERO _mm256_setzero_ps
+#define XF_SET1 _mm256_set1_ps
+#define XF_ADD _mm256_add_ps
+#define XF_SUB _mm256_sub_ps
+#define XF_MUL _mm256_mul_ps
+#define XF_FMADD _mm256_fmadd_ps
+#define XF_FNMADD _mm256_fnmadd_ps
+#define XF_MAX _mm256_max_ps
+#define XF_MIN _mm256_min_ps
+#define XF_LEAKY(x, a)                                                                                             \
+    _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(a)), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
+#include "winograd_xform.h"
+#undef XF_TARGET
+#undef XF
+#undef XF_V
+#undef XF_LANES
+#undef XF_LOAD
+#undef XF_STORE
+#undef XF_LOADU
+#undef XF_STOREU
+#undef XF_ZERO
+#undef XF_SET1
+#undef XF_ADD
+#undef XF_SUB
+#undef XF_MUL
+#undef XF_FMADD
+#undef XF_FNMADD
+#undef XF_MAX
+#undef XF_MIN
+#undef XF_LEAKY
 
-/* Bias, post-ops and the store of tile t's m x m outputs y, channels 8b..
- * (the pixels that fall inside the image). */
-AVX2 static void store_tile(const wino_run *r, int64_t t, int64_t b, __m256 y[4][4])
-{
-    const kn_wino *w = r->w;
-    int64_t n = t / (w->th * w->tw), ty = t / w->tw % w->th, tx = t % w->tw, pix;
-    __m256 bias = r->bias ? _mm256_loadu_ps(r->bias + b * 8) : _mm256_setzero_ps();
-    int64_t off0 = vec_base(w, w->O, n, b, &pix);
-    float *out = r->dst + off0;
-    const float *res = r->res ? r->res + off0 : NULL;
-    for (int i = 0; i < w->m && ty * w->m + i < w->H; i++) {
-        for (int j = 0; j < w->m && tx * w->m + j < w->W; j++) {
-            int64_t off = ((ty * w->m + i) * w->W + tx * w->m + j) * pix;
-            _mm256_store_ps(out + off, apply_posts(w, _mm256_add_ps(y[i][j], bias), res ? res + off : NULL));
-        }
-    }
-}
-
-/* A^T x for F(4x4) on 6 vectors (rows, then columns). */
-#define AT4(x0, x1, x2, x3, x4, x5, y0, y1, y2, y3)                                                                 \
-    do {                                                                                                           \
-        __m256 s12 = _mm256_add_ps(x1, x2), d12 = _mm256_sub_ps(x1, x2);                                           \
-        __m256 s34 = _mm256_add_ps(x3, x4), d34 = _mm256_sub_ps(x3, x4);                                           \
-        y0 = _mm256_add_ps(_mm256_add_ps(x0, s12), s34);                                                           \
-        y1 = _mm256_fmadd_ps(k2, d34, d12);                                                                        \
-        y2 = _mm256_fmadd_ps(k4, s34, s12);                                                                        \
-        y3 = _mm256_add_ps(_mm256_fmadd_ps(k8, d34, d12), x5);                                                     \
-    } while (0)
-
-/* A^T x for F(2x2) on 4 vectors. */
-#define AT2(x0, x1, x2, x3, y0, y1)                                                                                 \
-    do {                                                                                                           \
-        y0 = _mm256_add_ps(_mm256_add_ps(x0, x1), x2);                                                             \
-        y1 = _mm256_sub_ps(_mm256_sub_ps(x1, x2), x3);                                                             \
-    } while (0)
-
-/* Phase 3 for (tile, 8 output channels) pairs [lo, hi). */
-AVX2 static int output_chunk(void *args, int64_t lo, int64_t hi)
-{
-    const wino_run *r = args;
-    const kn_wino *w = r->w;
-    int64_t ob = w->O / 8, pos_stride = w->T * w->O;
-    const __m256 k2 = _mm256_set1_ps(2.f), k4 = _mm256_set1_ps(4.f), k8 = _mm256_set1_ps(8.f);
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t t = it / ob, b = it % ob;
-        const float *mp = r->M + t * w->O + b * 8;
-        __m256 x[MAX_ALPHA], e[4][MAX_ALPHA], y[4][4];
-        if (w->m == 4) {
-            for (int j = 0; j < 6; j++) {
-                for (int i = 0; i < 6; i++) x[i] = _mm256_loadu_ps(mp + (i * 6 + j) * pos_stride);
-                AT4(x[0], x[1], x[2], x[3], x[4], x[5], e[0][j], e[1][j], e[2][j], e[3][j]);
-            }
-            for (int i = 0; i < 4; i++)
-                AT4(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], y[i][0], y[i][1], y[i][2], y[i][3]);
-        } else {
-            for (int j = 0; j < 4; j++) {
-                for (int i = 0; i < 4; i++) x[i] = _mm256_loadu_ps(mp + (i * 4 + j) * pos_stride);
-                AT2(x[0], x[1], x[2], x[3], e[0][j], e[1][j]);
-            }
-            for (int i = 0; i < 2; i++) AT2(e[i][0], e[i][1], e[i][2], e[i][3], y[i][0], y[i][1]);
-        }
-        store_tile(r, t, b, y);
-    }
-    return KN_OK;
-}
+#define XF_TARGET AVX512
+#define XF(name) name##_16
+#define XF_V __m512
+#define XF_LANES 16
+#define XF_LOAD _mm512_load_ps
+#define XF_STORE _mm512_store_ps
+#define XF_LOADU _mm512_loadu_ps
+#define XF_STOREU _mm512_storeu_ps
+#define XF_ZERO _mm512_setzero_ps
+#define XF_SET1 _mm512_set1_ps
+#define XF_ADD _mm512_add_ps
+#define XF_SUB _mm512_sub_ps
+#define XF_MUL _mm512_mul_ps
+#define XF_FMADD _mm512_fmadd_ps
+#define XF_FNMADD _mm512_fnmadd_ps
+#define XF_MAX _mm512_max_ps
+#define XF_MIN _mm512_min_ps
+#define XF_LEAKY(x, a)                                                                                             \
+    _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a))
+#include "winograd_xform.h"
+#undef XF_TARGET
+#undef XF
+#undef XF_V
+#undef XF_LANES
+#undef XF_LOAD
+#undef XF_STORE
+#undef XF_LOADU
+#undef XF_STOREU
+#undef XF_ZERO
+#undef XF_SET1
+#undef XF_ADD
+#undef XF_SUB
+#undef XF_MUL
+#undef XF_FMADD
+#undef XF_FNMADD
+#undef XF_MAX
+#undef XF_MIN
+#undef XF_LEAKY
 
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads)
@@ -543,12 +463,16 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .V = scratch,
                   .M = scratch + w->npos * w->T * w->C};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
-    int st = kn_rt_parallel_for_threads(threads, input_chunk, &r, w->T * (w->C / 8));
+    /* 16-channel transforms where the vectors fit the layout's blocks */
+    bool wide = w->avx512 && w->blk != 8 && w->C % 16 == 0 && w->O % 16 == 0;
+    int st = wide ? kn_rt_parallel_for_threads(threads, input_chunk_16, &r, w->T * (w->C / 16))
+                  : kn_rt_parallel_for_threads(threads, input_chunk_8, &r, w->T * (w->C / 8));
     if (!st && w->avx512)
         st = kn_rt_parallel_for_threads(threads, gemm512_chunk, &r, w->npos * ((w->O / COLS + 1) / 2));
     else if (!st)
         st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
-    if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk, &r, w->T * (w->O / 8));
+    if (!st && wide) st = kn_rt_parallel_for_threads(threads, output_chunk_16, &r, w->T * (w->O / 16));
+    else if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk_8, &r, w->T * (w->O / 8));
     return st;
 }
 
