@@ -97,6 +97,7 @@ typedef struct kn_cg {
     kn_meta *meta;            /* being filled: dnnl records and opnodes are appended */
     bool plain_layout;        /* --layout nchw: no value in oneDNN's native layout */
     int32_t conv_algo;        /* KN_CONV_ALGO_* for every convolution record */
+    const struct kn_dyn *dyn; /* the dynamic dims (dyn.h), or NULL */
     int cap_dnnl, cap_opnodes;
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;

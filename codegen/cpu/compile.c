@@ -356,15 +356,21 @@ static void init_cg(compile_state *s)
     cg->meta = &s->meta;
     cg->plain_layout = s->o->layout == KN_CG_LAYOUT_NCHW;
     cg->conv_algo = s->o->conv_algo;
+    cg->dyn = &s->dyn;
 }
 
-static kn_cg_lower_fn find_lowering(kn_op op)
+/* The lowering of op in the tables from the `from`-th on (the oneDNN table
+ * is the 0th); *table says which table it is from. */
+static kn_cg_lower_fn find_lowering_from(kn_op op, size_t from, size_t *table)
 {
     const kn_cg_lowering *tables[] = {kn_cg_lower_dnnl, kn_cg_lower_elementwise, kn_cg_lower_reduce,
                                       kn_cg_lower_movement};
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+    for (size_t t = from; t < sizeof tables / sizeof tables[0]; t++)
         for (const kn_cg_lowering *l = tables[t]; l->lower; l++)
-            if (l->op == op) return l->lower;
+            if (l->op == op) {
+                *table = t;
+                return l->lower;
+            }
     return NULL;
 }
 
@@ -474,7 +480,10 @@ static int emit_fallback(compile_state *s, const kn_node *n)
 static int emit_dynamic_node(compile_state *s, int i, const char *fname)
 {
     const kn_node *n = s->g->nodes[i];
-    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
+    size_t table = 0;
+    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering_from(n->op, 0, &table), alt;
+    /* a pooling in rows stays generated code (lower_dnnl.c: pool_record) */
+    if (lower && table == 0 && (alt = find_lowering_from(n->op, 1, &table))) lower = alt;
     int sym = lower ? kn_dyn_row_sym(&s->dyn, n) : -1;
     int dnnl_before = s->meta.n_dnnl;
     int st = sym >= 0 ? kn_dyn_emit_rows(&s->cg, &s->dyn, n, sym, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
@@ -496,24 +505,15 @@ static int emit_dynamic_node(compile_state *s, int i, const char *fname)
     return emit_fallback(s, n);
 }
 
-static int emit_node(compile_state *s, int i)
+/* Node i as one function by `lower`; KN_ERR_UNSUPPORTED, with nothing left
+ * behind, when the lowering declines. */
+static int emit_whole(compile_state *s, int i, const char *fname, kn_cg_lower_fn lower)
 {
     kn_cg *cg = &s->cg;
     const kn_node *n = s->g->nodes[i];
-    char fname[64];
-    snprintf(fname, sizeof fname, "node_%d", n->id);
-    if (kn_dyn_node_is_dynamic(&s->dyn, n)) return emit_dynamic_node(s, i, fname);
-    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering(n->op);
     int dnnl_before = s->meta.n_dnnl;
-    int st = lower ? kn_par_emit(cg, n, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
-    if (st == KN_OK) {
-        s->how[i] = LOWERED_PARALLEL;
-        return KN_OK;
-    }
-    if (st != KN_ERR_UNSUPPORTED) return st;
-    kn_error_clear();
     LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
-    st = lower ? lower(cg, n) : KN_ERR_UNSUPPORTED;
+    int st = lower(cg, n);
     if (st == KN_OK) {
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
             LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
@@ -522,12 +522,38 @@ static int emit_node(compile_state *s, int i)
         s->node_fns[i] = fn;
         return KN_OK;
     }
-    if (st != KN_ERR_UNSUPPORTED) return st;
     /* a lowering that declined may have emitted part of a body: start over */
-    kn_error_clear();
     s->meta.n_dnnl = dnnl_before;
     LLVMDeleteFunction(fn);
-    fn = kn_cg_begin_function(cg, fname, true);
+    return st;
+}
+
+static int emit_node(compile_state *s, int i)
+{
+    kn_cg *cg = &s->cg;
+    const kn_node *n = s->g->nodes[i];
+    char fname[64];
+    snprintf(fname, sizeof fname, "node_%d", n->id);
+    if (kn_dyn_node_is_dynamic(&s->dyn, n)) return emit_dynamic_node(s, i, fname);
+    size_t table = 0;
+    kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering_from(n->op, 0, &table);
+    int st;
+    if (lower && table == 0) { /* a oneDNN primitive, parallel by itself: never cut into row units */
+        if ((st = emit_whole(s, i, fname, lower)) != KN_ERR_UNSUPPORTED) return st;
+        kn_error_clear();
+        lower = find_lowering_from(n->op, 1, &table); /* a pooling's generated lowering */
+    }
+    st = lower ? kn_par_emit(cg, n, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
+    if (st == KN_OK) {
+        s->how[i] = LOWERED_PARALLEL;
+        return KN_OK;
+    }
+    if (st != KN_ERR_UNSUPPORTED) return st;
+    kn_error_clear();
+    st = lower ? emit_whole(s, i, fname, lower) : KN_ERR_UNSUPPORTED;
+    if (st != KN_ERR_UNSUPPORTED) return st;
+    kn_error_clear();
+    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
     s->node_fns[i] = fn;
     s->how[i] = KN_LOWERED_RUNTIME;
     return emit_fallback(s, n);

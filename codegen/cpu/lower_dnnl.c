@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cg.h"
+#include "dyn.h"
 #include "eval.h"
 #include "fused_int.h"
 
@@ -170,6 +171,80 @@ static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
 
 static bool is_conv(const kn_node *n) { return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv); }
 
+/* ---- pooling --------------------------------------------------------------------- */
+
+/* The record of a 2-D MaxPool (no Indices output), AveragePool (floor
+ * mode) or GlobalAveragePool with static shapes; KN_ERR_UNSUPPORTED for
+ * anything else, which then runs as generated code (as a pooling with a
+ * dynamic batch does, in rows: compile.c). Explicit pads only (no
+ * auto_pad), each less than the window; ceil mode becomes extra padding at
+ * the end, which max pooling ignores. */
+static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
+{
+    if (cg->dyn && kn_dyn_node_is_dynamic(cg->dyn, n)) return KN_ERR_UNSUPPORTED;
+    bool gap = n->op == KN_OP_GlobalAveragePool, max = n->op == KN_OP_MaxPool;
+    if (!gap && !max && n->op != KN_OP_AveragePool) return KN_ERR_UNSUPPORTED;
+    const kn_value *x = kn_node_input(n, 0), *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, x) || !usable(cg, y) || x->shape.rank != 4 || y->shape.rank != 4) return KN_ERR_UNSUPPORTED;
+    if (n->n_outputs > 1 && n->outputs[1]) return KN_ERR_UNSUPPORTED; /* MaxPool's Indices */
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_POOL;
+    r->alpha = 1.0f;
+    r->groups = 1;
+    r->spatial = 2;
+    kn_cg_abi_tensor(x, &r->src);
+    kn_cg_abi_tensor(y, &r->dst);
+    r->wei_ref.loc = r->bias_ref.loc = KN_LOC_ARENA; /* none */
+    r->pool_alg = max ? KN_POOLING_MAX : KN_POOLING_AVG_EXCLUDE_PAD;
+    for (int i = 0; i < 2; i++) r->strides[i] = r->dilations[i] = 1, r->kernel[i] = x->shape.dims[2 + i];
+    bool ceil = false;
+    if (!gap) {
+        const int64_t *a;
+        if (kn_attr_ints(n, "kernel_shape", &a) != 2) return KN_ERR_UNSUPPORTED;
+        for (int i = 0; i < 2; i++) r->kernel[i] = a[i];
+        int cnt;
+        if ((cnt = kn_attr_ints(n, "strides", &a)) > 0) {
+            if (cnt != 2) return KN_ERR_UNSUPPORTED;
+            for (int i = 0; i < 2; i++) r->strides[i] = a[i];
+        }
+        if ((cnt = kn_attr_ints(n, "dilations", &a)) > 0) {
+            if (cnt != 2) return KN_ERR_UNSUPPORTED;
+            for (int i = 0; i < 2; i++) r->dilations[i] = a[i];
+        }
+        if ((cnt = kn_attr_ints(n, "pads", &a)) > 0) {
+            if (cnt != 4) return KN_ERR_UNSUPPORTED;
+            for (int i = 0; i < 2; i++) r->pads_begin[i] = a[i], r->pads_end[i] = a[2 + i];
+        }
+        const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
+        if (strcmp(ap, "NOTSET") && strcmp(ap, "")) return KN_ERR_UNSUPPORTED;
+        if (kn_attr_int(n, "storage_order", 0) != 0) return KN_ERR_UNSUPPORTED;
+        ceil = kn_attr_int(n, "ceil_mode", 0) != 0;
+        if (!max) {
+            if (ceil) return KN_ERR_UNSUPPORTED; /* ONNX counts the ceil region its own way */
+            if (kn_attr_int(n, "count_include_pad", 0)) r->pool_alg = KN_POOLING_AVG_INCLUDE_PAD;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        int64_t in = x->shape.dims[2 + i], k = r->kernel[i], s = r->strides[i], d = r->dilations[i];
+        if (k < 1 || s < 1 || d < 1 || r->pads_begin[i] < 0 || r->pads_end[i] < 0) return KN_ERR_UNSUPPORTED;
+        int64_t ext = d * (k - 1) + 1, out = y->shape.dims[2 + i];
+        if (ceil) { /* as much padding at the end as the last window needs */
+            int64_t need = (out - 1) * s + ext - in - r->pads_begin[i];
+            if (need > r->pads_end[i]) r->pads_end[i] = need;
+        }
+        if (r->pads_begin[i] >= ext || r->pads_end[i] >= ext) return KN_ERR_UNSUPPORTED;
+        int64_t span = in + r->pads_begin[i] + r->pads_end[i] - ext;
+        if (span < 0 || span / s + 1 != out) return KN_ERR_UNSUPPORTED;
+    }
+    return KN_OK;
+}
+
+static bool pool_lowerable(const kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    return n && pool_record(cg, n, &r) == KN_OK;
+}
+
 static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
 {
     kn_abi_dnnl r;
@@ -188,13 +263,24 @@ static int32_t act_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
     if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
-    if (!conv_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
+    if (!conv_lowerable(cg, v->producer) && !pool_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];
         bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv);
-        if (!role || !conv_lowerable(cg, u->node)) return KN_LAYOUT_PLAIN;
+        if (!role || (!conv_lowerable(cg, u->node) && !pool_lowerable(cg, u->node))) return KN_LAYOUT_PLAIN;
     }
     return KN_LAYOUT_NATIVE;
+}
+
+static int lower_pool(kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    int st = pool_record(cg, n, &r);
+    if (st) return st;
+    const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
+    r.src_layout = act_layout(cg, x);
+    r.dst_layout = act_layout(cg, y);
+    return kn_cg_emit_dnnl(cg, &r, kn_cg_ptr(cg, x), NULL, NULL, kn_cg_ptr(cg, y), NULL);
 }
 
 static int lower_conv_common(kn_cg *cg, const kn_node *n)
@@ -308,5 +394,8 @@ const kn_cg_lowering kn_cg_lower_dnnl[] = {
     {KN_OP_FusedMatMul, lower_fused_matmul},
     {KN_OP_MatMul, lower_matmul},
     {KN_OP_Gemm, lower_gemm},
+    {KN_OP_MaxPool, lower_pool},
+    {KN_OP_AveragePool, lower_pool},
+    {KN_OP_GlobalAveragePool, lower_pool},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -1114,6 +1114,65 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
                        "creating the matmul");
 }
 
+/* ---- pooling ------------------------------------------------------------------ */
+
+/* Max or average pooling between activations in the record's layouts (the
+ * session's layout between convolutions: no reorder around it). oneDNN's
+ * optimized kernels want dst in src's layout (else its reference kernel
+ * runs, 10x slower): where the record's differ, the primitive writes that
+ * layout into the session's dst buffer and a reorder follows. */
+static int create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
+{
+    int sp = rec->spatial, nd = sp + 2, st;
+    if (sp < 1 || sp > 3) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN pooling: %d spatial dims (1..3 supported)", sp);
+    if ((st = check_tensor(&rec->src, "pooling src", nd, nd)) || (st = check_tensor(&rec->dst, "pooling dst", nd, nd)))
+        return st;
+    if (rec->src.dims[0] != rec->dst.dims[0] || rec->src.dims[1] != rec->dst.dims[1])
+        return kn_error(KN_ERR_INVALID, "oneDNN pooling: src [%lld, %lld, ..] and dst [%lld, %lld, ..] disagree",
+                        (long long)rec->src.dims[0], (long long)rec->src.dims[1], (long long)rec->dst.dims[0],
+                        (long long)rec->dst.dims[1]);
+    dnnl_dims_t sd, dd, strides, kernel, dil, pl, pr;
+    for (int i = 0; i < nd; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
+    for (int i = 0; i < sp; i++) {
+        if (rec->strides[i] < 1 || rec->kernel[i] < 1 || rec->dilations[i] < 1 || rec->pads_begin[i] < 0 ||
+            rec->pads_end[i] < 0)
+            return kn_error(KN_ERR_INVALID,
+                            "oneDNN pooling: spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads %lld/%lld", i,
+                            (long long)rec->kernel[i], (long long)rec->strides[i], (long long)rec->dilations[i],
+                            (long long)rec->pads_begin[i], (long long)rec->pads_end[i]);
+        strides[i] = rec->strides[i], kernel[i] = rec->kernel[i], dil[i] = rec->dilations[i] - 1;
+        pl[i] = rec->pads_begin[i], pr[i] = rec->pads_end[i];
+    }
+    static const dnnl_alg_kind_t algs[] = {[KN_POOLING_MAX] = dnnl_pooling_max,
+                                           [KN_POOLING_AVG_INCLUDE_PAD] = dnnl_pooling_avg_include_padding,
+                                           [KN_POOLING_AVG_EXCLUDE_PAD] = dnnl_pooling_avg_exclude_padding};
+    if (rec->pool_alg < KN_POOLING_MAX || rec->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)
+        return kn_error(KN_ERR_INVALID, "oneDNN pooling: algorithm %d", rec->pool_alg);
+    dnnl_memory_desc_t src_md, dst_md, dst_user;
+    if ((st = act_md(s, rec->src_layout, &src_md, nd, sd, "the pooling src")) ||
+        (st = act_md(s, rec->src_layout, &dst_md, nd, dd, "the pooling dst")) ||
+        (st = act_md(s, rec->dst_layout, &dst_user, nd, dd, "the pooling dst")))
+        return st;
+    dnnl_pooling_v2_desc_t pdesc;
+    DN(dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, algs[rec->pool_alg], &src_md, &dst_md,
+                                         strides, kernel, dil, pl, pr),
+       "describing the pooling");
+    dnnl_primitive_desc_t pd;
+    DN(dnnl_primitive_desc_create(&pd, &pdesc, attr, s->engine, NULL), "creating the pooling");
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(p->impl, sizeof p->impl, "%s", impl);
+    if ((st = run_make(s, pd, &p->main, "creating the pooling"))) return st;
+    DN(dnnl_memory_create(&p->m_src, &src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
+    DN(dnnl_memory_create(&p->m_dst, &dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    p->dst_bytes = dnnl_memory_desc_get_size(&dst_user);
+    p->dst_reorder = !dnnl_memory_desc_equal(&dst_md, &dst_user);
+    if (!p->dst_reorder) return KN_OK;
+    DN(dnnl_memory_create(&p->m_dst_user, &dst_user, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    if ((st = make_reorder(s, &dst_md, &dst_user, &p->dst_ro, "creating the dst reorder"))) return st;
+    return session_reserve(s, 1, dnnl_memory_desc_get_size(&dst_md));
+}
+
 static void set_threads(int threads)
 {
     if (g_omp_set) g_omp_set(threads > 0 ? threads : 1);
@@ -1131,8 +1190,9 @@ static int build_prim(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
     dnnl_primitive_attr_t attr = user_scratch_attr();
     int st = attr ? KN_OK : kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
     if (!st)
-        st = rec->kind == KN_DNNL_CONV ? create_conv(s, rec, weights, p, attr)
-                                       : create_matmul(s, rec, weights, p, attr);
+        st = rec->kind == KN_DNNL_CONV   ? create_conv(s, rec, weights, p, attr)
+             : rec->kind == KN_DNNL_POOL ? create_pool(s, rec, p, attr)
+                                         : create_matmul(s, rec, weights, p, attr);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return st;
 }
@@ -1161,7 +1221,7 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     if (!out) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
     *out = NULL;
     if (!s || !rec) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
-    if (rec->kind != KN_DNNL_MATMUL && rec->kind != KN_DNNL_CONV)
+    if (rec->kind != KN_DNNL_MATMUL && rec->kind != KN_DNNL_CONV && rec->kind != KN_DNNL_POOL)
         return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: unknown primitive kind %d", rec->kind);
     kn_dnnl_prim *p = calloc(1, sizeof *p);
     if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
@@ -1244,6 +1304,19 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     if (p->wino)
         return kn_wino_exec(p->wino, src, bias, dst, post_src, s->act[2], threads);
     set_threads(threads);
+    if (p->kind == KN_DNNL_POOL) {
+        DN(dnnl_memory_set_data_handle(p->m_src, src), "binding the src");
+        DN(dnnl_memory_set_data_handle(p->m_dst, p->dst_reorder ? s->act[1] : dst), "binding the dst");
+        dnnl_exec_arg_t pa[3] = {{DNNL_ARG_SRC, p->m_src}, {DNNL_ARG_DST, p->m_dst}};
+        if ((rc = run_exec(s, &p->main, pa, 2, "running the pooling"))) return rc;
+        if (p->dst_reorder) {
+            DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");
+            dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
+            if ((rc = run_exec(s, &p->dst_ro, ra, 2, "reordering the dst"))) return rc;
+        }
+        DN(dnnl_stream_wait(s->stream), "waiting for the stream");
+        return KN_OK;
+    }
     if (p->i2c) {
         im2col_run r = {p->i2c, src, s->act[2]};
         int64_t blocks = p->i2c->N * p->i2c->KH * p->i2c->KW * (p->i2c->C / p->i2c->b);

@@ -121,6 +121,8 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     w_i32(w, d->dst_layout);
     w_i32(w, d->post_layout);
     w_i32(w, d->conv_algo);
+    w_i32(w, d->pool_alg);
+    for (int i = 0; i < 3; i++) w_i64(w, d->kernel[i]);
 }
 
 static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
@@ -474,14 +476,19 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     RD(r_i32(r, &d->dst_layout, what));
     RD(r_i32(r, &d->post_layout, what));
     RD(r_i32(r, &d->conv_algo, what));
+    RD(r_i32(r, &d->pool_alg, what));
+    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->kernel[i], what));
     if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
         return r_bad(what, "convolution algorithm %d", d->conv_algo);
+    if (d->pool_alg < KN_POOLING_MAX || d->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)
+        return r_bad(what, "pooling algorithm %d", d->pool_alg);
     for (int i = 0; i < 3; i++) {
         int32_t l = i == 0 ? d->src_layout : i == 1 ? d->dst_layout : d->post_layout;
-        if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind != KN_DNNL_CONV))
+        if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind == KN_DNNL_MATMUL))
             return r_bad(what, "activation layout %d", l);
     }
-    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV) return r_bad(what, "unknown kind %d", d->kind);
+    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL)
+        return r_bad(what, "unknown kind %d", d->kind);
     if (d->n_post < 0 || d->n_post > 4) return r_bad(what, "%d post-ops (at most 4)", d->n_post);
     if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)
         return r_bad(what, "spatial %d / groups %d out of range", d->spatial, d->groups);

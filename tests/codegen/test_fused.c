@@ -290,6 +290,33 @@ static void test_narrow_channels(void **state)
                 3);
 }
 
+/* Poolings between convolutions run by oneDNN in the convolutions' layout:
+ * ResNet's stem (3x3 stride-2 MaxPool, padded), a ceil-mode MaxPool (extra
+ * padding at the end), AveragePool with and without the padding counted,
+ * and the GlobalAveragePool head. */
+static void test_poolings(void **state)
+{
+    (void)state;
+    check_model("kiln-ir v1\nopset \"\" 17\n"
+                "graph main(%x: f32[1,3,20,20]) {\n"
+                "  %w1 = const f32[16,3,3,3] {... fnv1a=0}\n"
+                "  %b1 = const f32[16] {... fnv1a=0}\n"
+                "  %w2 = const f32[16,16,1,1] {... fnv1a=0}\n"
+                "  %w3 = const f32[32,16,1,1] {... fnv1a=0}\n"
+                "  %c1: f32[1,16,20,20] = Conv(%x, %w1, %b1) {pads=[1,1,1,1]} #\"stem\"\n"
+                "  %r1: f32[1,16,20,20] = Relu(%c1) #\"stem_relu\"\n"
+                "  %m1: f32[1,16,10,10] = MaxPool(%r1) {kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]} #\"mp\"\n"
+                "  %c2: f32[1,16,10,10] = Conv(%m1, %w2) #\"c2\"\n"
+                "  %m2: f32[1,16,4,4] = MaxPool(%c2) {kernel_shape=[3,3], strides=[3,3], ceil_mode=1} #\"mp_ceil\"\n"
+                "  %a1: f32[1,16,4,4] = AveragePool(%m2) {kernel_shape=[3,3], pads=[1,1,1,1], count_include_pad=1} "
+                "#\"avg_incl\"\n"
+                "  %a2: f32[1,16,4,4] = AveragePool(%a1) {kernel_shape=[3,3], pads=[1,1,1,1]} #\"avg_excl\"\n"
+                "  %c3: f32[1,32,4,4] = Conv(%a2, %w3) #\"c3\"\n"
+                "  %g: f32[1,32,1,1] = GlobalAveragePool(%c3) #\"gap\"\n"
+                "  return %g, %m1\n}\n",
+                1);
+}
+
 /* Linear + Gelu, Linear + residual, Gemm (transB, alpha) + Sigmoid. */
 static void test_matmul_bias_gelu_residual(void **state)
 {
@@ -356,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_matmul_bias_gelu_residual),
         cmocka_unit_test(test_in_place_residuals),
         cmocka_unit_test(test_narrow_channels),
+        cmocka_unit_test(test_poolings),
         cmocka_unit_test(test_elementwise_chains),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -54,7 +54,7 @@ extern "C" {
 /* 3: control flow (opnode captures), dynamic dims, profiling step table,
  * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
  * step's oneDNN record */
-#define KN_ABI_VERSION 4u
+#define KN_ABI_VERSION 5u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -122,7 +122,11 @@ typedef struct kn_abi_ref {
 enum {
     KN_DNNL_MATMUL = 1, /* dst[b,M,N] = src[b,M,K] x wei[b,K,N] (+ bias[N]) */
     KN_DNNL_CONV = 2,   /* N-D convolution, NCHW-family plain layouts */
+    KN_DNNL_POOL = 3,   /* N-D pooling (pool_alg, kernel): src → dst, no weights */
 };
+
+/* A pooling record's algorithm (kn_abi_dnnl.pool_alg). */
+enum { KN_POOLING_MAX = 0, KN_POOLING_AVG_INCLUDE_PAD = 1, KN_POOLING_AVG_EXCLUDE_PAD = 2 };
 
 /* Post-operations fused into a oneDNN primitive (applied in order). */
 enum {
@@ -178,10 +182,14 @@ typedef struct kn_abi_dnnl {
     int32_t spatial;       /* 1, 2 or 3 */
     int64_t strides[3], dilations[3], pads_begin[3], pads_end[3];
     kn_abi_ref wei_ref, bias_ref; /* usually KN_LOC_WEIGHTS: prepared once */
-    /* conv: KN_LAYOUT_* of src, dst and the KN_POST_SUM input (matmul: plain) */
+    /* conv, pool: KN_LAYOUT_* of src, dst and the KN_POST_SUM input (matmul: plain) */
     int32_t src_layout, dst_layout, post_layout;
     /* conv: KN_CONV_ALGO_*; the runtime picks among the algorithms allowed */
     int32_t conv_algo;
+    /* pool: KN_POOL_* and the window (strides, dilations, pads above; the
+     * src, dst and layout fields as for a conv) */
+    int32_t pool_alg;
+    int64_t kernel[3];
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are
