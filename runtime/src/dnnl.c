@@ -1294,6 +1294,20 @@ static int copy_parallel(void *dst, const void *src, size_t n, int threads)
     return kn_rt_parallel_for_threads(threads, copy_chunk, &c, (int64_t)((n + COPY_PIECE - 1) / COPY_PIECE));
 }
 
+/* After p's primitive ran: its output reordered into the caller's dst where
+ * it wrote another layout (into the session's buffer), then the wait. */
+static int finish_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *dst)
+{
+    if (p->dst_reorder) {
+        DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");
+        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
+        int rc = run_exec(s, &p->dst_ro, ra, 2, "reordering the dst");
+        if (rc) return rc;
+    }
+    DN(dnnl_stream_wait(s->stream), "waiting for the stream");
+    return KN_OK;
+}
+
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                       const void *post_src, int threads)
 {
@@ -1309,13 +1323,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         DN(dnnl_memory_set_data_handle(p->m_dst, p->dst_reorder ? s->act[1] : dst), "binding the dst");
         dnnl_exec_arg_t pa[3] = {{DNNL_ARG_SRC, p->m_src}, {DNNL_ARG_DST, p->m_dst}};
         if ((rc = run_exec(s, &p->main, pa, 2, "running the pooling"))) return rc;
-        if (p->dst_reorder) {
-            DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");
-            dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
-            if ((rc = run_exec(s, &p->dst_ro, ra, 2, "reordering the dst"))) return rc;
-        }
-        DN(dnnl_stream_wait(s->stream), "waiting for the stream");
-        return KN_OK;
+        return finish_run(s, p, dst);
     }
     if (p->i2c) {
         im2col_run r = {p->i2c, src, s->act[2]};
@@ -1397,13 +1405,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     }
     if ((rc = run_exec(s, run, args, n, p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
         return rc;
-    if (p->dst_reorder) {
-        DN(dnnl_memory_set_data_handle(p->m_dst_user, dst), "binding the dst");
-        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
-        if ((rc = run_exec(s, &p->dst_ro, ra, 2, "reordering the dst"))) return rc;
-    }
-    DN(dnnl_stream_wait(s->stream), "waiting for the stream");
-    return KN_OK;
+    return finish_run(s, p, dst);
 }
 
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)

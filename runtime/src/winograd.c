@@ -393,24 +393,6 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_LEAKY(x, a)                                                                                             \
     _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(a)), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
 #include "winograd_xform.h"
-#undef XF_TARGET
-#undef XF
-#undef XF_V
-#undef XF_LANES
-#undef XF_LOAD
-#undef XF_STORE
-#undef XF_LOADU
-#undef XF_STOREU
-#undef XF_ZERO
-#undef XF_SET1
-#undef XF_ADD
-#undef XF_SUB
-#undef XF_MUL
-#undef XF_FMADD
-#undef XF_FNMADD
-#undef XF_MAX
-#undef XF_MIN
-#undef XF_LEAKY
 
 #define XF_TARGET AVX512
 #define XF(name) name##_16
@@ -432,24 +414,6 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_LEAKY(x, a)                                                                                             \
     _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a))
 #include "winograd_xform.h"
-#undef XF_TARGET
-#undef XF
-#undef XF_V
-#undef XF_LANES
-#undef XF_LOAD
-#undef XF_STORE
-#undef XF_LOADU
-#undef XF_STOREU
-#undef XF_ZERO
-#undef XF_SET1
-#undef XF_ADD
-#undef XF_SUB
-#undef XF_MUL
-#undef XF_FMADD
-#undef XF_FNMADD
-#undef XF_MAX
-#undef XF_MIN
-#undef XF_LEAKY
 
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads)

@@ -10,12 +10,13 @@
  *   XF_LOAD, XF_STORE (aligned), XF_LOADU, XF_STOREU, XF_ZERO, XF_SET1,
  *   XF_ADD, XF_SUB, XF_MUL, XF_FMADD(a, b, c) = a*b+c, XF_FNMADD = c-a*b,
  *   XF_MAX, XF_MIN, XF_LEAKY(x, alpha)
- * and undefines BT4, BT2, AT4 and AT2 at its end. The arithmetic is the same
- * at every width, so that results do not depend on it.
+ * and undefines all of them (and its own BT4, BT2, AT4, AT2) at its end,
+ * ready for the next width. The arithmetic is the same at every width, so
+ * that results do not depend on it.
  */
 
-/* The alpha x alpha input block of tile t, channels XF_LANES*b.. (zeros outside
- * the image: the padding). */
+/* The alpha x alpha input block of tile t, channels XF_LANES*b.. (zeros
+ * outside the image: the padding). */
 XF_TARGET static void XF(load_block)(const wino_run *r, int64_t t, int64_t b, XF_V d[MAX_ALPHA][MAX_ALPHA])
 {
     const kn_wino *w = r->w;
@@ -173,3 +174,21 @@ XF_TARGET static int XF(output_chunk)(void *args, int64_t lo, int64_t hi)
 #undef BT2
 #undef AT4
 #undef AT2
+#undef XF_TARGET
+#undef XF
+#undef XF_V
+#undef XF_LANES
+#undef XF_LOAD
+#undef XF_STORE
+#undef XF_LOADU
+#undef XF_STOREU
+#undef XF_ZERO
+#undef XF_SET1
+#undef XF_ADD
+#undef XF_SUB
+#undef XF_MUL
+#undef XF_FMADD
+#undef XF_FNMADD
+#undef XF_MAX
+#undef XF_MIN
+#undef XF_LEAKY
