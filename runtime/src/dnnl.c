@@ -702,9 +702,8 @@ static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     if (!own_algo_allowed(rec)) return KN_ERR_UNSUPPORTED;
     int tile = kn_wino_tile(rec, p->nthr);
     if (!tile) return KN_ERR_UNSUPPORTED;
-    int native = native_layout(s);
-    if (native != NATIVE_BLOCK8 && native != NATIVE_BLOCK16 && native != NATIVE_NHWC) return KN_ERR_UNSUPPORTED;
-    int block = native == NATIVE_BLOCK8 ? 8 : native == NATIVE_BLOCK16 ? 16 : 0;
+    int block = kn_dnnl_native_block(s);
+    if (block < 0) return KN_ERR_UNSUPPORTED; /* plain: no layout it takes */
     int st = kn_wino_create(rec, weights, tile, block, &p->wino);
     if (!st) st = session_reserve(s, 2, kn_wino_scratch_bytes(p->wino));
     return st;
@@ -780,9 +779,8 @@ static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
     if (!own_algo_allowed(rec) || rec->spatial != 2 || rec->groups != 1 || rec->wei_ref.loc != KN_LOC_WEIGHTS ||
         !weights)
         return KN_ERR_UNSUPPORTED;
-    int native = native_layout(s);
-    if (native != NATIVE_BLOCK8 && native != NATIVE_BLOCK16) return KN_ERR_UNSUPPORTED;
-    int64_t b = native == NATIVE_BLOCK8 ? 8 : 16;
+    int64_t b = kn_dnnl_native_block(s);
+    if (b != 8 && b != 16) return KN_ERR_UNSUPPORTED; /* blocked layouts only */
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], KH = rec->wei.dims[2],
             KW = rec->wei.dims[3], OH = rec->dst.dims[2], OW = rec->dst.dims[3];
     bool pointwise = KH == 1 && KW == 1 && rec->strides[0] == 1 && rec->strides[1] == 1;
@@ -819,7 +817,7 @@ static int try_im2col(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
         st = kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld",
                       (long long)rec->bias.dims[0], (long long)O);
     if (!st && hb) st = const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst);
-    dnnl_format_tag_t tag = native_tag(native, 4);
+    dnnl_format_tag_t tag = native_tag(native_layout(s), 4);
     if (!st && (dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, tag) ||
                 dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, tag) ||
                 dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw) ||

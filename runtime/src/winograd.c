@@ -61,6 +61,7 @@ struct kn_wino {
     int m, alpha, npos;  /* output tile m x m, input block alpha x alpha, alpha^2 products */
     int blk;             /* activations' channel block: 8 or 16 (nChw8c, nChw16c), 0: NHWC */
     bool avx512;         /* the products by the AVX-512 kernel */
+    bool wide;           /* the transforms by 16-lane vectors (the channels fill them) */
     int64_t N, C, O, H, W;
     int64_t th, tw, T;   /* tiles down, across, in all (N * th * tw) */
     float *U;            /* [npos][O/16][C][16] */
@@ -197,6 +198,7 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
     w->m = tile, w->alpha = tile + 2, w->npos = w->alpha * w->alpha;
     w->blk = block;
     w->avx512 = cpu_avx512();
+    w->wide = w->avx512 && block != 8 && rec->src.dims[1] % 16 == 0 && rec->wei.dims[0] % 16 == 0;
     w->N = rec->src.dims[0], w->C = rec->src.dims[1], w->O = rec->wei.dims[0];
     w->H = rec->src.dims[2], w->W = rec->src.dims[3];
     w->th = (w->H + tile - 1) / tile, w->tw = (w->W + tile - 1) / tile;
@@ -428,14 +430,13 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .M = scratch + w->npos * w->T * w->C};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
     /* 16-channel transforms where the vectors fit the layout's blocks */
-    bool wide = w->avx512 && w->blk != 8 && w->C % 16 == 0 && w->O % 16 == 0;
-    int st = wide ? kn_rt_parallel_for_threads(threads, input_chunk_16, &r, w->T * (w->C / 16))
+    int st = w->wide ? kn_rt_parallel_for_threads(threads, input_chunk_16, &r, w->T * (w->C / 16))
                   : kn_rt_parallel_for_threads(threads, input_chunk_8, &r, w->T * (w->C / 8));
     if (!st && w->avx512)
         st = kn_rt_parallel_for_threads(threads, gemm512_chunk, &r, w->npos * ((w->O / COLS + 1) / 2));
     else if (!st)
         st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
-    if (!st && wide) st = kn_rt_parallel_for_threads(threads, output_chunk_16, &r, w->T * (w->O / 16));
+    if (!st && w->wide) st = kn_rt_parallel_for_threads(threads, output_chunk_16, &r, w->T * (w->O / 16));
     else if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk_8, &r, w->T * (w->O / 8));
     return st;
 }
