@@ -107,17 +107,23 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
 /* Rates behind kn_wino_tile, fitted to per-layer times of ResNet-50's 3x3
  * layers (docs/benchmarks.md): the product kernel, oneDNN's direct 3x3
  * kernel and the transforms' traffic scale with threads; streaming U from
- * memory does not (the cores share it). FLOP/s and bytes/s per thread. */
+ * memory does not (the cores share it), nor does the direct kernel's
+ * streaming of its filter. FLOP/s and bytes/s per thread. */
 typedef struct wino_rates {
-    double gemm;   /* FLOP/s, the products */
-    double direct; /* FLOP/s, oneDNN's direct kernel */
-    double xform;  /* bytes/s, V and M written and read */
-    double u;      /* bytes/s, U streamed from memory */
+    double gemm;    /* FLOP/s, the products */
+    double direct;  /* FLOP/s, oneDNN's direct kernel */
+    double xform;   /* bytes/s, V and M written and read */
+    double u;       /* bytes/s, U streamed from memory */
+    double wdirect; /* bytes/s, the direct kernel's filter from memory (0: folded into `direct`) */
 } wino_rates;
 /* AVX2 Zen 2 core: 6x16 kernel against jit:avx2. */
-static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9};
-/* AVX-512 Zen 5 core: 8x32 kernel against brgconv:avx512_core (NHWC). */
-static const wino_rates RATES_AVX512 = {200e9, 220e9, 20e9, 13e9};
+static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9, 0};
+/* AVX-512 Zen 5 core: 8x32 kernel, which prefetches U, against
+ * brgconv:avx512_core (NHWC), which waits on its filter where it comes
+ * from memory: ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2 threads,
+ * where the 14x14 ones, as many FLOPs but a quarter of the filter, take
+ * 0.49 ms. F(2x2) takes 0.43 ms there, streaming its 16 MB U at 40 GB/s. */
+static const wino_rates RATES_AVX512 = {200e9, 230e9, 20e9, 40e9, 60e9};
 #define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
 
 static bool cpu_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
@@ -158,8 +164,11 @@ int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
 {
     if (!kn_wino_supported(rec)) return 0;
     if (threads < 1) threads = 1;
-    double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * (double)rec->src.dims[1] * (double)rec->wei.dims[0] *
-                    (double)rec->src.dims[2] * (double)rec->src.dims[3] / (rates()->direct * threads);
+    const wino_rates *r = rates();
+    double C = (double)rec->src.dims[1], O = (double)rec->wei.dims[0];
+    double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * C * O * (double)rec->src.dims[2] *
+                    (double)rec->src.dims[3] / (r->direct * threads);
+    if (r->wdirect > 0) direct += 9.0 * C * O * 4.0 / r->wdirect;
     double c4 = wino_cost(rec, 4, threads), c2 = wino_cost(rec, 2, threads);
     int m = c4 <= c2 ? 4 : 2;
     return (m == 4 ? c4 : c2) <= MIN_GAIN * direct ? m : 0;
