@@ -27,8 +27,9 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                       const void *post_src, int threads);
 void kn_dnnl_prim_free(kn_dnnl_prim *p);
-/* What runs p: oneDNN's implementation name ("jit:avx2", ...) or
- * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c). */
+/* What runs p: oneDNN's implementation name ("jit:avx2", ...),
+ * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c) or
+ * "kiln 1x1:avx512" (pointwise.c). */
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p);
 /* The channel block of the layout that KN_LAYOUT_NATIVE stands for in s:
  * 8 or 16 (nChw8c, nChw16c), 0 for NHWC, -1 for plain NCHW. */
@@ -61,6 +62,21 @@ size_t kn_wino_scratch_bytes(const kn_wino *w);
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads);
 void kn_wino_free(kn_wino *w);
+
+/* ---- 1x1 convolutions (pointwise.c) -------------------------------------- */
+
+/* A 1x1 stride-1 convolution on NHWC activations by kiln's own AVX-512
+ * kernel, its post-ops (residual sum included) applied as it stores. */
+typedef struct kn_pw kn_pw;
+/* True if rec is one it can run on this CPU (layouts are the caller's to
+ * check: NHWC only). */
+bool kn_pw_supported(const kn_abi_dnnl *rec);
+/* Packs the constant filter (from `weights`) once. */
+int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
+/* src, dst and residual in NHWC; residual may be dst itself (in place) but
+ * must not overlap it otherwise; bias used only when not constant. */
+int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads);
+void kn_pw_free(kn_pw *w);
 
 /* ---- parallel loops (parallel.c) ------------------------------------------ */
 

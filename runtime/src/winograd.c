@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "fused_int.h"
+#include "gemm512.h"
 #include "rt_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -57,7 +58,7 @@
 #define WINO_X86 0
 #endif
 
-enum { MAX_ALPHA = 6, ROWS = 6, ROWS512 = 8, MIN_ROWS512 = 5, COLS = 16 };
+enum { MAX_ALPHA = 6, ROWS = 6 };
 
 struct kn_wino {
     int m, alpha, npos;  /* output tile m x m, input block alpha x alpha, alpha^2 products */
@@ -133,16 +134,8 @@ static const wino_rates *rates(void) { return cpu_avx512() ? &RATES_AVX512 : &RA
 static double max_d(double a, double b) { return a > b ? a : b; }
 
 /* Tiles per row block of the product kernel for T tiles: the AVX2 kernel's
- * 6, or on AVX-512 the 5..8 that wastes fewest rows in the last block (7
- * for ResNet's 7x7 and 14x14 tiles; 8 wastes 1/8 of the work there). */
-static int row_block(int64_t T, bool avx512)
-{
-    if (!avx512) return ROWS;
-    int best = ROWS512;
-    for (int r = ROWS512 - 1; r >= MIN_ROWS512; r--)
-        if ((T + r - 1) / r * r < (T + best - 1) / best * best) best = r;
-    return best;
-}
+ * 6, or on AVX-512 gemm512's choice. */
+static int row_block(int64_t T, bool avx512) { return avx512 ? kn_gemm512_row_block(T) : ROWS; }
 
 /* Estimated seconds of a run of F(m x m) on rec with `threads` threads. */
 static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
@@ -332,78 +325,6 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
-#define AVX512 __attribute__((target("avx512f,avx2,fma")))
-
-/* c[i][0..16 np] = sum_k a[i lda + k] * b[k][..] for i < R, on AVX-512: a
- * points at R consecutive rows of V (lda floats apart), b at np (1 or 2)
- * adjacent 16-column panels of U, `next` floats apart. Inlined with R and np
- * constant, so that the R x np accumulators stay in registers and only the
- * rows that exist are computed.
- *
- * U comes from memory at batch 1 (each panel serves a few row blocks only),
- * so each call also prefetches one panel's K lines from pf into L1: the
- * caller points pf at a panel of the next item while this one computes, and
- * at b otherwise (lines already there). Without it the first row block of
- * each item waits on memory: 2/3 of the kernel's speed on ResNet-50's
- * 14x14 layers at batch 1, against 9/10 with it. */
-#define ROW512(i)                                                                                                  \
-    do {                                                                                                           \
-        if (R > i) {                                                                                               \
-            __m512 x_ = _mm512_set1_ps(ak[i * lda]);                                                               \
-            c[i][0] = _mm512_fmadd_ps(x_, b0, c[i][0]);                                                            \
-            if (np == 2) c[i][1] = _mm512_fmadd_ps(x_, b1, c[i][1]);                                               \
-        }                                                                                                          \
-    } while (0)
-AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, const int np, const float *a,
-                                                                int64_t lda, const float *b, int64_t next,
-                                                                int64_t K, const float *pf, float *out, int64_t ldo)
-{
-    __m512 c[ROWS512][2];
-    for (int i = 0; i < ROWS512; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    const float *bn = b + next;
-    for (int64_t k = 0; k < K; k++) {
-        const float *ak = a + k;
-        _mm_prefetch((const char *)(pf + k * COLS), _MM_HINT_T0);
-        __m512 b0 = _mm512_load_ps(b + k * COLS), b1 = np == 2 ? _mm512_load_ps(bn + k * COLS) : b0;
-        ROW512(0);
-        ROW512(1);
-        ROW512(2);
-        ROW512(3);
-        ROW512(4);
-        ROW512(5);
-        ROW512(6);
-        ROW512(7);
-    }
-    for (int i = 0; i < R; i++) {
-        _mm512_storeu_ps(out + i * ldo, c[i][0]);
-        if (np == 2) _mm512_storeu_ps(out + i * ldo + COLS, c[i][1]);
-    }
-}
-#undef ROW512
-
-/* gemm512 with rows (1..ROWS512) and np made constants. */
-AVX512 static void gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
-                                int64_t K, const float *pf, float *out, int64_t ldo)
-{
-#define CASE(R)                                                                                                    \
-    case R:                                                                                                        \
-        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, out, ldo);                                              \
-        else gemm512(R, 1, a, lda, b, next, K, pf, out, ldo);                                                      \
-        break
-    switch (rows) {
-        CASE(1);
-        CASE(2);
-        CASE(3);
-        CASE(4);
-        CASE(5);
-        CASE(6);
-        CASE(7);
-        CASE(8);
-    default: break;
-    }
-#undef CASE
-}
-
 /* Phase 2 on AVX-512 for (position, pair of 16-column panels) items
  * [lo, hi); an odd last panel goes alone. U holds the items' panels one
  * after the other, so the next item's start right after this one's; the
@@ -424,7 +345,7 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
         for (int64_t t0 = 0; t0 < w->T; t0 += w->rows, blk++) {
             int rows = w->T - t0 < w->rows ? (int)(w->T - t0) : w->rows;
             const float *pf = blk < next_panels ? next + blk * K * COLS : B;
-            gemm512_rows(rows, np, V + t0 * K, K, B, K * COLS, K, pf, M + t0 * w->O, w->O);
+            gemm512_rows(rows, np, V + t0 * K, K, B, K * COLS, K, pf, M + t0 * w->O, w->O, NULL);
         }
     }
     return KN_OK;

@@ -1,0 +1,307 @@
+/*
+ * tests/runtime/test_pointwise.c — 1x1 stride-1 convolutions by kiln's
+ * AVX-512 kernel (runtime/src/pointwise.c) against a naive double-precision
+ * product on NHWC: pixel counts that fill and do not fill its row blocks and
+ * row groups, output channels in whole and odd panel pairs, any input
+ * channel count, a constant and a per-run bias, every post-op it takes
+ * (ReLU, leaky ReLU, clip, residual sum before or after an activation, in
+ * place), 1 and 2 threads bitwise equal; which records it refuses; and the
+ * oneDNN wrapper (dnnl.c) running such a record by it between two NHWC
+ * activations, and not when the record asks for oneDNN's direct kernel.
+ * Skipped on CPUs without AVX-512F (the kernel is not used there).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../runtime/src/rt_internal.h"
+
+static uint32_t g_seed = 4242;
+static float frand(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *alloc_f(int64_t n)
+{
+    void *p = NULL;
+    assert_int_equal(posix_memalign(&p, 64, (size_t)(n > 0 ? n : 1) * sizeof(float)), 0);
+    return p;
+}
+
+static float *rand_f(int64_t n)
+{
+    float *p = alloc_f(n);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static bool cpu_has_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
+
+typedef struct pcase {
+    int64_t N, C, O, H, W;
+    bool bias, const_bias;
+    int n_post;
+    kn_abi_post post[4];
+} pcase;
+
+static bool has_sum(const pcase *c)
+{
+    for (int i = 0; i < c->n_post; i++)
+        if (c->post[i].kind == KN_POST_SUM) return true;
+    return false;
+}
+
+/* The record of a 1x1 stride-1 conv between NHWC activations (the session's
+ * layout on AVX-512); weights blob: [64 bytes][w][b]. */
+static void make_record(const pcase *c, kn_abi_dnnl *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_CONV;
+    r->groups = 1;
+    r->spatial = 2;
+    r->alpha = 1.0f;
+    kn_abi_tensor *ts[3] = {&r->src, &r->wei, &r->dst};
+    int64_t dims[3][4] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 1, 1}, {c->N, c->O, c->H, c->W}};
+    for (int t = 0; t < 3; t++) {
+        ts[t]->dtype = KN_F32;
+        ts[t]->rank = 4;
+        int64_t n = 1;
+        for (int i = 0; i < 4; i++) ts[t]->dims[i] = dims[t][i], n *= dims[t][i];
+        ts[t]->nbytes = n * 4;
+    }
+    if (c->bias) {
+        r->bias.dtype = KN_F32;
+        r->bias.rank = 1;
+        r->bias.dims[0] = c->O;
+        r->bias.nbytes = c->O * 4;
+    }
+    for (int i = 0; i < 2; i++) r->strides[i] = r->dilations[i] = 1;
+    r->n_post = c->n_post;
+    memcpy(r->post, c->post, sizeof r->post);
+    r->wei_ref.loc = KN_LOC_WEIGHTS;
+    r->wei_ref.offset = 64;
+    r->bias_ref.loc = c->const_bias ? KN_LOC_WEIGHTS : KN_LOC_ARENA;
+    r->bias_ref.offset = 64 + r->wei.nbytes;
+    r->src_layout = r->dst_layout = KN_LAYOUT_NATIVE;
+    r->post_layout = has_sum(c) ? KN_LAYOUT_NATIVE : KN_LAYOUT_PLAIN;
+}
+
+static float post1(const kn_abi_post *p, float v, float res)
+{
+    switch (p->kind) {
+    case KN_POST_RELU: return v > 0 ? v : 0;
+    case KN_POST_LEAKY_RELU: return v > 0 ? v : v * p->alpha;
+    case KN_POST_CLIP: return v < p->alpha ? p->alpha : v > p->beta ? p->beta : v;
+    case KN_POST_SUM: return v + res;
+    default: return v;
+    }
+}
+
+/* Naive 1x1 conv on NHWC (y[p][o] = sum_c x[p][c] w[o][c] + b[o]), then the
+ * post-ops. */
+static void conv_ref(const pcase *c, const float *x, const float *w, const float *b, const float *res, float *y)
+{
+    int64_t P = c->N * c->H * c->W;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t o = 0; o < c->O; o++) {
+            double acc = b ? b[o] : 0.0;
+            for (int64_t ci = 0; ci < c->C; ci++) acc += (double)x[p * c->C + ci] * w[o * c->C + ci];
+            float v = (float)acc;
+            for (int i = 0; i < c->n_post; i++) v = post1(&c->post[i], v, res ? res[p * c->O + o] : 0.f);
+            y[p * c->O + o] = v;
+        }
+}
+
+static double rel_err(const float *got, const float *want, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= e)) e = d; /* NaN counts */
+        if (fabs(want[i]) > m) m = fabs(want[i]);
+    }
+    return m > 0 ? e / m : e;
+}
+
+/* Runs c through kn_pw at 1 and 2 threads (bitwise equal), against the
+ * naive product; with a residual also in place (dst holding it). */
+static void run_case(const pcase *c)
+{
+    if (!cpu_has_avx512()) skip();
+    kn_abi_dnnl r;
+    make_record(c, &r);
+    int64_t P = c->N * c->H * c->W, nx = P * c->C, ny = P * c->O, nw = c->O * c->C;
+    float *blob = rand_f(16 + nw + c->O), *x = rand_f(nx), *res = rand_f(ny);
+    const float *w = blob + 16, *b = c->bias ? blob + 16 + nw : NULL;
+    bool sum = has_sum(c);
+    float *want = alloc_f(ny), *y1 = alloc_f(ny), *y2 = alloc_f(ny);
+    conv_ref(c, x, w, b, sum ? res : NULL, want);
+
+    assert_true(kn_pw_supported(&r));
+    kn_pw *k;
+    int st = kn_pw_create(&r, (const unsigned char *)blob, &k);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    const float *run_bias = c->const_bias ? NULL : b;
+    assert_int_equal(kn_pw_exec(k, x, run_bias, y1, sum ? res : NULL, 1), KN_OK);
+    assert_int_equal(kn_pw_exec(k, x, run_bias, y2, sum ? res : NULL, 2), KN_OK);
+    assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+    double e = rel_err(y1, want, ny);
+    if (!(e < 1e-5))
+        print_error("1x1 %lldx%lldx%lldx%lld -> %lld: relative error %.3g\n", (long long)c->N, (long long)c->C,
+                    (long long)c->H, (long long)c->W, (long long)c->O, e);
+    assert_true(e < 1e-5);
+    if (sum) { /* in place: dst holds the residual */
+        memcpy(y1, res, (size_t)ny * sizeof(float));
+        assert_int_equal(kn_pw_exec(k, x, run_bias, y1, y1, 2), KN_OK);
+        assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+    }
+    kn_pw_free(k);
+    free(blob), free(x), free(res), free(want), free(y1), free(y2);
+}
+
+static const kn_abi_post RELU = {KN_POST_RELU, 0, 0}, SUM = {KN_POST_SUM, 0, 0};
+
+static void test_shapes(void **st)
+{
+    (void)st;
+    /* one row block, one panel */
+    pcase a = {.N = 1, .C = 16, .O = 16, .H = 2, .W = 3, .bias = true, .const_bias = true};
+    run_case(&a);
+    /* rows that fill no row block or group evenly (3 x 7 x 9 = 189 pixels);
+     * an odd count of panels (48 channels: a pair, then one alone); an odd
+     * count of input channels */
+    pcase b = {.N = 3, .C = 17, .O = 48, .H = 7, .W = 9, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {RELU}};
+    run_case(&b);
+    /* ResNet-50's 14x14 expansion layer */
+    pcase c = {.N = 1, .C = 256, .O = 1024, .H = 14, .W = 14, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {RELU}};
+    run_case(&c);
+    /* a single input channel, no bias */
+    pcase d = {.N = 2, .C = 1, .O = 32, .H = 5, .W = 5};
+    run_case(&d);
+}
+
+static void test_bias_per_run(void **st)
+{
+    (void)st;
+    pcase c = {.N = 1, .C = 40, .O = 64, .H = 6, .W = 11, .bias = true, .const_bias = false};
+    run_case(&c);
+}
+
+static void test_post_ops(void **st)
+{
+    (void)st;
+    kn_abi_post leaky = {KN_POST_LEAKY_RELU, 0.1f, 0}, clip = {KN_POST_CLIP, 0.0f, 6.0f};
+    pcase a = {.N = 2, .C = 24, .O = 80, .H = 9, .W = 8, .bias = true, .const_bias = true, .n_post = 1,
+               .post = {leaky}};
+    run_case(&a);
+    pcase b = a;
+    b.post[0] = clip;
+    run_case(&b);
+    /* ResNet's order: residual sum, then ReLU */
+    pcase s = a;
+    s.n_post = 2, s.post[0] = SUM, s.post[1] = RELU;
+    run_case(&s);
+    /* activation first, then the sum, then a clip */
+    pcase t = a;
+    t.n_post = 3, t.post[0] = RELU, t.post[1] = SUM, t.post[2] = clip;
+    run_case(&t);
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    if (!cpu_has_avx512()) skip();
+    pcase c = {.N = 1, .C = 16, .O = 32, .H = 4, .W = 4};
+    kn_abi_dnnl base, r;
+    make_record(&c, &base);
+    assert_true(kn_pw_supported(&base));
+    r = base, r.wei.dims[2] = r.wei.dims[3] = 3; /* 3x3 */
+    assert_false(kn_pw_supported(&r));
+    r = base, r.strides[0] = 2;
+    assert_false(kn_pw_supported(&r));
+    r = base, r.pads_begin[1] = 1;
+    assert_false(kn_pw_supported(&r));
+    r = base, r.groups = 2;
+    assert_false(kn_pw_supported(&r));
+    r = base, r.wei.dims[0] = r.dst.dims[1] = 24; /* not whole 16-channel panels */
+    assert_false(kn_pw_supported(&r));
+    r = base, r.n_post = 1, r.post[0].kind = KN_POST_SIGMOID;
+    assert_false(kn_pw_supported(&r));
+    r = base, r.wei_ref.loc = KN_LOC_ARENA; /* weights per run */
+    assert_false(kn_pw_supported(&r));
+    kn_pw *k = NULL;
+    r = base, r.wei.nbytes = 8;
+    assert_int_equal(kn_pw_create(&r, (const unsigned char *)&base, &k), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "the weights have the wrong size"));
+    assert_null(k);
+    r = base, r.strides[0] = 2;
+    assert_int_equal(kn_pw_create(&r, (const unsigned char *)&base, &k), KN_ERR_UNSUPPORTED);
+    assert_null(k);
+}
+
+/* dnnl.c runs a 1x1 record between two NHWC activations by pointwise.c (on
+ * an AVX-512 session, whose layout is NHWC), and by oneDNN when the record
+ * asks for direct convolution: the same results to float rounding. */
+static void test_dnnl_chooses(void **st)
+{
+    (void)st;
+    if (!cpu_has_avx512()) skip();
+    kn_dnnl_session *s = NULL;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    pcase c = {.N = 1, .C = 64, .O = 96, .H = 10, .W = 7, .bias = true, .const_bias = true, .n_post = 2,
+               .post = {SUM, RELU}};
+    kn_abi_dnnl r;
+    make_record(&c, &r);
+    if (kn_dnnl_native_block(s) != 0) { /* oneDNN held to AVX2 (nChw8c): not NHWC, so oneDNN runs it */
+        kn_dnnl_prim *p = NULL;
+        float *w = rand_f(16 + c.O * c.C + c.O);
+        assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)w, &p), KN_OK);
+        assert_null(strstr(kn_dnnl_prim_impl(p), "kiln"));
+        kn_dnnl_prim_free(p);
+        kn_dnnl_session_free(s);
+        free(w);
+        return;
+    }
+    int64_t P = c.H * c.W, ny = P * c.O, nw = c.O * c.C;
+    float *blob = rand_f(16 + nw + c.O), *x = rand_f(P * c.C), *res = rand_f(ny), *y1 = alloc_f(ny),
+          *y2 = alloc_f(ny);
+    kn_dnnl_prim *own = NULL, *dnnl = NULL;
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &own), KN_OK);
+    assert_string_equal(kn_dnnl_prim_impl(own), "kiln 1x1:avx512");
+    r.conv_algo = KN_CONV_ALGO_DIRECT;
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &dnnl), KN_OK);
+    assert_null(strstr(kn_dnnl_prim_impl(dnnl), "kiln"));
+    assert_int_equal(kn_dnnl_prim_exec(s, own, x, NULL, NULL, y1, res, 2), KN_OK);
+    assert_int_equal(kn_dnnl_prim_exec(s, dnnl, x, NULL, NULL, y2, res, 2), KN_OK);
+    assert_true(rel_err(y1, y2, ny) < 1e-5);
+    /* the residual overlapping dst other than exactly is copied aside first */
+    float *buf = alloc_f(ny + 16);
+    memcpy(buf + 16, res, (size_t)ny * sizeof(float));
+    assert_int_equal(kn_dnnl_prim_exec(s, own, x, NULL, NULL, buf, buf + 16, 2), KN_OK);
+    assert_true(rel_err(buf, y2, ny) < 1e-5);
+    kn_dnnl_prim_free(own);
+    kn_dnnl_prim_free(dnnl);
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(res), free(y1), free(y2), free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shapes),     cmocka_unit_test(test_bias_per_run), cmocka_unit_test(test_post_ops),
+        cmocka_unit_test(test_refusals),   cmocka_unit_test(test_dnnl_chooses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
