@@ -36,9 +36,9 @@
  * allows it (conv_algo AUTO); the session's third activation buffer is its
  * scratch.
  *
- * 1x1: a 1x1 stride-1 conv between two NHWC activations (AVX-512) runs by
- * pointwise.c when the record allows it: as fast as oneDNN's brgconv_1x1
- * at batch 1, 1.4-1.6x faster with a residual sum at batch 8.
+ * 1x1: a 1x1 conv without padding between two NHWC activations (AVX-512)
+ * runs by pointwise.c when the record allows it: as fast as oneDNN's
+ * brgconv_1x1 at batch 1, 1.4-2x faster with a residual sum at batch 8.
  *
  * im2col: otherwise a conv with a small output image (at most
  * IM2COL_MAX_PIXELS per image, ResNet's last stages) between two blocked
@@ -125,7 +125,7 @@ struct kn_dnnl_prim {
     size_t dst_bytes, post_bytes; /* post_bytes: the residual's, when sum_ro reorders it */
     /* a 3x3 stride-1 conv run by winograd.c instead of oneDNN */
     kn_wino *wino;
-    /* a 1x1 stride-1 conv on NHWC run by pointwise.c instead of oneDNN */
+    /* a 1x1 conv on NHWC run by pointwise.c instead of oneDNN */
     kn_pw *pw;
     /* a conv run as im2col + oneDNN's 1x1 kernel (see try_im2col) */
     struct im2col *i2c;
@@ -716,12 +716,13 @@ static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     return st;
 }
 
-/* A 1x1 stride-1 conv between two NHWC activations (the session's layout
+/* A 1x1 conv without padding between two NHWC activations (the session's layout
  * on AVX-512 CPUs) runs by pointwise.c, unless the record asks for oneDNN's
  * direct convolution; KN_ERR_UNSUPPORTED otherwise. */
 static int try_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p)
 {
-    if (!own_algo_allowed(rec) || kn_dnnl_native_block(s) != 0 || !kn_pw_supported(rec)) return KN_ERR_UNSUPPORTED;
+    if (!own_algo_allowed(rec) || kn_dnnl_native_block(s) != 0 || !kn_pw_supported(rec) || !kn_pw_worth(rec))
+        return KN_ERR_UNSUPPORTED;
     int st = kn_pw_create(rec, weights, &p->pw);
     p->dst_bytes = (size_t)rec->dst.nbytes;
     /* a residual that overlaps dst other than exactly is copied aside first */

@@ -1,19 +1,25 @@
 /*
- * runtime/src/pointwise.c — 1x1, stride-1 convolutions on channels-last
- * (NHWC) activations by kiln's own AVX-512 kernel (gemm512.h), with the
- * bias, the post-ops and the residual sum applied as each block is stored.
+ * runtime/src/pointwise.c — 1x1 convolutions (any stride, no padding) on
+ * channels-last (NHWC) activations by kiln's own AVX-512 kernel
+ * (gemm512.h), with the bias, the post-ops and the residual sum applied as
+ * each block is stored.
  *
  * In NHWC such a convolution is a matrix product: dst[P x O] = src[P x C]
- * . W^T, P = N * H * W pixels. oneDNN 2.6's brgconv_1x1 kernel does as well
- * at batch 1, but with a residual sum at batch 8 it takes 1.6-1.9x as long
- * as without (ResNet-50's 56x56 layers: 3.8 ms against 2.2 on 2 threads;
+ * . W^T, P = N * OH * OW output pixels, each row of src the input pixel
+ * under an output pixel. oneDNN 2.6's brgconv_1x1 kernel does as well at
+ * batch 1, but with a residual sum at batch 8 it takes 1.6-2.2x as long as
+ * without (ResNet-50's 56x56 layers: 3.8 ms against 2.2 on 2 threads;
  * onnxruntime 2.3); this kernel reads the residual as it stores each block,
- * where the block's lines are about to be written anyway (2.3 ms).
+ * where the block's lines are about to be written anyway (2.7 ms).
  *
- * Work items are (group of rows, pair of 16-column panels), row groups
+ * Rows come in lines: with stride 1 all the pixels are one line (the input
+ * pixels are evenly spaced, C floats apart), with a larger stride each
+ * output row is one (its input pixels are stride * C floats apart). A line
+ * is cut into blocks of up to 8 rows, the kernel's; blocks in groups.
+ * Work items are (group of blocks, pair of 16-column panels), groups
  * first: consecutive items of a thread reuse the group's src rows (in L1),
  * and with one group (few pixels: batch 1, small images) the threads split
- * the columns, so that each reads its half of the weights once. Like
+ * the columns, so that each reads its share of the weights once. Like
  * Winograd's products, the first row blocks of an item prefetch the next
  * item's weights.
  */
@@ -31,10 +37,16 @@
 #define GROUP_ROWS 64
 
 struct kn_pw {
-    int64_t P, C, O;   /* pixels, input and output channels */
-    int rows;          /* rows per block (kn_gemm512_row_block) */
-    int64_t group;     /* rows per group, a multiple of rows */
-    float *W;          /* [O/16][C][16] */
+    int64_t C, O;      /* input and output channels */
+    int64_t H, W;      /* input image */
+    int64_t OH, OW;    /* output image */
+    int64_t sh, sw;    /* strides */
+    int64_t len;       /* pixels per line: all (stride 1) or OW */
+    int64_t lines;     /* 1 (stride 1) or N * OH */
+    int rows;          /* rows per block (kn_gemm512_row_block of len) */
+    int64_t per_line;  /* blocks per line */
+    int64_t group;     /* blocks per group */
+    float *wei;        /* [O/16][C][16] */
     const float *bias; /* [O], constant (or NULL: per run, or none) */
     bool has_bias, has_sum;
     int n_post;
@@ -48,14 +60,16 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
     if (rec->kind != KN_DNNL_CONV || rec->spatial != 2 || rec->groups != 1) return false;
     if (rec->src.rank != 4 || rec->wei.rank != 4 || rec->dst.rank != 4) return false;
     if (rec->wei.dims[2] != 1 || rec->wei.dims[3] != 1) return false;
-    for (int i = 0; i < 2; i++)
-        if (rec->strides[i] != 1 || rec->dilations[i] != 1 || rec->pads_begin[i] != 0 || rec->pads_end[i] != 0)
-            return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0];
-    if (N < 1 || C < 1 || O < COLS || O % COLS || rec->wei.dims[1] != C || rec->dst.dims[1] != O)
+    if (N < 1 || C < 1 || O < COLS || O % COLS || rec->wei.dims[1] != C || rec->dst.dims[1] != O ||
+        rec->dst.dims[0] != N)
         return false;
-    for (int i = 0; i < 2; i++)
-        if (rec->dst.dims[0] != N || rec->dst.dims[2 + i] != rec->src.dims[2 + i]) return false;
+    for (int i = 0; i < 2; i++) {
+        int64_t in = rec->src.dims[2 + i], s = rec->strides[i];
+        if (s < 1 || rec->dilations[i] != 1 || rec->pads_begin[i] != 0 || rec->pads_end[i] != 0 || in < 1 ||
+            rec->dst.dims[2 + i] != (in - 1) / s + 1)
+            return false;
+    }
     if (rec->wei_ref.loc != KN_LOC_WEIGHTS || rec->n_post < 0 || rec->n_post > 4) return false;
     for (int i = 0; i < rec->n_post; i++) {
         int k = rec->post[i].kind;
@@ -70,6 +84,23 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
+/* Where the kernel beats oneDNN's brgconv_1x1 (measured per layer on a Zen
+ * 5 core with ResNet-50 and MobileNetV2, batch 1 and 8): a residual sum
+ * into a large output (>= 8 MB: at batch 8 oneDNN takes 1.6-2.2x as long
+ * with the sum as without), or few pixels against a large filter (batch
+ * 1's 7x7 and 14x14 layers: prefetching the filter saves 5-20%). Elsewhere,
+ * small input channel counts above all, oneDNN's stores win by 3-50%. */
+#define PW_MIN_SUM_BYTES (8 << 20)
+#define PW_MAX_PIXELS 256
+#define PW_MIN_FILTER_BYTES (1 << 20)
+
+bool kn_pw_worth(const kn_abi_dnnl *rec)
+{
+    int64_t P = rec->dst.dims[0] * rec->dst.dims[2] * rec->dst.dims[3], O = rec->wei.dims[0], C = rec->wei.dims[1];
+    bool sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
+    return (sum && P * O * 4 >= PW_MIN_SUM_BYTES) || (P <= PW_MAX_PIXELS && O * C * 4 >= PW_MIN_FILTER_BYTES);
+}
+
 int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out)
 {
     *out = NULL;
@@ -77,10 +108,15 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
         return kn_error(KN_ERR_UNSUPPORTED, "1x1 convolution: not one the AVX-512 kernel runs");
     kn_pw *w = calloc(1, sizeof *w);
     if (!w) return kn_error(KN_ERR_NOMEM, "out of memory");
-    w->P = rec->src.dims[0] * rec->src.dims[2] * rec->src.dims[3];
     w->C = rec->src.dims[1], w->O = rec->wei.dims[0];
-    w->rows = kn_gemm512_row_block(w->P < GROUP_ROWS ? w->P : GROUP_ROWS);
-    w->group = GROUP_ROWS / w->rows * w->rows;
+    w->H = rec->src.dims[2], w->W = rec->src.dims[3], w->OH = rec->dst.dims[2], w->OW = rec->dst.dims[3];
+    w->sh = rec->strides[0], w->sw = rec->strides[1];
+    bool one_line = w->sh == 1 && w->sw == 1;
+    w->len = one_line ? rec->src.dims[0] * w->OH * w->OW : w->OW;
+    w->lines = one_line ? 1 : rec->src.dims[0] * w->OH;
+    w->rows = kn_gemm512_row_block(w->len < GROUP_ROWS ? w->len : GROUP_ROWS);
+    w->per_line = (w->len + w->rows - 1) / w->rows;
+    w->group = GROUP_ROWS / w->rows;
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
     w->has_sum = kn_fused_has_sum(w->post, w->n_post);
@@ -98,13 +134,13 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
         return st;
     }
     size_t bytes = (size_t)w->O * (size_t)w->C * sizeof(float);
-    if (posix_memalign((void **)&w->W, 64, bytes)) {
+    if (posix_memalign((void **)&w->wei, 64, bytes)) {
         free(w);
         return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of 1x1 convolution weights", bytes);
     }
     const float *g = (const float *)(weights + rec->wei_ref.offset); /* [O][C] */
     for (int64_t o = 0; o < w->O; o++)
-        for (int64_t c = 0; c < w->C; c++) w->W[((o / COLS) * w->C + c) * COLS + o % COLS] = g[o * w->C + c];
+        for (int64_t c = 0; c < w->C; c++) w->wei[((o / COLS) * w->C + c) * COLS + o % COLS] = g[o * w->C + c];
     if (w->has_bias && rec->bias_ref.loc == KN_LOC_WEIGHTS) w->bias = (const float *)(weights + rec->bias_ref.offset);
     *out = w;
     return KN_OK;
@@ -113,7 +149,7 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
 void kn_pw_free(kn_pw *w)
 {
     if (!w) return;
-    free(w->W);
+    free(w->wei);
     free(w);
 }
 
@@ -125,31 +161,35 @@ typedef struct pw_run {
     float *dst;
 } pw_run;
 
-/* (row group, panel pair) items [lo, hi). */
+/* (block group, panel pair) items [lo, hi). */
 AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const pw_run *r = args;
     const kn_pw *w = r->w;
-    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2, K = w->C;
+    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * w->per_line;
     for (int64_t it = lo; it < hi; it++) {
         int64_t g = it / pairs, q = it % pairs * 2;
-        int64_t r0 = g * w->group, r1 = r0 + w->group < w->P ? r0 + w->group : w->P;
-        const float *B = w->W + q * K * COLS;
+        int64_t b0 = g * w->group, b1 = b0 + w->group < blocks ? b0 + w->group : blocks;
+        const float *B = w->wei + q * K * COLS;
         int np = q + 1 < panels ? 2 : 1;
         /* the next item's panels, unless it is the next group's first (the same as this group's first) */
         int64_t nq = (it + 1) % pairs * 2;
         int64_t next_panels = it + 1 >= hi || nq == 0 ? 0 : nq + 1 < panels ? 2 : 1;
-        const float *next = w->W + nq * K * COLS;
-        int64_t blk = 0;
-        for (int64_t p0 = r0; p0 < r1; p0 += w->rows, blk++) {
-            int rows = r1 - p0 < w->rows ? (int)(r1 - p0) : w->rows;
+        const float *next = w->wei + nq * K * COLS;
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t line = b / w->per_line, x0 = b % w->per_line * w->rows;
+            int rows = w->len - x0 < w->rows ? (int)(w->len - x0) : w->rows;
+            int64_t p0 = line * w->len + x0; /* the first output pixel */
+            /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
+            int64_t in0 = w->lines == 1 ? p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
             gemm512_epi e = {.bias = r->bias ? r->bias + q * COLS : NULL,
                              .post = w->post,
                              .n_post = w->n_post,
                              .res = r->res ? r->res + p0 * w->O + q * COLS : NULL,
                              .ldr = w->O};
-            const float *pf = blk < next_panels ? next + blk * K * COLS : B;
-            gemm512_rows(rows, np, r->src + p0 * K, K, B, K * COLS, K, pf, r->dst + p0 * w->O + q * COLS, w->O, &e);
+            const float *pf = b - b0 < next_panels ? next + (b - b0) * K * COLS : B;
+            gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * COLS, K, pf, r->dst + p0 * w->O + q * COLS,
+                         w->O, &e);
         }
     }
     return KN_OK;
@@ -164,7 +204,8 @@ int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, 
                 .res = w->has_sum ? residual : NULL,
                 .dst = dst};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "1x1 convolution: no bias given");
-    int64_t groups = (w->P + w->group - 1) / w->group, pairs = (w->O / COLS + 1) / 2;
+    int64_t blocks = w->lines * w->per_line, groups = (blocks + w->group - 1) / w->group;
+    int64_t pairs = (w->O / COLS + 1) / 2;
     return kn_rt_parallel_for_threads(threads, pw_chunk, &r, groups * pairs);
 }
 

@@ -65,12 +65,15 @@ void kn_wino_free(kn_wino *w);
 
 /* ---- 1x1 convolutions (pointwise.c) -------------------------------------- */
 
-/* A 1x1 stride-1 convolution on NHWC activations by kiln's own AVX-512
- * kernel, its post-ops (residual sum included) applied as it stores. */
+/* A 1x1 convolution (any stride, no padding) on NHWC activations by kiln's
+ * own AVX-512 kernel, its post-ops (residual sum included) applied as it
+ * stores. */
 typedef struct kn_pw kn_pw;
 /* True if rec is one it can run on this CPU (layouts are the caller's to
  * check: NHWC only). */
 bool kn_pw_supported(const kn_abi_dnnl *rec);
+/* True if it should run rec rather than oneDNN (a supported rec). */
+bool kn_pw_worth(const kn_abi_dnnl *rec);
 /* Packs the constant filter (from `weights`) once. */
 int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 /* src, dst and residual in NHWC; residual may be dst itself (in place) but

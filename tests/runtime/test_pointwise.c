@@ -1,13 +1,15 @@
 /*
- * tests/runtime/test_pointwise.c — 1x1 stride-1 convolutions by kiln's
- * AVX-512 kernel (runtime/src/pointwise.c) against a naive double-precision
- * product on NHWC: pixel counts that fill and do not fill its row blocks and
- * row groups, output channels in whole and odd panel pairs, any input
+ * tests/runtime/test_pointwise.c — 1x1 convolutions by kiln's AVX-512
+ * kernel (runtime/src/pointwise.c) against a naive double-precision product
+ * on NHWC: pixel counts that fill and do not fill its row blocks and row
+ * groups, strides 1 and 2 (also unequal, and images that the stride does not
+ * divide), output channels in whole and odd panel pairs, any input
  * channel count, a constant and a per-run bias, every post-op it takes
  * (ReLU, leaky ReLU, clip, residual sum before or after an activation, in
- * place), 1 and 2 threads bitwise equal; which records it refuses; and the
- * oneDNN wrapper (dnnl.c) running such a record by it between two NHWC
- * activations, and not when the record asks for oneDNN's direct kernel.
+ * place), 1 and 2 threads bitwise equal; which records it refuses and which
+ * it takes over from oneDNN; and the oneDNN wrapper (dnnl.c) running such a
+ * record by it between two NHWC activations, and not when the record asks
+ * for oneDNN's direct kernel.
  * Skipped on CPUs without AVX-512F (the kernel is not used there).
  */
 #include <math.h>
@@ -48,6 +50,7 @@ static bool cpu_has_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) !
 
 typedef struct pcase {
     int64_t N, C, O, H, W;
+    int64_t sh, sw; /* strides; 0: 1 */
     bool bias, const_bias;
     int n_post;
     kn_abi_post post[4];
@@ -60,8 +63,13 @@ static bool has_sum(const pcase *c)
     return false;
 }
 
-/* The record of a 1x1 stride-1 conv between NHWC activations (the session's
- * layout on AVX-512); weights blob: [64 bytes][w][b]. */
+static int64_t sh(const pcase *c) { return c->sh ? c->sh : 1; }
+static int64_t sw(const pcase *c) { return c->sw ? c->sw : 1; }
+static int64_t oh(const pcase *c) { return (c->H - 1) / sh(c) + 1; }
+static int64_t ow(const pcase *c) { return (c->W - 1) / sw(c) + 1; }
+
+/* The record of a 1x1 conv between NHWC activations (the session's layout
+ * on AVX-512); weights blob: [64 bytes][w][b]. */
 static void make_record(const pcase *c, kn_abi_dnnl *r)
 {
     memset(r, 0, sizeof *r);
@@ -70,7 +78,7 @@ static void make_record(const pcase *c, kn_abi_dnnl *r)
     r->spatial = 2;
     r->alpha = 1.0f;
     kn_abi_tensor *ts[3] = {&r->src, &r->wei, &r->dst};
-    int64_t dims[3][4] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 1, 1}, {c->N, c->O, c->H, c->W}};
+    int64_t dims[3][4] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 1, 1}, {c->N, c->O, oh(c), ow(c)}};
     for (int t = 0; t < 3; t++) {
         ts[t]->dtype = KN_F32;
         ts[t]->rank = 4;
@@ -84,7 +92,7 @@ static void make_record(const pcase *c, kn_abi_dnnl *r)
         r->bias.dims[0] = c->O;
         r->bias.nbytes = c->O * 4;
     }
-    for (int i = 0; i < 2; i++) r->strides[i] = r->dilations[i] = 1;
+    r->strides[0] = sh(c), r->strides[1] = sw(c), r->dilations[0] = r->dilations[1] = 1;
     r->n_post = c->n_post;
     memcpy(r->post, c->post, sizeof r->post);
     r->wei_ref.loc = KN_LOC_WEIGHTS;
@@ -106,15 +114,17 @@ static float post1(const kn_abi_post *p, float v, float res)
     }
 }
 
-/* Naive 1x1 conv on NHWC (y[p][o] = sum_c x[p][c] w[o][c] + b[o]), then the
- * post-ops. */
+/* Naive 1x1 conv on NHWC (y[p][o] = sum_c x[under p][c] w[o][c] + b[o]),
+ * then the post-ops. */
 static void conv_ref(const pcase *c, const float *x, const float *w, const float *b, const float *res, float *y)
 {
-    int64_t P = c->N * c->H * c->W;
+    int64_t P = c->N * oh(c) * ow(c);
     for (int64_t p = 0; p < P; p++)
         for (int64_t o = 0; o < c->O; o++) {
+            int64_t n = p / (oh(c) * ow(c)), y0 = p / ow(c) % oh(c), x0 = p % ow(c);
+            const float *xp = x + ((n * c->H + y0 * sh(c)) * c->W + x0 * sw(c)) * c->C;
             double acc = b ? b[o] : 0.0;
-            for (int64_t ci = 0; ci < c->C; ci++) acc += (double)x[p * c->C + ci] * w[o * c->C + ci];
+            for (int64_t ci = 0; ci < c->C; ci++) acc += (double)xp[ci] * w[o * c->C + ci];
             float v = (float)acc;
             for (int i = 0; i < c->n_post; i++) v = post1(&c->post[i], v, res ? res[p * c->O + o] : 0.f);
             y[p * c->O + o] = v;
@@ -139,7 +149,7 @@ static void run_case(const pcase *c)
     if (!cpu_has_avx512()) skip();
     kn_abi_dnnl r;
     make_record(c, &r);
-    int64_t P = c->N * c->H * c->W, nx = P * c->C, ny = P * c->O, nw = c->O * c->C;
+    int64_t P = c->N * oh(c) * ow(c), nx = c->N * c->H * c->W * c->C, ny = P * c->O, nw = c->O * c->C;
     float *blob = rand_f(16 + nw + c->O), *x = rand_f(nx), *res = rand_f(ny);
     const float *w = blob + 16, *b = c->bias ? blob + 16 + nw : NULL;
     bool sum = has_sum(c);
@@ -192,6 +202,21 @@ static void test_shapes(void **st)
     run_case(&d);
 }
 
+static void test_strides(void **st)
+{
+    (void)st;
+    /* ResNet-50's downsampling layer at 28x28, with its residual sum */
+    pcase a = {.N = 2, .C = 256, .O = 512, .H = 28, .W = 28, .sh = 2, .sw = 2, .bias = true, .const_bias = true,
+               .n_post = 2, .post = {SUM, RELU}};
+    run_case(&a);
+    /* odd images (the stride leaves their last row and column out), unequal
+     * strides, lines shorter than a row block */
+    pcase b = {.N = 3, .C = 20, .O = 48, .H = 9, .W = 11, .sh = 2, .sw = 3, .bias = true, .const_bias = true};
+    run_case(&b);
+    pcase c = {.N = 1, .C = 32, .O = 16, .H = 7, .W = 30, .sh = 3, .sw = 1, .n_post = 1, .post = {RELU}};
+    run_case(&c);
+}
+
 static void test_bias_per_run(void **st)
 {
     (void)st;
@@ -229,7 +254,9 @@ static void test_refusals(void **st)
     assert_true(kn_pw_supported(&base));
     r = base, r.wei.dims[2] = r.wei.dims[3] = 3; /* 3x3 */
     assert_false(kn_pw_supported(&r));
-    r = base, r.strides[0] = 2;
+    r = base, r.strides[0] = 2; /* dst does not match the stride */
+    assert_false(kn_pw_supported(&r));
+    r = base, r.dilations[0] = 2;
     assert_false(kn_pw_supported(&r));
     r = base, r.pads_begin[1] = 1;
     assert_false(kn_pw_supported(&r));
@@ -251,6 +278,34 @@ static void test_refusals(void **st)
     assert_null(k);
 }
 
+/* Where it runs instead of oneDNN: a residual sum into 8 MB or more, or at
+ * most 256 pixels against a filter of 1 MB or more. */
+static void test_worth(void **st)
+{
+    (void)st;
+    struct {
+        pcase c;
+        bool worth;
+    } want[] = {
+        /* ResNet-50 at batch 8: 56x56x256 with its residual (25.7 MB) */
+        {{.N = 8, .C = 64, .O = 256, .H = 56, .W = 56, .n_post = 2, .post = {SUM, RELU}}, true},
+        /* the same without the residual, and at batch 1 (3.2 MB) */
+        {{.N = 8, .C = 64, .O = 256, .H = 56, .W = 56, .n_post = 1, .post = {RELU}}, false},
+        {{.N = 1, .C = 64, .O = 256, .H = 56, .W = 56, .n_post = 2, .post = {SUM, RELU}}, false},
+        /* batch 1's 14x14 and 7x7 layers (1 and 4 MB filters) */
+        {{.N = 1, .C = 256, .O = 1024, .H = 14, .W = 14}, true},
+        {{.N = 1, .C = 2048, .O = 512, .H = 7, .W = 7, .n_post = 1, .post = {RELU}}, true},
+        /* MobileNetV2's 7x7 expansion (614 KB), and a large filter on many pixels */
+        {{.N = 1, .C = 160, .O = 960, .H = 7, .W = 7}, false},
+        {{.N = 8, .C = 256, .O = 1024, .H = 14, .W = 14}, false},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        kn_abi_dnnl r;
+        make_record(&want[i].c, &r);
+        assert_int_equal(kn_pw_worth(&r), want[i].worth);
+    }
+}
+
 /* dnnl.c runs a 1x1 record between two NHWC activations by pointwise.c (on
  * an AVX-512 session, whose layout is NHWC), and by oneDNN when the record
  * asks for direct convolution: the same results to float rounding. */
@@ -260,7 +315,8 @@ static void test_dnnl_chooses(void **st)
     if (!cpu_has_avx512()) skip();
     kn_dnnl_session *s = NULL;
     assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
-    pcase c = {.N = 1, .C = 64, .O = 96, .H = 10, .W = 7, .bias = true, .const_bias = true, .n_post = 2,
+    /* few pixels against a 1 MB filter: worth it (kn_pw_worth) */
+    pcase c = {.N = 1, .C = 512, .O = 512, .H = 10, .W = 7, .bias = true, .const_bias = true, .n_post = 2,
                .post = {SUM, RELU}};
     kn_abi_dnnl r;
     make_record(&c, &r);
@@ -300,8 +356,9 @@ static void test_dnnl_chooses(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes),     cmocka_unit_test(test_bias_per_run), cmocka_unit_test(test_post_ops),
-        cmocka_unit_test(test_refusals),   cmocka_unit_test(test_dnnl_chooses),
+        cmocka_unit_test(test_shapes),   cmocka_unit_test(test_strides),      cmocka_unit_test(test_bias_per_run),
+        cmocka_unit_test(test_post_ops), cmocka_unit_test(test_refusals),     cmocka_unit_test(test_worth),
+        cmocka_unit_test(test_dnnl_chooses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
