@@ -59,7 +59,9 @@ AVX512 static inline __m512 gemm512_posts(const gemm512_epi *e, __m512 x, const 
             x = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x,
                                    _mm512_set1_ps(p->alpha));
             break;
-        case KN_POST_CLIP: x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta)); break;
+        case KN_POST_CLIP:
+            x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta));
+            break;
         case KN_POST_SUM: x = _mm512_add_ps(x, _mm512_loadu_ps(res)); break;
         default: break;
         }
