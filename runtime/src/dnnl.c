@@ -1075,6 +1075,12 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     if (rec->src.rank > nd || rec->wei.rank > nd)
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: operand ranks %d and %d exceed the dst rank %d",
                         rec->src.rank, rec->wei.rank, nd);
+    if (kn_pw_matmul_supported(rec) && kn_pw_matmul_worth(rec)) { /* kiln's own kernel (pointwise.c) */
+        p->dst_bytes = (size_t)rec->dst.nbytes;
+        if ((st = kn_pw_create_matmul(rec, weights, &p->pw))) return st;
+        /* a residual that overlaps dst other than exactly is copied aside first */
+        return record_has_sum(rec) ? session_reserve(s, 1, p->dst_bytes) : KN_OK;
+    }
     dnnl_dims_t sd, ss, wd, ws, dd, bd;
     mm_operand(&rec->src, nd, rec->trans_a, sd, ss);
     mm_operand(&rec->wei, nd, rec->trans_b, wd, ws);
@@ -1442,7 +1448,7 @@ const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)
 {
     if (!p) return "";
     if (p->wino) return kn_wino_tile_of(p->wino) == 4 ? "winograd F(4x4,3x3)" : "winograd F(2x2,3x3)";
-    if (p->pw) return "kiln 1x1:avx512";
+    if (p->pw) return p->kind == KN_DNNL_MATMUL ? "kiln matmul:avx512" : "kiln 1x1:avx512";
     return p->impl;
 }
 

@@ -48,6 +48,23 @@ typedef struct gemm512_epi {
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma")))
 
+/* erf(x) to about 1e-7: Eigen's rational approximation on [-4, 4] (erf is
+ * +-1 to float precision beyond), the generated code's (fast_erff in
+ * codegen/cpu/lower_elementwise.c). */
+AVX512 static inline __m512 gemm512_erf(__m512 x)
+{
+    static const float a[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                              -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                              -1.60960333262415e-02f};
+    static const float b[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                              -7.37332916720468e-03f, -1.42647390514189e-02f};
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+    __m512 x2 = _mm512_mul_ps(xc, xc), p = _mm512_set1_ps(a[0]), q = _mm512_set1_ps(b[0]);
+    for (int i = 1; i < 7; i++) p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(a[i]));
+    for (int i = 1; i < 5; i++) q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(b[i]));
+    return _mm512_div_ps(_mm512_mul_ps(p, xc), q);
+}
+
 /* The post-ops on one vector; res: the residual at its place. */
 AVX512 static inline __m512 gemm512_posts(const gemm512_epi *e, __m512 x, const float *res)
 {
@@ -63,6 +80,11 @@ AVX512 static inline __m512 gemm512_posts(const gemm512_epi *e, __m512 x, const 
             x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta));
             break;
         case KN_POST_SUM: x = _mm512_add_ps(x, _mm512_loadu_ps(res)); break;
+        case KN_POST_GELU_ERF: /* x/2 (1 + erf(x / sqrt 2)) */
+            x = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)),
+                              _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                            gemm512_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
+            break;
         default: break;
         }
     }

@@ -29,7 +29,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
 void kn_dnnl_prim_free(kn_dnnl_prim *p);
 /* What runs p: oneDNN's implementation name ("jit:avx2", ...),
  * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c) or
- * "kiln 1x1:avx512" (pointwise.c). */
+ * "kiln 1x1:avx512" / "kiln matmul:avx512" (pointwise.c). */
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p);
 /* The channel block of the layout that KN_LAYOUT_NATIVE stands for in s:
  * 8 or 16 (nChw8c, nChw16c), 0 for NHWC, -1 for plain NCHW. */
@@ -79,6 +79,11 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
 /* src, dst and residual in NHWC; residual may be dst itself (in place) but
  * must not overlap it otherwise; bias used only when not constant. */
 int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads);
+/* The same kernel for a matmul by constant weights shared by every batch
+ * (see pointwise.c), whether it runs it, and whether it should. */
+bool kn_pw_matmul_supported(const kn_abi_dnnl *rec);
+bool kn_pw_matmul_worth(const kn_abi_dnnl *rec);
+int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 void kn_pw_free(kn_pw *w);
 
 /* ---- parallel loops (parallel.c) ------------------------------------------ */

@@ -9,7 +9,9 @@
  * place), 1 and 2 threads bitwise equal; which records it refuses and which
  * it takes over from oneDNN; and the oneDNN wrapper (dnnl.c) running such a
  * record by it between two NHWC activations, and not when the record asks
- * for oneDNN's direct kernel.
+ * for oneDNN's direct kernel. And matmuls by constant weights through the
+ * same kernel (2-D and batched A, B transposed or not, bias, GELU, the
+ * residual sum), which it refuses, and the matmul it takes over.
  * Skipped on CPUs without AVX-512F (the kernel is not used there).
  */
 #include <math.h>
@@ -278,6 +280,126 @@ static void test_refusals(void **st)
     assert_null(k);
 }
 
+/* ---- matmuls ---- */
+
+typedef struct mcase {
+    int rank;           /* of A and the product: 2 or 3 ([B, M, K]) */
+    int64_t B, M, K, N;
+    bool trans_b, bias;
+    int n_post;
+    kn_abi_post post[4];
+} mcase;
+
+/* The record of A [B, M, K] (or [M, K]) x a constant B [K, N] ([N, K] with
+ * trans_b), a constant bias of N; weights blob: [64 bytes][b][bias]. */
+static void make_mm(const mcase *c, kn_abi_dnnl *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_MATMUL;
+    r->alpha = 1.0f;
+    r->trans_b = c->trans_b;
+    kn_abi_tensor *ts[3] = {&r->src, &r->wei, &r->dst};
+    int64_t lead = c->rank == 3 ? 1 : 0;
+    for (int t = 0; t < 3; t++) ts[t]->dtype = KN_F32;
+    r->src.rank = r->dst.rank = c->rank, r->wei.rank = 2;
+    if (lead) r->src.dims[0] = r->dst.dims[0] = c->B;
+    r->src.dims[lead] = r->dst.dims[lead] = c->M;
+    r->src.dims[lead + 1] = c->K, r->dst.dims[lead + 1] = c->N;
+    r->wei.dims[0] = c->trans_b ? c->N : c->K, r->wei.dims[1] = c->trans_b ? c->K : c->N;
+    int64_t rows = (lead ? c->B : 1) * c->M;
+    r->src.nbytes = rows * c->K * 4, r->dst.nbytes = rows * c->N * 4, r->wei.nbytes = c->K * c->N * 4;
+    if (c->bias) r->bias.dtype = KN_F32, r->bias.rank = 1, r->bias.dims[0] = c->N, r->bias.nbytes = c->N * 4;
+    r->n_post = c->n_post;
+    memcpy(r->post, c->post, sizeof r->post);
+    r->wei_ref.loc = KN_LOC_WEIGHTS;
+    r->wei_ref.offset = 64;
+    r->bias_ref.loc = KN_LOC_WEIGHTS;
+    r->bias_ref.offset = 64 + r->wei.nbytes;
+}
+
+static void run_mm(const mcase *c)
+{
+    if (!cpu_has_avx512()) skip();
+    kn_abi_dnnl r;
+    make_mm(c, &r);
+    int64_t rows = (c->rank == 3 ? c->B : 1) * c->M, nw = c->K * c->N, ny = rows * c->N;
+    float *blob = rand_f(16 + nw + c->N), *a = rand_f(rows * c->K), *res = rand_f(ny);
+    const float *w = blob + 16, *b = c->bias ? blob + 16 + nw : NULL;
+    float *want = alloc_f(ny), *y1 = alloc_f(ny), *y2 = alloc_f(ny);
+    bool sum = false;
+    for (int i = 0; i < c->n_post; i++) sum |= c->post[i].kind == KN_POST_SUM;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t n = 0; n < c->N; n++) {
+            double acc = b ? b[n] : 0.0;
+            for (int64_t k = 0; k < c->K; k++)
+                acc += (double)a[i * c->K + k] * (c->trans_b ? w[n * c->K + k] : w[k * c->N + n]);
+            double v = acc;
+            for (int p = 0; p < c->n_post; p++)
+                v = c->post[p].kind == KN_POST_GELU_ERF ? 0.5 * v * (1.0 + erf(v / sqrt(2.0)))
+                                                        : post1(&c->post[p], (float)v, res[i * c->N + n]);
+            want[i * c->N + n] = (float)v;
+        }
+    assert_true(kn_pw_matmul_supported(&r));
+    kn_pw *k;
+    int st = kn_pw_create_matmul(&r, (const unsigned char *)blob, &k);
+    if (st) print_error("%s\n", kn_last_error());
+    assert_int_equal(st, KN_OK);
+    assert_int_equal(kn_pw_exec(k, a, NULL, y1, sum ? res : NULL, 1), KN_OK);
+    assert_int_equal(kn_pw_exec(k, a, NULL, y2, sum ? res : NULL, 2), KN_OK);
+    assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+    double e = rel_err(y1, want, ny);
+    if (!(e < 1e-5)) print_error("matmul %lldx%lldx%lld: relative error %.3g\n", (long long)rows, (long long)c->K,
+                                 (long long)c->N, e);
+    assert_true(e < 1e-5);
+    kn_pw_free(k);
+    free(blob), free(a), free(res), free(want), free(y1), free(y2);
+}
+
+static void test_matmul(void **st)
+{
+    (void)st;
+    kn_abi_post gelu = {KN_POST_GELU_ERF, 0, 0};
+    /* a transformer's projection: [B, M, K] x [K, N], bias, GELU */
+    mcase a = {.rank = 3, .B = 2, .M = 37, .K = 96, .N = 160, .bias = true, .n_post = 1, .post = {gelu}};
+    run_mm(&a);
+    /* 2-D, B transposed (Gemm's transB), residual sum then ReLU */
+    mcase b = {.rank = 2, .M = 9, .K = 33, .N = 48, .trans_b = true, .bias = true, .n_post = 2,
+               .post = {SUM, RELU}};
+    run_mm(&b);
+    /* no bias; GELU's tails (large |x|) */
+    mcase c = {.rank = 2, .M = 300, .K = 256, .N = 32, .n_post = 1, .post = {gelu}};
+    run_mm(&c);
+}
+
+static void test_matmul_refusals(void **st)
+{
+    (void)st;
+    mcase c = {.rank = 3, .B = 2, .M = 8, .K = 512, .N = 512, .bias = true};
+    kn_abi_dnnl base, r;
+    make_mm(&c, &base);
+    if (cpu_has_avx512()) assert_true(kn_pw_matmul_supported(&base));
+    assert_true(kn_pw_matmul_worth(&base)); /* a 1 MB filter */
+    r = base, r.trans_a = 1;
+    assert_false(kn_pw_matmul_supported(&r));
+    r = base, r.alpha = 0.5f;
+    assert_false(kn_pw_matmul_supported(&r));
+    r = base, r.wei.rank = 3, r.wei.dims[0] = 2, r.wei.dims[1] = 512, r.wei.dims[2] = 512; /* weights per batch */
+    assert_false(kn_pw_matmul_supported(&r));
+    r = base, r.wei.dims[1] = r.dst.dims[2] = 24; /* not whole 16-column panels */
+    assert_false(kn_pw_matmul_supported(&r));
+    r = base, r.wei_ref.loc = KN_LOC_ARENA;
+    assert_false(kn_pw_matmul_supported(&r));
+    r = base, r.n_post = 1, r.post[0].kind = KN_POST_TANH;
+    assert_false(kn_pw_matmul_supported(&r));
+    mcase small = {.rank = 2, .M = 8, .K = 192, .N = 768}; /* ViT-Tiny's 0.6 MB: oneDNN's */
+    make_mm(&small, &r);
+    assert_false(kn_pw_matmul_worth(&r));
+    kn_pw *k = NULL;
+    r = base, r.trans_a = 1;
+    assert_int_equal(kn_pw_create_matmul(&r, (const unsigned char *)&base, &k), KN_ERR_UNSUPPORTED);
+    assert_null(k);
+}
+
 /* Where it runs instead of oneDNN: a residual sum into 8 MB or more, or at
  * most 256 pixels against a filter of 1 MB or more. */
 static void test_worth(void **st)
@@ -347,6 +469,20 @@ static void test_dnnl_chooses(void **st)
     memcpy(buf + 16, res, (size_t)ny * sizeof(float));
     assert_int_equal(kn_dnnl_prim_exec(s, own, x, NULL, NULL, buf, buf + 16, 2), KN_OK);
     assert_true(rel_err(buf, y2, ny) < 1e-5);
+    /* a matmul by a 1 MB constant matrix: kiln's, the same as the kernel's own run */
+    mcase m = {.rank = 3, .B = 1, .M = 12, .K = 512, .N = 512, .bias = true, .n_post = 1, .post = {RELU}};
+    kn_abi_dnnl mr;
+    make_mm(&m, &mr);
+    kn_dnnl_prim *mm = NULL;
+    kn_pw *k = NULL;
+    assert_int_equal(kn_dnnl_prim_create(s, &mr, (const unsigned char *)blob, &mm), KN_OK);
+    assert_string_equal(kn_dnnl_prim_impl(mm), "kiln matmul:avx512");
+    assert_int_equal(kn_pw_create_matmul(&mr, (const unsigned char *)blob, &k), KN_OK);
+    assert_int_equal(kn_dnnl_prim_exec(s, mm, x, NULL, NULL, y1, NULL, 2), KN_OK);
+    assert_int_equal(kn_pw_exec(k, x, NULL, y2, NULL, 2), KN_OK);
+    assert_memory_equal(y1, y2, (size_t)(m.M * m.N) * sizeof(float));
+    kn_pw_free(k);
+    kn_dnnl_prim_free(mm);
     kn_dnnl_prim_free(own);
     kn_dnnl_prim_free(dnnl);
     kn_dnnl_session_free(s);
@@ -358,7 +494,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes),   cmocka_unit_test(test_strides),      cmocka_unit_test(test_bias_per_run),
         cmocka_unit_test(test_post_ops), cmocka_unit_test(test_refusals),     cmocka_unit_test(test_worth),
-        cmocka_unit_test(test_dnnl_chooses),
+        cmocka_unit_test(test_matmul),   cmocka_unit_test(test_matmul_refusals), cmocka_unit_test(test_dnnl_chooses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
