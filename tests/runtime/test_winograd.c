@@ -27,26 +27,8 @@
 
 #include "../../runtime/src/rt_internal.h"
 
-static uint32_t g_seed = 777;
-static float frand(void)
-{
-    g_seed = g_seed * 1664525u + 1013904223u;
-    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-
-static float *alloc_f(int64_t n)
-{
-    void *p = NULL;
-    assert_int_equal(posix_memalign(&p, 64, (size_t)(n > 0 ? n : 1) * sizeof(float)), 0);
-    return p;
-}
-
-static float *rand_f(int64_t n)
-{
-    float *p = alloc_f(n);
-    for (int64_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
+#define CONV_TEST_SEED 777
+#include "conv_testutil.h"
 
 static bool cpu_has_avx2(void)
 {
@@ -97,17 +79,6 @@ static void make_record(const wcase *c, kn_abi_dnnl *r)
     r->post_layout = sum ? KN_LAYOUT_NATIVE : KN_LAYOUT_PLAIN;
 }
 
-static float post1(const kn_abi_post *p, float v, float res)
-{
-    switch (p->kind) {
-    case KN_POST_RELU: return v > 0 ? v : 0;
-    case KN_POST_LEAKY_RELU: return v > 0 ? v : v * p->alpha;
-    case KN_POST_CLIP: return v < p->alpha ? p->alpha : v > p->beta ? p->beta : v;
-    case KN_POST_SUM: return v + res;
-    default: return v;
-    }
-}
-
 /* Naive convolution on plain NCHW, then the post-ops. */
 static void conv_ref(const wcase *c, const float *x, const float *w, const float *b, const float *res, float *y)
 {
@@ -149,18 +120,6 @@ static void from_layout(int blk, const float *x, float *out, int64_t N, int64_t 
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t i = 0; i < HW; i++) out[(n * C + c) * HW + i] = x[layout_off(blk, n, c, i, C, HW)];
-}
-
-/* Largest |got - want| relative to the largest |want|. */
-static double rel_err(const float *got, const float *want, int64_t n)
-{
-    double e = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= e)) e = d; /* NaN counts */
-        if (fabs(want[i]) > m) m = fabs(want[i]);
-    }
-    return m > 0 ? e / m : e;
 }
 
 /* Runs c through kn_wino with output tile `tile` on activations in layout
