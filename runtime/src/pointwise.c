@@ -46,7 +46,7 @@ struct kn_pw {
     int64_t sh, sw;    /* strides */
     int64_t len;       /* pixels per line: all (stride 1) or OW */
     int64_t lines;     /* 1 (stride 1) or N * OH */
-    int rows;          /* rows per block (kn_gemm512_row_block of len) */
+    int rows;          /* rows per block (kn_gemm512_row_block) */
     int64_t per_line;  /* blocks per line */
     int64_t group;     /* blocks per group */
     float *wei;        /* [O/16][C][16] */
@@ -97,15 +97,16 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
  * 5 core with ResNet-50 and MobileNetV2, batch 1 and 8): a residual sum
  * into a large output (>= 8 MB: at batch 8 oneDNN takes 1.6-2.2x as long
  * with the sum as without), or few pixels against a large filter (batch
- * 1's 7x7 and 14x14 layers: prefetching the filter saves 5-20%). Elsewhere,
+ * 1's 7x7 and 14x14 layers: prefetching the filter saves 1-12%). Elsewhere,
  * small input channel counts above all, oneDNN's stores win by 3-50%. */
 #define PW_MIN_SUM_BYTES (8 << 20)
 #define PW_MAX_PIXELS 256
 #define PW_MIN_FILTER_BYTES (1 << 20)
 
-/* A matmul (BERT-base's projections, 768 x 768 and up) by its filter alone:
- * prefetching it and a faster store beat oneDNN's brgemm by 5-10% at batch
- * 1 and 8; ViT-Tiny's (192 x 768, 0.6 MB) stay on oneDNN. */
+/* A matmul by its filter alone: BERT-base's projections (768 x 768 and
+ * up, 2.4 MB or more) take 4-9% less time than with oneDNN's brgemm at
+ * batch 1 and 0-6% less at batch 8; ViT-Tiny's (192 x 768, 0.6 MB) stay on
+ * oneDNN. */
 bool kn_pw_matmul_worth(const kn_abi_dnnl *rec)
 {
     return rec->wei.nbytes >= PW_MIN_FILTER_BYTES;

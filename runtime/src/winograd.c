@@ -32,9 +32,10 @@
  *     convolutions exchange on this CPU: nChw8c (AVX2), nChw16c or NHWC
  *     (AVX-512); the layout only changes where a pixel's channels are;
  *  2. the a^2 products, by a 6x16 register-blocked FMA kernel, or on
- *     AVX-512 CPUs an (up to 8)x32 one (twice the FLOPs per instruction)
- *     whose row block is sized to the tiles and which prefetches the next
- *     item's U while it computes;
+ *     AVX-512 CPUs an (up to 8)x32 one (twice the FLOPs per instruction;
+ *     gemm512.h, shared with pointwise.c's 1x1 convolutions) whose row
+ *     block is sized to the tiles and which prefetches the next item's U
+ *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
  *
