@@ -163,10 +163,11 @@ typedef struct kn_abi_post {
 /* How a convolution may be computed (kn_abi_dnnl.conv_algo). AUTO lets the
  * runtime run a 3x3 stride-1 layer by Winograd's F(4x4, 3x3) or F(2x2, 3x3)
  * where its cost model says that is faster (runtime/src/winograd.c: AVX2
- * CPUs, blocked activations), and a layer with a small output image as
- * im2col + oneDNN's 1x1 kernel (runtime/src/dnnl.c); DIRECT always uses
- * oneDNN's direct kernels
- * (closer to the reference: about 1e-7 relative instead of 5e-6). */
+ * and AVX-512 CPUs, activations in the session's layout), a layer with a
+ * small output image as im2col + oneDNN's 1x1 kernel (runtime/src/dnnl.c),
+ * and some 1x1 layers between NHWC activations by its own kernel
+ * (runtime/src/pointwise.c, AVX-512); DIRECT always uses oneDNN's direct
+ * kernels (closer to the reference: about 1e-7 relative instead of 5e-6). */
 enum { KN_CONV_ALGO_AUTO = 0, KN_CONV_ALGO_DIRECT = 1 };
 
 typedef struct kn_abi_dnnl {
