@@ -716,6 +716,14 @@ static int try_winograd(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     return st;
 }
 
+/* After p->pw was made (status st) for rec, conv or matmul: a residual that
+ * overlaps dst other than exactly is copied aside at exec, into act[1]. */
+static int pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st)
+{
+    p->dst_bytes = (size_t)rec->dst.nbytes;
+    return !st && record_has_sum(rec) ? session_reserve(s, 1, p->dst_bytes) : st;
+}
+
 /* A 1x1 conv without padding between two NHWC activations (the session's layout
  * on AVX-512 CPUs) runs by pointwise.c, unless the record asks for oneDNN's
  * direct convolution; KN_ERR_UNSUPPORTED otherwise. */
@@ -723,11 +731,7 @@ static int try_pointwise(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
 {
     if (!own_algo_allowed(rec) || kn_dnnl_native_block(s) != 0 || !kn_pw_supported(rec) || !kn_pw_worth(rec))
         return KN_ERR_UNSUPPORTED;
-    int st = kn_pw_create(rec, weights, &p->pw);
-    p->dst_bytes = (size_t)rec->dst.nbytes;
-    /* a residual that overlaps dst other than exactly is copied aside first */
-    if (!st && record_has_sum(rec)) st = session_reserve(s, 1, p->dst_bytes);
-    return st;
+    return pw_made(s, rec, p, kn_pw_create(rec, weights, &p->pw));
 }
 
 /* ---- im2col ----------------------------------------------------------------------------- */
@@ -1075,12 +1079,8 @@ static int create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     if (rec->src.rank > nd || rec->wei.rank > nd)
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: operand ranks %d and %d exceed the dst rank %d",
                         rec->src.rank, rec->wei.rank, nd);
-    if (kn_pw_matmul_supported(rec) && kn_pw_matmul_worth(rec)) { /* kiln's own kernel (pointwise.c) */
-        p->dst_bytes = (size_t)rec->dst.nbytes;
-        if ((st = kn_pw_create_matmul(rec, weights, &p->pw))) return st;
-        /* a residual that overlaps dst other than exactly is copied aside first */
-        return record_has_sum(rec) ? session_reserve(s, 1, p->dst_bytes) : KN_OK;
-    }
+    if (kn_pw_matmul_supported(rec) && kn_pw_matmul_worth(rec)) /* kiln's own kernel (pointwise.c) */
+        return pw_made(s, rec, p, kn_pw_create_matmul(rec, weights, &p->pw));
     dnnl_dims_t sd, ss, wd, ws, dd, bd;
     mm_operand(&rec->src, nd, rec->trans_a, sd, ss);
     mm_operand(&rec->wei, nd, rec->trans_b, wd, ws);

@@ -209,7 +209,7 @@ int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn
 {
     *out = NULL;
     int64_t rows, K;
-    if (!kn_pw_matmul_supported(rec) || !matmul_shape(rec, &rows, &K))
+    if (!(kn_cpu_features() & KN_CPU_AVX512F) || !matmul_shape(rec, &rows, &K))
         return kn_error(KN_ERR_UNSUPPORTED, "matmul: not one the AVX-512 kernel runs");
     kn_pw *w = calloc(1, sizeof *w);
     if (!w) return kn_error(KN_ERR_NOMEM, "out of memory");
