@@ -35,6 +35,11 @@ static struct {
 } g_omp;
 static pthread_once_t g_omp_once = PTHREAD_ONCE_INIT;
 
+/* The calling thread's index in the team of the loop it runs a chunk of. */
+static __thread int tl_worker;
+
+int kn_rt_parallel_worker(void) { return tl_worker; }
+
 static void find_omp(void)
 {
     *(void **)&g_omp.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
@@ -52,7 +57,8 @@ typedef struct par_job {
     void *args;
     int64_t n;
     int chunks;
-    int next; /* the next chunk to claim */
+    int next;   /* the next chunk to claim */
+    int joined; /* threads that entered the team: their worker indices */
     int status[PAR_MAX_CHUNKS];
     char *msg[PAR_MAX_CHUNKS]; /* strdup'd message of a failed chunk */
 } par_job;
@@ -71,6 +77,7 @@ static void run_chunk(par_job *j, int c)
 static void team_body(void *data)
 {
     par_job *j = data;
+    tl_worker = __atomic_fetch_add(&j->joined, 1, __ATOMIC_RELAXED);
     for (int c; (c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->chunks;) run_chunk(j, c);
 }
 
@@ -78,6 +85,7 @@ int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64
 {
     if (!fn) return kn_error(KN_ERR_INTERNAL, "kn_rt_parallel_for: no chunk function");
     if (n <= 0) return KN_OK;
+    tl_worker = 0;
     if (threads <= 1 || n == 1) return fn(args, 0, n);
     if (threads > PAR_MAX_CHUNKS / PAR_CHUNKS_PER_THREAD) threads = PAR_MAX_CHUNKS / PAR_CHUNKS_PER_THREAD;
     int64_t want = (int64_t)threads * PAR_CHUNKS_PER_THREAD;

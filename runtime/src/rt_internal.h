@@ -37,6 +37,11 @@ int kn_dnnl_native_block(kn_dnnl_session *s);
 /* Rebuilds p for `threads` (oneDNN fixes a primitive's thread split when it
  * is created), so that the next run does not have to. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+/* Runs head, a 1x1 conv, and tail, the depthwise conv that alone reads its
+ * output, as one kernel (expand_dw.c) where that is supported and faster:
+ * then head's exec only hands its pointers on to tail's, the next one.
+ * KN_ERR_UNSUPPORTED otherwise (both unchanged). */
+int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail);
 
 /* ---- Winograd convolutions (winograd.c) ---------------------------------- */
 
@@ -86,10 +91,34 @@ bool kn_pw_matmul_worth(const kn_abi_dnnl *rec);
 int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 void kn_pw_free(kn_pw *w);
 
+/* ---- a 1x1 convolution and its depthwise consumer (expand_dw.c) ------- */
+
+/* The two convolutions as one AVX-512 kernel on NHWC activations, the 1x1
+ * convolution's output never stored (see expand_dw.c). */
+typedef struct kn_xdw kn_xdw;
+/* True if it runs the 1x1 record pw followed by the depthwise record dw on
+ * this CPU (layouts, and that only dw reads pw's output, are the caller's
+ * to check). */
+bool kn_xdw_supported(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw);
+/* Packs both constant filters (from `weights`) once; room for one thread. */
+int kn_xdw_create(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw, const unsigned char *weights, kn_xdw **out);
+/* Room for `threads` threads' scratch (when the thread count changes). */
+int kn_xdw_reserve(kn_xdw *x, int threads);
+/* src: pw's input, dst (and the residual of dw's sum, which may be dst
+ * itself but must not overlap it otherwise): dw's output, all NHWC; dst must
+ * not overlap src. Biases used only when not constant. */
+int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float *b2, float *dst,
+                const float *residual, int threads);
+void kn_xdw_free(kn_xdw *x);
+
 /* ---- parallel loops (parallel.c) ------------------------------------------ */
 
 /* kn_rt_parallel_for for a given thread count (threads <= 1: fn(args, 0, n)). */
 int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64_t n);
+/* Inside a chunk: the index of the thread running it in the loop's team,
+ * 0 .. threads - 1 (0 when the loop runs on the calling thread), for
+ * per-thread scratch. */
+int kn_rt_parallel_worker(void);
 
 /* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
 

@@ -37,6 +37,46 @@ static const char *label_of(const kn_artifact *a)
     return a->path ? a->path : a->meta.name ? a->meta.name : "static artifact";
 }
 
+/* True if record r's output is read by record r + 1 alone, from the meta's
+ * steps and buffers: r and r + 1 are the only records of two consecutive
+ * steps, and r's dst is an arena value live through those two steps only. */
+static bool read_by_next_alone(const kn_meta *m, int r)
+{
+    int st = -1;
+    for (int i = 0; i + 1 < m->n_steps && st < 0; i++)
+        if (m->steps[i].dnnl == r) st = i;
+    if (st < 0 || m->steps[st + 1].dnnl != r + 1) return false;
+    /* step st + 1 runs record r + 1 alone: the next record is the next step's */
+    int after = m->n_dnnl;
+    for (int i = st + 2; i < m->n_steps && after == m->n_dnnl; i++)
+        if (m->steps[i].dnnl >= 0) after = m->steps[i].dnnl;
+    if (after != r + 2) return false;
+    const char *name = m->dnnl[r].dst.name;
+    if (!name || !m->dnnl[r + 1].src.name || strcmp(name, m->dnnl[r + 1].src.name)) return false;
+    for (int i = 0; i < m->n_buffers; i++) {
+        const kn_abi_buffer *b = &m->buffers[i];
+        if (b->name && !strcmp(b->name, name)) return b->first_step == st && b->last_step == st + 1;
+    }
+    return false;
+}
+
+/* Pairs of records that run as one kernel (kn_dnnl_prim_fuse). */
+static int fuse_prims(kn_session *s)
+{
+    const kn_meta *m = &s->art->meta;
+    for (int r = 0; r + 1 < m->n_dnnl; r++) {
+        if (!read_by_next_alone(m, r)) continue;
+        int st = kn_dnnl_prim_fuse(s->dnnl, s->prims[r], s->prims[r + 1]);
+        if (st == KN_OK) r++;
+        else if (st == KN_ERR_UNSUPPORTED) kn_error_clear();
+        else {
+            kn_error_prefix("%s: oneDNN primitives %d and %d: ", label_of(s->art), r, r + 1);
+            return st;
+        }
+    }
+    return KN_OK;
+}
+
 static int create_prims(kn_session *s)
 {
     const kn_artifact *a = s->art;
@@ -54,7 +94,7 @@ static int create_prims(kn_session *s)
             kn_error_prefix("%s: oneDNN primitive %d: ", label_of(a), i);
             return st;
         }
-    return KN_OK;
+    return fuse_prims(s);
 }
 
 int kn_session_create(const kn_artifact *a, kn_session **out)
