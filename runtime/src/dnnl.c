@@ -1514,7 +1514,7 @@ int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail
     const kn_abi_dnnl *hr = &head->rec, *tr = &tail->rec;
     if (head->pair || tail->pair || !own_algo_allowed(hr) || !own_algo_allowed(tr) ||
         kn_dnnl_native_block(s) != 0 || record_has_sum(hr) || !kn_xdw_supported(hr, tr) ||
-        hr->dst.nbytes < XDW_MIN_BYTES || getenv("KN_NO_XDW"))
+        hr->dst.nbytes < XDW_MIN_BYTES)
         return KN_ERR_UNSUPPORTED;
     xdw_pair *q = calloc(1, sizeof *q);
     if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
