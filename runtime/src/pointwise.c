@@ -54,6 +54,7 @@ struct kn_pw {
     bool has_bias, has_sum;
     int n_post;
     kn_abi_post post[4];
+    gemm512_epi epi; /* the post-ops (bias and residual set per block) */
 };
 
 /* The post-ops the kernel applies. */
@@ -132,6 +133,8 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
     w->has_sum = kn_fused_has_sum(w->post, w->n_post);
+    w->epi = (gemm512_epi){.post = w->post, .n_post = w->n_post};
+    gemm512_clamp(&w->epi);
     w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
     /* the artifact loader checked each ref's bytes against the weights blob */
     const char *bad = NULL;
@@ -257,11 +260,9 @@ AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
             int64_t p0 = line * w->len + x0; /* the first output pixel */
             /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
             int64_t in0 = w->lines == 1 ? p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
-            gemm512_epi e = {.bias = r->bias ? r->bias + q * COLS : NULL,
-                             .post = w->post,
-                             .n_post = w->n_post,
-                             .res = r->res ? r->res + p0 * w->O + q * COLS : NULL,
-                             .ldr = w->O};
+            gemm512_epi e = w->epi;
+            e.bias = r->bias ? r->bias + q * COLS : NULL;
+            e.res = r->res ? r->res + p0 * w->O + q * COLS : NULL, e.ldr = w->O;
             const float *pf = b - b0 < next_panels ? next + (b - b0) * K * COLS : B;
             gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * COLS, K, pf, r->dst + p0 * w->O + q * COLS,
                          w->O, &e);
