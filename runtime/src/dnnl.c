@@ -65,6 +65,7 @@
 #include <dnnl_debug.h>
 
 #include "fused_int.h"
+#include "kiln/profile.h"
 #include "rt_internal.h"
 
 struct kn_dnnl_session {
@@ -1533,7 +1534,7 @@ int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)
 {
     if (!p) return "";
-    if (p->pair) return p->pair->head == p ? "(in the next step)" : "kiln 1x1+dw:avx512";
+    if (p->pair) return p->pair->head == p ? KN_IMPL_IN_NEXT_STEP : "kiln 1x1+dw:avx512";
     if (p->wino) return kn_wino_tile_of(p->wino) == 4 ? "winograd F(4x4,3x3)" : "winograd F(2x2,3x3)";
     if (p->pw) return p->kind == KN_DNNL_MATMUL ? "kiln matmul:avx512" : "kiln 1x1:avx512";
     return p->impl;

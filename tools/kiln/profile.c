@@ -3,6 +3,7 @@
  * machine's measured FP32 FMA peak (peak.h), a Chrome trace and an SVG of
  * the arena (prof_files.c). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,23 @@ static const char *human_bytes(int64_t b, char *buf, size_t len)
 
 static double gflops_per_s(int64_t flops, double ms) { return ms > 0 ? (double)flops / (ms * 1e6) : 0; }
 
+static bool runs_in_next(const kn_prof *p, int i)
+{
+    return i >= 0 && p->impl && p->impl[i] && !strcmp(p->impl[i], KN_IMPL_IN_NEXT_STEP);
+}
+
+/* The FLOPs done in step i's time: its own and those of a step before it
+ * whose work the runtime does in it (a 1x1 convolution fused with the
+ * depthwise one after it); none for that step itself. */
+static int64_t timed_flops(const kn_prof *p, int i)
+{
+    if (runs_in_next(p, i)) return 0;
+    return p->m->steps[i].flops + (runs_in_next(p, i - 1) ? p->m->steps[i - 1].flops : 0);
+}
+
+/* Step i's GFLOP/s (timed_flops over its time). */
+static double step_rate(const kn_prof *p, int i) { return gflops_per_s(timed_flops(p, i), p->step_ms[i]); }
+
 /* Op types in order of first appearance, with their totals. */
 typedef struct op_sum {
     const char *op;
@@ -212,7 +230,7 @@ static void print_steps(const kn_prof *p, const int *order)
         char r[32], wr[32], lv[32];
         printf("%5d  %-*s  %-18s %9.4f %6.2f%% %10.3f %9.2f %11s %11s %11s  %s\n", i, w, t->name, t->op_type,
                p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (double)t->flops / 1e6,
-               gflops_per_s(t->flops, p->step_ms[i]), human_bytes(t->bytes_read, r, sizeof r),
+               step_rate(p, i), human_bytes(t->bytes_read, r, sizeof r),
                human_bytes(t->bytes_written, wr, sizeof wr), human_bytes(p->live[i], lv, sizeof lv),
                p->impl && p->impl[i] ? p->impl[i] : "-");
     }
@@ -250,7 +268,7 @@ static void print_summary(const kn_prof *p, int64_t total_flops)
      * does fewer multiply-adds than its FLOPs count: say so */
     int fastest = -1;
     for (int i = 0; i < m->n_steps; i++)
-        if (gflops_per_s(m->steps[i].flops, p->step_ms[i]) > p->peak.gflops &&
+        if (step_rate(p, i) > p->peak.gflops &&
             (fastest < 0 || p->step_ms[i] > p->step_ms[fastest]))
             fastest = i;
     if (fastest >= 0)
@@ -292,7 +310,7 @@ static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
         printf(", \"ms\": %.6f, \"share\": %.6f, \"flops\": %lld, \"gflops_per_s\": %.4f, \"bytes_read\": %lld, "
                "\"bytes_written\": %lld, \"bytes_live\": %lld}",
                p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (long long)t->flops,
-               gflops_per_s(t->flops, p->step_ms[i]), (long long)t->bytes_read, (long long)t->bytes_written,
+               step_rate(p, i), (long long)t->bytes_read, (long long)t->bytes_written,
                (long long)p->live[i]);
     }
     printf("],\n \"ops\": [");

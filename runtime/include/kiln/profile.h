@@ -42,9 +42,14 @@ int kn_session_profile(kn_session *s, const void *const *inputs, void *const *ou
 
 /* What runs step `step` when it is a oneDNN record: oneDNN's implementation
  * ("jit:avx2", "jit_1x1:avx2", "brg:avx512_core", ...) or kiln's own
- * ("winograd F(4x4,3x3)"), as chosen when the session was created or last
- * changed its thread count; NULL for other steps (generated code, runtime
- * kernels) and out-of-range arguments. */
+ * ("winograd F(4x4,3x3)", "kiln 1x1:avx512"), as chosen when the session
+ * was created or last changed its thread count; NULL for other steps
+ * (generated code, runtime kernels) and out-of-range arguments. A step
+ * whose work the runtime does within the next step (a 1x1 convolution run
+ * fused with the depthwise convolution after it, "kiln 1x1+dw:avx512")
+ * names KN_IMPL_IN_NEXT_STEP: its time is then counted in the next step's. */
+#define KN_IMPL_IN_NEXT_STEP "(in the next step)"
+
 const char *kn_session_step_impl(const kn_session *s, int step);
 
 #ifdef __cplusplus
