@@ -166,7 +166,8 @@ typedef struct kn_abi_post {
  * and AVX-512 CPUs, activations in the session's layout), a layer with a
  * small output image as im2col + oneDNN's 1x1 kernel (runtime/src/dnnl.c),
  * and some 1x1 layers between NHWC activations by its own kernel
- * (runtime/src/pointwise.c, AVX-512); DIRECT always uses oneDNN's direct
+ * (runtime/src/pointwise.c, AVX-512), alone or together with the depthwise
+ * layer after them (runtime/src/expand_dw.c); DIRECT always uses oneDNN's direct
  * kernels (closer to the reference: about 1e-7 relative instead of 5e-6). */
 enum { KN_CONV_ALGO_AUTO = 0, KN_CONV_ALGO_DIRECT = 1 };
 
