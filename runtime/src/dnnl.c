@@ -1481,7 +1481,10 @@ static int pair_exec(kn_dnnl_session *s, xdw_pair *q, void *src, const void *wei
     q->pending = false;
     const kn_abi_dnnl *hr = &q->head->rec, *tr = &q->tail->rec;
     size_t in = (size_t)hr->src.nbytes, out = (size_t)tr->dst.nbytes;
-    bool res_ok = !post_src || post_src == dst || !overlap(post_src, out, dst, out);
+    /* the fused kernel never writes the 1x1 convolution's output (q->dst),
+     * so a residual read from it needs the two kernels */
+    bool res_ok = !post_src || ((post_src == dst || !overlap(post_src, out, dst, out)) &&
+                                !overlap(post_src, out, q->dst, (size_t)hr->dst.nbytes));
     if (src == q->dst && !overlap(dst, out, q->src, in) && res_ok) {
         int rc = kn_xdw_reserve(q->k, threads);
         return rc ? rc : kn_xdw_exec(q->k, q->src, q->bias, bias, dst, post_src, threads);
@@ -1509,12 +1512,17 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
  * depthwise consumer (measured on a Zen 5 core with MobileNetV2). */
 #define XDW_MIN_BYTES (4 << 20)
 
+/* Not when the depthwise convolution adds a residual: the artifact's meta
+ * does not say which value that is, and when it is the 1x1 convolution's
+ * output (a block whose input is also its shortcut) the pair would fall
+ * back to the two kernels at every run (pair_exec). kn_xdw itself takes
+ * the sum. */
 int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail)
 {
     if (!s || !head || !tail || head == tail) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_fuse: bad argument");
     const kn_abi_dnnl *hr = &head->rec, *tr = &tail->rec;
     if (head->pair || tail->pair || !own_algo_allowed(hr) || !own_algo_allowed(tr) ||
-        kn_dnnl_native_block(s) != 0 || record_has_sum(hr) || !kn_xdw_supported(hr, tr) ||
+        kn_dnnl_native_block(s) != 0 || record_has_sum(hr) || record_has_sum(tr) || !kn_xdw_supported(hr, tr) ||
         hr->dst.nbytes < XDW_MIN_BYTES)
         return KN_ERR_UNSUPPORTED;
     xdw_pair *q = calloc(1, sizeof *q);
