@@ -84,7 +84,8 @@ enum { NATIVE_UNKNOWN, NATIVE_PLAIN, NATIVE_NHWC, NATIVE_BLOCK8, NATIVE_BLOCK16 
 
 /* A 1x1 conv and the depthwise conv that alone reads its output, run as one
  * kernel (kn_dnnl_prim_fuse). The 1x1 conv's exec only hands its pointers
- * on; the depthwise conv's runs both. Owned by the tail. */
+ * on; the depthwise conv's runs both. Freed with either prim, which leaves
+ * the other to run alone. */
 typedef struct xdw_pair {
     kn_xdw *k;
     kn_dnnl_prim *head, *tail;
@@ -1552,12 +1553,10 @@ void kn_dnnl_prim_free(kn_dnnl_prim *p)
 {
     if (!p) return;
     xdw_pair *q = p->pair;
-    if (q && q->tail == p) {
-        if (q->head) q->head->pair = NULL;
+    if (q) { /* the other prim of the pair runs alone from now on */
+        (q->head == p ? q->tail : q->head)->pair = NULL;
         kn_xdw_free(q->k);
         free(q);
-    } else if (q) {
-        q->head = NULL;
     }
     prim_clear(p);
     free(p);
