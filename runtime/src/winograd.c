@@ -38,6 +38,9 @@
  *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
+ On AVX-512 CPUs, a layer whose U is small (BLOCK_MAX_U) runs instead in
+ * blocks of tiles, each block through the three phases on one worker, its
+ * V and M in that worker's L2 cache (block_chunk).
  *
  * Accuracy: F(4x4) uses the points 0, +-1, +-2 (the usual choice); its
  * error is a few float ulps of the larger terms, about 5e-6 relative on
@@ -69,6 +72,7 @@ struct kn_wino {
     int64_t N, C, O, H, W;
     int64_t th, tw, T;   /* tiles down, across, in all (N * th * tw) */
     int rows;            /* tiles per row block of the products (row_block) */
+    int64_t tb;          /* tiles per block of a blocked run (0: none; see kn_wino_exec) */
     float *U;            /* [npos][O/16][C][16] */
     const float *bias;   /* [O], constant (or NULL: per run, or none) */
     bool has_bias, has_sum;
@@ -128,6 +132,19 @@ static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9, 0};
 static const wino_rates RATES_AVX512 = {200e9, 230e9, 20e9, 40e9, 60e9};
 #define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
 
+/* A run in blocks of tiles (AVX-512): with a transformed filter this small
+ * (ResNet's 64-channel layers: 590 KB), each worker takes blocks of tiles
+ * through all three phases, with V and M for one block (this many bytes)
+ * in its own part of the scratch, so that they stay in its L2 cache
+ * instead of going to memory and back between the phases (the rest of the
+ * model evicts them from L3 between runs). ResNet-50's 56x56 layers on 2
+ * threads: 2.0-2.2 ms instead of 3.5-3.6 at batch 8, where the phases
+ * over all tiles wait on memory (the model: 123-125 ms instead of
+ * 127-132), and 0.21 instead of 0.20-0.33 ms at batch 1. A larger U would
+ * be read again for every block. */
+#define BLOCK_MAX_U (768 << 10)
+#define BLOCK_VM_BYTES (256 << 10)
+
 static bool cpu_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
 
 static const wino_rates *rates(void) { return cpu_avx512() ? &RATES_AVX512 : &RATES_AVX2; }
@@ -137,6 +154,15 @@ static double max_d(double a, double b) { return a > b ? a : b; }
 /* Tiles per row block of the product kernel for T tiles: the AVX2 kernel's
  * 6, or on AVX-512 gemm512's choice. */
 static int row_block(int64_t T, bool avx512) { return avx512 ? kn_gemm512_row_block(T) : ROWS; }
+
+/* Tiles per block of a blocked run, or 0 (see kn_wino_exec). */
+static int64_t blocked_tiles(const kn_wino *w)
+{
+    size_t ubytes = (size_t)w->npos * (size_t)w->C * (size_t)w->O * sizeof(float);
+    if (!w->avx512 || ubytes > BLOCK_MAX_U) return 0;
+    int64_t tb = BLOCK_VM_BYTES / (w->npos * (w->C + w->O) * (int64_t)sizeof(float));
+    return tb < ROWS512 ? 0 : tb;
+}
 
 /* Estimated seconds of a run of F(m x m) on rec with `threads` threads. */
 static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
@@ -222,6 +248,7 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
     w->th = (w->H + tile - 1) / tile, w->tw = (w->W + tile - 1) / tile;
     w->T = w->N * w->th * w->tw;
     w->rows = row_block(w->T, w->avx512);
+    w->tb = blocked_tiles(w);
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
     w->has_sum = kn_fused_has_sum(w->post, w->n_post);
@@ -258,11 +285,14 @@ void kn_wino_free(kn_wino *w)
 
 #if WINO_X86
 
-/* One run's pointers, shared by the phases' chunks. */
+/* One run's pointers, shared by the phases' chunks: V and M hold tiles
+ * [t0, t0 + tn), the products in row blocks of `rows` tiles. */
 typedef struct wino_run {
     const kn_wino *w;
     const float *src, *bias, *res;
     float *dst, *V, *M;
+    int64_t t0, tn;
+    int rows;
 } wino_run;
 
 /* Where channels lanes*b.. of pixel 0 of image n are, in an activation of
@@ -309,10 +339,10 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
     int64_t panels = w->O / COLS;
     for (int64_t it = lo; it < hi; it++) {
         int64_t p = it / panels, q = it % panels;
-        const float *V = r->V + p * w->T * w->C, *B = w->U + (p * panels + q) * w->C * COLS;
-        float *M = r->M + p * w->T * w->O + q * COLS;
-        for (int64_t t0 = 0; t0 < w->T; t0 += ROWS) {
-            int rows = w->T - t0 < ROWS ? (int)(w->T - t0) : ROWS;
+        const float *V = r->V + p * r->tn * w->C, *B = w->U + (p * panels + q) * w->C * COLS;
+        float *M = r->M + p * r->tn * w->O + q * COLS;
+        for (int64_t t0 = 0; t0 < r->tn; t0 += ROWS) {
+            int rows = r->tn - t0 < ROWS ? (int)(r->tn - t0) : ROWS;
             const float *ap[ROWS];
             float *cp[ROWS];
             for (int i = 0; i < ROWS; i++) {
@@ -337,14 +367,14 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
     int64_t panels = w->O / COLS, pairs = (panels + 1) / 2, K = w->C;
     for (int64_t it = lo; it < hi; it++) {
         int64_t p = it / pairs, q = it % pairs * 2;
-        const float *V = r->V + p * w->T * K, *B = w->U + (p * panels + q) * K * COLS;
-        float *M = r->M + p * w->T * w->O + q * COLS;
+        const float *V = r->V + p * r->tn * K, *B = w->U + (p * panels + q) * K * COLS;
+        float *M = r->M + p * r->tn * w->O + q * COLS;
         int np = q + 1 < panels ? 2 : 1;
         const float *next = B + np * K * COLS;
         int64_t next_panels = it + 1 >= hi ? 0 : (it + 1) % pairs * 2 + 1 < panels ? 2 : 1;
         int64_t blk = 0;
-        for (int64_t t0 = 0; t0 < w->T; t0 += w->rows, blk++) {
-            int rows = w->T - t0 < w->rows ? (int)(w->T - t0) : w->rows;
+        for (int64_t t0 = 0; t0 < r->tn; t0 += r->rows, blk++) {
+            int rows = r->tn - t0 < r->rows ? (int)(r->tn - t0) : r->rows;
             const float *pf = blk < next_panels ? next + blk * K * COLS : B;
             gemm512_rows(rows, np, V + t0 * K, K, B, K * COLS, K, pf, M + t0 * w->O, w->O, NULL);
         }
@@ -394,6 +424,33 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
     _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a))
 #include "winograd_xform.h"
 
+/* Blocks of tiles [lo, hi), each through all three phases on the calling
+ * worker, its V and M in that worker's part of the scratch. */
+AVX512 static int block_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const wino_run *r = args;
+    const kn_wino *w = r->w;
+    int worker = kn_rt_parallel_worker();
+    size_t vfloats = (size_t)(w->npos * w->tb * w->C), mfloats = (size_t)(w->npos * w->tb * w->O);
+    if (worker < 0 || (size_t)(worker + 1) * (vfloats + mfloats) > kn_wino_scratch_bytes(w) / sizeof(float))
+        return kn_error(KN_ERR_INTERNAL, "Winograd: no scratch for worker %d", worker);
+    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2;
+    for (int64_t b = lo; b < hi; b++) {
+        wino_run q = *r;
+        q.V = r->V + (size_t)worker * (vfloats + mfloats), q.M = q.V + vfloats;
+        q.t0 = b * w->tb, q.tn = w->T - q.t0 < w->tb ? w->T - q.t0 : w->tb;
+        q.rows = kn_gemm512_row_block(q.tn);
+        int st = w->wide ? input_chunk_16(&q, q.t0 * (w->C / 16), (q.t0 + q.tn) * (w->C / 16))
+                         : input_chunk_8(&q, q.t0 * (w->C / 8), (q.t0 + q.tn) * (w->C / 8));
+        if (!st) st = gemm512_chunk(&q, 0, w->npos * pairs);
+        if (!st)
+            st = w->wide ? output_chunk_16(&q, q.t0 * (w->O / 16), (q.t0 + q.tn) * (w->O / 16))
+                         : output_chunk_8(&q, q.t0 * (w->O / 8), (q.t0 + q.tn) * (w->O / 8));
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads)
 {
@@ -404,8 +461,14 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .res = w->has_sum ? residual : NULL,
                   .dst = dst,
                   .V = scratch,
-                  .M = scratch + w->npos * w->T * w->C};
+                  .M = scratch + w->npos * w->T * w->C,
+                  .t0 = 0,
+                  .tn = w->T,
+                  .rows = w->rows};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
+    /* in blocks where each thread gets two or more (see BLOCK_MAX_U) */
+    int64_t blocks = w->tb ? (w->T + w->tb - 1) / w->tb : 0;
+    if (blocks >= 2 * (int64_t)threads) return kn_rt_parallel_for_threads(threads, block_chunk, &r, blocks);
     /* 16-channel transforms where the vectors fit the layout's blocks */
     int st = w->wide ? kn_rt_parallel_for_threads(threads, input_chunk_16, &r, w->T * (w->C / 16))
                   : kn_rt_parallel_for_threads(threads, input_chunk_8, &r, w->T * (w->C / 8));

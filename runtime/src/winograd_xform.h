@@ -55,18 +55,18 @@ XF_TARGET static void XF(load_block)(const wino_run *r, int64_t t, int64_t b, XF
         y3 = XF_SUB(x1, x3);                                                                                \
     } while (0)
 
-/* Phase 1 for (tile, XF_LANES channels) pairs [lo, hi): V[p][t][c..]. */
+/* Phase 1 for (tile, XF_LANES channels) pairs [lo, hi): V[p][t - t0][c..]. */
 XF_TARGET static int XF(input_chunk)(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t cb = w->C / XF_LANES, pos_stride = w->T * w->C;
+    int64_t cb = w->C / XF_LANES, pos_stride = r->tn * w->C;
     const XF_V k2 = XF_SET1(2.f), k4 = XF_SET1(4.f), k5 = XF_SET1(5.f);
     for (int64_t it = lo; it < hi; it++) {
         int64_t t = it / cb, b = it % cb;
         XF_V d[MAX_ALPHA][MAX_ALPHA], e[MAX_ALPHA][MAX_ALPHA], f[MAX_ALPHA];
         XF(load_block)(r, t, b, d);
-        float *v = r->V + t * w->C + b * XF_LANES;
+        float *v = r->V + (t - r->t0) * w->C + b * XF_LANES;
         if (w->m == 4) {
             for (int j = 0; j < 6; j++)
                 BT4(d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j], e[0][j], e[1][j], e[2][j], e[3][j],
@@ -145,11 +145,11 @@ XF_TARGET static int XF(output_chunk)(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t ob = w->O / XF_LANES, pos_stride = w->T * w->O;
+    int64_t ob = w->O / XF_LANES, pos_stride = r->tn * w->O;
     const XF_V k2 = XF_SET1(2.f), k4 = XF_SET1(4.f), k8 = XF_SET1(8.f);
     for (int64_t it = lo; it < hi; it++) {
         int64_t t = it / ob, b = it % ob;
-        const float *mp = r->M + t * w->O + b * XF_LANES;
+        const float *mp = r->M + (t - r->t0) * w->O + b * XF_LANES;
         XF_V x[MAX_ALPHA], e[4][MAX_ALPHA], y[4][4];
         if (w->m == 4) {
             for (int j = 0; j < 6; j++) {
