@@ -38,7 +38,7 @@
  *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
- On AVX-512 CPUs, a layer whose U is small (BLOCK_MAX_U) runs instead in
+ * On AVX-512 CPUs, a layer whose U is small (BLOCK_MAX_U) runs instead in
  * blocks of tiles, each block through the three phases on one worker, its
  * V and M in that worker's L2 cache (block_chunk).
  *
