@@ -308,14 +308,7 @@ AVX512 static void dw_row(const xdw_run *r, const float *const *rp, float *out, 
 #define CASE(R)                                                                                                    \
     case R: dw_block(R, x, r->b2, at, step, c, o, rs); break
             switch (n) {
-                CASE(1);
-                CASE(2);
-                CASE(3);
-                CASE(4);
-                CASE(5);
-                CASE(6);
-                CASE(7);
-                CASE(8);
+                GEMM512_CASES_1_TO_8(CASE);
             default: break;
             }
 #undef CASE

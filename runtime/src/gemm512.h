@@ -187,6 +187,18 @@ AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, co
 #undef ROW512
 
 /* gemm512 with rows (1..ROWS512) and np made constants. */
+/* CASE(1); ... CASE(8);: a switch over a block's row (or pixel) count, so
+ * that each case inlines a kernel with that count constant. */
+#define GEMM512_CASES_1_TO_8(CASE)                                                                                 \
+    CASE(1);                                                                                                       \
+    CASE(2);                                                                                                       \
+    CASE(3);                                                                                                       \
+    CASE(4);                                                                                                       \
+    CASE(5);                                                                                                       \
+    CASE(6);                                                                                                       \
+    CASE(7);                                                                                                       \
+    CASE(8)
+
 AVX512 static void gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
                                 int64_t K, const float *pf, float *out, int64_t ldo, const gemm512_epi *e)
 {
@@ -196,14 +208,7 @@ AVX512 static void gemm512_rows(int rows, int np, const float *a, int64_t lda, c
         else gemm512(R, 1, a, lda, b, next, K, pf, out, ldo, e);                                                   \
         break
     switch (rows) {
-        CASE(1);
-        CASE(2);
-        CASE(3);
-        CASE(4);
-        CASE(5);
-        CASE(6);
-        CASE(7);
-        CASE(8);
+        GEMM512_CASES_1_TO_8(CASE);
     default: break;
     }
 #undef CASE
