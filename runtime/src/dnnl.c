@@ -1473,25 +1473,20 @@ static bool overlap(const void *a, size_t na, const void *b, size_t nb)
 /* The tail of a pair runs: both convolutions by the fused kernel, or one
  * after the other where this run's buffers do not allow it (the memory plan
  * put dst over the 1x1 conv's input, which the fused kernel reads while it
- * writes dst, or the residual partly over dst). */
+ * writes dst). The tail has no residual (kn_dnnl_prim_fuse). */
 static int pair_exec(kn_dnnl_session *s, xdw_pair *q, void *src, const void *wei, const void *bias, void *dst,
-                     const void *post_src, int threads)
+                     int threads)
 {
     if (!q->pending)
         return kn_error(KN_ERR_INTERNAL, "fused 1x1 + depthwise convolution: the 1x1 convolution did not run first");
     q->pending = false;
-    const kn_abi_dnnl *hr = &q->head->rec, *tr = &q->tail->rec;
-    size_t in = (size_t)hr->src.nbytes, out = (size_t)tr->dst.nbytes;
-    /* the fused kernel never writes the 1x1 convolution's output (q->dst),
-     * so a residual read from it needs the two kernels */
-    bool res_ok = !post_src || ((post_src == dst || !overlap(post_src, out, dst, out)) &&
-                                !overlap(post_src, out, q->dst, (size_t)hr->dst.nbytes));
-    if (src == q->dst && !overlap(dst, out, q->src, in) && res_ok) {
+    size_t in = (size_t)q->head->rec.src.nbytes, out = (size_t)q->tail->rec.dst.nbytes;
+    if (src == q->dst && !overlap(dst, out, q->src, in)) {
         int rc = kn_xdw_reserve(q->k, threads);
-        return rc ? rc : kn_xdw_exec(q->k, q->src, q->bias, bias, dst, post_src, threads);
+        return rc ? rc : kn_xdw_exec(q->k, q->src, q->bias, bias, dst, NULL, threads);
     }
     int rc = prim_exec(s, q->head, q->src, q->wei, q->bias, q->dst, NULL, threads);
-    return rc ? rc : prim_exec(s, q->tail, src, wei, bias, dst, post_src, threads);
+    return rc ? rc : prim_exec(s, q->tail, src, wei, bias, dst, NULL, threads);
 }
 
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
@@ -1505,7 +1500,7 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         q->src = src, q->dst = dst, q->wei = wei, q->bias = bias;
         return KN_OK;
     }
-    if (q) return pair_exec(s, q, src, wei, bias, dst, post_src, threads);
+    if (q) return pair_exec(s, q, src, wei, bias, dst, threads);
     return prim_exec(s, p, src, wei, bias, dst, post_src, threads);
 }
 
@@ -1514,10 +1509,9 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
 #define XDW_MIN_BYTES (4 << 20)
 
 /* Not when the depthwise convolution adds a residual: the artifact's meta
- * does not say which value that is, and when it is the 1x1 convolution's
- * output (a block whose input is also its shortcut) the pair would fall
- * back to the two kernels at every run (pair_exec). kn_xdw itself takes
- * the sum. */
+ * does not say which value that is, and it may be the 1x1 convolution's
+ * output (a block whose input is also its shortcut), which the fused
+ * kernel never writes. kn_xdw itself takes the sum. */
 int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail)
 {
     if (!s || !head || !tail || head == tail) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_fuse: bad argument");
