@@ -1358,6 +1358,13 @@ static int finish_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *dst)
     return KN_OK;
 }
 
+/* True if the na bytes at a and the nb bytes at b share a byte. */
+static bool overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *x = a, *y = b;
+    return x < y + nb && y < x + na;
+}
+
 static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                      const void *post_src, int threads)
 {
@@ -1366,8 +1373,7 @@ static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void 
     if (p->wino)
         return kn_wino_exec(p->wino, src, bias, dst, post_src, s->act[2], threads);
     if (p->pw) {
-        const char *r = post_src, *d = dst;
-        if (r && r != d && r < d + p->dst_bytes && d < r + p->dst_bytes) {
+        if (post_src && post_src != dst && overlap(post_src, p->dst_bytes, dst, p->dst_bytes)) {
             if ((rc = copy_parallel(s->act[1], post_src, p->dst_bytes, threads))) return rc;
             post_src = s->act[1];
         }
@@ -1399,8 +1405,7 @@ static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void 
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the sum post-op has no input");
         /* the sum post-op accumulates into dst: start from the residual */
         if (p->sum_ro.prim) {
-            const char *r = post_src, *d = dst_prim;
-            if (r < d + p->dst_bytes && d < r + p->post_bytes) {
+            if (overlap(post_src, p->post_bytes, dst_prim, p->dst_bytes)) {
                 /* in place: the reorder must not write over what it reads */
                 if ((rc = copy_parallel(s->act[1], post_src, p->post_bytes, threads))) return rc;
                 post_src = s->act[1];
@@ -1413,8 +1418,7 @@ static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void 
              * session's buffer when dst itself is reordered afterwards); the
              * memory plan never overlaps a node's output with its inputs
              * unless they are the same */
-            const char *r = post_src, *d = dst_prim;
-            if (r < d + p->dst_bytes && d < r + p->dst_bytes) memmove(dst_prim, post_src, p->dst_bytes);
+            if (overlap(post_src, p->dst_bytes, dst_prim, p->dst_bytes)) memmove(dst_prim, post_src, p->dst_bytes);
             else if ((rc = copy_parallel(dst_prim, post_src, p->dst_bytes, threads))) return rc;
         }
     }
@@ -1447,11 +1451,10 @@ static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void 
     prim_run *run = &p->main;
     if (p->m_res) {
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the residual add has no input");
-        const char *r = post_src, *d = dst_prim;
-        if (r == d && p->main_sum.prim) {
+        if (post_src == dst_prim && p->main_sum.prim) {
             run = &p->main_sum; /* in place: dst holds the residual, as the sum post-op wants */
         } else {
-            if (r < d + p->dst_bytes && d < r + p->res_bytes) { /* overlaps dst: the kernel would read its own sums */
+            if (overlap(post_src, p->res_bytes, dst_prim, p->dst_bytes)) { /* the kernel would read its own sums */
                 if ((rc = copy_parallel(s->act[1], post_src, p->res_bytes, threads))) return rc;
                 post_src = s->act[1];
             }
@@ -1462,12 +1465,6 @@ static int prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void 
     if ((rc = run_exec(s, run, args, n, p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
         return rc;
     return finish_run(s, p, dst);
-}
-
-static bool overlap(const void *a, size_t na, const void *b, size_t nb)
-{
-    const char *x = a, *y = b;
-    return x < y + nb && y < x + na;
 }
 
 /* The tail of a pair runs: both convolutions by the fused kernel, or one
