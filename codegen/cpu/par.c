@@ -126,13 +126,16 @@ static bool resize_ok(const kn_node *n, const split *s)
 }
 
 /* Gather: the split dim of the output lies in the data's dims after the
- * axis (cut the data) or in the indices' dims (cut the indices). */
+ * axis (cut the data) or in the indices' dims (cut the indices). Constant
+ * indices are never cut: the lowering compiles them into the code as a
+ * table read from their const_data, which a unit would read from its first
+ * row whatever rows it computes (every unit gathered the first G indices). */
 static bool gather_cut(split *s, const kn_node *n)
 {
     kn_value *data = n->inputs[0], *idx = n->inputs[1];
     int axis = (int)norm_axis(kn_attr_int(n, "axis", 0), data->shape.rank);
     if (axis > s->sd) return cut(s, data, s->sd);
-    if (s->sd < axis + idx->shape.rank) return cut(s, idx, s->sd - axis);
+    if (s->sd < axis + idx->shape.rank) return !idx->const_data && cut(s, idx, s->sd - axis);
     return false;
 }
 
