@@ -176,6 +176,41 @@ def check_filter_keep(kiln, root, env, tmp):
     shutil.rmtree(os.path.dirname(os.path.dirname(so)))
 
 
+def spin_graph():
+    """A Loop of 10**12 steps: the evaluator cannot finish it in any timeout
+    a test would give, so it stands for a case that hangs."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "one"], ["s_out"], name="inc"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [1])],
+        [numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    return helper.make_graph(
+        [helper.make_node("Loop", ["n", "c", "x"], ["y"], name="loop", body=body)], "spin",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [numpy_helper.from_array(np.array(10**12, np.int64), "n"),
+         numpy_helper.from_array(np.array(True), "c")])
+
+
+def check_timeout(kiln, work, root, env):
+    """A case that hangs is killed, reported as CRASH, and the batch goes on."""
+    hang = os.path.join(work, "hang")
+    shutil.copytree(os.path.join(root, "a_relu_add"), os.path.join(hang, "a_relu_add"))
+    write_case(hang, "z_spin", spin_graph(), [("x", np.zeros(1, np.float32))], [np.zeros(1, np.float32)], ["0 0"])
+    rc, out = run(kiln, [hang, "-j", "2", "-O", "0", "--threads", "1", "--timeout", "1"], env)
+    lines = out.splitlines()
+    if rc != 1 or "difftest: z_spin CRASH timeout after 1 s" not in lines or "difftest: a_relu_add ok" not in lines \
+            or "difftest: 1 ok, 0 failed, 1 crashed, 0 unsupported (of 2 cases)" not in lines:
+        fail("a hanging case: exit %d" % rc, out)
+    if result_lines(hang, "z_spin") != ["CRASH timeout after 1 s"]:
+        fail("z_spin/result.txt is %r" % result_lines(hang, "z_spin"), out)
+
+
 def check_bad_inputs(kiln, root, env):
     os.remove(os.path.join(root, "c_transpose_exact", "tol.txt"))
     rc, out = run(kiln, [root, "--filter", "c_*"], env)
@@ -203,6 +238,9 @@ def main():
     make_cases(root)
     check_batch(kiln, root, env, tmp)
     check_filter_keep(kiln, root, env, tmp)
+    check_timeout(kiln, work, root, env)
+    if os.listdir(tmp):
+        fail("temporary files left in $TMPDIR after a killed case: %r" % os.listdir(tmp))
     check_bad_inputs(kiln, root, env)
     print("difftest runner: all checks passed")
 
