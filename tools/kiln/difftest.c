@@ -56,6 +56,7 @@ static void difftest_usage(FILE *f)
             "                  are always compared exactly.\n"
             "\n"
             "Checks, each case in a forked child (a crash or timeout is that case's result):\n"
+            "  case            the folder itself: a file missing or malformed fails the case\n"
             "  ref             import, infer, run the reference evaluator\n"
             "  O<o> t<T>       compile at -O<o> with the inputs' shapes (report captured in\n"
             "                  DIR/<case>/report_O<o>.txt), run with T threads\n"
@@ -63,6 +64,9 @@ static void difftest_usage(FILE *f)
             "and writes DIR/<case>/result.txt, one line per check: '<check> PASS',\n"
             "'<check> FAIL <detail>' or '<check> UNSUPPORTED <kiln's message>'\n"
             "(the parent writes 'CRASH <signal or timeout>' for a case that crashed).\n"
+            "UNSUPPORTED (the import or the compile says kiln does not support the model)\n"
+            "is not a failure. Artifacts are compiled under $TMPDIR (default /tmp), removed\n"
+            "as each case ends unless --keep.\n"
             "\n"
             "Prints one line per case as it finishes:\n"
             "  difftest: <case> ok | FAIL <first failing check line> | CRASH <signal or timeout>\n"
@@ -103,8 +107,8 @@ static struct {
     bool tty;
 } g_run;
 
-/* Parses "0,3" / "1,2,4" into out[0..*out_n): integers in [lo, hi]. */
-static bool parse_list(const char *s, int lo, int hi, int *out, int max, int *out_n)
+/* Parses "0,3" / "1,2,4" into out[0..*out_n): at most max integers in [lo, hi]. */
+static bool parse_list(const char *s, int lo, int hi, int max, int *out, int *out_n)
 {
     *out_n = 0;
     while (*s) {
@@ -147,8 +151,8 @@ static int parse_args(int argc, char **argv, difftest_opts *o, const char **out_
             bool num_ok = *v && !*end && n >= 1 && n <= 1000000;
             if (!strcmp(a, "-j") && num_ok) o->jobs = (int)n;
             else if (!strcmp(a, "--timeout") && num_ok) o->timeout_s = (int)n;
-            else if (!strcmp(a, "-O") && parse_list(v, 0, 3, o->levels, MAX_LEVELS, &o->n_levels)) {}
-            else if (!strcmp(a, "--threads") && parse_list(v, 1, 1024, o->threads, MAX_THREADS, &o->n_threads)) {}
+            else if (!strcmp(a, "-O") && parse_list(v, 0, 3, MAX_LEVELS, o->levels, &o->n_levels)) {}
+            else if (!strcmp(a, "--threads") && parse_list(v, 1, 1024, MAX_THREADS, o->threads, &o->n_threads)) {}
             else if (!strcmp(a, "--filter") && o->n_filters < MAX_FILTERS) o->filters[o->n_filters++] = v;
             else {
                 fprintf(stderr, "kiln difftest: bad value '%s' for %s\n", v, a);
@@ -275,9 +279,9 @@ static void free_case(difftest_case *c)
     }
 }
 
-/* names[i]: the graph input input_i.pb feeds (by the tensor's name; an
+/* out_names[i]: the graph input input_i.pb feeds (by the tensor's name; an
  * unnamed tensor feeds the i-th input that is not an initializer). */
-static int bind_inputs(difftest_case *c, const kn_graph *g, const char **names)
+static int bind_inputs(difftest_case *c, const kn_graph *g, const char **out_names)
 {
     const kn_value *formal[MAX_IO];
     int n_formal = 0;
@@ -289,7 +293,7 @@ static int bind_inputs(difftest_case *c, const kn_graph *g, const char **names)
         if (!v || !(v->flags & KN_VALUE_GRAPH_INPUT))
             return kn_error(KN_ERR_INVALID, "%s/input_%d.pb: tensor '%s' names no input of model.onnx", c->dir, i,
                             tn ? tn : "");
-        names[i] = v->name;
+        out_names[i] = v->name;
         if (!c->bound[i] && !(c->bound[i] = strdup(v->name))) return kn_error(KN_ERR_NOMEM, "out of memory");
         as_bf16_if_meant(&c->in[i], v->dtype);
     }
@@ -455,7 +459,7 @@ static int build_artifact(difftest_case *c, int o, const char *so_path, kn_artif
 }
 
 /* The case's inputs in the artifact's input order (borrowed). */
-static int order_inputs(const difftest_case *c, const kn_artifact *art, kn_tensor *ordered)
+static int order_inputs(const difftest_case *c, const kn_artifact *art, kn_tensor *out_ordered)
 {
     int n = kn_artifact_num_inputs(art);
     if (n > MAX_IO) return kn_error(KN_ERR_INVALID, "the artifact has %d inputs; at most %d", n, MAX_IO);
@@ -463,8 +467,8 @@ static int order_inputs(const difftest_case *c, const kn_artifact *art, kn_tenso
     for (int i = 0; i < c->n_in; i++) {
         int idx = kn_artifact_find_input(art, c->bound[i]);
         if (idx < 0) continue; /* an initializer the compile folded in */
-        ordered[idx] = c->in[i];
-        ordered[idx].own = KN_BORROWED;
+        out_ordered[idx] = c->in[i];
+        out_ordered[idx].own = KN_BORROWED;
         given[idx] = true;
     }
     for (int k = 0; k < n; k++) {
