@@ -13,6 +13,7 @@
 int kn_cmd_inspect(int argc, char **argv);
 int kn_cmd_run(int argc, char **argv);
 int kn_cmd_conformance(int argc, char **argv);
+int kn_cmd_difftest(int argc, char **argv);
 int kn_cmd_compile(int argc, char **argv);
 int kn_cmd_bench(int argc, char **argv);
 int kn_cmd_profile(int argc, char **argv);

@@ -16,6 +16,7 @@ static const struct {
     {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)"},
     {"profile", kn_cmd_profile, "time a compiled model step by step; trace and arena drawing"},
     {"conformance", kn_cmd_conformance, "run the ONNX backend node test suite"},
+    {"difftest", kn_cmd_difftest, "run generated test cases through the evaluator and compiled artifacts"},
 };
 
 static void usage(FILE *f)
