@@ -3,6 +3,8 @@
 #   make test       set-up, build, run every test
 #   make test-asan  the same under AddressSanitizer + UBSan
 #   make fuzz       the ONNX importer fuzzer (FUZZ_SECONDS=600 by default)
+#   make difftest   random graphs through onnxruntime, the reference evaluator
+#                   and the compiled path for DIFF_SECONDS (docs/testing.md)
 #   make bench      kiln vs onnxruntime on four models (docs/benchmarks.md);
 #                   BENCH_MODELS, BENCH_BATCHES, BENCH_THREADS, BENCH_RUNS narrow it
 
@@ -11,9 +13,10 @@ BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 600
+DIFF_SECONDS ?= 600
 KILN_PYTHON ?= .venv/bin/python
 
-.PHONY: all deps build demo test test-asan fuzz bench clean
+.PHONY: all deps build demo test test-asan fuzz difftest bench clean
 
 all: build
 
@@ -44,6 +47,13 @@ fuzz: deps
 	    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
 	@ninja -C $(BUILD_FUZZ) -j $(JOBS) fuzz_onnx_import
 	@./scripts/fuzz $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+# Open-ended differential testing with random seeds; cases that fail are
+# minimized and saved under $(BUILD)/difftest-found (copy them to
+# tests/difftest/regress once the bug is fixed).
+difftest: build
+	@$(KILN_PYTHON) tests/difftest/difftest.py --kiln $(BUILD)/kiln --seconds $(DIFF_SECONDS) \
+	    --save-dir $(BUILD)/difftest-found
 
 # Not part of `make test`: it takes minutes and its figures depend on the
 # machine; it fails only if a model cannot be generated, compiled or run.

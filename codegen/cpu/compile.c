@@ -871,6 +871,22 @@ static int prepare(kn_model *m, kn_graph *g)
     return st;
 }
 
+/* A node the artifact runs writes every output, so none of them may be a
+ * constant stored with the weights: when only some outputs are known (a
+ * TopK whose values match at every probe of a dynamic dim but whose
+ * indices do not), the known ones are computed as well. Before, the
+ * runtime kernel wrote into the artifact's read-only weights (SIGSEGV). */
+static void unfold_partly_known(kn_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kn_node *n = g->nodes[i];
+        if (kn_node_outputs_known(n)) continue;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] && !(n->outputs[k]->flags & KN_VALUE_INITIALIZER))
+                n->outputs[k]->const_data = NULL; /* the tensor stays owned by the model */
+    }
+}
+
 static int prepare_probes(const kn_compile_opts *o)
 {
     for (int k = 0; k < o->n_syms; k++)
@@ -890,8 +906,10 @@ static int compile(compile_state *s, kn_outset *outs)
     int st;
     char wbase[512];
     if ((st = check_output_dirs(s->o)) || (st = prepare(s->m, s->g)) || (st = prepare_probes(s->o)) ||
-        (st = kn_dyn_analyze(s->g, s->o, &s->dyn)) || (st = model_name(s)) || (st = kn_plan_build(s->g, &s->plan)))
+        (st = kn_dyn_analyze(s->g, s->o, &s->dyn)) || (st = model_name(s)))
         return st;
+    unfold_partly_known(s->g);
+    if ((st = kn_plan_build(s->g, &s->plan))) return st;
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
     init_cg(s);

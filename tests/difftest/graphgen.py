@@ -129,7 +129,8 @@ class Builder:
             if o.name is None:
                 o.name = self.name(op.lower())
         self.nodes.append({"op": op, "inputs": [i if isinstance(i, str) else (i.name if i else "") for i in ins],
-                           "outputs": [o.name for o in outs], "attrs": attrs, "family": family, "domain": domain})
+                           "outputs": [o.name for o in outs], "attrs": attrs,
+                           "family": list(family) if isinstance(family, tuple) else family, "domain": domain})
         self.pool.extend(outs)
         self.ops_used.append(op)
         return outs if len(outs) > 1 else outs[0]
@@ -286,6 +287,29 @@ def g_unary(op):
             attrs[b.choice(["detect_positive", "detect_negative"])] = 0
         b.node(op, [x], [out], family, **attrs)
     return gen
+
+
+def g_acosh(b):
+    """Acosh needs x >= 1: 1 + a positive tensor."""
+    x = b.pick(lambda t: flt(t) and t.pos)
+    one = b.const(np.array(1.0, dtype=np.float32))
+    y = b.node("Add", [x, one], [T(None, F32, x.shape, pos=True, small=x.small)], "arith")
+    b.node("Acosh", [y], [T(None, F32, x.shape, small=True)], "transc")
+
+
+def g_shape(b):
+    """Shape of a static tensor: folded to a constant by the compiler, then
+    used (cast to float and added) so that it stays in the graph."""
+    x = b.pick()
+    attrs = {}
+    r = x.rank
+    lo, hi = 0, r
+    if b.opset >= 15 and b.chance(0.5) and r >= 2:
+        lo, hi = b.rint(0, r - 1), b.rint(1, r)
+        if hi <= lo:
+            raise Reject()
+        attrs = {"start": lo, "end": hi}
+    b.node("Shape", [x], [T(None, I64, (hi - lo,), exact=True)], "exact", **attrs)
 
 
 def g_int_unary(b):
@@ -698,6 +722,11 @@ def g_resize(b):
         raise Reject()
     ctm = b.choice(["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
                    if mode != "nearest" else ["half_pixel", "asymmetric", "align_corners"])
+    # align_corners with a fractional output length (scale * in): the ONNX
+    # spec and its test suite use the real length, onnxruntime (and
+    # PyTorch) the integer one; kiln follows the spec (docs/testing.md)
+    if ctm == "align_corners" and any(d * sc != math.floor(d * sc) for d, sc in zip(x.shape, scales)):
+        ctm = "asymmetric"
     attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
     if mode == "nearest":
         attrs["nearest_mode"] = b.choice(["round_prefer_floor", "floor", "ceil", "round_prefer_ceil"])
@@ -904,6 +933,12 @@ def g_pool(op):
         else:
             if op == "MaxPool" and any(dd != 1 for dd in dil):
                 raise Reject()
+            # a window shorter than the stride by 2 or more gives a negative
+            # total pad, which onnxruntime applies (windows start inside the
+            # input) and kiln clamps to 0: a known divergence in a corner the
+            # ONNX spec leaves open (docs/testing.md)
+            if auto != "VALID" and any(k < s - 1 for k, s in zip(ks, st)):
+                raise Reject()
             attrs["auto_pad"] = auto
             for i, d in enumerate(x.shape[2:]):
                 out.append(-(-d // st[i]) if auto != "VALID" else (d - ks[i]) // st[i] + 1)
@@ -1063,7 +1098,7 @@ for _op in REDUCES:
 for _op in ("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
     OPS[_op] = g_pool(_op)
 OPS.update({
-    "Not/BitwiseNot": g_int_unary, "Mod": g_mod, "PRelu": g_prelu, "Clip": g_clip, "Where": g_where,
+    "Not/BitwiseNot": g_int_unary, "Acosh": g_acosh, "Shape": g_shape, "Mod": g_mod, "PRelu": g_prelu, "Clip": g_clip, "Where": g_where,
     "Cast/CastLike": g_cast, "Reshape": g_reshape, "Flatten": g_flatten, "Squeeze": g_squeeze,
     "Unsqueeze": g_unsqueeze, "Identity/Dropout": g_identity, "Transpose": g_transpose, "Concat": g_concat,
     "Split": g_split, "Slice": g_slice, "Gather": g_gather, "GatherElements": g_gather_elements,
@@ -1123,8 +1158,20 @@ def generate(seed, max_nodes=30, only=None):
     for o in produced:
         if o not in outs and rng.random() < 0.1:
             outs.append(o)
-    return {"version": 1, "seed": int(seed), "opset": b.opset, "inputs": b.inputs, "inits": b.inits,
+    spec = {"version": 1, "seed": int(seed), "opset": b.opset, "inputs": b.inputs, "inits": b.inits,
             "nodes": b.nodes, "outputs": outs, "types": {t.name: [t.dtype, list(t.shape)] for t in b.pool}}
+    # Some graphs are compiled with a dynamic leading dim (kiln compile
+    # --max N=...): the inputs that share the base shape's first dim declare
+    # it as the symbol N. Graphs whose shapes do not follow N affinely are
+    # refused by kiln as unsupported, which is not a failure.
+    if rng.random() < 0.12 and base[0] >= 2:
+        dyn = [i["name"] for i in b.inputs if len(i["shape"]) >= 2 and i["shape"][0] == base[0]
+               and "range" not in i]
+        if dyn:
+            # compiled for up to N, run at N or below: a value the compiler
+            # took for a constant of this size would show
+            spec["dynamic"] = {"N": int(base[0]) + b.rint(0, 3), "inputs": dyn}
+    return spec
 
 
 def input_arrays(spec):
@@ -1140,17 +1187,21 @@ def input_arrays(spec):
     return res
 
 
-def to_model(spec, outputs=None):
-    """The ONNX model of spec, with `outputs` (default: the spec's) as graph outputs."""
+def to_model(spec, outputs=None, dynamic=True):
+    """The ONNX model of spec, with `outputs` (default: the spec's) as graph
+    outputs; with `dynamic`, the spec's dynamic inputs declare dim 0 as N."""
     types = spec["types"]
+    dyn = spec.get("dynamic", {}).get("inputs", []) if dynamic else []
     nodes = []
     for nd in spec["nodes"]:
         nodes.append(helper.make_node(nd["op"], nd["inputs"], nd["outputs"], domain=nd.get("domain", ""),
                                       **nd["attrs"]))
     inits = [numpy_helper.from_array(np.array(c["values"], dtype=c["dtype"]).reshape(c["shape"]), c["name"])
              for c in spec["inits"]]
-    ins = [helper.make_tensor_value_info(i["name"], ONNX_TYPE[i["dtype"]], i["shape"]) for i in spec["inputs"]]
-    outs = [helper.make_tensor_value_info(o, ONNX_TYPE[types[o][0]], types[o][1])
+    ins = [helper.make_tensor_value_info(i["name"], ONNX_TYPE[i["dtype"]],
+                                         ["N"] + i["shape"][1:] if i["name"] in dyn else i["shape"])
+           for i in spec["inputs"]]
+    outs = [helper.make_tensor_value_info(o, ONNX_TYPE[types[o][0]], None if dyn else types[o][1])
             for o in (outputs or spec["outputs"])]
     g = helper.make_graph(nodes, "difftest_%d" % spec["seed"], ins, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", spec["opset"])], producer_name="kiln-difftest")
@@ -1170,6 +1221,46 @@ def ancestors(spec):
     return anc
 
 
+def norm_groups(nd, x):
+    """x reshaped to [groups, elements normalized together] for node nd."""
+    op, r = nd["op"], x.ndim
+    if op == "LayerNormalization":
+        a = nd["attrs"].get("axis", -1)
+        a = a + r if a < 0 else a
+        return x.reshape(int(np.prod(x.shape[:a], dtype=np.int64)), -1)
+    if op == "InstanceNormalization":
+        return x.reshape(x.shape[0] * x.shape[1], -1)
+    if op == "GroupNormalization":
+        return x.reshape(x.shape[0] * nd["attrs"]["num_groups"], -1)
+    return x.reshape(1, -1)
+
+
+def norm_condition(nd, x):
+    """How much a normalization of x amplifies rounding, over its worst
+    group: (mean / std)^2 + 1 (one-pass float32 variances, onnxruntime's
+    LayerNormalization among them, lose that factor), and eps-sized
+    variances (tiny groups of nearly equal values)."""
+    if nd["op"] == "LpNormalization":
+        return 1.0  # no subtraction
+    g = norm_groups(nd, x.astype(np.float64))
+    mean, var = g.mean(axis=1), g.var(axis=1)
+    if np.any(var < 1e-4):
+        return float("inf")
+    return float(np.max(mean * mean / var)) + 1.0
+
+
+def ill_conditioned(spec, values, limit=30.0):
+    """True if a normalization in spec reads an input so far from zero mean
+    that float32 engines may disagree by more than any useful tolerance."""
+    for nd in spec["nodes"]:
+        fam = nd["family"]
+        if isinstance(fam, list) and fam[0] == "norm":
+            x = values.get(nd["inputs"][0])
+            if x is not None and norm_condition(nd, x) > limit:
+                return True
+    return False
+
+
 def tolerances(spec, values):
     """(rtol, atol) of each output: 0, 0 when every op on its paths is exact;
     else the sum of the ops' family rtols (reductions and products scaled
@@ -1184,7 +1275,8 @@ def tolerances(spec, values):
             nd = spec["nodes"][k]
             fam = nd["family"]
             if isinstance(fam, list):
-                r += FAMILY_RTOL[fam[0]] * max(1.0, math.sqrt(fam[1]))
+                cond = norm_condition(nd, values[nd["inputs"][0]]) if fam[0] == "norm" else 1.0
+                r += FAMILY_RTOL[fam[0]] * max(1.0, math.sqrt(fam[1])) * cond
             else:
                 r += FAMILY_RTOL[fam]
             for t in nd["inputs"] + nd["outputs"]:

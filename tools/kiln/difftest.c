@@ -25,6 +25,7 @@
 #include "eval.h"
 #include "forkpool.h"
 #include "kiln/kiln.h"
+#include "kiln/profile.h"
 #include "onnx_import.h"
 #include "pass.h"
 
@@ -54,6 +55,12 @@ static void difftest_usage(FILE *f)
             "                  equal in value, NaN == NaN; every output that is exact must also\n"
             "                  be bitwise the same at every thread count). Integers and bools\n"
             "                  are always compared exactly.\n"
+            "  dynamic.txt     optional: 'NAME MAX' per line, symbolic dims of model.onnx's\n"
+            "                  inputs compiled dynamic (as kiln compile --max NAME=MAX)\n"
+            "\n"
+            "Besides result.txt, each compile leaves report_O<o>.txt (kiln compile --report)\n"
+            "and kernels_O<o>.txt (the kernel each oneDNN step runs, per thread count) in\n"
+            "the case's folder, which tests/difftest reads for its coverage report.\n"
             "\n"
             "Checks, each case in a forked child (a crash or timeout is that case's result):\n"
             "  case            the folder itself: a file missing or malformed fails the case\n"
@@ -181,6 +188,9 @@ typedef struct difftest_case {
     char *bound[MAX_IO];    /* the graph input each feeds (bind_inputs) */
     kn_tensor want[MAX_IO];
     double rtol[MAX_IO], atol[MAX_IO];
+    int n_syms; /* dynamic dims from dynamic.txt, compiled with --max */
+    char sym_name[KN_MAX_SYMS][64];
+    int64_t sym_max[KN_MAX_SYMS];
     FILE *result; /* result.txt.tmp */
     char first_fail[LINE], first_unsupported[LINE];
 } difftest_case;
@@ -246,6 +256,26 @@ static void as_bf16_if_meant(kn_tensor *t, int meant)
     if (meant == KN_BF16 && t->dtype == KN_U16) t->dtype = KN_BF16;
 }
 
+/* dynamic.txt (optional): "NAME MAX" per line, the model's symbolic dims
+ * to keep dynamic, as `kiln compile --max NAME=MAX`. */
+static int load_dynamic(difftest_case *c)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/dynamic.txt", c->dir);
+    FILE *f = fopen(p, "r");
+    if (!f) return errno == ENOENT ? KN_OK : kn_error(KN_ERR_IO, "%s: %s", p, strerror(errno));
+    char name[64];
+    long long max;
+    int st = KN_OK;
+    while (!st && fscanf(f, "%63s %lld", name, &max) == 2) {
+        if (c->n_syms == KN_MAX_SYMS || max < 1) st = kn_error(KN_ERR_INVALID, "%s: at most %d dims, each >= 1", p, KN_MAX_SYMS);
+        else snprintf(c->sym_name[c->n_syms], sizeof c->sym_name[0], "%s", name), c->sym_max[c->n_syms++] = max;
+    }
+    if (!st && !feof(f)) st = kn_error(KN_ERR_INVALID, "%s: expected lines 'NAME MAX'", p);
+    fclose(f);
+    return st;
+}
+
 static int load_case(difftest_case *c)
 {
     c->n_in = count_files(c->dir, "input");
@@ -266,7 +296,8 @@ static int load_case(difftest_case *c)
         int st = kn_onnx_load_tensor_file(p, &c->want[j], NULL);
         if (st) return st;
     }
-    return load_tolerances(c);
+    int st = load_tolerances(c);
+    return st ? st : load_dynamic(c);
 }
 
 static void free_case(difftest_case *c)
@@ -413,7 +444,7 @@ static int run_pipeline(kn_model *m, int o)
 
 /* kn_compile_cpu with its report (printed on stdout) captured in
  * report_path: stdout is pointed at the file around the call. */
-static int compile_with_report(kn_model *m, const kn_compile_opts *o, const char *report_path)
+static int compile_with_report(const difftest_case *c, kn_model *m, kn_compile_opts *o, const char *report_path)
 {
     fflush(stdout);
     int fd = open(report_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -426,7 +457,10 @@ static int compile_with_report(kn_model *m, const kn_compile_opts *o, const char
         return kn_error(KN_ERR_IO, "cannot point stdout at %s: %s", report_path, strerror(e));
     }
     close(fd);
-    int st = kn_compile_cpu(m, o);
+    char model[4200];
+    snprintf(model, sizeof model, "%s/model.onnx", c->dir);
+    /* dynamic dims go through the CLI's compile, which makes the probes */
+    int st = c->n_syms ? kn_cli_compile_model_ex(model, 0, NULL, o, NULL) : kn_compile_cpu(m, o);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -441,16 +475,20 @@ static int build_artifact(difftest_case *c, int o, const char *so_path, kn_artif
     const char *names[MAX_IO];
     int st = import(c, &m);
     if (!st) st = bind_inputs(c, m->graph, names);
-    for (int i = 0; !st && i < c->n_in; i++)
+    /* static: pinned to the inputs' shapes; dynamic: the CLI's compile
+     * imports the model again with the dims at their maximum */
+    for (int i = 0; !st && !c->n_syms && i < c->n_in; i++)
         kn_shape_set(&kn_graph_lookup_local(m->graph, names[i])->shape, c->in[i].rank, c->in[i].dims);
-    if (!st && (st = kn_graph_infer(m->graph))) kn_error_prefix("type/shape inference: ");
-    if (!st) st = run_pipeline(m, o);
+    if (!st && !c->n_syms && (st = kn_graph_infer(m->graph))) kn_error_prefix("type/shape inference: ");
+    if (!st && !c->n_syms) st = run_pipeline(m, o);
     if (!st) {
         char report[4200];
         snprintf(report, sizeof report, "%s/report_O%d.txt", c->dir, o);
         kn_compile_opts co = {
             .output = so_path, .opt_level = o, .target = "native", .name = "difftest_case", .report = 1};
-        st = compile_with_report(m, &co, report);
+        co.n_syms = c->n_syms;
+        for (int k = 0; k < c->n_syms; k++) co.syms[k] = (kn_compile_sym){.name = c->sym_name[k], .max = c->sym_max[k]};
+        st = compile_with_report(c, m, &co, report);
     }
     kn_model_free(m);
     if (!st) st = kn_artifact_open(so_path, out_art);
@@ -489,6 +527,23 @@ static void bitwise_diff(const difftest_case *c, const kn_tensor *base, const kn
             snprintf(msg, len, "output %d differs bitwise between T=%d and T=%d", j, t_base, t);
 }
 
+/* Appends to DIR/<case>/kernels_O<o>.txt the kernel each oneDNN step runs
+ * with t threads ("t2 step 3 winograd F(4x4,3x3)"): the session picks
+ * them on the machine, after the compile's report was written. */
+static void note_kernels(const difftest_case *c, int o, int t, const kn_artifact *art, const kn_session *sess)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/kernels_O%d.txt", c->dir, o);
+    FILE *f = fopen(p, "a");
+    if (!f) return; /* coverage notes only: the checks go on */
+    const kn_meta *meta = kn_artifact_meta(art);
+    for (int i = 0; meta && i < meta->n_steps; i++) {
+        const char *impl = kn_session_step_impl(sess, i);
+        if (impl) fprintf(f, "t%d step %d %s\n", t, i, impl);
+    }
+    fclose(f);
+}
+
 static void check_level(difftest_case *c, int o)
 {
     char check[32], so[4200];
@@ -518,6 +573,7 @@ static void check_level(difftest_case *c, int o)
         kn_tensor got[MAX_IO] = {0};
         snprintf(check, sizeof check, "O%d t%d", o, t);
         st = kn_session_set_threads(sess, t);
+        if (!st) note_kernels(c, o, t, art, sess);
         if (!st) st = kn_session_run_tensors(sess, kn_artifact_num_inputs(art), ordered, c->n_out, got);
         if (st) {
             record_status(c, check, st);
