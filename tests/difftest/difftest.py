@@ -243,7 +243,13 @@ def prune(spec):
             need |= {i for i in nd["inputs"] if i}
     spec["nodes"] = list(reversed(keep))
     spec["inputs"] = [i for i in spec["inputs"] if i["name"] in need]
+    if spec.get("dynamic"):
+        spec["dynamic"]["inputs"] = [n for n in spec["dynamic"]["inputs"] if n in need]
+        if not spec["dynamic"]["inputs"]:
+            del spec["dynamic"]
     spec["inits"] = [c for c in spec["inits"] if c["name"] in need]
+    named = need | {o for nd in spec["nodes"] for o in nd["outputs"]}
+    spec["types"] = {k: v for k, v in spec["types"].items() if k in named}
     # outputs that are node outputs must stay (a graph input as output is fine too)
     return spec
 
@@ -281,10 +287,14 @@ def minimize(args, spec, kind, detail):
                 if i not in produced:
                     continue
                 trial = json.loads(json.dumps(spec))
-                dt, shape = spec["types"][i]
-                trial["nodes"] = [n2 for n2 in trial["nodes"] if i not in n2["outputs"]]
-                trial["inputs"].append({"name": i, "dtype": dt, "shape": shape, "seed": 12345,
-                                        "kind": "int" if dt in graphgen.INTS else "bool" if dt == "bool" else "normal"})
+                producer = next(n2 for n2 in trial["nodes"] if i in n2["outputs"])
+                trial["nodes"] = [n2 for n2 in trial["nodes"] if n2 is not producer]
+                for o in producer["outputs"]:  # every output of the cut node becomes an input
+                    if not o:
+                        continue
+                    dt, shape = spec["types"][o]
+                    trial["inputs"].append({"name": o, "dtype": dt, "shape": shape, "seed": 12345 + len(trial["inputs"]),
+                                            "kind": "int" if dt in graphgen.INTS else "bool" if dt == "bool" else "normal"})
                 trial = prune(trial)
                 if still_fails(args, trial, kind):
                     spec, changed = trial, True
