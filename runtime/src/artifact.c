@@ -480,7 +480,10 @@ static int check_segments(const char *path, int fd, const ElfW(Ehdr) *eh, off_t 
     for (unsigned i = 0; !st && i < eh->e_phnum; i++) {
         if (ph[i].p_filesz == 0 || inside_file(ph[i].p_offset, ph[i].p_filesz, 1, (uint64_t)size, &end)) continue;
         char what[64];
-        snprintf(what, sizeof what, "segment %u (%s)", i, ph[i].p_type == PT_LOAD ? "loadable" : "other");
+        const char *type = ph[i].p_type == PT_LOAD ? "loadable" : ph[i].p_type == PT_DYNAMIC ? "dynamic"
+                           : ph[i].p_type == PT_NOTE ? "note" : NULL;
+        if (type) snprintf(what, sizeof what, "segment %u (%s)", i, type);
+        else snprintf(what, sizeof what, "segment %u (type 0x%x)", i, (unsigned)ph[i].p_type);
         st = truncated(path, what, end, size);
     }
     free(ph);
