@@ -323,7 +323,7 @@ static int init_meta(compile_state *s)
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;
     mt->weights_bytes = s->plan.weights_bytes;
-    mt->weights_hash = kn_fnv1a(KN_FNV_INIT, s->plan.weights, (size_t)s->plan.weights_bytes);
+    mt->weights_hash = kn_weights_hash(s->plan.weights, (size_t)s->plan.weights_bytes);
     return KN_OK;
 }
 

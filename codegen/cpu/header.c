@@ -1,7 +1,8 @@
 /*
  * codegen/cpu/header.c — the C header generated beside an artifact: a
  * comment documenting the model (inputs, outputs, memory, target), an open
- * function for the shared or the static flavour, and a typed run function
+ * function for the shared or the static flavour that refuses any artifact
+ * but the one the header was written for, and a typed run function
  * whose parameters are the model's inputs and outputs with C element types.
  * A model with dynamic dims (--max) documents them, and its run function
  * takes each dim's value first (kn_session_set_dim).
@@ -116,19 +117,44 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
         fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name, m->n_syms ? "<dynamic dims>, " : "");
 }
 
+/* The artifact this header was written for: an application built with it
+ * must not run another one (its buffers would have the wrong sizes, or its
+ * answers would silently be another model's), so the open function checks
+ * the model hash and the I/O contract and closes any other artifact. */
+static void write_identity(FILE *f, const kn_meta *m)
+{
+    fprintf(f, "/* The artifact this header was written for: its model hash (the ONNX bytes and the compile\n"
+               " * options) and kn_meta_io_hash (names, dtypes and shapes of its inputs and outputs). */\n");
+    fprintf(f, "#define KN_MODEL_%s_HASH 0x%016llxull\n", m->name, (unsigned long long)m->model_hash);
+    fprintf(f, "#define KN_MODEL_%s_IO_HASH 0x%016llxull\n\n", m->name, (unsigned long long)kn_meta_io_hash(m));
+}
+
+/* The body shared by both flavours: st holds the open's status. */
+static void write_open_check(FILE *f, const kn_meta *m)
+{
+    fprintf(f, "    if (st) return st;\n");
+    fprintf(f, "    st = kn_artifact_check_header(*out, \"%s.h\", KN_MODEL_%s_HASH, KN_MODEL_%s_IO_HASH);\n", m->name,
+            m->name, m->name);
+    fprintf(f, "    if (st) {\n        kn_artifact_close(*out);\n        *out = NULL;\n    }\n    return st;\n}\n\n");
+}
+
 static void write_open(FILE *f, const kn_meta *m, bool static_desc)
 {
+    write_identity(f, m);
     if (static_desc) {
         fprintf(f, "extern const kn_artifact_desc kn_artifact_%s;\n\n", m->name);
-        fprintf(f, "/* Wraps the linked-in model; weights_dir: folder of external weights or NULL. */\n");
+        fprintf(f, "/* Wraps the linked-in model (external weights are read from the working directory);\n"
+                   " * refuses a linked-in model other than the one this header was written for. */\n");
         fprintf(f, "static inline int %s_open(kn_artifact **out)\n{\n", m->name);
-        fprintf(f, "    return kn_artifact_from_descriptor(&kn_artifact_%s, %s, out);\n}\n\n", m->name,
+        fprintf(f, "    int st = kn_artifact_from_descriptor(&kn_artifact_%s, %s, out);\n", m->name,
                 m->weights_file ? "\".\"" : "NULL");
     } else {
-        fprintf(f, "/* Opens the shared artifact at path. */\n");
+        fprintf(f, "/* Opens the shared artifact at path; refuses any artifact but the one this header was\n"
+                   " * written for. */\n");
         fprintf(f, "static inline int %s_open(const char *path, kn_artifact **out)\n{\n", m->name);
-        fprintf(f, "    return kn_artifact_open(path, out);\n}\n\n");
+        fprintf(f, "    int st = kn_artifact_open(path, out);\n");
     }
+    write_open_check(f, m);
 }
 
 static void write_run(FILE *f, const kn_meta *m)

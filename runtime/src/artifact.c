@@ -1,9 +1,12 @@
 /*
- * runtime/src/artifact.c — loading a compiled model: dlopen a shared
- * artifact (or wrap a static one's descriptor), then check everything the
+ * runtime/src/artifact.c — loading a compiled model: check that a shared
+ * artifact is a whole ELF file (dlopen maps it and would die of SIGBUS on
+ * a truncated one, or block on a FIFO), dlopen it (or wrap a static one's
+ * descriptor), then check everything the
  * runtime will trust before any generated code runs: magic, ABI version,
  * the serialized meta, the CPU features the code was compiled for, the
- * weights (embedded, or an external file mmapped read-only and hashed), the
+ * weights (embedded or an external file mmapped read-only, hashed either
+ * way: kn_weights_hash, runtime/src/hash.c), the
  * memory references of oneDNN records, that every runtime-kernel node
  * has a kernel here, and that the table of step functions (for profiling)
  * matches the meta's steps. Each refusal names the file and says what to do, so a
@@ -11,6 +14,7 @@
  * illegal instruction.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -56,6 +60,43 @@ static int check_cpu(const char *label, uint64_t needed)
     return kn_error(KN_ERR_UNSUPPORTED, "%s: needs %s which this CPU lacks; recompile with %s", label, list, hint);
 }
 
+/* What a path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISDIR(mode) ? "a directory" : S_ISCHR(mode) ? "a character device"
+           : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a file";
+}
+
+/* Opens path read-only if it is a regular file; *out_size: its size. On
+ * failure returns -1 with why[] saying what is wrong ("cannot be opened:
+ * ...", "is not a regular file (a FIFO)"). O_NONBLOCK keeps a FIFO from
+ * blocking the open (it would wait for a writer forever); fstat on the
+ * descriptor then refuses it, and checks the very file that was opened. */
+static int open_regular(const char *path, int *out_fd, off_t *out_size, char *why, size_t why_len)
+{
+    *out_fd = -1;
+    *out_size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot be opened: %s", strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        snprintf(why, why_len, "cannot be read: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(why, why_len, "is not a regular file (%s)", file_kind(sb.st_mode));
+        close(fd);
+        return -1;
+    }
+    *out_fd = fd;
+    *out_size = sb.st_size;
+    return 0;
+}
+
 /* Maps dir/meta.weights_file read-only and checks its size and hash. */
 static int map_external_weights(kn_artifact *a, const char *dir)
 {
@@ -65,19 +106,18 @@ static int map_external_weights(kn_artifact *a, const char *dir)
     int n = snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : ".", m->weights_file);
     if (n < 0 || (size_t)n >= sizeof path)
         return kn_error(KN_ERR_IO, "%s: path of the weights file '%s' is too long", label, m->weights_file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kn_error(KN_ERR_IO, "%s: external weights file '%s' cannot be opened: %s", label, path,
-                        strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    off_t size;
+    char why[256];
+    if (open_regular(path, &fd, &size, why, sizeof why) != 0)
+        return kn_error(KN_ERR_IO, "%s: external weights file '%s' %s", label, path, why);
+    /* the file is written with the artifact, exactly weights_bytes long */
+    if ((uint64_t)size != (uint64_t)m->weights_bytes) {
         close(fd);
-        return kn_error(KN_ERR_IO, "%s: external weights file '%s' is not a regular file", label, path);
-    }
-    if ((uint64_t)sb.st_size < (uint64_t)m->weights_bytes) {
-        close(fd);
-        return kn_error(KN_ERR_IO, "%s: external weights file '%s' is %lld bytes, the artifact needs %lld (truncated?)",
-                        label, path, (long long)sb.st_size, (long long)m->weights_bytes);
+        return kn_error(KN_ERR_IO, "%s: external weights file '%s' is %lld bytes, the artifact %s %lld %s", label,
+                        path, (long long)size, size < m->weights_bytes ? "needs" : "expects",
+                        (long long)m->weights_bytes,
+                        size < m->weights_bytes ? "(truncated?)" : "(written for another artifact?)");
     }
     if (m->weights_bytes > 0) {
         void *p = mmap(NULL, (size_t)m->weights_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -91,7 +131,7 @@ static int map_external_weights(kn_artifact *a, const char *dir)
         a->weights = p;
     }
     close(fd);
-    uint64_t h = kn_fnv1a(KN_FNV_INIT, a->weights, a->weights_map_len);
+    uint64_t h = kn_weights_hash(a->weights, a->weights_map_len);
     if (h != m->weights_hash)
         return kn_error(KN_ERR_INVALID,
                         "%s: external weights file '%s' does not belong to this artifact (hash %016llx, expected "
@@ -111,6 +151,17 @@ static int attach_weights(kn_artifact *a, const char *dir)
     /* generated code may use aligned vector loads on weights */
     if ((uintptr_t)a->desc->weights % 64 != 0)
         return kn_error(KN_ERR_INVALID, "%s: embedded weights are not 64-byte aligned", label_of(a));
+    /* one flipped bit in the weights would otherwise run, silently, with
+     * another answer; the hash costs about what paging the weights in does */
+    if (m->weights_bytes > 0) {
+        uint64_t h = kn_weights_hash(a->desc->weights, (size_t)m->weights_bytes);
+        if (h != m->weights_hash)
+            return kn_error(KN_ERR_INVALID,
+                            "%s: the embedded weights (%lld bytes) do not match their hash (%016llx, expected "
+                            "%016llx): the artifact is damaged; recompile it",
+                            label_of(a), (long long)m->weights_bytes, (unsigned long long)h,
+                            (unsigned long long)m->weights_hash);
+    }
     a->weights = a->desc->weights;
     return KN_OK;
 }
@@ -350,6 +401,146 @@ static char *dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
+/* ---- a shared artifact must be a whole ELF file before dlopen maps it ------- */
+
+#if defined(__x86_64__)
+#define HOST_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_ELF_MACHINE EM_AARCH64
+#endif
+
+/* Reads len bytes at off, all of them or an error. */
+static int read_at(int fd, void *buf, size_t len, off_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t got = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        done += (size_t)got;
+    }
+    return 0;
+}
+
+/* A table of n entries of entsize bytes at off ends inside a file of size
+ * bytes; *out_end: where it ends (for the message). */
+static bool inside_file(uint64_t off, uint64_t n, uint64_t entsize, uint64_t size, uint64_t *out_end)
+{
+    *out_end = UINT64_MAX;
+    if (entsize && n > UINT64_MAX / entsize) return false;
+    if (off > UINT64_MAX - n * entsize) return false;
+    *out_end = off + n * entsize;
+    return *out_end <= size;
+}
+
+static int truncated(const char *path, const char *what, uint64_t end, off_t size)
+{
+    if (end == UINT64_MAX)
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: truncated or damaged: %s lies beyond any file", path, what);
+    return kn_error(KN_ERR_IO, "%s: cannot be loaded: truncated or damaged: %s ends at byte %llu, the file has %lld "
+                    "bytes", path, what, (unsigned long long)end, (long long)size);
+}
+
+static int check_elf_header(const char *path, const ElfW(Ehdr) *eh, off_t size)
+{
+    if ((size_t)size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: not an ELF file (%lld bytes%s)", path, (long long)size,
+                        (size_t)size < sizeof *eh ? ", shorter than an ELF header" : ", no ELF magic");
+    if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                                                                              ? ELFDATA2LSB : ELFDATA2MSB))
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: not a 64-bit ELF file of this machine's byte order", path);
+#ifdef HOST_ELF_MACHINE
+    if (eh->e_machine != HOST_ELF_MACHINE)
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: built for another machine (ELF machine %u, this one is %u)",
+                        path, (unsigned)eh->e_machine, (unsigned)HOST_ELF_MACHINE);
+#endif
+    if (eh->e_type != ET_DYN)
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: not a shared library (ELF type %u)", path,
+                        (unsigned)eh->e_type);
+    if (eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0 || eh->e_phnum == PN_XNUM ||
+        (eh->e_shnum && eh->e_shentsize != sizeof(ElfW(Shdr))))
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: damaged ELF header (%u program headers of %u bytes, %u "
+                        "section headers of %u bytes)", path, (unsigned)eh->e_phnum, (unsigned)eh->e_phentsize,
+                        (unsigned)eh->e_shnum, (unsigned)eh->e_shentsize);
+    return KN_OK;
+}
+
+/* Every segment's bytes must be in the file: dlopen maps them, and a page
+ * past the end of the file is a SIGBUS when touched. */
+static int check_segments(const char *path, int fd, const ElfW(Ehdr) *eh, off_t size)
+{
+    uint64_t end;
+    if (!inside_file(eh->e_phoff, eh->e_phnum, sizeof(ElfW(Phdr)), (uint64_t)size, &end))
+        return truncated(path, "its table of program headers", end, size);
+    ElfW(Phdr) *ph = malloc((size_t)eh->e_phnum * sizeof *ph);
+    if (!ph) return kn_error(KN_ERR_NOMEM, "%s: out of memory", path);
+    int st = KN_OK;
+    if (read_at(fd, ph, (size_t)eh->e_phnum * sizeof *ph, (off_t)eh->e_phoff) != 0)
+        st = kn_error(KN_ERR_IO, "%s: cannot be loaded: its program headers cannot be read", path);
+    for (unsigned i = 0; !st && i < eh->e_phnum; i++) {
+        if (ph[i].p_filesz == 0 || inside_file(ph[i].p_offset, ph[i].p_filesz, 1, (uint64_t)size, &end)) continue;
+        char what[64];
+        const char *type = ph[i].p_type == PT_LOAD ? "loadable" : ph[i].p_type == PT_DYNAMIC ? "dynamic"
+                           : ph[i].p_type == PT_NOTE ? "note" : NULL;
+        if (type) snprintf(what, sizeof what, "segment %u (%s)", i, type);
+        else snprintf(what, sizeof what, "segment %u (type 0x%x)", i, (unsigned)ph[i].p_type);
+        st = truncated(path, what, end, size);
+    }
+    free(ph);
+    return st;
+}
+
+/* The section headers sit at the end of the file, so a cut of even a few
+ * bytes shows here first; dlopen does not need them, but a file without
+ * its end is not the artifact that was written. */
+static int check_sections(const char *path, int fd, const ElfW(Ehdr) *eh, off_t size)
+{
+    uint64_t end;
+    if (eh->e_shoff == 0 && eh->e_shnum == 0) return KN_OK; /* stripped of them: nothing to check */
+    if (!inside_file(eh->e_shoff, eh->e_shnum, sizeof(ElfW(Shdr)), (uint64_t)size, &end))
+        return truncated(path, "its table of section headers", end, size);
+    ElfW(Shdr) *sh = malloc((size_t)eh->e_shnum * sizeof *sh + 1);
+    if (!sh) return kn_error(KN_ERR_NOMEM, "%s: out of memory", path);
+    int st = KN_OK;
+    if (read_at(fd, sh, (size_t)eh->e_shnum * sizeof *sh, (off_t)eh->e_shoff) != 0)
+        st = kn_error(KN_ERR_IO, "%s: cannot be loaded: its section headers cannot be read", path);
+    for (unsigned i = 0; !st && i < eh->e_shnum; i++) {
+        if (sh[i].sh_type == SHT_NOBITS || sh[i].sh_size == 0 ||
+            inside_file(sh[i].sh_offset, sh[i].sh_size, 1, (uint64_t)size, &end))
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "section %u", i);
+        st = truncated(path, what, end, size);
+    }
+    free(sh);
+    return st;
+}
+
+/* Refuses, with a message, what dlopen would hang on (a FIFO), crash on (a
+ * truncated file: SIGBUS when a mapped page past its end is touched) or
+ * misread: path must be a regular 64-bit ELF shared library of this
+ * machine whose segments and sections all lie inside the file. A file
+ * changed between this check and dlopen is not caught; one changed while
+ * mapped cannot be. */
+static int check_elf_file(const char *open_path, const char *path)
+{
+    int fd;
+    off_t size;
+    char why[256];
+    if (open_regular(open_path, &fd, &size, why, sizeof why) != 0)
+        return kn_error(KN_ERR_IO, "%s: cannot be loaded: it %s", path, why);
+    int st = KN_OK;
+    ElfW(Ehdr) eh;
+    memset(&eh, 0, sizeof eh);
+    if ((size_t)size >= sizeof eh && read_at(fd, &eh, sizeof eh, 0) != 0)
+        st = kn_error(KN_ERR_IO, "%s: cannot be loaded: its ELF header cannot be read", path);
+    if (!st) st = check_elf_header(path, &eh, size);
+    if (!st) st = check_segments(path, fd, &eh, size);
+    if (!st) st = check_sections(path, fd, &eh, size);
+    close(fd);
+    return st;
+}
+
 /* Artifacts resolve kn_rt_* against libkiln_rt in the global scope; an app
  * that dlopen'd the runtime RTLD_LOCAL (Python's ctypes does) would make
  * every artifact fail to load, so the runtime promotes itself first. */
@@ -388,12 +579,16 @@ int kn_artifact_open(const char *path, kn_artifact **out)
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     snprintf(dlpath, n, "%s%s", strchr(path, '/') ? "" : "./", path);
-    runtime_to_global_scope();
-    dlerror();
-    a->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    int st = check_elf_file(dlpath, path);
+    if (!st) {
+        runtime_to_global_scope();
+        dlerror();
+        a->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    }
     free(dlpath);
-    int st;
-    if (!a->dl) {
+    if (st) {
+        /* refused before dlopen */
+    } else if (!a->dl) {
         st = load_error(path);
     } else if (!(a->desc = dlsym(a->dl, "kn_artifact_descriptor"))) {
         st = kn_error(KN_ERR_INVALID, "%s: is not a kiln artifact (it exports no kn_artifact_descriptor)", path);
@@ -471,4 +666,25 @@ int kn_artifact_find_input(const kn_artifact *a, const char *name)
 int kn_artifact_find_output(const kn_artifact *a, const char *name)
 {
     return a ? find_io(a->meta.outputs, a->meta.n_outputs, name) : -1;
+}
+
+int kn_artifact_check_header(const kn_artifact *a, const char *header, uint64_t model_hash, uint64_t io_hash)
+{
+    if (!a) return kn_error(KN_ERR_INVALID, "kn_artifact_check_header: NULL artifact");
+    if (!header) header = "the generated header";
+    uint64_t io = kn_meta_io_hash(&a->meta);
+    if (io != io_hash)
+        return kn_error(KN_ERR_INVALID,
+                        "%s: is not the artifact '%s' was generated for: its inputs and outputs differ (I/O hash "
+                        "%016llx, the header's %016llx); open the artifact compiled with that header, or "
+                        "regenerate the header from this one and rebuild the application",
+                        label_of(a), header, (unsigned long long)io, (unsigned long long)io_hash);
+    if (a->meta.model_hash != model_hash)
+        return kn_error(KN_ERR_INVALID,
+                        "%s: is not the artifact '%s' was generated for: it was compiled from another model or "
+                        "with other options (model hash %016llx, the header's %016llx); open the artifact compiled "
+                        "with that header, or regenerate the header from this one and rebuild the application",
+                        label_of(a), header, (unsigned long long)a->meta.model_hash,
+                        (unsigned long long)model_hash);
+    return KN_OK;
 }

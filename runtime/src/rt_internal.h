@@ -5,6 +5,7 @@
 #ifndef KILN_RT_INTERNAL_H
 #define KILN_RT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "kiln/kiln.h"
@@ -161,6 +162,7 @@ struct kn_session {
     kn_dnnl_prim **prims;          /* meta.n_dnnl */
     int threads;
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
+    atomic_int running;            /* 1 while a run is in progress (session.c: one thread at a time) */
 };
 
 /* What kn_session_run checks of the caller's buffers before running

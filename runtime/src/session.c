@@ -18,7 +18,10 @@
  * maximum until then).
  *
  * The artifact is only read, so any number of sessions of one artifact run
- * concurrently; one session is not meant to run on two threads at once.
+ * concurrently. One session runs on one thread at a time: the run entry
+ * points claim the session with an atomic flag and refuse a second thread
+ * instead of letting both write the same arena (outputs silently corrupted).
+ * The flag costs one atomic exchange per run.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +107,7 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
     kn_session *s = calloc(1, sizeof *s);
     if (!s) return kn_error(KN_ERR_NOMEM, "out of memory");
     s->art = a;
+    atomic_init(&s->running, 0);
     s->exec.session = s;
     s->threads = 1;
     for (int k = 0; k < a->meta.n_syms; k++) s->exec.syms[k] = a->meta.syms[k].max;
@@ -179,6 +183,18 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     return st;
 }
 
+/* Claims s for the calling thread's run; a second thread gets an error and
+ * must not touch the session (nor release the claim). Acquire/release order
+ * the two runs' arena writes when one thread hands a session to another. */
+static int session_enter(kn_session *s, const char *fn)
+{
+    if (atomic_exchange_explicit(&s->running, 1, memory_order_acquire) == 0) return KN_OK;
+    return kn_error(KN_ERR_INVALID, "%s: %s: session used by two threads at once; create one session per thread",
+                    label_of(s->art), fn);
+}
+
+static void session_leave(kn_session *s) { atomic_store_explicit(&s->running, 0, memory_order_release); }
+
 int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs)
 {
     if (!s) return kn_error(KN_ERR_INVALID, "kn_session_run: NULL session");
@@ -187,7 +203,11 @@ int kn_session_run(kn_session *s, const void *const *inputs, void *const *output
         if (m->outputs[i].slot > 0)
             return kn_error(KN_ERR_UNSUPPORTED, "%s: output '%s' has a data-dependent shape: use kn_session_run_tensors",
                             label_of(s->art), m->outputs[i].name);
-    return run_raw(s, inputs, outputs);
+    int st = session_enter(s, "kn_session_run");
+    if (st) return st;
+    st = run_raw(s, inputs, outputs);
+    session_leave(s);
+    return st;
 }
 
 int kn_session_set_dim(kn_session *s, const char *name, int64_t value)
@@ -315,10 +335,9 @@ static int take_dynamic_outputs(kn_session *s, int n, kn_tensor *outputs)
     return KN_OK;
 }
 
-int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs, kn_tensor *outputs)
+/* kn_session_run_tensors once the calling thread holds the session. */
+static int run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs, kn_tensor *outputs)
 {
-    if (!s || (n_inputs && !inputs) || (n_outputs && !outputs) || n_inputs < 0 || n_outputs < 0)
-        return kn_error(KN_ERR_INVALID, "kn_session_run_tensors: bad arguments");
     const kn_meta *m = &s->art->meta;
     if (n_outputs == m->n_outputs) memset(outputs, 0, sizeof *outputs * (size_t)n_outputs);
     if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
@@ -352,6 +371,21 @@ int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs,
     if (st) free_outputs(n_outputs, outputs);
     free(in);
     free(out);
+    return st;
+}
+
+int kn_session_run_tensors(kn_session *s, int n_inputs, const kn_tensor *inputs, int n_outputs, kn_tensor *outputs)
+{
+    if (!s || (n_inputs && !inputs) || (n_outputs && !outputs) || n_inputs < 0 || n_outputs < 0)
+        return kn_error(KN_ERR_INVALID, "kn_session_run_tensors: bad arguments");
+    /* the whole call is the run: it sets the dynamic dims and takes the slots */
+    int st = session_enter(s, "kn_session_run_tensors");
+    if (st) {
+        if (n_outputs == s->art->meta.n_outputs) memset(outputs, 0, sizeof *outputs * (size_t)n_outputs);
+        return st;
+    }
+    st = run_tensors(s, n_inputs, inputs, n_outputs, outputs);
+    session_leave(s);
     return st;
 }
 

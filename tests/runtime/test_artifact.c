@@ -339,7 +339,7 @@ static void test_embedded_weights(void **state)
 {
     (void)state;
     static _Alignas(64) const float w[2 * N] = {1, 2, 3, 4, -100, -100, -100, -100};
-    model_opts o = {.embedded_weights = 4 * N};
+    model_opts o = {.embedded_weights = 4 * N, .weights_hash = kn_weights_hash(w, 4 * N)};
     unsigned char *meta;
     size_t len;
     model_meta(&o, &meta, &len);
@@ -430,7 +430,7 @@ static void test_external_weights(void **state)
 {
     (void)state;
     float w[N] = {0.5f, -10, 2, 3};
-    model_opts o = {.weights_file = "tiny.weights", .weights_hash = kn_fnv1a(KN_FNV_INIT, w, sizeof w)};
+    model_opts o = {.weights_file = "tiny.weights", .weights_hash = kn_weights_hash(w, sizeof w)};
     unsigned char *meta;
     size_t len;
     model_meta(&o, &meta, &len);

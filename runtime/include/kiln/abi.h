@@ -53,8 +53,9 @@ extern "C" {
 #define KN_ABI_MAGIC 0x4e4c494bu /* "KILN" read as a little-endian u32 */
 /* 3: control flow (opnode captures), dynamic dims, profiling step table,
  * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
- * step's oneDNN record */
-#define KN_ABI_VERSION 5u
+ * step's oneDNN record; 6: weights_hash is kn_weights_hash (was FNV-1a)
+ * and embedded weights are checked against it too */
+#define KN_ABI_VERSION 6u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -250,7 +251,7 @@ typedef struct kn_meta {
     int64_t intermediate_bytes; /* sum of all intermediates (no reuse) */
     int64_t weights_bytes;
     const char *weights_file;   /* external weights: file name beside the artifact, or NULL */
-    uint64_t weights_hash;      /* FNV-1a of the weight bytes */
+    uint64_t weights_hash;      /* kn_weights_hash of the weight bytes, checked at every open */
     int32_t n_dnnl, n_opnodes;
     int32_t n_slots;            /* dynamic values (kn_abi_tensor.slot) */
     int32_t n_syms;             /* dynamic dims (kn_abi_tensor.dim_sym), at most KN_MAX_SYMS */
@@ -289,6 +290,18 @@ void kn_meta_free(kn_meta *m);
 /* FNV-1a 64-bit hash, continued from h (start with KN_FNV_INIT). */
 #define KN_FNV_INIT 14695981039346656037ull
 uint64_t kn_fnv1a(uint64_t h, const void *data, size_t len);
+
+/* The hash of weight bytes kept in kn_meta.weights_hash (runtime/src/hash.c):
+ * four 64-bit lanes, one multiply per word, so it runs at memory speed.
+ * Any change confined to one 8-byte word (every single flipped bit)
+ * changes it; other changes escape it with a probability of about 2^-64. */
+uint64_t kn_weights_hash(const void *data, size_t len);
+
+/* A digest of the I/O contract: the names, dtypes and shapes of the inputs
+ * and outputs and the dynamic dims. A generated header records it with
+ * model_hash, and its open function refuses an artifact whose own differs
+ * (kn_artifact_check_header in kiln/kiln.h). */
+uint64_t kn_meta_io_hash(const kn_meta *m);
 
 /* CPU features of the machine running this code (KN_CPU_* bits). */
 uint64_t kn_cpu_features(void);

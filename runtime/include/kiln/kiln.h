@@ -56,6 +56,14 @@ int kn_artifact_open(const char *path, kn_artifact **out);
  * weights file, or NULL. Same checks as kn_artifact_open. */
 int kn_artifact_from_descriptor(const kn_artifact_desc *desc, const char *weights_dir, kn_artifact **out);
 
+/* Checks that a is the artifact a generated header was written for: the
+ * header (`kiln compile --emit-header`) records the model hash and
+ * kn_meta_io_hash of the artifact compiled with it, and its open function
+ * calls this, so that an application built against one model's header
+ * cannot run another model's artifact (wrong buffer sizes: a crash, or a
+ * silently wrong answer). header: the header's name, for the message. */
+int kn_artifact_check_header(const kn_artifact *a, const char *header, uint64_t model_hash, uint64_t io_hash);
+
 /* Closes an artifact; every session of it must be freed first. NULL is fine. */
 void kn_artifact_close(kn_artifact *a);
 
@@ -81,7 +89,9 @@ int kn_session_set_threads(kn_session *s, int threads);
  * have the shapes for that value. */
 int kn_session_set_dim(kn_session *s, const char *name, int64_t value);
 /* Runs the model on raw buffers in the compiled shapes and dtypes: inputs[i]
- * and outputs[i] follow the artifact's input/output order. */
+ * and outputs[i] follow the artifact's input/output order. A session runs
+ * on one thread at a time: a call while another thread is running the same
+ * session is refused (KN_ERR_INVALID) instead of corrupting both runs. */
 int kn_session_run(kn_session *s, const void *const *inputs, void *const *outputs);
 /* Runs on tensors, checking every input's dtype and shape; outputs[i] are
  * allocated (owned by the caller, kn_tensor_free). For an artifact with
