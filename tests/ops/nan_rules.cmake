@@ -1,4 +1,4 @@
-# MaxPool, GlobalMaxPool, ReduceMax, ArgMax/ArgMin with NaN in every window
+# MaxPool, GlobalMaxPool, ReduceMax, ArgMax/ArgMin and Max with NaN in every window
 # position: the reference evaluator and the generated code follow numpy's
 # rule (issue 14); see check_nan_rules.py.
 add_test(NAME ops/nan_rules
