@@ -236,7 +236,9 @@ int kn_onnx_check_node_attrs(const kn_node *n, int64_t opset)
     for (int i = 0; i < n->n_attrs; i++) {
         const kn_attr *a = &n->attrs[i];
         int k = find_rule(n->op_type, a->name);
-        /* the rules of one attribute are adjacent: find the one for this opset */
+        /* the rules of one attribute are adjacent: take one whose opsets
+         * cover the node's, of the attribute's type if there is one (an
+         * attribute changed type once: Cast 'to', LpPool 'p') */
         const kn_onnx_attr_rule *hit = NULL;
         for (int j = k; j >= 0 && j < kn_onnx_n_attr_rules && cmp_rule(n->op_type, a->name, &kn_onnx_attr_rules[j]) == 0;
              j++)

@@ -474,6 +474,8 @@ static void test_external_errors(void **state)
                  "initializer 'efifo': external data file 'fifo.bin' cannot be read: it is a FIFO");
     expect_error("ext_dir.onnx", KN_ERR_IO,
                  "initializer 'edir': external data file 'data' cannot be read: it is a directory");
+    /* the model file itself, likewise */
+    expect_error("fifo.bin", KN_ERR_IO, "cannot read: it is a FIFO");
     expect_error("ext_short.onnx", KN_ERR_IO,
                  "initializer 'es': external data file 'weights.bin' is too short (48 bytes; need 400 at offset 0)");
 }
