@@ -122,15 +122,73 @@ static int propagate_constants(kn_graph *g, kn_node *n)
     return KN_OK;
 }
 
+int64_t kn_shape_nbytes(kn_dtype dt, const kn_shape *s)
+{
+    if (!kn_shape_is_static(s)) return -1;
+    int64_t n = kn_shape_numel(s->rank, s->dims); /* -1 on overflow */
+    int64_t bits = kn_dtype_info(dt)->bits ? kn_dtype_info(dt)->bits : 8;
+    if (n < 0 || n / 8 > KN_MAX_TENSOR_BYTES / bits) return -1;
+    /* in two parts so that n * bits cannot overflow */
+    int64_t bytes = n / 8 * bits + (n % 8 * bits + 7) / 8;
+    return bytes <= KN_MAX_TENSOR_BYTES ? bytes : -1;
+}
+
+/* A static shape whose byte count overflows would reach the memory plan,
+ * the header and the generated loops as a wrapped or negative size. */
+static int check_size(const kn_node *n, int i, const kn_value *v)
+{
+    if (!kn_shape_is_static(&v->shape) || kn_shape_nbytes(v->dtype, &v->shape) >= 0) return KN_OK;
+    char dims[256];
+    kn_shape_str(v->shape.rank, v->shape.dims, dims, sizeof dims);
+    const char *why = kn_shape_numel(v->shape.rank, v->shape.dims) < 0 ? "whose element count does not fit in 64 bits"
+                                                                       : "over kiln's limit of 2^62 bytes per tensor";
+    if (!n)
+        return kn_error(KN_ERR_UNSUPPORTED, "graph input '%s' has shape %s (%s), %s", v->name, dims,
+                        kn_dtype_name(v->dtype), why);
+    return kn_node_error(n, KN_ERR_UNSUPPORTED, "output %d '%s' has shape %s (%s), %s", i, v->name, dims,
+                         kn_dtype_name(v->dtype), why);
+}
+
+/* A dtype the model file declares for an output (value_info, graph output)
+ * must be the one the node computes: kiln would otherwise size and read the
+ * value by one dtype and compute it in another. onnxruntime refuses such a
+ * model as well. Checked once, on the first inference after import. */
+static int check_declared(const kn_node *n, const kn_dtype *declared)
+{
+    for (int i = 0; i < n->n_outputs && i < 16; i++) {
+        kn_value *v = n->outputs[i];
+        if (!v || declared[i] == KN_DT_UNDEFINED) continue;
+        v->flags &= ~(unsigned)KN_VALUE_DECLARED_TYPE;
+        if (v->dtype != KN_DT_UNDEFINED && v->dtype != declared[i])
+            return kn_node_error(n, KN_ERR_INVALID, "output %d '%s' is declared %s in the model but the node computes %s",
+                                 i, v->name, kn_dtype_name(declared[i]), kn_dtype_name(v->dtype));
+    }
+    return KN_OK;
+}
+
 int kn_graph_infer(kn_graph *g)
 {
+    for (int i = 0; i < g->n_inputs; i++) {
+        int st = check_size(NULL, i, g->inputs[i]);
+        if (st) return st;
+    }
     for (int k = 0; k < g->n_nodes; k++) {
         kn_node *n = g->nodes[k];
         const kn_op_info *oi = n->op != KN_OP_UNKNOWN ? kn_op_get(n->op) : NULL;
         int st = infer_subgraphs(n);
         if (st) return st;
         if (!oi || !oi->infer) continue; /* outputs stay unknown */
+        kn_dtype declared[16];
+        bool any_declared = false;
+        for (int i = 0; i < n->n_outputs && i < 16; i++) {
+            const kn_value *v = n->outputs[i];
+            declared[i] = v && (v->flags & KN_VALUE_DECLARED_TYPE) ? v->dtype : KN_DT_UNDEFINED;
+            any_declared |= declared[i] != KN_DT_UNDEFINED;
+        }
         st = oi->infer(n);
+        if (!st && any_declared) st = check_declared(n, declared);
+        for (int i = 0; !st && i < n->n_outputs; i++)
+            if (n->outputs[i]) st = check_size(n, i, n->outputs[i]);
         if (st) return st;
         propagate_varying(n);
         st = propagate_constants(g, n);

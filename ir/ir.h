@@ -68,6 +68,13 @@ typedef struct kn_shape {
 
 /* True if the rank and every dim are known. */
 bool kn_shape_is_static(const kn_shape *s);
+/* The most bytes one tensor (and the arena) may take: far above any real
+ * model, low enough that sums and products of a few sizes stay in int64_t. */
+#define KN_MAX_TENSOR_BYTES ((int64_t)1 << 62)
+/* Bytes of a tensor of dtype dt (4-bit types packed) and static shape s; -1
+ * when s is not static, or its element or byte count does not fit in
+ * int64_t or is over KN_MAX_TENSOR_BYTES. (Defined in ir/infer.c.) */
+int64_t kn_shape_nbytes(kn_dtype dt, const kn_shape *s);
 /* True if a and b are the same known-rank shape; an unknown dim matches only
  * an unknown dim of the same symbolic name. */
 bool kn_shape_same(const kn_shape *a, const kn_shape *b);
@@ -95,6 +102,10 @@ enum {
      * away or read its data as a constant; codegen/cpu/dyn.c decides, by
      * comparing probes, what is computed at run time. */
     KN_VALUE_VARYING_SHAPE = 1u << 3,
+    /* The dtype was declared by the model file (value_info or a graph
+     * output), not inferred: the first kn_graph_infer checks that the
+     * producer computes that dtype, then clears the flag. */
+    KN_VALUE_DECLARED_TYPE = 1u << 4,
 };
 
 /* Quantization parameters attached to a value (used by quant/ and codegen). */

@@ -66,7 +66,13 @@ static int mv_esize(kn_dtype dt)
     return es == 1 || es == 2 || es == 4 || es == 8 ? (int)es : 0;
 }
 
-static bool mv_static(const kn_value *v) { return v && v->dtype != KN_DT_UNDEFINED && kn_shape_is_static(&v->shape); }
+/* Static and of a size kiln counts (kn_shape_nbytes; inference refuses
+ * bigger ones): every element count, stride and offset product computed
+ * below is then at most 2^62 and cannot overflow int64_t. */
+static bool mv_static(const kn_value *v)
+{
+    return v && v->dtype != KN_DT_UNDEFINED && kn_shape_nbytes(v->dtype, &v->shape) >= 0;
+}
 
 /* True if the plan gave v a place (an unused output may have none). */
 static bool mv_stored(const kn_cg *cg, const kn_value *v)

@@ -16,10 +16,12 @@
  * polynomial in IR (fast_exp) so softmax loops vectorize too.
  *
  * Semantics follow the runtime kernels (runtime/kernels/reduce.c, nn.c,
- * nn_pool.c, linalg.c): NaN propagates through ReduceMax/Min and ArgMax
- * treats NaN as the largest value; the global and windowed max pools keep
- * the `v > acc` rule (the 1-D/2-D row path starts from -inf, so a NaN first
- * tap is skipped there where the kernel would keep it); statistics are
+ * nn_pool.c, linalg.c): NaN propagates, as in numpy and onnxruntime's
+ * ReduceMax, GlobalMaxPool and Max: ReduceMax/Min and the global and
+ * windowed max pools give NaN for a window holding one, and ArgMax/ArgMin
+ * and MaxPool's indices pick the first NaN (numpy's argmax). Only softmax's
+ * stabilising row maximum keeps the plain `v > acc` (F_MAXGT; a NaN makes
+ * the whole row NaN either way). Statistics are
  * two-pass (mean, then centred variance). Floats accumulate in the compute
  * type (float for f32) rather than double, so sums may differ from the
  * reference in the last bits.
@@ -135,8 +137,8 @@ static LLVMValueRef fold_init(kn_cg *cg, fold_kind fk, kn_dtype dt)
     }
 }
 
-/* a ⊕ v. Max/min let NaN win (numpy, the runtime's Reduce*); F_MAXGT is the
- * plain `v > a ? v : a` of the pooling kernels. */
+/* a ⊕ v. Max/min let NaN win (numpy, the runtime's Reduce* and pooling);
+ * F_MAXGT is the plain `v > a ? v : a` of softmax's row maximum. */
 static LLVMValueRef fold(kn_cg *cg, fold_kind fk, bool flt, LLVMValueRef a, LLVMValueRef v)
 {
     LLVMBuilderRef b = cg->b;
@@ -544,6 +546,16 @@ static LLVMValueRef gt_nan(kn_cg *cg, bool flt, LLVMValueRef u, LLVMValueRef v)
     return LLVMBuildOr(cg->b, c, LLVMBuildFCmp(cg->b, LLVMRealOGT, u, v, ""), "");
 }
 
+/* u beats v for ArgMax (is_max) or ArgMin: NaN beats any number in both,
+ * as in numpy's argmax and argmin (the runtime's kn_k_argreduce). */
+static LLVMValueRef arg_beats(kn_cg *cg, bool flt, bool is_max, LLVMValueRef u, LLVMValueRef v)
+{
+    if (is_max || !flt) return is_max ? gt_nan(cg, flt, u, v) : gt_nan(cg, flt, v, u);
+    LLVMValueRef un = LLVMBuildFCmp(cg->b, LLVMRealUNO, u, u, ""), vn = LLVMBuildFCmp(cg->b, LLVMRealUNO, v, v, "");
+    LLVMValueRef c = LLVMBuildAnd(cg->b, un, LLVMBuildNot(cg->b, vn, ""), "");
+    return LLVMBuildOr(cg->b, c, LLVMBuildFCmp(cg->b, LLVMRealOLT, u, v, ""), "");
+}
+
 static LLVMValueRef eq_nan(kn_cg *cg, bool flt, LLVMValueRef u, LLVMValueRef v)
 {
     if (!flt) return LLVMBuildICmp(cg->b, LLVMIntEQ, u, v, "");
@@ -564,7 +576,7 @@ static void split3(const kn_value *x, int a, int64_t *outer, int64_t *n, int64_t
  * the later index; otherwise never, as the running index only grows). */
 static LLVMValueRef arg_better(kn_cg *cg, bool flt, bool is_max, bool last, LLVMValueRef v, LLVMValueRef b)
 {
-    LLVMValueRef c = is_max ? gt_nan(cg, flt, v, b) : gt_nan(cg, flt, b, v);
+    LLVMValueRef c = arg_beats(cg, flt, is_max, v, b);
     return last ? LLVMBuildOr(cg->b, c, eq_nan(cg, flt, v, b), "") : c;
 }
 
@@ -604,7 +616,7 @@ static LLVMValueRef arg_row(kn_cg *cg, kn_dtype dt, LLVMValueRef px, LLVMValueRe
         for (unsigned e = 1; e < w; e++) {
             LLVMValueRef v2 = LLVMBuildExtractElement(cg->b, V, kn_cg_i32(cg, (int)e), "");
             LLVMValueRef i2 = LLVMBuildExtractElement(cg->b, I, kn_cg_i32(cg, (int)e), "");
-            LLVMValueRef c = is_max ? gt_nan(cg, flt, v2, cb) : gt_nan(cg, flt, cb, v2);
+            LLVMValueRef c = arg_beats(cg, flt, is_max, v2, cb);
             LLVMValueRef tie = LLVMBuildICmp(cg->b, last ? LLVMIntSGT : LLVMIntSLT, i2, ci, "");
             c = LLVMBuildOr(cg->b, c, LLVMBuildAnd(cg->b, eq_nan(cg, flt, v2, cb), tie, ""), "");
             cb = LLVMBuildSelect(cg->b, c, v2, cb, "");
@@ -664,7 +676,7 @@ static int lower_arg(kn_cg *cg, const kn_node *n)
     i = kn_cg_loop_begin(cg, &li, inner, "i");
     LLVMValueRef v = kn_cg_load(cg, dt, px, LLVMBuildAdd(cg->b, row, i, ""));
     LLVMValueRef pv = at(cg, t, bv, i), pi = at(cg, cg->t_i64, bi, i), b = ld(cg, t, pv);
-    LLVMValueRef c = is_max ? gt_nan(cg, flt, v, b) : gt_nan(cg, flt, b, v);
+    LLVMValueRef c = arg_beats(cg, flt, is_max, v, b);
     if (last) c = LLVMBuildOr(cg->b, c, eq_nan(cg, flt, v, b), "");
     st(cg, LLVMBuildSelect(cg->b, c, v, b, ""), pv);
     st(cg, LLVMBuildSelect(cg->b, c, j, ld(cg, cg->t_i64, pi), ""), pi);
@@ -1048,7 +1060,7 @@ static int lower_global_pool(kn_cg *cg, const kn_node *n)
         kn_cg_loop_end(cg, &li);
         a = lp_finish(cg, ld(cg, t, acc), p);
     } else {
-        a = row_fold(cg, avg ? F_SUM : F_MAXGT, M_ID, dt, px, NULL, base, sp, NULL);
+        a = row_fold(cg, avg ? F_SUM : F_MAX, M_ID, dt, px, NULL, base, sp, NULL);
         if (avg) a = sp ? LLVMBuildFDiv(cg->b, a, fconst(t, (double)sp), "") : fconst(t, 0.0);
     }
     kn_cg_store(cg, dt, py, pl, a);
@@ -1083,7 +1095,7 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
     LLVMValueRef oh = kn_cg_loop_begin(cg, &lh, OH, "oh");
     LLVMValueRef yb = LLVMBuildMul(cg->b, madd(cg, oh, pl, OH), kn_cg_i64(cg, OW), "");
     LLVMValueRef ow = kn_cg_loop_begin(cg, &lw, OW, "init");
-    st(cg, i8 ? kn_cg_i32(cg, INT32_MIN) : fold_init(cg, mx ? F_MAXGT : F_SUM, dt), at(cg, t, row, ow));
+    st(cg, i8 ? kn_cg_i32(cg, INT32_MIN) : fold_init(cg, mx ? F_MAX : F_SUM, dt), at(cg, t, row, ow));
     kn_cg_loop_end(cg, &lw);
     st(cg, kn_cg_i64(cg, 0), cnth);
     LLVMValueRef kh = kn_cg_loop_begin(cg, &lk, k[0], "kh");
@@ -1102,7 +1114,7 @@ static void pool_rows(kn_cg *cg, bool mx, bool cip, double lp, kn_dtype dt, LLVM
         LLVMValueRef v = kn_cg_load(cg, dt, px, xi);
         if (i8) v = dt == KN_I8 ? LLVMBuildSExt(cg->b, v, t, "") : LLVMBuildZExt(cg->b, v, t, "");
         else v = lp_map(cg, v, lp);
-        st(cg, fold(cg, mx ? F_MAXGT : F_SUM, !i8, ld(cg, t, pr), v), pr);
+        st(cg, fold(cg, mx ? F_MAX : F_SUM, !i8, ld(cg, t, pr), v), pr);
         kn_cg_loop_end(cg, &lw);
     }
     LLVMBuildBr(cg->b, cont);
@@ -1199,7 +1211,7 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         ys /= od[2 + i];
         yi = madd(cg, yi, o[i], ys);
     }
-    st(cg, fold_init(cg, mx ? F_MAXGT : F_SUM, dt), acc);
+    st(cg, fold_init(cg, mx ? F_MAX : F_SUM, dt), acc);
     st(cg, kn_cg_i64(cg, 0), cnt);
     st(cg, kn_cg_i64(cg, -1), arg);
     LLVMValueRef inside = LLVMConstInt(cg->t_i1, 1, 0), xi = kn_cg_i64(cg, 0), xc = kn_cg_i64(cg, 0);
@@ -1218,10 +1230,14 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     LLVMValueRef idx = LLVMBuildAdd(cg->b, xbase, LLVMBuildSelect(cg->b, inside, xi, kn_cg_i64(cg, 0), ""), "");
     LLVMValueRef v = kn_cg_load(cg, dt, px, idx), a = ld(cg, t, acc);
     if (mx) {
-        /* the kernel's rule: the first tap inside, then any greater one */
+        /* the kernel's rule: the first tap inside, then any greater one, or
+         * the first NaN (which no later tap replaces) */
         LLVMValueRef ar = ld(cg, cg->t_i64, arg);
+        LLVMValueRef first_nan = LLVMBuildAnd(cg->b, LLVMBuildFCmp(cg->b, LLVMRealUNO, v, v, ""),
+                                              LLVMBuildFCmp(cg->b, LLVMRealORD, a, a, ""), "");
         LLVMValueRef take = LLVMBuildOr(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, v, a, ""),
                                         LLVMBuildICmp(cg->b, LLVMIntSLT, ar, kn_cg_i64(cg, 0), ""), "");
+        take = LLVMBuildOr(cg->b, take, first_nan, "");
         take = LLVMBuildAnd(cg->b, inside, take, "");
         st(cg, LLVMBuildSelect(cg->b, take, v, a, ""), acc);
         st(cg, LLVMBuildSelect(cg->b, take, col_major ? xc : xi, ar, ""), arg);

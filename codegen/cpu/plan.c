@@ -70,8 +70,7 @@ static bool is_view_op(const kn_node *n)
 static int64_t value_nbytes(const kn_value *v)
 {
     if (v->const_data) return (int64_t)v->const_data->nbytes;
-    int64_t n = kn_cg_numel(v);
-    return n < 0 ? -1 : (int64_t)kn_dtype_nbytes(v->dtype, (size_t)n);
+    return kn_shape_nbytes(v->dtype, &v->shape); /* -1 also when too large to count */
 }
 
 /* ---- weights ------------------------------------------------------------- */
@@ -157,7 +156,9 @@ static int cmp_block(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Best-fit: the smallest gap between live blocks that holds size, else the end. */
+/* Best-fit: the smallest gap between live blocks that holds size, else the
+ * end; -1 when the arena would grow past KN_MAX_TENSOR_BYTES. Every block
+ * is at most that big, so the sums below stay in int64_t. */
 static int64_t arena_alloc(arena_state *s, int64_t size, int root)
 {
     qsort(s->live, (size_t)s->n_live, sizeof *s->live, cmp_block);
@@ -168,6 +169,7 @@ static int64_t arena_alloc(arena_state *s, int64_t size, int root)
         if (s->live[i].off + s->live[i].size > cur) cur = s->live[i].off + s->live[i].size;
     }
     if (best < 0) best = cur;
+    if (best > KN_MAX_TENSOR_BYTES - size) return -1;
     s->live[s->n_live++] = (live_block){best, size, root};
     if (best + size > s->peak) s->peak = best + size;
     return best;
@@ -268,9 +270,10 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
             const kn_value *v = n->outputs[k];
             if (!v || v->const_data || root[v->id] != v->id || p->where[v->id].loc >= 0) continue;
             int64_t nb = value_nbytes(v);
-            if (nb < 0) {
+            if (nb < 0 || nb > KN_MAX_TENSOR_BYTES - PLAN_ALIGN) {
                 free(s.live);
-                return kn_error(KN_ERR_INVALID, "value '%s' has no static size", v->name);
+                return kn_node_error(n, KN_ERR_INVALID, "output '%s' has %s", v->name,
+                                     nb < 0 ? "no static size, or one over 2^62 bytes" : "over 2^62 bytes");
             }
             int64_t size = align_up(nb);
             const kn_value *r = k == 0 ? in_place_residual(n, i, p, root, last) : NULL;
@@ -280,9 +283,16 @@ static int plan_arena(const kn_graph *g, kn_plan *p, const int *root, int *last)
                 /* for the profile's buffers: from this node on the bytes are v's */
                 p->live_last[r->id] = i - 1;
             } else {
-                p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = arena_alloc(&s, size, v->id)};
+                int64_t off = arena_alloc(&s, size, v->id);
+                if (off < 0) {
+                    free(s.live);
+                    return kn_node_error(n, KN_ERR_UNSUPPORTED, "output '%s' (%lld bytes) would take the arena past "
+                                         "kiln's limit of 2^62 bytes", v->name, (long long)size);
+                }
+                p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_ARENA, .offset = off};
             }
-            p->intermediate_bytes += size;
+            /* a total without reuse, for reports: saturates rather than wraps */
+            p->intermediate_bytes = size > INT64_MAX - p->intermediate_bytes ? INT64_MAX : p->intermediate_bytes + size;
             p->live_first[v->id] = i;
             p->live_last[v->id] = last[v->id];
         }

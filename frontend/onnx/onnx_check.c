@@ -196,3 +196,60 @@ int kn_onnx_check_supported(const kn_model *m)
     free(gs.g);
     return st;
 }
+
+/* ---- attribute types ---------------------------------------------------- */
+
+const char *kn_onnx_attr_type_name(int type)
+{
+    static const char *const names[] = {"UNDEFINED", "FLOAT",   "INT",           "STRING",         "TENSOR",
+                                        "GRAPH",     "FLOATS",  "INTS",          "STRINGS",        "TENSORS",
+                                        "GRAPHS",    "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+    return type >= 0 && type < (int)(sizeof names / sizeof names[0]) ? names[type] : "?";
+}
+
+static int cmp_rule(const char *op, const char *name, const kn_onnx_attr_rule *r)
+{
+    int c = strcmp(op, r->op);
+    return c ? c : strcmp(name, r->name);
+}
+
+/* Index of the first rule for (op, name), or -1 if ONNX has none. */
+static int find_rule(const char *op, const char *name)
+{
+    int lo = 0, hi = kn_onnx_n_attr_rules;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cmp_rule(op, name, &kn_onnx_attr_rules[mid]) > 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < kn_onnx_n_attr_rules && cmp_rule(op, name, &kn_onnx_attr_rules[lo]) == 0 ? lo : -1;
+}
+
+static bool rule_covers(const kn_onnx_attr_rule *r, int64_t opset)
+{
+    return opset >= r->first && (r->last == 0 || opset <= r->last);
+}
+
+int kn_onnx_check_node_attrs(const kn_node *n, int64_t opset)
+{
+    if (n->op == KN_OP_UNKNOWN || *n->domain) return KN_OK; /* unknown ops are reported by kn_onnx_check_supported */
+    for (int i = 0; i < n->n_attrs; i++) {
+        const kn_attr *a = &n->attrs[i];
+        int k = find_rule(n->op_type, a->name);
+        /* the rules of one attribute are adjacent: take one whose opsets
+         * cover the node's, of the attribute's type if there is one (an
+         * attribute changed type once: Cast 'to', LpPool 'p') */
+        const kn_onnx_attr_rule *hit = NULL;
+        for (int j = k; j >= 0 && j < kn_onnx_n_attr_rules && cmp_rule(n->op_type, a->name, &kn_onnx_attr_rules[j]) == 0;
+             j++)
+            if (rule_covers(&kn_onnx_attr_rules[j], opset) && (!hit || kn_onnx_attr_rules[j].type == (int)a->kind))
+                hit = &kn_onnx_attr_rules[j];
+        if (!hit)
+            return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' is not defined for %s at opset %lld", a->name,
+                                 n->op_type, (long long)opset);
+        if (hit->type != (int)a->kind)
+            return kn_node_error(n, KN_ERR_INVALID, "attribute '%s' has type %s, expected %s", a->name,
+                                 kn_onnx_attr_type_name((int)a->kind), kn_onnx_attr_type_name(hit->type));
+    }
+    return KN_OK;
+}

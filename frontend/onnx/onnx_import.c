@@ -92,6 +92,10 @@ static int read_type(importer *im, const Onnx__ValueInfoProto *vi, const char *w
         if (!strict) return KN_OK;
         return kn_error(KN_ERR_INVALID, "%s has an absurd shape (element count overflows)", what);
     }
+    if (kn_shape_is_static(&s) && kn_shape_nbytes((kn_dtype)dt, &s) < 0) {
+        if (!strict) return KN_OK;
+        return kn_error(KN_ERR_UNSUPPORTED, "%s has a shape of more than 2^62 bytes, kiln's limit per tensor", what);
+    }
     *out_dt = (kn_dtype)dt;
     *out_shape = s;
     return KN_OK;
@@ -406,6 +410,34 @@ static void unique_name(const name_set *ns, const Onnx__NodeProto *np, size_t k,
     for (unsigned j = 1; name_has(ns, buf); j++) snprintf(buf, len, "%.200s_%zu_%u", base, k, j);
 }
 
+/* Kernels index inputs and outputs by position: a count outside the op's
+ * range (runtime/ops/ops.def) is refused here, as onnxruntime does, rather
+ * than read past the end later. Ops kiln does not declare are reported by
+ * kn_onnx_check_supported. */
+static int check_arity(const kn_node *n)
+{
+    const kn_op_info *oi = kn_op_lookup(n->op_type, n->domain);
+    if (!oi) return KN_OK;
+    const struct { const char *what; int count, min, max; } io[2] = {
+        {"input", n->n_inputs, oi->min_inputs, oi->max_inputs},
+        {"output", n->n_outputs, oi->min_outputs, oi->max_outputs},
+    };
+    for (int k = 0; k < 2; k++) {
+        int c = io[k].count, lo = io[k].min, hi = io[k].max;
+        const char *s = c == 1 ? "" : "s";
+        if (c > KN_ONNX_MAX_ARITY)
+            return kn_node_error(n, KN_ERR_UNSUPPORTED, "has %d %s%s, over kiln's limit of %d per node", c, io[k].what,
+                                 s, KN_ONNX_MAX_ARITY);
+        if (c >= lo && (hi >= KN_VAR || c <= hi)) continue;
+        if (hi >= KN_VAR)
+            return kn_node_error(n, KN_ERR_INVALID, "has %d %s%s, %s takes at least %d", c, io[k].what, s, oi->name, lo);
+        if (lo == hi)
+            return kn_node_error(n, KN_ERR_INVALID, "has %d %s%s, %s takes %d", c, io[k].what, s, oi->name, lo);
+        return kn_node_error(n, KN_ERR_INVALID, "has %d %s%s, %s takes %d to %d", c, io[k].what, s, oi->name, lo, hi);
+    }
+    return KN_OK;
+}
+
 /* Pass 2: a node and its outputs, inputs left unset. */
 static int create_node(kn_graph *g, name_set *ns, const Onnx__NodeProto *np, size_t k)
 {
@@ -430,7 +462,8 @@ static int create_node(kn_graph *g, name_set *ns, const Onnx__NodeProto *np, siz
     kn_node *n = kn_node_create_named(g, np->op_type, str_or_empty(np->domain), name, (int)np->n_input, NULL,
                                       (int)np->n_output, (const char *const *)np->output);
     if (!n) return KN_ERR_INVALID;
-    return name_add(ns, n->name);
+    int st = check_arity(n);
+    return st ? st : name_add(ns, n->name);
 }
 
 /* Pass 3: attributes (and subgraphs), then inputs resolved by name. */
@@ -440,6 +473,8 @@ static int wire_node(importer *im, kn_node *n, const Onnx__NodeProto *np, int de
         int st = import_attr(im, n, np->attribute[i], depth);
         if (st) return st;
     }
+    int st = kn_onnx_check_node_attrs(n, kn_node_opset(n));
+    if (st) return st;
     for (size_t i = 0; i < np->n_input; i++) {
         const char *name = np->input[i];
         if (!name || !*name) continue; /* omitted optional input */
@@ -458,6 +493,7 @@ static void set_declared_type(kn_value *v, kn_dtype dt, const kn_shape *s)
     if (v->const_data || (v->flags & KN_VALUE_GRAPH_INPUT) || v->dtype != KN_DT_UNDEFINED) return;
     v->dtype = dt;
     v->shape = *s;
+    if (dt != KN_DT_UNDEFINED) v->flags |= KN_VALUE_DECLARED_TYPE;
 }
 
 static int import_value_info(importer *im, const Onnx__GraphProto *gp, kn_graph *g)
@@ -670,9 +706,27 @@ static int import_model(importer *im, const Onnx__ModelProto *mp)
     m->producer_name = kn_arena_strdup(&m->arena, str_or_empty(mp->producer_name));
     m->producer_version = kn_arena_strdup(&m->arena, str_or_empty(mp->producer_version));
     if (!m->producer_name || !m->producer_version) return kn_error(KN_ERR_NOMEM, "out of memory");
+    /* Which version of each op a node means depends on its domain's opset:
+     * without one (or with one no ONNX release defines) a node has no
+     * meaning, and onnxruntime refuses the model too. */
+    if (!mp->n_opset_import)
+        return kn_error(KN_ERR_INVALID, "model has no opset_import; ONNX requires one naming the opset of the "
+                        "default domain (kiln supports %d to %d)", KN_ONNX_MIN_OPSET, KN_ONNX_MAX_OPSET);
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
-        int st = kn_model_set_opset(m, str_or_empty(o->domain), o->has_version ? o->version : 0);
+        const char *domain = str_or_empty(o->domain);
+        int64_t version = o->has_version ? o->version : 0;
+        bool onnx = !*domain || !strcmp(domain, "ai.onnx");
+        if (onnx && (version < KN_ONNX_MIN_OPSET || version > KN_ONNX_MAX_OPSET))
+            return kn_error(KN_ERR_UNSUPPORTED, "opset_import: default-domain opset %lld is outside the range kiln "
+                            "supports (%d to %d)", (long long)version, KN_ONNX_MIN_OPSET, KN_ONNX_MAX_OPSET);
+        int st = kn_model_set_opset(m, domain, version);
+        if (st) return st;
+    }
+    /* onnxruntime reads a model whose opset_import names only other domains
+     * as using the newest default-domain opset; so does kiln */
+    if (!kn_model_opset(m, "")) {
+        int st = kn_model_set_opset(m, "", KN_ONNX_MAX_OPSET);
         if (st) return st;
     }
     return import_graph(im, mp->graph, m->graph, 0);

@@ -35,4 +35,35 @@ int kn_onnx_read_file(const char *path, size_t max_len, uint8_t **out_data, size
  * C stack while unpacking, so a hostile file could otherwise overflow it). */
 int kn_onnx_check_nesting(const uint8_t *data, size_t len);
 
+/* One attribute that ONNX defines for an op: its AttributeProto type and
+ * the opsets [first, last] of the op's versions that have it (last 0: up to
+ * the newest). The table (onnx_attr_schema.c) is sorted by (op, name). */
+typedef struct kn_onnx_attr_rule {
+    const char *op, *name;
+    int type;
+    int first, last;
+} kn_onnx_attr_rule;
+extern const kn_onnx_attr_rule kn_onnx_attr_rules[];
+extern const int kn_onnx_n_attr_rules;
+
+/* ONNX's name of an AttributeProto type ("INTS"); "?" when out of range. */
+const char *kn_onnx_attr_type_name(int type);
+
+/* Checks n's attributes against ONNX's schema of its op at `opset`, as
+ * onnxruntime does: an attribute ONNX does not define for that version, or
+ * one of another type, is an error naming the node, the attribute, and the
+ * expected and found types. Ops outside the default domain are not checked. */
+int kn_onnx_check_node_attrs(const kn_node *n, int64_t opset);
+
+/* The default-domain opsets kiln imports: those onnx 1.15 defines plus 21
+ * (whose 4-bit types kiln supports), as onnxruntime 1.18 does. */
+#define KN_ONNX_MIN_OPSET 1
+#define KN_ONNX_MAX_OPSET 21
+
+/* The most inputs or outputs one node may have: a compiled artifact records
+ * each node that calls a runtime kernel with at most this many
+ * (MAX_OPNODE_ARITY of runtime/src/meta.c), so a bigger node (Sum of 20,000
+ * tensors) is refused at import rather than by the artifact writer. */
+#define KN_ONNX_MAX_ARITY 1000
+
 #endif

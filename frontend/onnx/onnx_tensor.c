@@ -160,6 +160,40 @@ static int read_exact(int fd, void *buf, size_t n, off_t off)
     return 0;
 }
 
+#define NOT_REGULAR (-2)
+
+/* What a path that is not a regular file is, for messages. */
+static const char *not_regular(mode_t mode)
+{
+    return S_ISDIR(mode) ? "it is a directory" : S_ISFIFO(mode) ? "it is a FIFO" : S_ISCHR(mode) ? "it is a character device"
+         : S_ISBLK(mode) ? "it is a block device" : S_ISSOCK(mode) ? "it is a socket" : "it is not a regular file";
+}
+
+/* Opens path for reading only if it is a regular file: returns the fd, -1
+ * with errno set, or NOT_REGULAR with sb->st_mode telling what it is.
+ * O_NONBLOCK keeps open() from waiting forever for a FIFO's writer (or a
+ * device); fstat on the open fd then checks the very file that will be read. */
+static int open_regular(const char *path, struct stat *sb)
+{
+    memset(sb, 0, sizeof *sb);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return -1;
+    if (fstat(fd, sb) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        close(fd);
+        return NOT_REGULAR;
+    }
+    /* regular files never block; clear the flag so reads behave as usual */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 /* Allocates *t (shape from tp, nbytes long) and fills it from the external
  * file, after checking that the file holds that many bytes: a hostile shape
  * must not make us allocate before the data is known to exist. */
@@ -178,11 +212,11 @@ static int ext_load(const Onnx__TensorProto *tp, const char *what, const char *b
     char *path = NULL;
     st = ext_resolve(base_dir, e.location, what, &path);
     if (st) return st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = kn_error(KN_ERR_IO, "%s: external data file '%s' cannot be read%s%s", what, e.location,
-                      fd < 0 ? ": " : " (not a regular file)", fd < 0 ? strerror(errno) : "");
+    int fd = open_regular(path, &sb);
+    if (fd < 0) {
+        st = kn_error(KN_ERR_IO, "%s: external data file '%s' cannot be read: %s", what, e.location,
+                      fd == NOT_REGULAR ? not_regular(sb.st_mode) : strerror(errno));
     } else if ((uint64_t)e.offset > (uint64_t)sb.st_size || nbytes > (uint64_t)sb.st_size - (uint64_t)e.offset) {
         st = kn_error(KN_ERR_IO, "%s: external data file '%s' is too short (%lld bytes; need %zu at offset %lld)", what,
                       e.location, (long long)sb.st_size, nbytes, (long long)e.offset);
@@ -313,13 +347,10 @@ int kn_onnx_read_file(const char *path, size_t max_len, uint8_t **out_data, size
 {
     *out_data = NULL;
     *out_len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kn_error(KN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return kn_error(KN_ERR_IO, "%s: not a regular file", path);
-    }
+    int fd = open_regular(path, &sb);
+    if (fd == NOT_REGULAR) return kn_error(KN_ERR_IO, "%s: cannot read: %s", path, not_regular(sb.st_mode));
+    if (fd < 0) return kn_error(KN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if ((uint64_t)sb.st_size > max_len) {
         close(fd);
         return kn_error(KN_ERR_UNSUPPORTED, "%s: file is %lld bytes, over the %zu-byte protobuf limit (store weights as external data)",

@@ -42,8 +42,8 @@ static double pool_window(const pool_ctx *pc, const double *xp, const int64_t *o
         double v = xp[flat];
         n_valid++;
         switch (pc->kind) {
-        case KN_POOL_MAX:
-            if (v > acc || arg < 0) { acc = v; arg = flat; }
+        case KN_POOL_MAX: /* NaN wins and stays, at its first position (numpy's max and argmax) */
+            if (v > acc || arg < 0 || (isnan(v) && !isnan(acc))) { acc = v; arg = flat; }
             break;
         case KN_POOL_AVG: acc += v; break;
         case KN_POOL_LP: acc += pow(fabs(v), pc->p); break;
@@ -126,7 +126,7 @@ int kn_k_global_pool(const kn_tensor *x, kn_pool_kind kind, double p, kn_tensor 
         const double *xp = xd + pl * sp;
         double acc = kind == KN_POOL_MAX ? -INFINITY : 0.0;
         for (int64_t i = 0; i < sp; i++) {
-            if (kind == KN_POOL_MAX) acc = xp[i] > acc ? xp[i] : acc;
+            if (kind == KN_POOL_MAX) acc = xp[i] > acc || isnan(xp[i]) ? xp[i] : acc; /* NaN wins, as numpy */
             else if (kind == KN_POOL_AVG) acc += xp[i];
             else acc += pow(fabs(xp[i]), p);
         }

@@ -167,12 +167,11 @@ int kn_k_reduce(kn_reduce_op op, const kn_tensor *x, uint32_t mask, kn_tensor *o
 }
 
 /* -1, 0 or 1 comparing elements a and b of x (ints exactly, floats as
- * double with NaN above everything so that it wins like numpy's argmax). */
+ * double). NaN is handled by the caller. */
 static int cmp_elems(const kn_tensor *x, size_t a, size_t b)
 {
     if (is_float(x->dtype)) {
         double u = kn_load_f64(x->dtype, x->data, a), v = kn_load_f64(x->dtype, x->data, b);
-        if (isnan(u) || isnan(v)) return isnan(u) - isnan(v);
         return (u > v) - (u < v);
     }
     if (x->dtype == KN_U64) {
@@ -181,6 +180,11 @@ static int cmp_elems(const kn_tensor *x, size_t a, size_t b)
     }
     int64_t u = kn_load_i64(x->dtype, x->data, a), v = kn_load_i64(x->dtype, x->data, b);
     return (u > v) - (u < v);
+}
+
+static bool is_nan_at(const kn_tensor *x, size_t i)
+{
+    return is_float(x->dtype) && isnan(kn_load_f64(x->dtype, x->data, i));
 }
 
 int kn_k_argreduce(const kn_tensor *x, int axis, bool is_max, bool select_last, kn_tensor *out)
@@ -200,10 +204,15 @@ int kn_k_argreduce(const kn_tensor *x, int axis, bool is_max, bool select_last, 
         for (int64_t i = 0; i < inner; i++) {
             size_t base = (size_t)(o * n * inner + i);
             int64_t best = 0;
+            bool best_nan = is_nan_at(x, base);
             for (int64_t j = 1; j < n; j++) {
-                int c = cmp_elems(x, base + (size_t)(j * inner), base + (size_t)(best * inner));
-                if (!is_max) c = -c;
-                if (c > 0 || (c == 0 && select_last)) best = j;
+                size_t at = base + (size_t)(j * inner);
+                /* NaN wins ArgMax and ArgMin alike (numpy's argmax/argmin):
+                 * the first one, or the last with select_last_index */
+                bool nan = is_nan_at(x, at);
+                int c = nan || best_nan ? nan - best_nan : cmp_elems(x, at, base + (size_t)(best * inner));
+                if (!is_max && !nan && !best_nan) c = -c;
+                if (c > 0 || (c == 0 && select_last)) best = j, best_nan = nan;
             }
             y[o * inner + i] = best;
         }

@@ -179,6 +179,38 @@ def bad_models(out):
     save(out, "dup_names.onnx", model(dup, [x], [y, vi("c")]))
 
 
+def strict_models(out):
+    """Models onnxruntime refuses and kiln used to accept (issue 14):
+    attributes of the wrong type or unknown to the op, wrong arity, opsets
+    out of range or missing, declared output types inference disagrees with."""
+    x, y = vi("x"), vi("y")
+    x4 = vi("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    w = numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    conv = lambda **a: model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", **a)], [x4], [vi("y")], [w])
+    save(out, "attr_floats.onnx", conv(strides=[2.0, 2.0]))
+    save(out, "attr_string.onnx", conv(strides="2"))
+    save(out, "attr_unknown.onnx", conv(bogus=[1]))
+    save(out, "attr_ok.onnx", conv(strides=[2, 2], pads=[0, 0, 0, 0], auto_pad="NOTSET"))
+    save(out, "softmax_axis_string.onnx", model([helper.make_node("Softmax", ["x"], ["y"], name="s", axis="0")], [x], [y]))
+    # Pad's 'pads' attribute became an input at opset 11
+    save(out, "attr_old_opset.onnx", model([helper.make_node("Pad", ["x"], ["y"], name="p", pads=[0, 0])], [x], [y],
+                                            opsets=[helper.make_opsetid("", 17)]))
+    save(out, "relu3.onnx", model([helper.make_node("Relu", ["x", "x", "x"], ["y"], name="r")], [x], [y]))
+    save(out, "relu0out.onnx", model([helper.make_node("Relu", ["x"], [], name="r"),
+                                      helper.make_node("Identity", ["x"], ["y"], name="i")], [x], [y]))
+    save(out, "concat0.onnx", model([helper.make_node("Concat", [], ["y"], name="cc", axis=0)], [x], [y]))
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    save(out, "opset99.onnx", model(relu, [x], [y], opsets=[helper.make_opsetid("", 99)]))
+    save(out, "opset_neg.onnx", model(relu, [x], [y], opsets=[helper.make_opsetid("", -5)]))
+    save(out, "opset21.onnx", model(relu, [x], [y], opsets=[helper.make_opsetid("", 21)]))
+    save(out, "opset_none.onnx", model(relu, [x], [y], opsets=[]))
+    save(out, "opset_custom_only.onnx", model(relu, [x], [y], opsets=[helper.make_opsetid("custom.domain", 1)]))
+    save(out, "relu_out_i64.onnx", model(relu, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.INT64, [2])]))
+    two = [helper.make_node("Relu", ["x"], ["t"], name="r"), helper.make_node("Identity", ["t"], ["y"], name="i")]
+    save(out, "relu_vi_i64.onnx", model(two, [x], [y], value_info=[vi("t", TensorProto.INT64)]))
+    save(out, "relu_vi_f32.onnx", model(two, [x], [y], value_info=[vi("t", TensorProto.FLOAT)]))
+
+
 def external(out):
     """External data inside the folder (two tensors in one file, one in a
     subfolder) and the ways it can go wrong."""
@@ -204,6 +236,13 @@ def external(out):
         os.remove(link)
     os.symlink("/etc/hostname", link)
     save(out, "ext_symlink.onnx", model(ident, [x], [y], [ext_tensor("esym", [1], "escape_link.bin")]))
+    # a FIFO nobody writes to: opening it for reading used to wait forever
+    fifo = os.path.join(out, "fifo.bin")
+    if os.path.lexists(fifo):
+        os.remove(fifo)
+    os.mkfifo(fifo)
+    save(out, "ext_fifo.onnx", model(ident, [x], [y], [ext_tensor("efifo", [2], "fifo.bin")]))
+    save(out, "ext_dir.onnx", model(ident, [x], [y], [ext_tensor("edir", [2], "data")]))
 
 
 def tensor_files(out):
@@ -224,6 +263,7 @@ def main():
     save(out, "if_passthrough.onnx", if_passthrough())
     save(out, "unsupported.onnx", unsupported_ops())
     bad_models(out)
+    strict_models(out)
     external(out)
     tensor_files(out)
 

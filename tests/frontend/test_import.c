@@ -357,15 +357,29 @@ static buf nested_model(int levels)
         put_varint(&attr, 20 << 3 | 0);           /* .type = GRAPH */
         put_varint(&attr, 5);
         buf attr2 = wrap(6, &g, &attr);           /* .g */
+        buf cond = {0}, out = {0};
+        put(&cond, "c", 1);
+        put(&out, "o", 1);
         put(&op, "If", 2);
-        buf node = wrap(4, &op, NULL);            /* NodeProto.op_type */
+        buf node_in = wrap(1, &cond, NULL);       /* NodeProto.input: the outermost graph's input */
+        buf node_out = wrap(2, &out, &node_in);   /* .output */
+        buf node = wrap(4, &op, &node_out);       /* .op_type */
         buf node2 = wrap(5, &attr2, &node);       /* .attribute */
         free(g.p);
         g = wrap(1, &node2, NULL);                /* GraphProto.node */
         free(attr.p), free(name.p), free(op.p), free(attr2.p), free(node.p), free(node2.p);
+        free(cond.p), free(out.p), free(node_in.p), free(node_out.p);
     }
-    buf m = wrap(7, &g, NULL); /* ModelProto.graph */
-    free(g.p);
+    buf cname = {0};
+    put(&cname, "c", 1);
+    buf input = wrap(1, &cname, NULL);            /* ValueInfoProto.name */
+    buf g2 = wrap(11, &input, &g);                /* GraphProto.input */
+    buf opset = {0};
+    put_varint(&opset, 2 << 3 | 0);               /* OperatorSetIdProto.version = 17 */
+    put_varint(&opset, 17);
+    buf m0 = wrap(8, &opset, NULL);               /* ModelProto.opset_import */
+    buf m = wrap(7, &g2, &m0);                    /* .graph */
+    free(g.p), free(cname.p), free(input.p), free(g2.p), free(opset.p), free(m0.p);
     return m;
 }
 
@@ -455,8 +469,70 @@ static void test_external_errors(void **state)
                  "it must be relative to the model's folder");
     expect_error("ext_symlink.onnx", KN_ERR_INVALID,
                  "initializer 'esym': external data location 'escape_link.bin' resolves outside the model's folder");
+    /* these used to block in open() (FIFO) or read a directory */
+    expect_error("ext_fifo.onnx", KN_ERR_IO,
+                 "initializer 'efifo': external data file 'fifo.bin' cannot be read: it is a FIFO");
+    expect_error("ext_dir.onnx", KN_ERR_IO,
+                 "initializer 'edir': external data file 'data' cannot be read: it is a directory");
+    /* the model file itself, likewise */
+    expect_error("fifo.bin", KN_ERR_IO, "cannot read: it is a FIFO");
     expect_error("ext_short.onnx", KN_ERR_IO,
                  "initializer 'es': external data file 'weights.bin' is too short (48 bytes; need 400 at offset 0)");
+}
+
+/* Issue 14: what onnxruntime refuses, kiln refuses at import, naming the
+ * node, the attribute or the opset. */
+static void test_strict_attrs(void **state)
+{
+    (void)state;
+    expect_error("attr_floats.onnx", KN_ERR_INVALID, "node 'c' (Conv): attribute 'strides' has type FLOATS, expected INTS");
+    expect_error("attr_string.onnx", KN_ERR_INVALID, "node 'c' (Conv): attribute 'strides' has type STRING, expected INTS");
+    expect_error("softmax_axis_string.onnx", KN_ERR_INVALID,
+                 "node 's' (Softmax): attribute 'axis' has type STRING, expected INT");
+    expect_error("attr_unknown.onnx", KN_ERR_INVALID, "node 'c' (Conv): attribute 'bogus' is not defined for Conv at opset 17");
+    expect_error("attr_old_opset.onnx", KN_ERR_INVALID,
+                 "node 'p' (Pad): attribute 'pads' is not defined for Pad at opset 17");
+    kn_model_free(load_ok("attr_ok.onnx"));
+}
+
+static void test_strict_arity_and_opset(void **state)
+{
+    (void)state;
+    expect_error("relu3.onnx", KN_ERR_INVALID, "node 'r' (Relu): has 3 inputs, Relu takes 1");
+    expect_error("relu0out.onnx", KN_ERR_INVALID, "node 'r' (Relu): has 0 outputs, Relu takes 1");
+    expect_error("concat0.onnx", KN_ERR_INVALID, "node 'cc' (Concat): has 0 inputs, Concat takes at least 1");
+    expect_error("opset99.onnx", KN_ERR_UNSUPPORTED,
+                 "opset_import: default-domain opset 99 is outside the range kiln supports (1 to 21)");
+    expect_error("opset_neg.onnx", KN_ERR_UNSUPPORTED,
+                 "opset_import: default-domain opset -5 is outside the range kiln supports (1 to 21)");
+    expect_error("opset_none.onnx", KN_ERR_INVALID,
+                 "model has no opset_import; ONNX requires one naming the opset of the default domain "
+                 "(kiln supports 1 to 21)");
+    kn_model *m = load_ok("opset21.onnx");
+    assert_int_equal(kn_model_opset(m, ""), 21);
+    kn_model_free(m);
+    m = load_ok("opset_custom_only.onnx"); /* the newest default opset, as onnxruntime */
+    assert_int_equal(kn_model_opset(m, ""), 21);
+    kn_model_free(m);
+}
+
+/* A declared output dtype that the node does not compute is refused by the
+ * first inference; one that agrees passes. */
+static void test_declared_types(void **state)
+{
+    (void)state;
+    kn_model *m = load_ok("relu_out_i64.onnx");
+    assert_int_equal(kn_graph_infer(m->graph), KN_ERR_INVALID);
+    assert_string_equal(kn_last_error(), "node 'r' (Relu): output 0 'y' is declared i64 in the model but the node computes f32");
+    kn_model_free(m);
+    m = load_ok("relu_vi_i64.onnx");
+    assert_int_equal(kn_graph_infer(m->graph), KN_ERR_INVALID);
+    assert_string_equal(kn_last_error(), "node 'r' (Relu): output 0 't' is declared i64 in the model but the node computes f32");
+    kn_model_free(m);
+    m = load_ok("relu_vi_f32.onnx");
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK);
+    assert_int_equal(kn_graph_infer(m->graph), KN_OK); /* again, as passes do */
+    kn_model_free(m);
 }
 
 static void test_unsupported_ops(void **state)
@@ -547,6 +623,9 @@ int main(void)
         cmocka_unit_test(test_node_names),
         cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_external_errors),
+        cmocka_unit_test(test_strict_attrs),
+        cmocka_unit_test(test_strict_arity_and_opset),
+        cmocka_unit_test(test_declared_types),
         cmocka_unit_test(test_unsupported_ops),
         cmocka_unit_test(test_node_suite_imports),
     };
