@@ -125,7 +125,8 @@ int kn_cmd_inspect(int argc, char **argv)
         if (kn_cli_is_help(argv[i])) {
             inspect_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--dot")) {
+            if (!kn_cli_needs_value("inspect", i, argc, argv)) return 2;
             dot = argv[++i];
         } else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "kiln inspect: unexpected argument '%s'\n", argv[i]);
@@ -137,6 +138,11 @@ int kn_cmd_inspect(int argc, char **argv)
     }
     if (!path) {
         inspect_usage(stderr);
+        return 2;
+    }
+    kn_cli_file files[2] = {{"MODEL", path, false}, {"--dot", dot, true}};
+    if (kn_cli_check_distinct(files, 2)) {
+        kn_cli_report(NULL);
         return 2;
     }
     kn_model *m = NULL;
