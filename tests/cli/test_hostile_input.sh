@@ -93,16 +93,16 @@ same "$m" "$tmp/orig.onnx"; absent "$tmp/t.json"
 # ---- 2. temporary files never follow a planted symlink ---------------------
 # `exec` keeps the shell's pid, so $$ is kiln's pid: the names the old code
 # used (FINAL.tmp-kiln-<pid>-<n>, FINAL.tmp.<pid>) are planted exactly
-"$kiln" compile "$m" --shape N=2 -o "$tmp/d2.so" >/dev/null 2>&1 || fail "compile d2.so"
+"$kiln" compile "$model" --shape N=2 -o "$tmp/d2.so" >/dev/null 2>&1 || fail "compile d2.so"
 art="$tmp/d2.so"
 mkdir "$tmp/t" "$tmp/t2"
 sh -c 'ln -s "$1" "$2/r.h.tmp-kiln-$$-1"; exec "$3" compile "$4" --shape N=2 -o "$2/r.so" --emit-header "$2/r.h"' \
-  _ "$tmp/victim" "$tmp/t" "$kiln" "$m" >/dev/null 2>&1 || fail "compile with a planted header symlink"
+  _ "$tmp/victim" "$tmp/t" "$kiln" "$model" >/dev/null 2>&1 || fail "compile with a planted header symlink"
 same "$tmp/victim" "$tmp/victim.orig"
 if [ -f "$tmp/t/r.so" ] && [ -f "$tmp/t/r.h" ] && [ ! -L "$tmp/t/r.h" ] && grep -q "kn_artifact" "$tmp/t/r.h"; then
   passes=$((passes + 1)); else fail "r.so/r.h not written as regular files"; fi
 sh -c 'ln -s "$1" "$2/r.so.tmp-kiln-$$-0"; exec "$3" compile "$4" --shape N=2 -o "$2/r.so"' \
-  _ "$tmp/victim" "$tmp/t2" "$kiln" "$m" >/dev/null 2>&1 || fail "compile with a planted artifact symlink"
+  _ "$tmp/victim" "$tmp/t2" "$kiln" "$model" >/dev/null 2>&1 || fail "compile with a planted artifact symlink"
 same "$tmp/victim" "$tmp/victim.orig"
 [ -f "$tmp/t2/r.so" ] && [ ! -L "$tmp/t2/r.so" ] && passes=$((passes + 1)) || fail "r.so not written as a regular file"
 # nothing of kiln's is left beside them: only the outputs and the planted links

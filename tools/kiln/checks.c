@@ -165,3 +165,44 @@ int kn_cli_match_inputs(const char *what, int n, const char *const *names, const
     }
     return KN_OK;
 }
+
+int kn_cli_create_beside(const char *path, char **out_tmp, FILE **out_f)
+{
+    *out_tmp = NULL;
+    *out_f = NULL;
+    size_t len = strlen(path) + 16;
+    char *tmp = malloc(len);
+    if (!tmp) return kn_error(KN_ERR_NOMEM, "out of memory");
+    snprintf(tmp, len, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = NULL;
+    if (fd >= 0) {
+        /* mkstemp's 0600 would stay the file's mode: give it fopen's */
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) != 0 || !(f = fdopen(fd, "w"))) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            errno = e;
+        }
+    }
+    if (!f) {
+        int st = kn_error(KN_ERR_IO, "%s: cannot be written: %s", path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    *out_tmp = tmp;
+    *out_f = f;
+    return KN_OK;
+}
+
+int kn_cli_commit_file(char *tmp, FILE *f, const char *path, bool ok)
+{
+    int e = ok ? 0 : EIO;
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) unlink(tmp);
+    free(tmp);
+    return e ? kn_error(KN_ERR_IO, "%s: cannot be written: %s", path, strerror(e)) : KN_OK;
+}

@@ -7,6 +7,7 @@
 #define KILN_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "ir.h"
 
@@ -89,6 +90,15 @@ typedef struct kn_cli_file {
  * or as another output; the error names both arguments. Call it before
  * anything is written. */
 int kn_cli_check_distinct(const kn_cli_file *files, int n);
+
+/* Opens a new file beside path under a random name (mkstemp: never an
+ * existing file or symlink) for writing, with the mode fopen would give;
+ * *out_tmp (owned) is its name. Every output a verb writes goes through
+ * one, so a failure never leaves half a file at path. */
+int kn_cli_create_beside(const char *path, char **out_tmp, FILE **out_f);
+/* Closes f and, if ok and the close succeeds, renames tmp to path;
+ * otherwise removes tmp. Frees tmp. */
+int kn_cli_commit_file(char *tmp, FILE *f, const char *path, bool ok);
 
 /* Matches --input specs[0..n_specs) to a model's inputs names[0..n):
  * spec k gives input out_idx[k] from file out_file[k] (pointing into the
