@@ -167,6 +167,8 @@ expect 1 "--shape 'N=2^62': '2^62' is not a shape like 1x3x224x224" -- "$kiln" c
 expect 1 "--shape 'N=-1': '-1' is not a shape" -- "$kiln" compile "$m" -o "$tmp/s.so" --shape N=-1
 expect 1 "--shape 'N=99999999999999999999': '99999999999999999999' is not a shape" \
   -- "$kiln" compile "$m" -o "$tmp/s.so" --shape N=99999999999999999999
+expect 1 "--shape N is given twice ('N=2' and 'N=3')" -- "$kiln" compile "$m" -o "$tmp/s.so" --shape N=2 --shape N=3
+expect 2 "--max 'N=99999999999': expected DIM=N with N >= 1" -- "$kiln" compile "$m" -o "$tmp/s.so" --max N=99999999999
 absent "$tmp/s.so"
 
 # ---- 7. a model that is a FIFO or a directory -------------------------------------
@@ -175,6 +177,7 @@ expect 1 "$tmp/fifo.npy: is a FIFO, not a regular file" -- "$kiln" compile "$tmp
 expect 1 "$tmp/fifo.npy: is a FIFO, not a regular file" -- "$kiln" run "$tmp/fifo.npy"
 expect 1 "$tmp/sub: is a directory, not a regular file" -- "$kiln" inspect "$tmp/sub"
 expect 1 "$tmp/sub: is a directory, not a regular file" -- "$kiln" compile "$tmp/sub" -o "$tmp/f.so"
+expect 1 "--model: $tmp/fifo.npy: is a FIFO, not a regular file" -- "$kiln" bench "$art" --vs-ort --model "$tmp/fifo.npy"
 absent "$tmp/f.so"
 
 echo "cli hostile input: $passes passed, $fails failed"

@@ -336,6 +336,11 @@ int kn_cmd_bench(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    /* onnxruntime's child would wait forever on a FIFO: refuse it here */
+    if (ort_model && kn_cli_check_regular(ort_model)) {
+        kn_cli_report("--model");
+        goto out;
+    }
     char dir[] = "/tmp/kiln-bench.XXXXXX";
     if (!mkdtemp(dir)) {
         fprintf(stderr, "kiln bench: cannot create a temporary folder: %s\n", strerror(errno));

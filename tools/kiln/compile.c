@@ -113,6 +113,11 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
             return kn_error(KN_ERR_INVALID, "--shape '%s': expected NAME=AxBxC or DIM=N", specs[k]);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - specs[k]), specs[k]);
+        /* a second pin of the same name would find it already pinned and
+         * say it does not exist */
+        for (int j = 0; j < k; j++)
+            if (!strncmp(specs[j], specs[k], (size_t)(eq - specs[k]) + 1))
+                return kn_error(KN_ERR_INVALID, "--shape %s is given twice ('%s' and '%s')", name, specs[j], specs[k]);
         int64_t dims[KN_MAX_RANK];
         int rank;
         if (parse_dims(eq + 1, dims, &rank))
