@@ -20,23 +20,53 @@ extern char **environ;
 
 /* ---- atomic outputs -------------------------------------------------------- */
 
+/* Each temporary lives alone in a folder of its own, made with mkdtemp
+ * beside the final path (rename() needs the same file system): the folder
+ * is new, mode 0700 and randomly named, so nothing can be planted in it.
+ * A predictable name beside the final path (it was "final.tmp-kiln-<pid>-<n>")
+ * let anyone who can write to that folder plant a symlink there that the
+ * linker, ar or fopen then followed, overwriting any file the user can
+ * write. The file itself keeps the final name's base, so the linker and
+ * ar see the name the user chose. */
 int kn_outset_add(kn_outset *s, const char *final, const char **out_tmp)
 {
     if (s->n >= (int)(sizeof s->tmp / sizeof s->tmp[0]))
         return kn_error(KN_ERR_INTERNAL, "too many output files");
-    size_t len = strlen(final) + 32;
+    const char *slash = strrchr(final, '/');
+    const char *base = slash ? slash + 1 : final;
+    if (!*base) return kn_error(KN_ERR_INVALID, "'%s' is not a file name", final);
+    size_t len = 2 * strlen(final) + 32;
     char *tmp = malloc(len), *fin = strdup(final);
     if (!tmp || !fin) {
         free(tmp);
         free(fin);
         return kn_error(KN_ERR_NOMEM, "out of memory");
     }
-    snprintf(tmp, len, "%s.tmp-kiln-%ld-%d", final, (long)getpid(), s->n);
+    snprintf(tmp, len, "%s.kiln-XXXXXX", final);
+    if (!mkdtemp(tmp)) {
+        int st = kn_error(KN_ERR_IO, "%s: cannot be written: cannot create a temporary folder beside it: %s", final,
+                          strerror(errno));
+        free(tmp);
+        free(fin);
+        return st;
+    }
+    size_t dl = strlen(tmp);
+    snprintf(tmp + dl, len - dl, "/%s", base);
     s->tmp[s->n] = tmp;
     s->final[s->n] = fin;
     s->n++;
     *out_tmp = tmp;
     return KN_OK;
+}
+
+/* Removes temporary i's file (if still there) and its private folder. */
+static void remove_tmp(kn_outset *s, int i)
+{
+    unlink(s->tmp[i]);
+    char *slash = strrchr(s->tmp[i], '/');
+    *slash = '\0';
+    rmdir(s->tmp[i]);
+    *slash = '/';
 }
 
 static void outset_free(kn_outset *s)
@@ -50,7 +80,7 @@ static void outset_free(kn_outset *s)
 
 void kn_outset_abort(kn_outset *s)
 {
-    for (int i = 0; i < s->n; i++) unlink(s->tmp[i]);
+    for (int i = 0; i < s->n; i++) remove_tmp(s, i);
     outset_free(s);
 }
 
@@ -63,10 +93,11 @@ int kn_outset_commit(kn_outset *s)
              * a failed compile leaves nothing half-consistent behind */
             for (int j = 0; j < i; j++) unlink(s->final[j]);
             int st = kn_error(KN_ERR_IO, "%s: cannot be written: %s", s->final[i], strerror(e));
-            for (int j = i; j < s->n; j++) unlink(s->tmp[j]);
+            for (int j = i; j < s->n; j++) remove_tmp(s, j);
             outset_free(s);
             return st;
         }
+        remove_tmp(s, i); /* the file is gone: this removes the folder */
     }
     outset_free(s);
     return KN_OK;

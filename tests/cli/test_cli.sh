@@ -74,7 +74,7 @@ assert set(p) == {"peak_gflops", "threads", "isa"}, p
 assert p["threads"] == 2 and p["isa"] in ("avx512f", "avx2", "scalar"), p
 assert isinstance(p["peak_gflops"], float) and p["peak_gflops"] > 0, p
 '; then passes=$((passes + 1)); else echo "FAIL: kiln bench --peak --json"; fails=$((fails + 1)); fi
-expect 1 "--threads must be 1..256, got 0" -- "$kiln" bench --peak --threads 0
+expect 2 "--threads: expected a positive integer up to 256, got '0'" -- "$kiln" bench --peak --threads 0
 expect 2 "--peak measures the machine and takes no model" -- "$kiln" bench --peak "$model"
 
 # kiln bench --vs-ort: onnxruntime runs as a child (scripts/ort_bench.py

@@ -289,19 +289,28 @@ int kn_cmd_bench(int argc, char **argv)
     char **specs = calloc((size_t)argc + 1, sizeof *specs), **shapes = calloc((size_t)argc + 1, sizeof *shapes);
     int n_specs = 0, n_shapes = 0, rc = 1;
     if (!specs || !shapes) return 1;
+    static const char *const k_value_flags[] = {"--threads", "--runs", "--warmup", "--input", "--shape", "--model"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool nx = i + 1 < argc;
+        for (size_t f = 0; f < sizeof k_value_flags / sizeof k_value_flags[0]; f++)
+            if (!strcmp(a, k_value_flags[f]) && !kn_cli_needs_value("bench", i, argc, argv)) {
+                rc = 2;
+                goto out;
+            }
         if (kn_cli_is_help(a)) {
             bench_usage(stdout);
             rc = 0;
             goto out;
-        } else if (!strcmp(a, "--threads") && nx) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--runs") && nx) runs = atoi(argv[++i]);
-        else if (!strcmp(a, "--warmup") && nx) warmup = atoi(argv[++i]);
-        else if (!strcmp(a, "--input") && nx) specs[n_specs++] = argv[++i];
-        else if (!strcmp(a, "--shape") && nx) shapes[n_shapes++] = argv[++i];
-        else if (!strcmp(a, "--model") && nx) ort_model = argv[++i];
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "--runs") || !strcmp(a, "--warmup")) {
+            int *v = a[2] == 't' ? &threads : a[2] == 'r' ? &runs : &warmup;
+            long long max = a[2] == 't' ? KN_PEAK_MAX_THREADS : KN_CLI_MAX_RUNS;
+            if (!kn_cli_parse_int("bench", a, argv[++i], a[2] == 'w' ? 0 : 1, max, v)) {
+                rc = 2;
+                goto out;
+            }
+        } else if (!strcmp(a, "--input")) specs[n_specs++] = argv[++i];
+        else if (!strcmp(a, "--shape")) shapes[n_shapes++] = argv[++i];
+        else if (!strcmp(a, "--model")) ort_model = argv[++i];
         else if (!strcmp(a, "--vs-ort")) vs_ort = true;
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--peak")) peak = true;
@@ -322,9 +331,14 @@ int kn_cmd_bench(int argc, char **argv)
         }
         goto out;
     }
-    if (!path || threads < 1 || runs < 1 || warmup < 0) {
+    if (!path) {
         bench_usage(stderr);
         rc = 2;
+        goto out;
+    }
+    /* onnxruntime's child would wait forever on a FIFO: refuse it here */
+    if (ort_model && kn_cli_check_regular(ort_model)) {
+        kn_cli_report("--model");
         goto out;
     }
     char dir[] = "/tmp/kiln-bench.XXXXXX";

@@ -7,6 +7,7 @@
 #define KILN_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "ir.h"
 
@@ -44,7 +45,8 @@ struct kn_artifact;
 /* Fills out[0..num_inputs) for art (inputs.c): from the .npy file of each
  * NAME=FILE spec, random with a fixed seed (floats in [-1,1), integers in
  * [0,10)) for inputs not given. A spec naming no input, or a file of the
- * wrong dtype or size, is an error (out is then freed). The caller frees
+ * wrong dtype or size, is an error (out is then freed); so is an input
+ * given twice. The caller frees
  * the tensors. */
 int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out);
 
@@ -54,7 +56,59 @@ void kn_cli_report(const char *context);
 /* True if arg is "-h" or "--help". */
 bool kn_cli_is_help(const char *arg);
 
-/* Loads an ONNX model and checks that every op is known; prints the error. */
+/* Loads an ONNX model and checks that every op is known; prints the error.
+ * A path that is not a regular file (a FIFO, a directory) is refused first. */
 int kn_cli_load_model(const char *path, bool require_supported, kn_model **out_model);
+
+/* ---- argument and file checks (checks.c) ---- */
+
+/* The most --runs / --warmup a verb takes: more is a typo (and memory). */
+#define KN_CLI_MAX_RUNS 1000000
+
+/* Parses s, the value of numeric flag `flag` of verb `verb`, as a whole
+ * decimal integer in [min, max] into *out. Otherwise prints
+ * "kiln VERB: FLAG: expected a positive integer, got 'S'" (or the range)
+ * and returns false. */
+bool kn_cli_parse_int(const char *verb, const char *flag, const char *s, long long min, long long max, int *out);
+/* True if argv[i] (a flag that takes a value) has one after it; otherwise
+ * prints "kiln VERB: FLAG needs a value". */
+bool kn_cli_needs_value(const char *verb, int i, int argc, char **argv);
+/* KN_OK if path is a regular file; otherwise an error naming it and what it
+ * is (a FIFO, a directory, a device). Never opens it: a FIFO would block. */
+int kn_cli_check_regular(const char *path);
+/* True if paths a and b name one file: by device and inode when both
+ * exist, by their resolved absolute paths otherwise. */
+bool kn_cli_same_file(const char *a, const char *b);
+
+/* A path named on the command line, for kn_cli_check_distinct. */
+typedef struct kn_cli_file {
+    const char *arg;  /* how the user gave it: "-o", "--emit-header", "MODEL", "--input x" */
+    const char *path; /* NULL: not given */
+    bool output;      /* written by the verb */
+} kn_cli_file;
+
+/* Checks that no output among files[0..n) names the same file as an input
+ * or as another output; the error names both arguments. Call it before
+ * anything is written. */
+int kn_cli_check_distinct(const kn_cli_file *files, int n);
+
+/* Opens a new file beside path under a random name (mkstemp: never an
+ * existing file or symlink) for writing, with the mode fopen would give;
+ * *out_tmp (owned) is its name. Every output a verb writes goes through
+ * one, so a failure never leaves half a file at path. */
+int kn_cli_create_beside(const char *path, char **out_tmp, FILE **out_f);
+/* Closes f and, if ok and the close succeeds, renames tmp to path;
+ * otherwise removes tmp. Frees tmp. */
+int kn_cli_commit_file(char *tmp, FILE *f, const char *path, bool ok);
+
+/* Matches --input specs[0..n_specs) to a model's inputs names[0..n):
+ * spec k gives input out_idx[k] from file out_file[k] (pointing into the
+ * spec). NAME=FILE, where NAME may hold '=' itself (the longest input name
+ * that fits wins); a bare FILE only with allow_bare, one spec and one
+ * required input (required[i]: the input has no default; NULL: all are
+ * required). An unknown name (the error lists the inputs), an input given
+ * twice or an empty FILE is an error; `what` names the model in it. */
+int kn_cli_match_inputs(const char *what, int n, const char *const *names, const bool *required, int n_specs,
+                        char *const *specs, bool allow_bare, int *out_idx, const char **out_file);
 
 #endif

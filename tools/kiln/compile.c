@@ -63,6 +63,10 @@ static void compile_usage(FILE *f)
     print_pass_list(f);
 }
 
+/* The largest dim --shape takes, as for --max: a larger one is a typo, and
+ * products of a few of them must not overflow the planner's byte counts. */
+#define KN_CLI_MAX_DIM INT32_MAX
+
 static int parse_dims(const char *s, int64_t *dims, int *rank)
 {
     *rank = 0;
@@ -70,13 +74,34 @@ static int parse_dims(const char *s, int64_t *dims, int *rank)
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (end == s || errno || v < 0 || *rank == KN_MAX_RANK) return -1;
+        if (*s < '0' || *s > '9' || end == s || errno || v < 0 || *rank == KN_MAX_RANK) return -1;
         dims[(*rank)++] = v;
         if (*end == 'x' || *end == 'X' || *end == ',') end++;
         else if (*end) return -1;
         s = end;
     }
     return *rank > 0 ? 0 : -1;
+}
+
+/* After --shape pins: every input with a static shape must have a byte
+ * size that fits in int64 (dims of up to 2^31 each can still multiply past
+ * it), said here in --shape's words rather than later as "no static size". */
+static int check_input_sizes(const kn_graph *g)
+{
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kn_value *v = g->inputs[i];
+        if (v->const_data || v->shape.rank < 0) continue;
+        bool sized = true; /* every dim known and none 0 */
+        for (int d = 0; d < v->shape.rank; d++) sized &= v->shape.dims[d] > 0;
+        uint64_t bytes = kn_dtype_size(v->dtype) ? kn_dtype_size(v->dtype) : 1;
+        for (int d = 0; sized && d < v->shape.rank; d++) {
+            uint64_t dim = (uint64_t)v->shape.dims[d];
+            if (bytes > (uint64_t)INT64_MAX / dim)
+                return kn_error(KN_ERR_INVALID, "--shape: input '%s' would hold more than 2^63 bytes", v->name);
+            bytes *= dim;
+        }
+    }
+    return KN_OK;
 }
 
 int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
@@ -88,10 +113,19 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
             return kn_error(KN_ERR_INVALID, "--shape '%s': expected NAME=AxBxC or DIM=N", specs[k]);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - specs[k]), specs[k]);
+        /* a second pin of the same name would find it already pinned and
+         * say it does not exist */
+        for (int j = 0; j < k; j++)
+            if (!strncmp(specs[j], specs[k], (size_t)(eq - specs[k]) + 1))
+                return kn_error(KN_ERR_INVALID, "--shape %s is given twice ('%s' and '%s')", name, specs[j], specs[k]);
         int64_t dims[KN_MAX_RANK];
         int rank;
         if (parse_dims(eq + 1, dims, &rank))
             return kn_error(KN_ERR_INVALID, "--shape '%s': '%s' is not a shape like 1x3x224x224", specs[k], eq + 1);
+        for (int d = 0; d < rank; d++)
+            if (dims[d] > KN_CLI_MAX_DIM)
+                return kn_error(KN_ERR_INVALID, "--shape '%s': dim %lld is too large (at most %d)", specs[k],
+                                (long long)dims[d], KN_CLI_MAX_DIM);
         kn_value *in = kn_graph_lookup_local(g, name);
         if (in && (in->flags & KN_VALUE_GRAPH_INPUT)) {
             if (in->shape.rank >= 0 && in->shape.rank != rank)
@@ -113,7 +147,7 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
         }
         if (!found) return kn_error(KN_ERR_INVALID, "--shape %s: no input and no symbolic dim has that name", name);
     }
-    return KN_OK;
+    return n ? check_input_sizes(g) : KN_OK;
 }
 
 /* Parses --max DIM=N into opts->syms (names point into argv). */
@@ -269,6 +303,24 @@ int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, kn_compi
     return kn_cli_compile_model_ex(path, n_shapes, shapes, opts, NULL);
 }
 
+/* `kiln compile m.onnx -o m.onnx` would replace the model with the
+ * artifact, and `-o a.so --emit-header a.so` the artifact with the header:
+ * refused before any work, naming both arguments. */
+static int check_paths(const char *model, const kn_compile_opts *o)
+{
+    char weights[4200];
+    const char *art = o->output ? o->output : o->static_output;
+    snprintf(weights, sizeof weights, "%s.weights", art);
+    const kn_cli_file files[] = {
+        {"MODEL", model, false},
+        {"-o", o->output, true},
+        {"--static", o->static_output, true},
+        {"--emit-header", o->header, true},
+        {"--weights external (the side file)", o->external_weights ? weights : NULL, true},
+    };
+    return kn_cli_check_distinct(files, (int)(sizeof files / sizeof files[0]));
+}
+
 int kn_cmd_compile(int argc, char **argv)
 {
     kn_compile_opts o = {.opt_level = 3, .target = "native"};
@@ -277,9 +329,17 @@ int kn_cmd_compile(int argc, char **argv)
     char **shapes = calloc((size_t)argc + 1, sizeof *shapes);
     int n_shapes = 0;
     if (!shapes) return 1;
+    static const char *const k_value_flags[] = {"-o", "--static", "--emit-header", "--target", "--name", "--shape",
+                                                "--passes", "--print-after", "--layout", "--conv-algo", "--weights",
+                                                "--max"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
+        for (size_t f = 0; f < sizeof k_value_flags / sizeof k_value_flags[0]; f++)
+            if (!strcmp(a, k_value_flags[f]) && !kn_cli_needs_value("compile", i, argc, argv)) {
+                free_max(&o, shapes);
+                return 2;
+            }
         if (kn_cli_is_help(a)) {
             compile_usage(stdout);
             free_max(&o, shapes);
@@ -338,7 +398,13 @@ int kn_cmd_compile(int argc, char **argv)
         } else model = a;
     }
     if (!model || (!o.output && !o.static_output)) {
+        if (model) fprintf(stderr, "kiln compile: give -o ART.so or --static ART.a\n\n");
         compile_usage(stderr);
+        free_max(&o, shapes);
+        return 2;
+    }
+    if (check_paths(model, &o)) {
+        kn_cli_report(NULL);
         free_max(&o, shapes);
         return 2;
     }

@@ -32,41 +32,33 @@ static int random_input(const kn_io_info *info, uint64_t *seed, kn_tensor *out)
     return KN_OK;
 }
 
-/* The file given for input `name` in NAME=FILE specs, or NULL. */
-static const char *spec_for(const char *name, int n_specs, char *const *specs)
-{
-    const char *file = NULL;
-    size_t l = strlen(name);
-    for (int k = 0; k < n_specs; k++)
-        if (!strncmp(specs[k], name, l) && specs[k][l] == '=') file = specs[k] + l + 1;
-    return file;
-}
-
 int kn_cli_artifact_inputs(const kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out)
 {
     int n_in = kn_artifact_num_inputs(art);
     memset(out, 0, sizeof *out * (size_t)n_in);
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (int k = 0; k < n_specs; k++) {
-        const char *eq = strchr(specs[k], '=');
-        char name[512];
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - specs[k]) : 0, specs[k]);
-        if (!eq || kn_artifact_find_input(art, name) < 0)
-            return kn_error(KN_ERR_INVALID, "--input '%s': the model has no input named '%s' (use NAME=FILE.npy)",
-                            specs[k], name);
-    }
-    for (int i = 0; i < n_in; i++) {
+    const char **names = calloc((size_t)n_in + 1, sizeof *names), **files = calloc((size_t)n_specs + 1, sizeof *files);
+    int *idx = calloc((size_t)n_specs + 1, sizeof *idx);
+    int st = names && files && idx ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < n_in; i++) {
         kn_io_info info;
         kn_artifact_input_info(art, i, &info);
-        const char *file = spec_for(info.name, n_specs, specs);
-        int st = file ? kn_npy_read(file, &out[i]) : random_input(&info, &seed, &out[i]);
+        names[i] = info.name;
+    }
+    if (!st) st = kn_cli_match_inputs("the artifact", n_in, names, NULL, n_specs, specs, false, idx, files);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; !st && i < n_in; i++) {
+        kn_io_info info;
+        kn_artifact_input_info(art, i, &info);
+        const char *file = NULL;
+        for (int k = 0; k < n_specs; k++)
+            if (idx[k] == i) file = files[k];
+        st = file ? kn_npy_read(file, &out[i]) : random_input(&info, &seed, &out[i]);
         if (!st && (out[i].dtype != info.dtype || (size_t)out[i].nbytes != info.nbytes))
             st = kn_error(KN_ERR_INVALID, "input '%s': expected %s with %zu bytes", info.name,
                           kn_dtype_name(info.dtype), info.nbytes);
-        if (st) {
-            for (int j = 0; j <= i; j++) kn_tensor_free(&out[j]);
-            return st;
-        }
     }
-    return KN_OK;
+    if (st)
+        for (int j = 0; j < n_in; j++) kn_tensor_free(&out[j]);
+    free(names), free(files), free(idx);
+    return st;
 }

@@ -125,7 +125,8 @@ int kn_cmd_inspect(int argc, char **argv)
         if (kn_cli_is_help(argv[i])) {
             inspect_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--dot")) {
+            if (!kn_cli_needs_value("inspect", i, argc, argv)) return 2;
             dot = argv[++i];
         } else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "kiln inspect: unexpected argument '%s'\n", argv[i]);
@@ -137,6 +138,11 @@ int kn_cmd_inspect(int argc, char **argv)
     }
     if (!path) {
         inspect_usage(stderr);
+        return 2;
+    }
+    kn_cli_file files[2] = {{"MODEL", path, false}, {"--dot", dot, true}};
+    if (kn_cli_check_distinct(files, 2)) {
+        kn_cli_report(NULL);
         return 2;
     }
     kn_model *m = NULL;
@@ -203,13 +209,19 @@ int kn_cmd_inspect(int argc, char **argv)
 
     int rc = 0;
     if (dot) {
-        FILE *f = fopen(dot, "w");
-        if (!f || kn_ir_write_dot(m, f)) {
-            fprintf(stderr, "kiln inspect: error: cannot write '%s'%s%s\n", dot, f ? ": " : "", f ? kn_last_error() : "");
-            rc = 1;
+        char *tmp;
+        FILE *f;
+        int st = kn_cli_create_beside(dot, &tmp, &f);
+        if (!st) {
+            bool ok = kn_ir_write_dot(m, f) == KN_OK;
+            st = kn_cli_commit_file(tmp, f, dot, ok);
         }
-        if (f && fclose(f) != 0) rc = 1;
-        if (!rc) printf("graph written to %s\n", dot);
+        if (st) {
+            kn_cli_report("--dot");
+            rc = 1;
+        } else {
+            printf("graph written to %s\n", dot);
+        }
     }
     kn_model_free(m);
     return rc;

@@ -1,6 +1,9 @@
 /* kiln — the command-line program: dispatches to one verb per file. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "onnx_import.h"
@@ -38,10 +41,13 @@ bool kn_cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg,
 bool kn_cli_is_artifact(const char *path)
 {
     unsigned char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
+    /* O_NONBLOCK and a regular file only: fopen of a FIFO waits for a writer
+     * forever; whatever this refuses, the model loader then names */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat sb;
+    ssize_t got = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, magic, 4) : -1;
+    close(fd);
     return got == 4 && !memcmp(magic, "\x7f" "ELF", 4);
 }
 
@@ -49,7 +55,9 @@ int kn_cli_load_model(const char *path, bool require_supported, kn_model **out_m
 {
     *out_model = NULL;
     kn_model *m = NULL;
-    int st = kn_onnx_load_file(path, &m);
+    int st = kn_cli_check_regular(path);
+    if (st) return st;
+    st = kn_onnx_load_file(path, &m);
     if (!st && require_supported) st = kn_onnx_check_supported(m);
     if (st) {
         kn_model_free(m);

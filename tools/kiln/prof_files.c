@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "kiln/status.h"
 
 void kn_prof_live_bytes(const kn_meta *m, int64_t *out)
@@ -23,29 +24,16 @@ void kn_prof_live_bytes(const kn_meta *m, int64_t *out)
             out[s] += m->buffers[b].nbytes;
 }
 
+/* mkstemp's name beside path, then rename (cli.h): never a planted file,
+ * never half a file, and the mode fopen would give. */
 static int write_atomic(const char *path, const char *data, size_t len)
 {
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (!tmp) return kn_error(KN_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int st = kn_error(KN_ERR_IO, "%s: cannot be written: %s", path, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    FILE *f = fdopen(fd, "wb");
-    bool ok = f && fwrite(data, 1, len, f) == len;
-    ok = (f ? fclose(f) == 0 : (close(fd), false)) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int st = kn_error(KN_ERR_IO, "%s: cannot be written: %s", path, strerror(errno ? errno : EIO));
-        unlink(tmp);
-        free(tmp);
-        return st;
-    }
-    free(tmp);
-    return KN_OK;
+    char *tmp;
+    FILE *f;
+    int st = kn_cli_create_beside(path, &tmp, &f);
+    if (st) return st;
+    bool ok = len == 0 || fwrite(data, 1, len, f) == len;
+    return kn_cli_commit_file(tmp, f, path, ok);
 }
 
 /* A string as a JSON string literal (quotes, backslashes, control bytes escaped). */

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "kiln/kiln.h"
 #include "kiln/profile.h"
+#include "peak.h"
 #include "prof_report.h"
 
 static void profile_usage(FILE *f)
@@ -47,22 +48,26 @@ typedef struct prof_args {
     bool order, no_peak, json;
 } prof_args;
 
-/* 0: parsed, 1: --help shown, 2: usage error. */
+/* 0: parsed, 1: --help shown, 2: usage error, 3: usage error already explained. */
 static int parse_args(int argc, char **argv, prof_args *a)
 {
+    static const char *const k_value_flags[] = {"--threads", "--runs",  "--warmup",    "--input",
+                                                "--shape",   "--trace", "--memory-svg"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        bool nx = i + 1 < argc;
+        for (size_t f = 0; f < sizeof k_value_flags / sizeof k_value_flags[0]; f++)
+            if (!strcmp(s, k_value_flags[f]) && !kn_cli_needs_value("profile", i, argc, argv)) return 3;
         if (kn_cli_is_help(s)) {
             profile_usage(stdout);
             return 1;
-        } else if (!strcmp(s, "--threads") && nx) a->threads = atoi(argv[++i]);
-        else if (!strcmp(s, "--runs") && nx) a->runs = atoi(argv[++i]);
-        else if (!strcmp(s, "--warmup") && nx) a->warmup = atoi(argv[++i]);
-        else if (!strcmp(s, "--input") && nx) a->specs[a->n_specs++] = argv[++i];
-        else if (!strcmp(s, "--shape") && nx) a->shapes[a->n_shapes++] = argv[++i];
-        else if (!strcmp(s, "--trace") && nx) a->trace = argv[++i];
-        else if (!strcmp(s, "--memory-svg") && nx) a->svg = argv[++i];
+        } else if (!strcmp(s, "--threads") || !strcmp(s, "--runs") || !strcmp(s, "--warmup")) {
+            int *v = s[2] == 't' ? &a->threads : s[2] == 'r' ? &a->runs : &a->warmup;
+            long long max = s[2] == 't' ? KN_PEAK_MAX_THREADS : KN_CLI_MAX_RUNS;
+            if (!kn_cli_parse_int("profile", s, argv[++i], s[2] == 'w' ? 0 : 1, max, v)) return 3;
+        } else if (!strcmp(s, "--input")) a->specs[a->n_specs++] = argv[++i];
+        else if (!strcmp(s, "--shape")) a->shapes[a->n_shapes++] = argv[++i];
+        else if (!strcmp(s, "--trace")) a->trace = argv[++i];
+        else if (!strcmp(s, "--memory-svg")) a->svg = argv[++i];
         else if (!strcmp(s, "--order")) a->order = true;
         else if (!strcmp(s, "--no-peak")) a->no_peak = true;
         else if (!strcmp(s, "--json")) a->json = true;
@@ -71,7 +76,19 @@ static int parse_args(int argc, char **argv, prof_args *a)
             return 2;
         } else a->path = s;
     }
-    if (!a->path || a->threads < 1 || a->runs < 1 || a->warmup < 0) return 2;
+    if (!a->path) return 2;
+    /* the trace and the drawing must not replace the model, an input or each other */
+    kn_cli_file f[3] = {{"MODEL", a->path, false}, {"--trace", a->trace, true}, {"--memory-svg", a->svg, true}};
+    int st = kn_cli_check_distinct(f, 3);
+    for (int k = 0; !st && k < a->n_specs; k++) {
+        const char *eq = strchr(a->specs[k], '=');
+        kn_cli_file g[3] = {{"--input", eq ? eq + 1 : a->specs[k], false}, f[1], f[2]};
+        st = kn_cli_check_distinct(g, 3);
+    }
+    if (st) {
+        kn_cli_report(NULL);
+        return 3;
+    }
     return 0;
 }
 
@@ -418,6 +435,7 @@ int kn_cmd_profile(int argc, char **argv)
         rc = parse_args(argc, argv, &a);
         if (rc == 1) rc = 0;
         else if (rc == 2) profile_usage(stderr);
+        else if (rc == 3) rc = 2;
         else if (profile_path(&a)) kn_cli_report(NULL), rc = 1;
     }
     free(a.specs);
