@@ -94,32 +94,6 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
-/* Where the kernel beats oneDNN's brgconv_1x1 (measured per layer on a Zen
- * 5 core with ResNet-50 and MobileNetV2, batch 1 and 8): a residual sum
- * into a large output (>= 8 MB: at batch 8 oneDNN takes 1.6-2.2x as long
- * with the sum as without), or few pixels against a large filter (batch
- * 1's 7x7 and 14x14 layers: prefetching the filter saves 1-12%). Elsewhere,
- * small input channel counts above all, oneDNN's stores win by 3-50%. */
-#define PW_MIN_SUM_BYTES (8 << 20)
-#define PW_MAX_PIXELS 256
-#define PW_MIN_FILTER_BYTES (1 << 20)
-
-/* A matmul by its filter alone: BERT-base's projections (768 x 768 and
- * up, 2.4 MB or more) take 4-9% less time than with oneDNN's brgemm at
- * batch 1 and 0-6% less at batch 8; ViT-Tiny's (192 x 768, 0.6 MB) stay on
- * oneDNN. */
-bool kn_pw_matmul_worth(const kn_abi_dnnl *rec)
-{
-    return rec->wei.nbytes >= PW_MIN_FILTER_BYTES;
-}
-
-bool kn_pw_worth(const kn_abi_dnnl *rec)
-{
-    int64_t P = rec->dst.dims[0] * rec->dst.dims[2] * rec->dst.dims[3], O = rec->wei.dims[0], C = rec->wei.dims[1];
-    bool sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
-    return (sum && P * O * 4 >= PW_MIN_SUM_BYTES) || (P <= PW_MAX_PIXELS && O * C * 4 >= PW_MIN_FILTER_BYTES);
-}
-
 /* A kernel for rows of C floats in lines as w's geometry says, O outputs,
  * the filter element (output o, input c) at g[o * so + c * sc]; `what`
  * names the op in errors. */

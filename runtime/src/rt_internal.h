@@ -53,8 +53,12 @@ typedef struct kn_wino kn_wino;
  * check). */
 bool kn_wino_supported(const kn_abi_dnnl *rec);
 /* The output tile worth using for rec with `threads` threads (4 or 2), or 0
- * when oneDNN's direct kernel should be faster (a cost model). */
+ * when oneDNN's direct kernel should be faster (a cost model with the
+ * rates of config.c's tuning table). */
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads);
+/* The cheaper of the two tiles by the same model, whether or not it beats
+ * direct convolution (0: rec unsupported). */
+int kn_wino_best_tile(const kn_abi_dnnl *rec, int threads);
 /* Transforms the constant filter (from `weights`) once, for tile 4 or 2,
  * for activations in layout `block`: 8 or 16 for nChw8c or nChw16c, 0 for
  * NHWC (KN_ERR_UNSUPPORTED when the channels do not fill whole blocks). */
@@ -77,7 +81,8 @@ typedef struct kn_pw kn_pw;
 /* True if rec is one it can run on this CPU (layouts are the caller's to
  * check: NHWC only). */
 bool kn_pw_supported(const kn_abi_dnnl *rec);
-/* True if it should run rec rather than oneDNN (a supported rec). */
+/* True if it should run rec rather than oneDNN (a supported rec), by the
+ * tuning table (dnnl/conv.c). */
 bool kn_pw_worth(const kn_abi_dnnl *rec);
 /* Packs the constant filter (from `weights`) once. */
 int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
@@ -85,8 +90,9 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
  * must not overlap it otherwise; bias used only when not constant. */
 int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads);
 /* The same kernel for a matmul by constant weights shared by every batch
- * (see pointwise.c), whether it runs it, and whether it should. */
+ * (see f32_conv1x1_avx512.c), and whether it runs it. */
 bool kn_pw_matmul_supported(const kn_abi_dnnl *rec);
+/* True if it should run such a matmul, by the tuning table (dnnl/matmul.c). */
 bool kn_pw_matmul_worth(const kn_abi_dnnl *rec);
 int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 void kn_pw_free(kn_pw *w);

@@ -38,7 +38,7 @@
  *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
- * On AVX-512 CPUs, a layer whose U is small (BLOCK_MAX_U) runs instead in
+ * On AVX-512 CPUs, a layer whose U is small (the tuning table's wino_block_max_u) runs instead in
  * blocks of tiles, each block through the three phases on one worker, its
  * V and M in that worker's L2 cache (block_chunk).
  *
@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "fused_int.h"
+#include "config.h"
 #include "gemm512.h"
 #include "rt_internal.h"
 
@@ -110,44 +111,25 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
-/* Rates behind kn_wino_tile, fitted to per-layer times of ResNet-50's 3x3
- * layers (docs/benchmarks.md): the product kernel, oneDNN's direct 3x3
- * kernel and the transforms' traffic scale with threads; streaming U from
- * memory does not (the cores share it), nor does the direct kernel's
- * streaming of its filter. FLOP/s and bytes/s per thread. */
-typedef struct wino_rates {
-    double gemm;    /* FLOP/s, the products */
-    double direct;  /* FLOP/s, oneDNN's direct kernel */
-    double xform;   /* bytes/s, V and M written and read */
-    double u;       /* bytes/s, U streamed from memory */
-    double wdirect; /* bytes/s, the direct kernel's filter from memory (0: folded into `direct`) */
-} wino_rates;
-/* AVX2 Zen 2 core: 6x16 kernel against jit:avx2. */
-static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9, 0};
-/* AVX-512 Zen 5 core: 8x32 kernel, which prefetches U, against
- * brgconv:avx512_core (NHWC), which waits on its filter where it comes
- * from memory: ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2 threads,
- * where the 14x14 ones, as many FLOPs but a quarter of the filter, take
- * 0.49 ms. F(2x2) takes 0.43 ms there, streaming its 16 MB U at 40 GB/s. */
-static const wino_rates RATES_AVX512 = {200e9, 230e9, 20e9, 40e9, 60e9};
-#define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
-
-/* A run in blocks of tiles (AVX-512): with a transformed filter this small
- * (ResNet's 64-channel layers: 590 KB), each worker takes blocks of tiles
- * through all three phases, with V and M for one block (this many bytes)
- * in its own part of the scratch, so that they stay in its L2 cache
- * instead of going to memory and back between the phases (the rest of the
- * model evicts them from L3 between runs). ResNet-50's 56x56 layers on 2
- * threads: 2.0-2.2 ms instead of 3.5-3.6 at batch 8, where the phases
- * over all tiles wait on memory (the model: 123-125 ms instead of
- * 127-132), and 0.21 instead of 0.20-0.33 ms at batch 1. A larger U would
- * be read again for every block. */
-#define BLOCK_MAX_U (768 << 10)
-#define BLOCK_VM_BYTES (256 << 10)
+/* Winograd only when it takes at most the tuning table's share of direct's
+ * time (wino_min_gain); its rates (config.c) are per thread: the product
+ * kernel, oneDNN's direct 3x3 kernel and the transforms' traffic scale with
+ * threads; streaming U from memory does not (the cores share it), nor does
+ * the direct kernel's streaming of its filter.
+ *
+ * A run in blocks of tiles (AVX-512): with a transformed filter this small
+ * (the table's wino_block_max_u; ResNet's 64-channel layers: 590 KB), each
+ * worker takes blocks of tiles through all three phases, with V and M for
+ * one block (wino_block_vm_bytes) in its own part of the scratch, so that
+ * they stay in its L2 cache instead of going to memory and back between
+ * the phases (the rest of the model evicts them from L3 between runs).
+ * ResNet-50's 56x56 layers on 2 threads: 2.0-2.2 ms instead of 3.5-3.6 at
+ * batch 8, where the phases over all tiles wait on memory, and 0.21
+ * instead of 0.20-0.33 ms at batch 1. A larger U would be read again for
+ * every block. */
 
 static bool cpu_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
 
-static const wino_rates *rates(void) { return cpu_avx512() ? &RATES_AVX512 : &RATES_AVX2; }
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
@@ -158,20 +140,20 @@ static int row_block(int64_t T, bool avx512) { return avx512 ? kn_gemm512_row_bl
 /* Tiles per block of a blocked run, or 0 (see kn_wino_exec). */
 static int64_t blocked_tiles(const kn_wino *w)
 {
-    size_t ubytes = (size_t)w->npos * (size_t)w->C * (size_t)w->O * sizeof(float);
-    if (!w->avx512 || ubytes > BLOCK_MAX_U) return 0;
-    int64_t tb = BLOCK_VM_BYTES / (w->npos * (w->C + w->O) * (int64_t)sizeof(float));
+    const kn_tuning *t = kn_config_tuning();
+    int64_t ubytes = (int64_t)w->npos * w->C * w->O * (int64_t)sizeof(float);
+    if (!w->avx512 || ubytes > t->wino_block_max_u) return 0;
+    int64_t tb = t->wino_block_vm_bytes / (w->npos * (w->C + w->O) * (int64_t)sizeof(float));
     return tb < ROWS512 ? 0 : tb;
 }
 
 /* Estimated seconds of a run of F(m x m) on rec with `threads` threads. */
-static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
+static double wino_cost(const kn_abi_dnnl *rec, const kn_wino_rates *r, int m, int threads)
 {
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
             W = rec->src.dims[3];
     double npos = (double)(m + 2) * (m + 2);
     double T = (double)N * (double)((H + m - 1) / m) * (double)((W + m - 1) / m);
-    const wino_rates *r = rates();
     int kr = row_block((int64_t)T, cpu_avx512());
     double rows = (double)(((int64_t)T + kr - 1) / kr * kr);
     double gemm = 2.0 * npos * rows * (double)C * (double)O / (r->gemm * threads);
@@ -180,18 +162,34 @@ static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
     return max_d(gemm, ubytes / r->u) + xform;
 }
 
+/* The better tile by the cost model, and its estimated seconds. */
+static int best_tile(const kn_abi_dnnl *rec, const kn_wino_rates *r, int threads, double *cost)
+{
+    double c4 = wino_cost(rec, r, 4, threads), c2 = wino_cost(rec, r, 2, threads);
+    *cost = c4 <= c2 ? c4 : c2;
+    return c4 <= c2 ? 4 : 2;
+}
+
+int kn_wino_best_tile(const kn_abi_dnnl *rec, int threads)
+{
+    if (!kn_wino_supported(rec)) return 0;
+    double cost;
+    return best_tile(rec, &kn_config_tuning()->wino, threads < 1 ? 1 : threads, &cost);
+}
+
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
 {
     if (!kn_wino_supported(rec)) return 0;
     if (threads < 1) threads = 1;
-    const wino_rates *r = rates();
+    const kn_tuning *t = kn_config_tuning();
+    const kn_wino_rates *r = &t->wino;
     double C = (double)rec->src.dims[1], O = (double)rec->wei.dims[0];
     double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * C * O * (double)rec->src.dims[2] *
                     (double)rec->src.dims[3] / (r->direct * threads);
     if (r->wdirect > 0) direct += 9.0 * C * O * 4.0 / r->wdirect;
-    double c4 = wino_cost(rec, 4, threads), c2 = wino_cost(rec, 2, threads);
-    int m = c4 <= c2 ? 4 : 2;
-    return (m == 4 ? c4 : c2) <= MIN_GAIN * direct ? m : 0;
+    double cost;
+    int m = best_tile(rec, r, threads, &cost);
+    return cost <= t->wino_min_gain * direct ? m : 0;
 }
 
 int kn_wino_tile_of(const kn_wino *w) { return w->m; }
@@ -466,7 +464,7 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .tn = w->T,
                   .rows = w->rows};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
-    /* in blocks where each thread gets two or more (see BLOCK_MAX_U) */
+    /* in blocks where each thread gets two or more (see blocked_tiles) */
     int64_t blocks = w->tb ? (w->T + w->tb - 1) / w->tb : 0;
     if (blocks >= 2 * (int64_t)threads) return kn_rt_parallel_for_threads(threads, block_chunk, &r, blocks);
     /* 16-channel transforms where the vectors fit the layout's blocks */
