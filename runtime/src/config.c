@@ -32,7 +32,7 @@
      * takes 0.43 ms there, streaming its 16 MB U at 40 GB/s */                                                    \
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8,                                                \
     /* blocked runs: ResNet-50's 56x56 layers on 2 threads, 2.0-2.2 ms                                             \
-     * instead of 3.5-3.6 at batch 8 (winograd.c, block_chunk) */                                                  \
+     * instead of 3.5-3.6 at batch 8 (f32_winograd_3x3_avx2_avx512.c, block_chunk) */                                                  \
     .wino_block_max_u = 768 << 10, .wino_block_vm_bytes = 256 << 10,                                               \
     /* kiln's 1x1 beats brgconv_1x1 with a residual sum into >= 8 MB                                               \
      * (batch 8: oneDNN takes 1.6-2.2x as long with the sum), and on few                                           \
