@@ -23,28 +23,27 @@
 #include "kiln/abi.h"
 #include "kiln/status.h"
 
-/* Zen 5 figures (the row's comments say where each comes from). */
+/* Zen 5's figures, which the unmeasured AVX-512 rows inherit:
+ *  - Winograd: 8x32 AVX-512 products, which prefetch U, against
+ *    brgconv:avx512_core (NHWC), which waits on its filter where it comes
+ *    from memory: ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2
+ *    threads, the 14x14 ones (as many FLOPs, a quarter of the filter)
+ *    0.49 ms; F(2x2) takes 0.43 ms there, streaming its 16 MB U at 40 GB/s;
+ *  - blocked Winograd runs: ResNet-50's 56x56 layers on 2 threads, 2.0-2.2
+ *    ms instead of 3.5-3.6 at batch 8 (block_chunk in
+ *    f32_winograd_3x3_avx2_avx512.c);
+ *  - kiln's 1x1 beats brgconv_1x1 with a residual sum into 8 MB or more
+ *    (batch 8: oneDNN takes 1.6-2.2x as long with the sum), and on few
+ *    pixels against a large filter (batch 1's 7x7 and 14x14: 1-12%);
+ *  - kiln's matmul: BERT-base's projections (2.4 MB and up) 4-9% faster at
+ *    batch 1, 0-6% at batch 8; ViT-Tiny's (0.6 MB) stay on oneDNN;
+ *  - im2col runs only on blocked layouts (oneDNN held to AVX2 on these
+ *    CPUs): the AVX2 row's figure;
+ *  - MobileNetV2's expansions: paired from 4 MB of output up. */
 #define ZEN5_FIGURES                                                                                               \
-    /* 8x32 AVX-512 products, which prefetch U, against brgconv:avx512_core                                        \
-     * (NHWC), which waits on its filter where it comes from memory:                                               \
-     * ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2 threads, the                                            \
-     * 14x14 ones (as many FLOPs, a quarter of the filter) 0.49 ms; F(2x2)                                         \
-     * takes 0.43 ms there, streaming its 16 MB U at 40 GB/s */                                                    \
-    .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8,                                                \
-    /* blocked runs: ResNet-50's 56x56 layers on 2 threads, 2.0-2.2 ms                                             \
-     * instead of 3.5-3.6 at batch 8 (f32_winograd_3x3_avx2_avx512.c, block_chunk) */                                                  \
-    .wino_block_max_u = 768 << 10, .wino_block_vm_bytes = 256 << 10,                                               \
-    /* kiln's 1x1 beats brgconv_1x1 with a residual sum into >= 8 MB                                               \
-     * (batch 8: oneDNN takes 1.6-2.2x as long with the sum), and on few                                           \
-     * pixels against a large filter (batch 1's 7x7 and 14x14: 1-12%) */                                           \
-    .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256, .pw_min_filter_bytes = 1 << 20,                             \
-    /* BERT-base's projections (2.4 MB and up): 4-9% faster at batch 1,                                            \
-     * 0-6% at batch 8; ViT-Tiny's (0.6 MB) stay on oneDNN */                                                      \
-    .pw_matmul_min_filter_bytes = 1 << 20,                                                                         \
-    /* im2col runs only on blocked layouts (oneDNN held to AVX2 here):                                             \
-     * the AVX2 row's figure */                                                                                    \
-    .im2col_max_pixels = 256,                                                                                      \
-    /* MobileNetV2's expansions: paired from 4 MB of output up */                                                  \
+    .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
+    .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
+    .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
     .xdw_min_bytes = 4 << 20
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
@@ -143,12 +142,6 @@ kn_conv_algo kn_config_conv_algo(void)
 {
     int a = env_algo();
     return a == KN_ALGO_COUNT ? KN_ALGO_AUTO : (kn_conv_algo)a;
-}
-
-bool kn_config_allows(kn_conv_algo a)
-{
-    kn_conv_algo forced = kn_config_conv_algo();
-    return forced == KN_ALGO_AUTO || forced == a;
 }
 
 int kn_config_check(void)

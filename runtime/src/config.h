@@ -59,7 +59,8 @@ typedef enum kn_cpu_family {
     KN_FAMILY_COUNT
 } kn_cpu_family;
 
-/* The convolution algorithms (rows of dnnl_conv.c's table, in its order). */
+/* The convolution algorithms (the rows of dnnl/conv.c's table, in its
+ * order), then the override's other values. */
 typedef enum kn_conv_algo {
     KN_ALGO_AUTO = -1,
     KN_ALGO_WINOGRAD,  /* kiln's Winograd F(4x4)/F(2x2), 3x3 stride 1 */
@@ -96,9 +97,5 @@ const char *kn_config_algo_name(kn_conv_algo a);
 /* KN_OK, or an error naming the variable, its value and the accepted
  * values when KILN_TUNE_FAMILY or KILN_CONV_ALGO is set to something else. */
 int kn_config_check(void);
-
-/* True if kiln's algorithm a may run a convolution with the override as it
- * is: AUTO, or a itself. */
-bool kn_config_allows(kn_conv_algo a);
 
 #endif

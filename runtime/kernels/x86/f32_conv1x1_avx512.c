@@ -78,8 +78,8 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
     if (rec->src.rank != 4 || rec->wei.rank != 4 || rec->dst.rank != 4) return false;
     if (rec->wei.dims[2] != 1 || rec->wei.dims[3] != 1) return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0];
-    if (N < 1 || C < 1 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS || rec->wei.dims[1] != C || rec->dst.dims[1] != O ||
-        rec->dst.dims[0] != N)
+    if (N < 1 || C < 1 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS || rec->wei.dims[1] != C ||
+        rec->dst.dims[1] != O || rec->dst.dims[0] != N)
         return false;
     for (int i = 0; i < 2; i++) {
         int64_t in = rec->src.dims[2 + i], s = rec->strides[i];
@@ -238,8 +238,8 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
             e.bias = r->bias ? r->bias + q * KN_GEMM512_COLS : NULL;
             e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
             const float *pf = b - b0 < next_panels ? next + (b - b0) * K * KN_GEMM512_COLS : B;
-            kn_gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, r->dst + p0 * w->O + q * KN_GEMM512_COLS,
-                         w->O, &e);
+            kn_gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * KN_GEMM512_COLS, K, pf,
+                            r->dst + p0 * w->O + q * KN_GEMM512_COLS, w->O, &e);
         }
     }
     return KN_OK;

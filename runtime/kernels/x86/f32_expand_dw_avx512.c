@@ -152,7 +152,8 @@ int kn_xdw_create(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw, const unsigned c
     /* the 1x1 filter [E][C] into 16-column panels; the depthwise [E][1][KH][KW] tap-major */
     const float *g1 = (const float *)(weights + pw->wei_ref.offset);
     for (int64_t e = 0; e < x->E; e++)
-        for (int64_t c = 0; c < x->C; c++) x->w1[((e / KN_GEMM512_COLS) * x->C + c) * KN_GEMM512_COLS + e % KN_GEMM512_COLS] = g1[e * x->C + c];
+        for (int64_t c = 0; c < x->C; c++)
+            x->w1[((e / KN_GEMM512_COLS) * x->C + c) * KN_GEMM512_COLS + e % KN_GEMM512_COLS] = g1[e * x->C + c];
     const float *gd = (const float *)(weights + dw->wei_ref.offset);
     for (int64_t e = 0; e < x->E; e++)
         for (int64_t t = 0; t < x->KH * x->KW; t++) x->wd[t * x->E + e] = gd[e * x->KH * x->KW + t];
@@ -226,7 +227,8 @@ KN_TARGET_AVX512 static void expand_row(const xdw_run *r, const float *in, float
         for (int64_t x0 = 0; x0 < x->W; x0 += x->rows, b++) {
             int rows = x->W - x0 < x->rows ? (int)(x->W - x0) : x->rows;
             const float *pf = b < 2 ? next + b * C * KN_GEMM512_COLS : B;
-            kn_gemm512_rows(rows, np, in + x0 * C, C, B, C * KN_GEMM512_COLS, C, pf, out + x0 * E + q * KN_GEMM512_COLS, E, &e);
+            kn_gemm512_rows(rows, np, in + x0 * C, C, B, C * KN_GEMM512_COLS, C, pf, out + x0 * E + q * KN_GEMM512_COLS,
+                            E, &e);
         }
     }
 }
@@ -259,9 +261,10 @@ KN_TARGET_AVX512 static void expand_row(const xdw_run *r, const float *in, float
             _mm512_storeu_ps(out + i * E + c, (expr));                                                             \
         }                                                                                                          \
     } while (0)
-KN_TARGET_AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, const kn_xdw *x, const float *b2,
-                                                                  const float *const *rp, int64_t step,
-                                                                  int64_t c, float *out, const float *res)
+KN_TARGET_AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, const kn_xdw *x,
+                                                                            const float *b2, const float *const *rp,
+                                                                            int64_t step, int64_t c, float *out,
+                                                                            const float *res)
 {
     int64_t E = x->E;
     __m512 a0 = b2 ? _mm512_loadu_ps(b2 + c) : _mm512_setzero_ps();

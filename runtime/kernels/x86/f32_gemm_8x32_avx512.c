@@ -35,9 +35,9 @@
         }                                                                                                          \
     } while (0)
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, const int np, const float *a,
-                                                                int64_t lda, const float *b, int64_t next,
-                                                                int64_t K, const float *pf, float *out, int64_t ldo,
-                                                                const kn_gemm512_epi *e)
+                                                                           int64_t lda, const float *b, int64_t next,
+                                                                           int64_t K, const float *pf, float *out,
+                                                                           int64_t ldo, const kn_gemm512_epi *e)
 {
     /* the accumulators start from the bias: one add less per vector */
     __m512 c[KN_GEMM512_ROWS][2], bias0 = _mm512_setzero_ps(), bias1 = bias0;
@@ -52,7 +52,8 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
     for (int64_t k = 0; k < K; k++) {
         const float *ak = a + k;
         if (fetch) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
-        __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS), b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
+        __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS),
+               b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
         ROW512(0);
         ROW512(1);
         ROW512(2);

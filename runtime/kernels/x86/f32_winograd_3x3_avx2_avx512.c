@@ -94,8 +94,9 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
             return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
             W = rec->src.dims[3];
-    if (N < 1 || H < 1 || W < 1 || C < 8 || C % 8 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS || rec->wei.dims[1] != C ||
-        rec->dst.dims[1] != O || rec->dst.dims[0] != N || rec->dst.dims[2] != H || rec->dst.dims[3] != W)
+    if (N < 1 || H < 1 || W < 1 || C < 8 || C % 8 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS ||
+        rec->wei.dims[1] != C || rec->dst.dims[1] != O || rec->dst.dims[0] != N || rec->dst.dims[2] != H ||
+        rec->dst.dims[3] != W)
         return false;
     if (rec->wei_ref.loc != KN_LOC_WEIGHTS) return false;
     for (int i = 0; i < rec->n_post; i++) {
@@ -222,7 +223,8 @@ static void transform_filter(const float *g, int m, int64_t O, int64_t C, float 
             for (int i = 0; i < a; i++)
                 for (int j = 0; j < a; j++) {
                     double u = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
-                    U[(((int64_t)(i * a + j) * (O / KN_GEMM512_COLS) + o / KN_GEMM512_COLS) * C + c) * KN_GEMM512_COLS + o % KN_GEMM512_COLS] = (float)u;
+                    U[(((int64_t)(i * a + j) * (O / KN_GEMM512_COLS) + o / KN_GEMM512_COLS) * C + c) * KN_GEMM512_COLS +
+                      o % KN_GEMM512_COLS] = (float)u;
                 }
         }
 }

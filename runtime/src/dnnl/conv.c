@@ -35,7 +35,6 @@
 #include "dnnl_int.h"
 #include "fused_int.h"
 
-
 /* True if rec's post-ops add a residual (a malformed count: no). */
 bool kn_dnnl_has_sum(const kn_abi_dnnl *rec)
 {
@@ -51,7 +50,6 @@ bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec)
            rec->dst_layout == KN_LAYOUT_NATIVE && (!kn_dnnl_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
 }
 
-
 /* True for a pointwise conv: 1x1 kernel, stride 1, no padding, one group. */
 bool kn_dnnl_is_pointwise(const kn_abi_dnnl *rec)
 {
@@ -65,8 +63,8 @@ bool kn_dnnl_is_pointwise(const kn_abi_dnnl *rec)
 
 /* A pointwise conv on plain NC(D)HW is the batched matmul W[O, C] x X[C, HW]:
  * no activation reorders (oneDNN's conv kernels want channels-last). */
-static int matmul_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
-                         kn_dnnl_prim *p, dnnl_primitive_attr_t conv_attr)
+static int matmul_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                         dnnl_primitive_attr_t conv_attr)
 {
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], HW = 1;
     for (int i = 0; i < rec->spatial; i++) HW *= rec->src.dims[2 + i];
@@ -101,7 +99,7 @@ static int matmul_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
         p->swap = true;
         p->swap_const = wconst;
         st = kn_dnnl_finish_prim(s, p, &md, attr, &a_md, &x_md, hb ? &b_md : NULL, &d_md, NULL, NULL,
-                         "creating the 1x1 convolution");
+                                 "creating the 1x1 convolution");
     }
     dnnl_primitive_attr_destroy(attr);
     return st;
@@ -298,7 +296,8 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
         (st = kn_dnnl_act_md(s, rec->post_layout, &post_md, nd, dd, "the conv residual")) ||
         (st = kn_dnnl_plain_md(&wei_user, wnd, wd, "describing the conv weights")))
         return st;
-    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any), "describing the conv weights");
+    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any),
+          "describing the conv weights");
     /* oneDNN's direct kernels want blocked activations (nChw16c); plain NCHW
      * would get the im2col+GEMM path, several times slower */
     dnnl_memory_desc_t src_any, dst_any;
@@ -321,21 +320,21 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     p->bias_arg = DNNL_ARG_BIAS;
     dnnl_convolution_desc_t cd;
     KN_DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
-                                                  &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
-       "describing the convolution");
+                                                     &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
+          "describing the convolution");
     if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr, rec->post_layout == rec->dst_layout ? &post_md : NULL,
-                                    &p->has_sum)))
+                                            &p->has_sum)))
         return st;
     return kn_dnnl_finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, &post_md, wconst,
-                       "creating the convolution");
+                               "creating the convolution");
 }
 
 static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports, wino_worth, wino_create,
                                       wino_run,         wino_free, wino_keeps,    wino_impl};
-static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32, pw_supports, pw_worth, pw_create,
-                                       pw_run,            pw_free, pw_keeps,    pw_impl};
-static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, always_worth, matmul_create,
-                                    NULL,           NULL,   NULL,            NULL};
+static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
+                                       pw_free,           pw_keeps, pw_impl};
+static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, always_worth, matmul_create, NULL, NULL,
+                                    NULL,           NULL};
 static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, any_record, always_worth, direct_create,
                                     NULL,           NULL,   NULL,       NULL};
 
@@ -361,7 +360,8 @@ static int check_conv(const kn_abi_dnnl *rec)
     int sp = rec->spatial, nd = sp + 2;
     int st;
     if (sp < 1 || sp > 3) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN conv: %d spatial dims (1..3 supported)", sp);
-    if ((st = kn_dnnl_check_tensor(&rec->src, "conv src", nd, nd)) || (st = kn_dnnl_check_tensor(&rec->wei, "conv weights", nd, nd)) ||
+    if ((st = kn_dnnl_check_tensor(&rec->src, "conv src", nd, nd)) ||
+        (st = kn_dnnl_check_tensor(&rec->wei, "conv weights", nd, nd)) ||
         (st = kn_dnnl_check_tensor(&rec->dst, "conv dst", nd, nd)))
         return st;
     int64_t g = rec->groups, C = rec->src.dims[1], O = rec->wei.dims[0];

@@ -165,7 +165,7 @@ static bool native_fits(kn_dnnl_session *s, const dnnl_dims_t dims)
 /* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*;
  * KN_LAYOUT_NATIVE is plain where the session's layout would pad it). */
 int kn_dnnl_act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
-                  const char *what)
+                   const char *what)
 {
     if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5 || !native_fits(s, dims)) {
         dnnl_dims_t st;
@@ -209,7 +209,7 @@ bool kn_dnnl_has_bias(const kn_abi_dnnl *rec) { return !(rec->bias.rank == 0 && 
 
 /* Pointer to a constant (KN_LOC_WEIGHTS) tensor, or NULL if not constant. */
 int kn_dnnl_const_ptr(const kn_abi_ref *r, const unsigned char *weights, int64_t nbytes, const char *what,
-                     const void **out)
+                      const void **out)
 {
     *out = NULL;
     if (r->loc != KN_LOC_WEIGHTS) return KN_OK;
@@ -335,8 +335,7 @@ void kn_dnnl_prim_clear(kn_dnnl_prim *p)
     memset(p, 0, sizeof *p);
 }
 
-int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
-                        kn_dnnl_prim **out)
+int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim **out)
 {
     if (!out) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
     *out = NULL;
@@ -392,7 +391,6 @@ int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
     return threads == p->nthr ? KN_OK : kn_dnnl_rebuild(s, p, threads);
 }
 
-
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p)
 {
     if (!p) return "";
@@ -413,4 +411,3 @@ void kn_dnnl_prim_free(kn_dnnl_prim *p)
     kn_dnnl_prim_clear(p);
     free(p);
 }
-

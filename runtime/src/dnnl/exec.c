@@ -108,7 +108,8 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
              * session's buffer when dst itself is reordered afterwards); the
              * memory plan never overlaps a node's output with its inputs
              * unless they are the same */
-            if (kn_dnnl_overlap(post_src, p->dst_bytes, dst_prim, p->dst_bytes)) memmove(dst_prim, post_src, p->dst_bytes);
+            if (kn_dnnl_overlap(post_src, p->dst_bytes, dst_prim, p->dst_bytes))
+                memmove(dst_prim, post_src, p->dst_bytes);
             else if ((rc = kn_dnnl_copy_parallel(dst_prim, post_src, p->dst_bytes, threads))) return rc;
         }
     }
@@ -144,7 +145,8 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         if (post_src == dst_prim && p->main_sum.prim) {
             run = &p->main_sum; /* in place: dst holds the residual, as the sum post-op wants */
         } else {
-            if (kn_dnnl_overlap(post_src, p->res_bytes, dst_prim, p->dst_bytes)) { /* the kernel would read its own sums */
+            if (kn_dnnl_overlap(post_src, p->res_bytes, dst_prim,
+                                p->dst_bytes)) { /* the kernel would read its own sums */
                 if ((rc = kn_dnnl_copy_parallel(s->act[1], post_src, p->res_bytes, threads))) return rc;
                 post_src = s->act[1];
             }
@@ -152,7 +154,8 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
             args[n++] = (dnnl_exec_arg_t){p->res_arg, p->m_res};
         }
     }
-    if ((rc = kn_dnnl_run_exec(s, run, args, n, p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
+    if ((rc = kn_dnnl_run_exec(s, run, args, n,
+                               p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
         return rc;
     return finish_run(s, p, dst);
 }

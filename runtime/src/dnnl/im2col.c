@@ -70,8 +70,8 @@ static void im2col_free(void *state)
  * IM2COL_MAX_BYTES. */
 static bool im2col_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
 {
-    if (!kn_dnnl_own_algo_allowed(rec) || rec->spatial != 2 || rec->groups != 1 ||
-        rec->wei_ref.loc != KN_LOC_WEIGHTS || rec->src.rank != 4 || rec->dst.rank != 4 || rec->wei.rank != 4)
+    if (!kn_dnnl_own_algo_allowed(rec) || rec->spatial != 2 || rec->groups != 1 || rec->wei_ref.loc != KN_LOC_WEIGHTS ||
+        rec->src.rank != 4 || rec->dst.rank != 4 || rec->wei.rank != 4)
         return false;
     int64_t b = kn_dnnl_native_block(s);
     if (b != 8 && b != 16) return false;
@@ -127,8 +127,8 @@ static int im2col_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     const void *bconst = NULL;
     int st = KN_OK;
     if (hb && (st = kn_dnnl_check_tensor(&rec->bias, "conv bias", 1, 1)) == KN_OK && rec->bias.dims[0] != O)
-        st = kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld",
-                      (long long)rec->bias.dims[0], (long long)O);
+        st = kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld", (long long)rec->bias.dims[0],
+                      (long long)O);
     if (!st && hb) st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst);
     dnnl_format_tag_t tag = kn_dnnl_native_tag(kn_dnnl_native_layout(s), 4);
     if (!st && (dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, tag) ||
@@ -158,7 +158,7 @@ static int im2col_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     p->bias_const = bconst;
     p->bias_arg = DNNL_ARG_BIAS;
     st = kn_dnnl_finish_prim(s, p, &cd, attr, &x_md, &w_user, hb ? &b_md : NULL, &y_md, NULL, g->wei,
-                     "creating the im2col convolution");
+                             "creating the im2col convolution");
     if (!st && p->wei_reorder) { /* reordered into wei_buf: the copy is not needed any more */
         free(g->wei);
         g->wei = NULL;
@@ -171,8 +171,8 @@ static int im2col_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
 
 /* Copies the patches into the session's scratch, then runs the 1x1
  * convolution over them. */
-static int im2col_run_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias,
-                           void *dst, const void *post_src, int threads)
+static int im2col_run_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                           const void *post_src, int threads)
 {
     const struct im2col *g = p->state;
     kn_dnnl_set_threads(threads);

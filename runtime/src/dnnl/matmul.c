@@ -43,7 +43,7 @@ static int64_t numel(const kn_abi_tensor *t)
  * with the last two swapped when trans. */
 static void mm_operand(const kn_abi_tensor *t, int nd, bool trans, dnnl_dims_t dims, dnnl_dims_t strides)
 {
-    dnnl_dims_t sd = {0}, ss; /* sd: all of it, for the compiler */
+    dnnl_dims_t sd = {0}, ss; /* zeroed: GCC cannot see that only sd[0..nd) is read */
     int lead = nd - t->rank;
     for (int i = 0; i < nd; i++) sd[i] = i < lead ? 1 : t->dims[i - lead];
     kn_dnnl_plain_strides(nd, sd, ss);
@@ -112,7 +112,7 @@ static int create_matmul_as_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_
         p->bias_const = bconst;
         p->bias_arg = DNNL_ARG_BIAS;
         st = kn_dnnl_finish_prim(s, p, &cd, attr, &x_md, &w_user, hb ? &b_md : NULL, &y_md, NULL, wconst,
-                         "creating the matmul (as a 1x1 convolution)");
+                                 "creating the matmul (as a 1x1 convolution)");
     }
     dnnl_primitive_attr_destroy(attr);
     return st;
@@ -135,11 +135,12 @@ static bool matmul_is_sgemm(kn_dnnl_session *s, const dnnl_memory_desc_t *src, c
     return sgemm;
 }
 
-int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
-                         kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
+int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                          dnnl_primitive_attr_t attr)
 {
     int st;
-    if ((st = kn_dnnl_check_tensor(&rec->src, "matmul src", 2, 8)) || (st = kn_dnnl_check_tensor(&rec->wei, "matmul weights", 2, 8)) ||
+    if ((st = kn_dnnl_check_tensor(&rec->src, "matmul src", 2, 8)) ||
+        (st = kn_dnnl_check_tensor(&rec->wei, "matmul weights", 2, 8)) ||
         (st = kn_dnnl_check_tensor(&rec->dst, "matmul dst", 2, 8)))
         return st;
     int nd = rec->dst.rank;
@@ -173,7 +174,8 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     const void *wconst, *bconst = NULL;
     if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
     /* only constant weights are worth a one-time reorder into a blocked layout */
-    if (wconst) KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any), "describing weights");
+    if (wconst)
+        KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any), "describing weights");
     else wei_any = wei_user;
     bool hb = kn_dnnl_has_bias(rec);
     if (hb) {
@@ -209,5 +211,5 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     dnnl_matmul_desc_t md;
     KN_DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, prim_bias, &dst_md), "describing the matmul");
     return kn_dnnl_finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, NULL, wconst,
-                       "creating the matmul");
+                               "creating the matmul");
 }

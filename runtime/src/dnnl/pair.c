@@ -84,4 +84,3 @@ int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail
     head->pair = tail->pair = q;
     return KN_OK;
 }
-

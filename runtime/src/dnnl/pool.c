@@ -20,7 +20,8 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
 {
     int sp = rec->spatial, nd = sp + 2, st;
     if (sp < 1 || sp > 3) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN pooling: %d spatial dims (1..3 supported)", sp);
-    if ((st = kn_dnnl_check_tensor(&rec->src, "pooling src", nd, nd)) || (st = kn_dnnl_check_tensor(&rec->dst, "pooling dst", nd, nd)))
+    if ((st = kn_dnnl_check_tensor(&rec->src, "pooling src", nd, nd)) ||
+        (st = kn_dnnl_check_tensor(&rec->dst, "pooling dst", nd, nd)))
         return st;
     if (rec->src.dims[0] != rec->dst.dims[0] || rec->src.dims[1] != rec->dst.dims[1])
         return kn_error(KN_ERR_INVALID, "oneDNN pooling: src [%lld, %lld, ..] and dst [%lld, %lld, ..] disagree",
@@ -32,8 +33,8 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
         if (rec->strides[i] < 1 || rec->kernel[i] < 1 || rec->dilations[i] < 1 || rec->pads_begin[i] < 0 ||
             rec->pads_end[i] < 0)
             return kn_error(KN_ERR_INVALID,
-                            "oneDNN pooling: spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads %lld/%lld", i,
-                            (long long)rec->kernel[i], (long long)rec->strides[i], (long long)rec->dilations[i],
+                            "oneDNN pooling: spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads %lld/%lld",
+                            i, (long long)rec->kernel[i], (long long)rec->strides[i], (long long)rec->dilations[i],
                             (long long)rec->pads_begin[i], (long long)rec->pads_end[i]);
         strides[i] = rec->strides[i], kernel[i] = rec->kernel[i], dil[i] = rec->dilations[i] - 1;
         pl[i] = rec->pads_begin[i], pr[i] = rec->pads_end[i];
@@ -50,8 +51,8 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
         return st;
     dnnl_pooling_v2_desc_t pdesc;
     KN_DN(dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, algs[rec->pool_alg], &src_md, &dst_md,
-                                         strides, kernel, dil, pl, pr),
-       "describing the pooling");
+                                            strides, kernel, dil, pl, pr),
+          "describing the pooling");
     dnnl_primitive_desc_t pd;
     KN_DN(dnnl_primitive_desc_create(&pd, &pdesc, attr, s->engine, NULL), "creating the pooling");
     const char *impl = NULL;

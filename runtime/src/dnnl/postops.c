@@ -71,15 +71,15 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
 }
 
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
-                        bool *has_sum)
+                         bool *has_sum)
 {
     return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
 }
 
 /* oneDNN's implementation for op_desc with attr's post-ops into impl; false
  * if oneDNN offers none, or (with dst) if it would not write dst in `dst`. */
-bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
-                    const dnnl_memory_desc_t *dst, char *impl, size_t n)
+bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *dst,
+                     char *impl, size_t n)
 {
     dnnl_primitive_desc_t pd;
     if (dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL) != dnnl_success) return false;
@@ -100,7 +100,7 @@ bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_att
  * The same kernel, because with a binary add oneDNN may pick a slower one
  * (a gemm-based convolution for a plain dst, 20x slower). */
 int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
-                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md, bool *has_sum)
+                                  dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md, bool *has_sum)
 {
     int idx = -1, st = kn_dnnl_set_post_ops(rec, attr, NULL, has_sum);
     char with_sum[48], with_add[48];
@@ -142,4 +142,3 @@ int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primi
         return kn_error(KN_ERR_UNSUPPORTED, "oneDNN: no optimized kernel for the 1x1 convolution");
     return KN_OK;
 }
-

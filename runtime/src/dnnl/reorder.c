@@ -26,8 +26,8 @@ dnnl_primitive_attr_t kn_dnnl_scratch_attr(void)
 }
 
 /* Creates a reorder from → to (user scratchpad) in r. */
-int kn_dnnl_make_reorder(kn_dnnl_session *s, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                        prim_run *r, const char *what)
+int kn_dnnl_make_reorder(kn_dnnl_session *s, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim_run *r,
+                         const char *what)
 {
     dnnl_primitive_attr_t attr = kn_dnnl_scratch_attr();
     if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
@@ -83,9 +83,9 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
 
 /* Creates pd from op_desc + attr, then the primitive and every memory. */
 int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
-                       const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
-                       const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
-                       const dnnl_memory_desc_t *post_md, const void *wconst, const char *what)
+                        const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
+                        const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
+                        const dnnl_memory_desc_t *post_md, const void *wconst, const char *what)
 {
     dnnl_primitive_desc_t pd;
     KN_DN(dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL), what);
@@ -123,7 +123,8 @@ int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc
         p->post_bytes = dnnl_memory_desc_get_size(pm);
         if (!p->dst_reorder && (rc = kn_dnnl_reserve(s, 1, p->post_bytes))) return rc;
     }
-    if (bias_md) KN_DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
+    if (bias_md)
+        KN_DN(dnnl_memory_create(&p->m_bias, bias_md, s->engine, DNNL_MEMORY_NONE), "creating the bias memory");
     p->dst_bytes = dnnl_memory_desc_get_size(dst_md);
     if (p->main_sum.prim) { /* it shares the weights: only with the same layout of them */
         const_dnnl_primitive_desc_t spd = NULL;
