@@ -4,7 +4,7 @@
  * activations, Clip, Where, Cast and CastLike.
  *
  * Ops of one shape of signature share one exec function; small tables map
- * each op to its kernel (runtime/kernels/k_elementwise.h) and to the class of
+ * each op to its kernel (runtime/kernels/ref/k_elementwise.h) and to the class of
  * dtypes it accepts. Attributes become kernel parameters here, so kernels
  * never see a descriptor. The table and attribute helpers are also used by
  * the family's type inference in the IR (elementwise_int.h).

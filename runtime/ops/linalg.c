@@ -6,7 +6,7 @@
  *
  * Attributes and opset-dependent semantics are resolved here (and in
  * linalg_attrs.c, which inference shares) into plain kernel parameters of
- * runtime/kernels/k_linalg.h; output shapes come from the kernels' *_shape
+ * runtime/kernels/ref/k_linalg.h; output shapes come from the kernels' *_shape
  * helpers, as in inference. Kernel errors get the node's name prepended.
  */
 #include <stdio.h>

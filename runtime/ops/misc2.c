@@ -1,6 +1,6 @@
 /*
  * Execution of AffineGrid, DeformConv and TfIdfVectorizer (listed in
- * kn_exec_misc, misc.c), calling the kernels of runtime/kernels/misc2.c.
+ * kn_exec_misc, misc.c), calling the kernels of runtime/kernels/ref/misc2.c.
  * Their attribute and shape rules (misc_int.h) are shared with the IR's
  * type inference.
  */

@@ -1,9 +1,10 @@
 /*
  * Execution of the 'movement' ops (see opdesc.h): shape manipulation
- * (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile,
- * DepthToSpace, SpaceToDepth) and data movement (Concat, Split, Slice,
- * Gather*, Scatter*, Dropout) here; Pad, Resize and Upsample in
- * movement_resize.c. Kernels are in runtime/kernels.
+ * (Reshape, Flatten, Squeeze, Unsqueeze, Transpose) and data movement
+ * (Concat, Split, Slice, Dropout) here, with the family's table; Gather*
+ * and Scatter* in movement_gather.c; Expand, Tile, DepthToSpace and
+ * SpaceToDepth in movement_expand.c; Pad, Resize and Upsample in
+ * movement_resize.c. Kernels are in runtime/kernels/ref.
  *
  * Each op's output shape is computed by ONE function (movement_int.h) that
  * serves both execution and the IR's type inference: it sees the inputs'
@@ -28,7 +29,7 @@ void kn_mv_sh_init(kn_mv_shape *s, int rank)
     for (int i = 0; i < KN_MAX_RANK; i++) s->dims[i] = -1;
 }
 
-static void sh_copy_dim(kn_mv_shape *o, int oi, const kn_mv_shape *s, int si)
+void kn_mv_sh_copy_dim(kn_mv_shape *o, int oi, const kn_mv_shape *s, int si)
 {
     o->dims[oi] = s->dims[si];
     o->sym[oi] = s->sym[si];
@@ -129,7 +130,7 @@ int kn_mv_axis(const kn_opdesc *d, int64_t axis, int r, int *out)
 
 
 /* Eval preamble: checks input 0, computes and allocates output 0. */
-static int exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
+int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
                       kn_mv_args *a)
 {
     if (!kn_mv_in(d, in, 0)) return kn_op_error(d, KN_ERR_INVALID, "missing input 0");
@@ -145,7 +146,7 @@ static int exec_view_copy(const kn_opdesc *d, const kn_tensor *const *in, kn_ten
                           kn_mv_shape_fn fn)
 {
     kn_mv_args a;
-    int st = exec_begin(d, in, out, fn, &a);
+    int st = kn_mv_exec_begin(d, in, out, fn, &a);
     if (st) return st;
     if (out[0].nbytes != in[0]->nbytes)
         return kn_op_error(d, KN_ERR_INVALID, "output size differs from input size");
@@ -221,7 +222,7 @@ static int shape_reshape(const kn_mv_args *a, kn_mv_shape *o)
         } else if (sh[i] == 0 && !allowzero) {
             if (x->rank >= 0 && i >= x->rank)
                 return kn_op_error(d, KN_ERR_INVALID, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, x->rank);
-            if (x->rank >= 0) sh_copy_dim(o, i, x, i);
+            if (x->rank >= 0) kn_mv_sh_copy_dim(o, i, x, i);
         } else if (sh[i] < 0) {
             return kn_op_error(d, KN_ERR_INVALID, "shape[%d] = %lld is negative", i, (long long)sh[i]);
         } else {
@@ -299,7 +300,7 @@ static int shape_squeeze(const kn_mv_args *a, kn_mv_shape *o)
     o->rank = 0;
     for (int i = 0; i < x->rank; i++) {
         if (!mark[i]) {
-            sh_copy_dim(o, o->rank++, x, i);
+            kn_mv_sh_copy_dim(o, o->rank++, x, i);
         } else if (x->dims[i] >= 0 && x->dims[i] != 1) {
             return kn_op_error(a->d, KN_ERR_INVALID, "cannot squeeze axis %d of size %lld", i, (long long)x->dims[i]);
         }
@@ -325,7 +326,7 @@ static int shape_unsqueeze(const kn_mv_args *a, kn_mv_shape *o)
     kn_mv_sh_init(o, r);
     for (int i = 0, j = 0; i < r; i++) {
         if (mark[i]) o->dims[i] = 1;
-        else sh_copy_dim(o, i, x, j++);
+        else kn_mv_sh_copy_dim(o, i, x, j++);
     }
     return KN_OK;
 }
@@ -364,14 +365,14 @@ static int shape_transpose(const kn_mv_args *a, kn_mv_shape *o)
     if (st) return st;
     kn_mv_sh_init(o, r);
     if (a->shp[0].rank < 0) return KN_OK;
-    for (int i = 0; i < r; i++) sh_copy_dim(o, i, &a->shp[0], perm[i]);
+    for (int i = 0; i < r; i++) kn_mv_sh_copy_dim(o, i, &a->shp[0], perm[i]);
     return KN_OK;
 }
 
 static int exec_transpose(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     kn_mv_args a;
-    int st = exec_begin(d, in, out, shape_transpose, &a);
+    int st = kn_mv_exec_begin(d, in, out, shape_transpose, &a);
     int perm[KN_MAX_RANK], r;
     if (st || (st = transpose_perm(&a, perm, &r))) return st;
     st = kn_k_transpose(in[0], perm, &out[0]);
@@ -411,7 +412,7 @@ int kn_mv_concat_shape(const kn_opdesc *d, int cnt, const kn_mv_shape *const *sh
         }
         for (int k = 0; k < r; k++) {
             if (k == axis) continue;
-            if (o->dims[k] < 0) sh_copy_dim(o, k, s, k);
+            if (o->dims[k] < 0) kn_mv_sh_copy_dim(o, k, s, k);
             else if (s->dims[k] >= 0 && s->dims[k] != o->dims[k])
                 return kn_op_error(d, KN_ERR_INVALID, "input %d has dim %lld on axis %d, expected %lld", i,
                                      (long long)s->dims[k], k, (long long)o->dims[k]);
@@ -648,342 +649,6 @@ static int exec_slice(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     return st ? kn_mv_fail(d, st) : KN_OK;
 }
 
-/* ---- Gather family ------------------------------------------------------- */
-
-static int check_index_dtype(const kn_mv_args *a, int i)
-{
-    kn_dtype dt = a->dt[i];
-    if (dt != KN_DT_UNDEFINED && dt != KN_I32 && dt != KN_I64)
-        return kn_op_error(a->d, KN_ERR_INVALID, "indices must be int32 or int64, got %s", kn_dtype_name(dt));
-    return KN_OK;
-}
-
-static int gather_axis(const kn_mv_args *a, int *axis)
-{
-    *axis = -1;
-    if (a->shp[0].rank < 0) return KN_OK;
-    if (a->shp[0].rank == 0) return kn_op_error(a->d, KN_ERR_INVALID, "data must have rank >= 1");
-    return kn_mv_axis(a->d, kn_op_attr_int(a->d, "axis", 0), a->shp[0].rank, axis);
-}
-
-static int shape_gather(const kn_mv_args *a, kn_mv_shape *o)
-{
-    const kn_mv_shape *x = &a->shp[0], *ind = &a->shp[1];
-    int axis;
-    int st = check_index_dtype(a, 1);
-    if (st || (st = gather_axis(a, &axis))) return st;
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || ind->rank < 0) return KN_OK;
-    int r = x->rank - 1 + ind->rank;
-    if (r > KN_MAX_RANK) return kn_op_error(a->d, KN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, KN_MAX_RANK);
-    kn_mv_sh_init(o, r);
-    int j = 0;
-    for (int i = 0; i < axis; i++) sh_copy_dim(o, j++, x, i);
-    for (int i = 0; i < ind->rank; i++) sh_copy_dim(o, j++, ind, i);
-    for (int i = axis + 1; i < x->rank; i++) sh_copy_dim(o, j++, x, i);
-    return KN_OK;
-}
-
-static int exec_gather(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int axis;
-    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
-    int st = exec_begin(d, in, out, shape_gather, &a);
-    if (st || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_gather(in[0], in[1], axis, &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-static int shape_gather_elements(const kn_mv_args *a, kn_mv_shape *o)
-{
-    int axis;
-    int st = check_index_dtype(a, 1);
-    if (st || (st = gather_axis(a, &axis))) return st;
-    const kn_mv_shape *x = &a->shp[0], *ind = &a->shp[1];
-    if (x->rank >= 0 && ind->rank >= 0 && x->rank != ind->rank)
-        return kn_op_error(a->d, KN_ERR_INVALID, "indices rank %d differs from data rank %d", ind->rank, x->rank);
-    *o = *ind;
-    return KN_OK;
-}
-
-static int exec_gather_elements(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int axis;
-    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
-    int st = exec_begin(d, in, out, shape_gather_elements, &a);
-    if (st || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_gather_elements(in[0], in[1], axis, &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-static int shape_gather_nd(const kn_mv_args *a, kn_mv_shape *o)
-{
-    const kn_mv_shape *x = &a->shp[0], *ind = &a->shp[1];
-    int st = check_index_dtype(a, 1);
-    if (st) return st;
-    kn_mv_sh_init(o, -1);
-    if (x->rank < 0 || ind->rank < 0) return KN_OK;
-    int64_t b = kn_op_attr_int(a->d, "batch_dims", 0);
-    if (ind->rank < 1 || b < 0 || b >= x->rank || b >= ind->rank)
-        return kn_op_error(a->d, KN_ERR_INVALID, "batch_dims %lld does not fit data rank %d and indices rank %d",
-                             (long long)b, x->rank, ind->rank);
-    int64_t k = ind->dims[ind->rank - 1];
-    if (k < 0) return KN_OK;
-    if (k < 1 || k > x->rank - b)
-        return kn_op_error(a->d, KN_ERR_INVALID, "indices' last dim %lld exceeds data rank %d minus batch_dims",
-                             (long long)k, x->rank);
-    for (int i = 0; i < b; i++)
-        if (x->dims[i] >= 0 && ind->dims[i] >= 0 && x->dims[i] != ind->dims[i])
-            return kn_op_error(a->d, KN_ERR_INVALID, "batch dim %d differs between data and indices", i);
-    int r = ind->rank - 1 + x->rank - (int)b - (int)k;
-    if (r > KN_MAX_RANK) return kn_op_error(a->d, KN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, KN_MAX_RANK);
-    kn_mv_sh_init(o, r);
-    int j = 0;
-    for (int i = 0; i < ind->rank - 1; i++) sh_copy_dim(o, j++, ind, i);
-    for (int i = (int)(b + k); i < x->rank; i++) sh_copy_dim(o, j++, x, i);
-    return KN_OK;
-}
-
-static int exec_gather_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    if (!kn_mv_in(d, in, 1)) return kn_op_error(d, KN_ERR_INVALID, "missing indices");
-    int st = exec_begin(d, in, out, shape_gather_nd, &a);
-    if (st) return st;
-    st = kn_k_gather_nd(in[0], in[1], (int)kn_op_attr_int(d, "batch_dims", 0), &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-/* ---- Scatter family ------------------------------------------------------ */
-
-static int scatter_reduction(const kn_opdesc *d, kn_reduction *red)
-{
-    const char *s = kn_op_attr_string(d, "reduction", "none");
-    static const char *const names[] = {"none", "add", "mul", "max", "min"};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(s, names[i])) {
-            *red = (kn_reduction)i;
-            return KN_OK;
-        }
-    return kn_op_error(d, KN_ERR_UNSUPPORTED, "unknown reduction '%s'", s);
-}
-
-static int shape_scatter(const kn_mv_args *a, kn_mv_shape *o)
-{
-    int st = check_index_dtype(a, 1);
-    if (st) return st;
-    if (a->dt[2] != KN_DT_UNDEFINED && a->dt[0] != KN_DT_UNDEFINED && a->dt[2] != a->dt[0])
-        return kn_op_error(a->d, KN_ERR_INVALID, "updates are %s but data is %s", kn_dtype_name(a->dt[2]),
-                             kn_dtype_name(a->dt[0]));
-    *o = a->shp[0];
-    return KN_OK;
-}
-
-static int exec_scatter_elements(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    kn_reduction red;
-    int axis;
-    if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
-    int st = scatter_reduction(d, &red);
-    if (st || (st = exec_begin(d, in, out, shape_scatter, &a)) || (st = gather_axis(&a, &axis))) return st;
-    st = kn_k_scatter_elements(in[0], in[1], in[2], axis, red, &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-static int exec_scatter_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    kn_reduction red;
-    if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
-    int st = scatter_reduction(d, &red);
-    if (st || (st = exec_begin(d, in, out, shape_scatter, &a))) return st;
-    st = kn_k_scatter_nd(in[0], in[1], in[2], red, &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-/* ---- Expand, Tile -------------------------------------------------------- */
-
-/* One output dim of a broadcast of x's dim a (with symbol) and target b. */
-static int bcast_dim(const kn_opdesc *d, const kn_mv_shape *x, int xi, int64_t b, kn_mv_shape *o, int oi)
-{
-    int64_t dv = xi >= 0 ? x->dims[xi] : 1;
-    if (dv == 1) o->dims[oi] = b;
-    else if (b == 1 || dv == b) sh_copy_dim(o, oi, x, xi);
-    else if (dv < 0) o->dims[oi] = b;
-    else return kn_op_error(d, KN_ERR_INVALID, "dim %lld cannot be expanded to %lld", (long long)dv, (long long)b);
-    return KN_OK;
-}
-
-static int shape_expand(const kn_mv_args *a, kn_mv_shape *o)
-{
-    const kn_mv_shape *x = &a->shp[0];
-    int64_t sh[KN_MAX_RANK];
-    int cnt;
-    if (!a->has[1]) return kn_op_error(a->d, KN_ERR_INVALID, "missing shape input");
-    int st = kn_mv_ints(a, 1, "shape", sh, KN_MAX_RANK, &cnt);
-    if (st) return st;
-    kn_mv_sh_init(o, -1);
-    if (cnt < 0) {
-        const kn_mv_shape *s1 = &a->shp[1];
-        if (x->rank >= 0 && s1->rank == 1 && s1->dims[0] >= 0 && s1->dims[0] <= KN_MAX_RANK)
-            kn_mv_sh_init(o, x->rank > (int)s1->dims[0] ? x->rank : (int)s1->dims[0]);
-        return KN_OK;
-    }
-    if (x->rank < 0) return KN_OK;
-    int r = x->rank > cnt ? x->rank : cnt;
-    kn_mv_sh_init(o, r);
-    for (int i = 0; i < r; i++) {
-        int xi = i - (r - x->rank), si = i - (r - cnt);
-        int64_t b = si >= 0 ? sh[si] : 1;
-        if (b < 0) return kn_op_error(a->d, KN_ERR_INVALID, "shape[%d] = %lld is negative", si, (long long)b);
-        if ((st = bcast_dim(a->d, x, xi, b, o, i))) return st;
-    }
-    return KN_OK;
-}
-
-static int exec_expand(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int st = exec_begin(d, in, out, shape_expand, &a);
-    if (st) return st;
-    st = kn_k_expand(in[0], &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-static int shape_tile(const kn_mv_args *a, kn_mv_shape *o)
-{
-    const kn_mv_shape *x = &a->shp[0];
-    int64_t rep[KN_MAX_RANK];
-    int cnt;
-    if (!a->has[1]) return kn_op_error(a->d, KN_ERR_INVALID, "missing repeats input");
-    int st = kn_mv_ints(a, 1, "repeats", rep, KN_MAX_RANK, &cnt);
-    if (st) return st;
-    kn_mv_sh_init(o, x->rank);
-    if (cnt < 0 || x->rank < 0) return KN_OK;
-    if (cnt != x->rank) return kn_op_error(a->d, KN_ERR_INVALID, "repeats has %d entries for rank %d", cnt, x->rank);
-    for (int i = 0; i < cnt; i++) {
-        if (rep[i] < 0) return kn_op_error(a->d, KN_ERR_INVALID, "repeats[%d] = %lld is negative", i, (long long)rep[i]);
-        if (rep[i] == 1) sh_copy_dim(o, i, x, i);
-        else if (x->dims[i] >= 0) {
-            if (rep[i] && x->dims[i] > INT64_MAX / rep[i]) return kn_op_error(a->d, KN_ERR_INVALID, "tiled dim overflows");
-            o->dims[i] = x->dims[i] * rep[i];
-        }
-    }
-    return KN_OK;
-}
-
-static int exec_tile(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int st = exec_begin(d, in, out, shape_tile, &a);
-    if (st) return st;
-    st = kn_k_tile(in[0], &out[0]);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-/* ---- DepthToSpace, SpaceToDepth ------------------------------------------ */
-
-static int block_size(const kn_mv_args *a, int64_t *b)
-{
-    *b = kn_op_attr_int(a->d, "blocksize", 0);
-    if (*b <= 0 || *b > (1 << 20)) return kn_op_error(a->d, KN_ERR_INVALID, "blocksize %lld must be positive", (long long)*b);
-    if (a->d->op == KN_OP_DepthToSpace) {
-        const char *mode = kn_op_attr_string(a->d, "mode", "DCR");
-        if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
-            return kn_op_error(a->d, KN_ERR_INVALID, "mode '%s' must be DCR or CRD", mode);
-    }
-    if (a->shp[0].rank >= 0 && a->shp[0].rank != 4)
-        return kn_op_error(a->d, KN_ERR_INVALID, "input must have rank 4, got %d", a->shp[0].rank);
-    return KN_OK;
-}
-
-static int shape_depth_to_space(const kn_mv_args *a, kn_mv_shape *o)
-{
-    int64_t b;
-    int st = block_size(a, &b);
-    if (st) return st;
-    const kn_mv_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, 4);
-    if (x->rank < 0) return KN_OK;
-    sh_copy_dim(o, 0, x, 0);
-    if (x->dims[1] >= 0) {
-        if (x->dims[1] % (b * b))
-            return kn_op_error(a->d, KN_ERR_INVALID, "channels %lld are not a multiple of blocksize^2", (long long)x->dims[1]);
-        o->dims[1] = x->dims[1] / (b * b);
-    }
-    for (int i = 2; i < 4; i++) {
-        if (x->dims[i] > INT64_MAX / b) return kn_op_error(a->d, KN_ERR_INVALID, "dim %d is too large", i);
-        o->dims[i] = x->dims[i] >= 0 ? x->dims[i] * b : -1;
-    }
-    return KN_OK;
-}
-
-static int shape_space_to_depth(const kn_mv_args *a, kn_mv_shape *o)
-{
-    int64_t b;
-    int st = block_size(a, &b);
-    if (st) return st;
-    const kn_mv_shape *x = &a->shp[0];
-    kn_mv_sh_init(o, 4);
-    if (x->rank < 0) return KN_OK;
-    sh_copy_dim(o, 0, x, 0);
-    if (x->dims[1] > INT64_MAX / (b * b)) return kn_op_error(a->d, KN_ERR_INVALID, "channel dim is too large");
-    o->dims[1] = x->dims[1] >= 0 ? x->dims[1] * b * b : -1;
-    for (int i = 2; i < 4; i++) {
-        if (x->dims[i] >= 0 && x->dims[i] % b)
-            return kn_op_error(a->d, KN_ERR_INVALID, "dim %d (%lld) is not a multiple of blocksize", i, (long long)x->dims[i]);
-        o->dims[i] = x->dims[i] >= 0 ? x->dims[i] / b : -1;
-    }
-    return KN_OK;
-}
-
-
-/* Both ops are one 6-D transpose between views of input and output. */
-static int block_transpose(const kn_opdesc *d, const kn_tensor *x, kn_tensor *y, const int64_t *xd, const int64_t *yd,
-                           const int *perm)
-{
-    kn_tensor xv, yv;
-    int st = kn_tensor_view(&xv, x, 6, xd);
-    if (!st) st = kn_tensor_view(&yv, y, 6, yd);
-    if (!st) st = kn_k_transpose(&xv, perm, &yv);
-    return st ? kn_mv_fail(d, st) : KN_OK;
-}
-
-static int exec_depth_to_space(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int st = exec_begin(d, in, out, shape_depth_to_space, &a);
-    if (st) return st;
-    int64_t b = kn_op_attr_int(d, "blocksize", 0);
-    const int64_t *dv = in[0]->dims;
-    int64_t c = dv[1] / (b * b);
-    int64_t yd[6] = {dv[0], c, dv[2], b, dv[3], b};
-    if (!strcmp(kn_op_attr_string(d, "mode", "DCR"), "CRD")) {
-        int64_t xd[6] = {dv[0], c, b, b, dv[2], dv[3]};
-        static const int perm[6] = {0, 1, 4, 2, 5, 3};
-        return block_transpose(d, in[0], &out[0], xd, yd, perm);
-    }
-    int64_t xd[6] = {dv[0], b, b, c, dv[2], dv[3]};
-    static const int perm[6] = {0, 3, 4, 1, 5, 2};
-    return block_transpose(d, in[0], &out[0], xd, yd, perm);
-}
-
-static int exec_space_to_depth(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    kn_mv_args a;
-    int st = exec_begin(d, in, out, shape_space_to_depth, &a);
-    if (st) return st;
-    int64_t b = kn_op_attr_int(d, "blocksize", 0);
-    const int64_t *dv = in[0]->dims;
-    int64_t xd[6] = {dv[0], dv[1], dv[2] / b, b, dv[3] / b, b};
-    int64_t yd[6] = {dv[0], b, b, dv[1], dv[2] / b, dv[3] / b};
-    static const int perm[6] = {0, 3, 5, 1, 2, 4};
-    return block_transpose(d, in[0], &out[0], xd, yd, perm);
-}
-
 /* ---- Dropout ------------------------------------------------------------- */
 
 /* Inference mode is the identity; training mode (opset 12+, training_mode
@@ -1043,16 +708,16 @@ kn_mv_shape_fn kn_mv_shape_of(kn_op op)
     case KN_OP_Unsqueeze: return shape_unsqueeze;
     case KN_OP_Transpose: return shape_transpose;
     case KN_OP_Slice: return shape_slice;
-    case KN_OP_Gather: return shape_gather;
-    case KN_OP_GatherElements: return shape_gather_elements;
-    case KN_OP_GatherND: return shape_gather_nd;
+    case KN_OP_Gather: return kn_mv_shape_gather;
+    case KN_OP_GatherElements: return kn_mv_shape_gather_elements;
+    case KN_OP_GatherND: return kn_mv_shape_gather_nd;
     case KN_OP_Scatter:
     case KN_OP_ScatterElements:
-    case KN_OP_ScatterND: return shape_scatter;
-    case KN_OP_Expand: return shape_expand;
-    case KN_OP_Tile: return shape_tile;
-    case KN_OP_DepthToSpace: return shape_depth_to_space;
-    case KN_OP_SpaceToDepth: return shape_space_to_depth;
+    case KN_OP_ScatterND: return kn_mv_shape_scatter;
+    case KN_OP_Expand: return kn_mv_shape_expand;
+    case KN_OP_Tile: return kn_mv_shape_tile;
+    case KN_OP_DepthToSpace: return kn_mv_shape_depth_to_space;
+    case KN_OP_SpaceToDepth: return kn_mv_shape_space_to_depth;
     case KN_OP_Pad: return kn_mv_shape_pad;
     case KN_OP_Resize: return kn_mv_shape_resize;
     case KN_OP_Upsample: return kn_mv_shape_upsample;
@@ -1069,16 +734,16 @@ const kn_exec_impl kn_exec_movement[] = {
     {KN_OP_Concat, exec_concat},
     {KN_OP_Split, exec_split},
     {KN_OP_Slice, exec_slice},
-    {KN_OP_Gather, exec_gather},
-    {KN_OP_GatherElements, exec_gather_elements},
-    {KN_OP_GatherND, exec_gather_nd},
-    {KN_OP_Scatter, exec_scatter_elements},
-    {KN_OP_ScatterElements, exec_scatter_elements},
-    {KN_OP_ScatterND, exec_scatter_nd},
-    {KN_OP_Expand, exec_expand},
-    {KN_OP_Tile, exec_tile},
-    {KN_OP_DepthToSpace, exec_depth_to_space},
-    {KN_OP_SpaceToDepth, exec_space_to_depth},
+    {KN_OP_Gather, kn_mv_exec_gather},
+    {KN_OP_GatherElements, kn_mv_exec_gather_elements},
+    {KN_OP_GatherND, kn_mv_exec_gather_nd},
+    {KN_OP_Scatter, kn_mv_exec_scatter_elements},
+    {KN_OP_ScatterElements, kn_mv_exec_scatter_elements},
+    {KN_OP_ScatterND, kn_mv_exec_scatter_nd},
+    {KN_OP_Expand, kn_mv_exec_expand},
+    {KN_OP_Tile, kn_mv_exec_tile},
+    {KN_OP_DepthToSpace, kn_mv_exec_depth_to_space},
+    {KN_OP_SpaceToDepth, kn_mv_exec_space_to_depth},
     {KN_OP_Dropout, exec_dropout},
     {KN_OP_Pad, kn_mv_exec_pad},
     {KN_OP_Resize, kn_mv_exec_resize},

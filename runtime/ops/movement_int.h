@@ -72,6 +72,32 @@ int kn_mv_attr_ints(const kn_opdesc *d, const char *name, int64_t *out, int max,
 int kn_mv_fail(const kn_opdesc *d, int st);
 int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s);
 int kn_mv_axis(const kn_opdesc *d, int64_t axis, int r, int *out);
+/* Eval preamble: checks input 0, computes (fn) and allocates output 0. */
+int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
+                     kn_mv_args *a);
+/* o->dims[oi] (and its symbol) from s's dim si. */
+void kn_mv_sh_copy_dim(kn_mv_shape *o, int oi, const kn_mv_shape *s, int si);
+
+/* Defined in movement_gather.c. */
+int kn_mv_shape_gather(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_shape_gather_elements(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_shape_gather_nd(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_shape_scatter(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_exec_gather(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_exec_gather_elements(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_exec_gather_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_exec_scatter_elements(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_exec_scatter_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+
+/* Defined in movement_expand.c. */
+int kn_mv_shape_expand(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_exec_expand(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_shape_tile(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_exec_tile(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_shape_depth_to_space(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_shape_space_to_depth(const kn_mv_args *a, kn_mv_shape *o);
+int kn_mv_exec_depth_to_space(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
+int kn_mv_exec_space_to_depth(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out);
 
 /* Defined in movement_resize.c. */
 int kn_mv_shape_pad(const kn_mv_args *a, kn_mv_shape *o);

@@ -1,6 +1,6 @@
 /*
  * runtime/src/cpu.c — kn_cpu_features(): which KN_CPU_* instruction sets
- * this machine can run. A feature counts only if the CPU has it AND the OS
+ * this machine can run, and kn_cpu_ident(): what cpuid says it is. A feature counts only if the CPU has it AND the OS
  * saves its register state (XCR0 via xgetbv): a CPU with AVX-512 under an
  * OS or hypervisor that does not enable ZMM state would fault on the first
  * AVX-512 instruction, which is exactly what the artifact check must avoid.
@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "config.h"
 #include "kiln/abi.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -68,3 +69,24 @@ uint64_t kn_cpu_features(void)
     }
     return f;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* Vendor, family and model, for the tuning table (config.c). */
+void kn_cpu_ident(kn_cpu_id *out)
+{
+    *out = (kn_cpu_id){KN_VENDOR_OTHER, 0, 0};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    /* the vendor string's first four letters, in ebx */
+    if (b == 0x68747541u) out->vendor = KN_VENDOR_AMD; /* "Auth"enticAMD */
+    else if (b == 0x756e6547u) out->vendor = KN_VENDOR_INTEL; /* "Genu"ineIntel */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    unsigned family = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+    /* the extended fields count only for these base families (SDM, APM) */
+    if (family == 0xf) family += (a >> 20) & 0xff;
+    if (family == 0x6 || family >= 0xf) model |= ((a >> 16) & 0xf) << 4;
+    out->family = family, out->model = model;
+}
+#else
+void kn_cpu_ident(kn_cpu_id *out) { *out = (kn_cpu_id){KN_VENDOR_OTHER, 0, 0}; }
+#endif

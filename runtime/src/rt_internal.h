@@ -29,8 +29,8 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
                       const void *post_src, int threads);
 void kn_dnnl_prim_free(kn_dnnl_prim *p);
 /* What runs p: oneDNN's implementation name ("jit:avx2", ...),
- * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (winograd.c) or
- * "kiln 1x1:avx512" / "kiln matmul:avx512" (pointwise.c). */
+ * "winograd F(4x4,3x3)" / "winograd F(2x2,3x3)" (kernels/x86/f32_winograd_3x3_avx2_avx512.c) or
+ * "kiln 1x1:avx512" / "kiln matmul:avx512" (kernels/x86/f32_conv1x1_avx512.c). */
 const char *kn_dnnl_prim_impl(const kn_dnnl_prim *p);
 /* The channel block of the layout that KN_LAYOUT_NATIVE stands for in s:
  * 8 or 16 (nChw8c, nChw16c), 0 for NHWC, -1 for plain NCHW. */
@@ -39,12 +39,12 @@ int kn_dnnl_native_block(kn_dnnl_session *s);
  * is created), so that the next run does not have to. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
 /* Runs head, a 1x1 conv, and tail, the depthwise conv that alone reads its
- * output, as one kernel (expand_dw.c) where that is supported and faster:
+ * output, as one kernel (kernels/x86/f32_expand_dw_avx512.c) where that is supported and faster:
  * then head's exec only hands its pointers on to tail's, the next one.
  * KN_ERR_UNSUPPORTED otherwise (both unchanged). */
 int kn_dnnl_prim_fuse(kn_dnnl_session *s, kn_dnnl_prim *head, kn_dnnl_prim *tail);
 
-/* ---- Winograd convolutions (winograd.c) ---------------------------------- */
+/* ---- Winograd convolutions (kernels/x86/f32_winograd_3x3_avx2_avx512.c) ---------------------------------- */
 
 /* A 3x3 stride-1 convolution by F(4x4, 3x3) or F(2x2, 3x3) (AVX2; the
  * products by AVX-512 where the CPU has it), on activations that are
@@ -54,8 +54,12 @@ typedef struct kn_wino kn_wino;
  * check). */
 bool kn_wino_supported(const kn_abi_dnnl *rec);
 /* The output tile worth using for rec with `threads` threads (4 or 2), or 0
- * when oneDNN's direct kernel should be faster (a cost model). */
+ * when oneDNN's direct kernel should be faster (a cost model with the
+ * rates of config.c's tuning table). */
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads);
+/* The cheaper of the two tiles by the same model, whether or not it beats
+ * direct convolution (0: rec unsupported). */
+int kn_wino_best_tile(const kn_abi_dnnl *rec, int threads);
 /* Transforms the constant filter (from `weights`) once, for tile 4 or 2,
  * for activations in layout `block`: 8 or 16 for nChw8c or nChw16c, 0 for
  * NHWC (KN_ERR_UNSUPPORTED when the channels do not fill whole blocks). */
@@ -69,7 +73,7 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                  float *scratch, int threads);
 void kn_wino_free(kn_wino *w);
 
-/* ---- 1x1 convolutions (pointwise.c) -------------------------------------- */
+/* ---- 1x1 convolutions (kernels/x86/f32_conv1x1_avx512.c) -------------------------------------- */
 
 /* A 1x1 convolution (any stride, no padding) on NHWC activations by kiln's
  * own AVX-512 kernel, its post-ops (residual sum included) applied as it
@@ -78,7 +82,8 @@ typedef struct kn_pw kn_pw;
 /* True if rec is one it can run on this CPU (layouts are the caller's to
  * check: NHWC only). */
 bool kn_pw_supported(const kn_abi_dnnl *rec);
-/* True if it should run rec rather than oneDNN (a supported rec). */
+/* True if it should run rec rather than oneDNN (a supported rec), by the
+ * tuning table (dnnl/conv.c). */
 bool kn_pw_worth(const kn_abi_dnnl *rec);
 /* Packs the constant filter (from `weights`) once. */
 int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
@@ -86,16 +91,17 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
  * must not overlap it otherwise; bias used only when not constant. */
 int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads);
 /* The same kernel for a matmul by constant weights shared by every batch
- * (see pointwise.c), whether it runs it, and whether it should. */
+ * (see f32_conv1x1_avx512.c), and whether it runs it. */
 bool kn_pw_matmul_supported(const kn_abi_dnnl *rec);
+/* True if it should run such a matmul, by the tuning table (dnnl/matmul.c). */
 bool kn_pw_matmul_worth(const kn_abi_dnnl *rec);
 int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 void kn_pw_free(kn_pw *w);
 
-/* ---- a 1x1 convolution and its depthwise consumer (expand_dw.c) ------- */
+/* ---- a 1x1 convolution and its depthwise consumer (kernels/x86/f32_expand_dw_avx512.c) ------- */
 
 /* The two convolutions as one AVX-512 kernel on NHWC activations, the 1x1
- * convolution's output never stored (see expand_dw.c). */
+ * convolution's output never stored (see f32_expand_dw_avx512.c). */
 typedef struct kn_xdw kn_xdw;
 /* True if it runs the 1x1 record pw followed by the depthwise record dw on
  * this CPU (layouts, and that only dw reads pw's output, are the caller's

@@ -1,7 +1,7 @@
 /*
  * tests/runtime/test_expand_dw.c — a 1x1 convolution and the depthwise
  * convolution that reads its output, run as one AVX-512 kernel
- * (runtime/src/expand_dw.c), against a naive reference of the two run apart
+ * (runtime/kernels/x86/f32_expand_dw_avx512.c), against a naive reference of the two run apart
  * on NHWC: depthwise windows 3, 5 and 7 (also KH != KW), strides 1, 2 and one
  * larger than the window, symmetric and asymmetric pads, widths that fill no
  * 8-pixel block, batch 1 and 2, any input channel count, a constant, a

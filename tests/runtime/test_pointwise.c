@@ -1,6 +1,6 @@
 /*
  * tests/runtime/test_pointwise.c — 1x1 convolutions by kiln's AVX-512
- * kernel (runtime/src/pointwise.c) against a naive double-precision product
+ * kernel (runtime/kernels/x86/f32_conv1x1_avx512.c) against a naive double-precision product
  * on NHWC: pixel counts that fill and do not fill its row blocks and row
  * groups, strides 1 and 2 (also unequal, and images that the stride does not
  * divide), output channels in whole and odd panel pairs, any input

@@ -1,6 +1,6 @@
 /*
  * tests/runtime/test_winograd.c — Winograd F(4x4, 3x3) and F(2x2, 3x3)
- * convolutions (runtime/src/winograd.c) against a naive double-precision
+ * convolutions (runtime/kernels/x86/f32_winograd_3x3_avx2_avx512.c) against a naive double-precision
  * convolution:
  * image sizes that are and are not multiples of the 4x4 tile, batches,
  * channel counts, bias given as a constant or per run, every post-op it

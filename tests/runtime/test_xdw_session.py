@@ -1,5 +1,5 @@
 """The 1x1 expansion + depthwise pair as a session forms it from a compiled
-model (runtime/src/session.c, read_by_next_alone; runtime/src/expand_dw.c).
+model (runtime/src/session.c, read_by_next_alone; runtime/kernels/x86/f32_expand_dw_avx512.c).
 
 Three MobileNet-style blocks (a 3x3 stem conv, so that the block's input
 is in the session's layout, then a 1x1 expansion 16 -> 96 over 112x112

@@ -1,5 +1,5 @@
 /*
- * runtime/src/winograd.c — 3x3, stride-1 convolutions by Winograd's minimal
+ * runtime/kernels/x86/f32_winograd_3x3_avx2_avx512.c — 3x3, stride-1 convolutions by Winograd's minimal
  * filtering algorithm F(mxm, 3x3), m = 4 or 2 (Lavin and Gray, "Fast
  * Algorithms for Convolutional Neural Networks", 2016), for x86-64 CPUs with
  * AVX2+FMA: oneDNN 2.6 has no Winograd kernel for them, nor for AMD's
@@ -27,18 +27,18 @@
  * A run has three phases, each a parallel loop on the session's threads:
  *  1. input transform: V[p][t][c] = (B^T d B)[p] for each tile t and
  *     channel c, 8 channels at a time (an AVX2 vector), or 16 on AVX-512
- *     CPUs when the channels fill whole vectors (winograd_xform.h, written
+ *     CPUs when the channels fill whole vectors (f32_winograd_xform.inc, written
  *     once for both widths). src and dst are in the layout oneDNN's
  *     convolutions exchange on this CPU: nChw8c (AVX2), nChw16c or NHWC
  *     (AVX-512); the layout only changes where a pixel's channels are;
  *  2. the a^2 products, by a 6x16 register-blocked FMA kernel, or on
  *     AVX-512 CPUs an (up to 8)x32 one (twice the FLOPs per instruction;
- *     gemm512.h, shared with pointwise.c's 1x1 convolutions) whose row
+ *     f32_gemm_8x32_avx512.c, shared with f32_conv1x1_avx512.c) whose row
  *     block is sized to the tiles and which prefetches the next item's U
  *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
  *     clip, residual sum, in the record's order) and the store into dst.
- * On AVX-512 CPUs, a layer whose U is small (BLOCK_MAX_U) runs instead in
+ * On AVX-512 CPUs, a layer whose U is small (the tuning table's wino_block_max_u) runs instead in
  * blocks of tiles, each block through the three phases on one worker, its
  * V and M in that worker's L2 cache (block_chunk).
  *
@@ -51,7 +51,8 @@
 #include <string.h>
 
 #include "fused_int.h"
-#include "gemm512.h"
+#include "config.h"
+#include "f32_gemm_avx512.h"
 #include "rt_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -93,8 +94,9 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
             return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
             W = rec->src.dims[3];
-    if (N < 1 || H < 1 || W < 1 || C < 8 || C % 8 || O < COLS || O % COLS || rec->wei.dims[1] != C ||
-        rec->dst.dims[1] != O || rec->dst.dims[0] != N || rec->dst.dims[2] != H || rec->dst.dims[3] != W)
+    if (N < 1 || H < 1 || W < 1 || C < 8 || C % 8 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS ||
+        rec->wei.dims[1] != C || rec->dst.dims[1] != O || rec->dst.dims[0] != N || rec->dst.dims[2] != H ||
+        rec->dst.dims[3] != W)
         return false;
     if (rec->wei_ref.loc != KN_LOC_WEIGHTS) return false;
     for (int i = 0; i < rec->n_post; i++) {
@@ -110,44 +112,25 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
-/* Rates behind kn_wino_tile, fitted to per-layer times of ResNet-50's 3x3
- * layers (docs/benchmarks.md): the product kernel, oneDNN's direct 3x3
- * kernel and the transforms' traffic scale with threads; streaming U from
- * memory does not (the cores share it), nor does the direct kernel's
- * streaming of its filter. FLOP/s and bytes/s per thread. */
-typedef struct wino_rates {
-    double gemm;    /* FLOP/s, the products */
-    double direct;  /* FLOP/s, oneDNN's direct kernel */
-    double xform;   /* bytes/s, V and M written and read */
-    double u;       /* bytes/s, U streamed from memory */
-    double wdirect; /* bytes/s, the direct kernel's filter from memory (0: folded into `direct`) */
-} wino_rates;
-/* AVX2 Zen 2 core: 6x16 kernel against jit:avx2. */
-static const wino_rates RATES_AVX2 = {60e9, 70e9, 8e9, 7e9, 0};
-/* AVX-512 Zen 5 core: 8x32 kernel, which prefetches U, against
- * brgconv:avx512_core (NHWC), which waits on its filter where it comes
- * from memory: ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2 threads,
- * where the 14x14 ones, as many FLOPs but a quarter of the filter, take
- * 0.49 ms. F(2x2) takes 0.43 ms there, streaming its 16 MB U at 40 GB/s. */
-static const wino_rates RATES_AVX512 = {200e9, 230e9, 20e9, 40e9, 60e9};
-#define MIN_GAIN 0.8       /* Winograd only when it takes at most this much of direct's time */
-
-/* A run in blocks of tiles (AVX-512): with a transformed filter this small
- * (ResNet's 64-channel layers: 590 KB), each worker takes blocks of tiles
- * through all three phases, with V and M for one block (this many bytes)
- * in its own part of the scratch, so that they stay in its L2 cache
- * instead of going to memory and back between the phases (the rest of the
- * model evicts them from L3 between runs). ResNet-50's 56x56 layers on 2
- * threads: 2.0-2.2 ms instead of 3.5-3.6 at batch 8, where the phases
- * over all tiles wait on memory (the model: 123-125 ms instead of
- * 127-132), and 0.21 instead of 0.20-0.33 ms at batch 1. A larger U would
- * be read again for every block. */
-#define BLOCK_MAX_U (768 << 10)
-#define BLOCK_VM_BYTES (256 << 10)
+/* Winograd only when it takes at most the tuning table's share of direct's
+ * time (wino_min_gain); its rates (config.c) are per thread: the product
+ * kernel, oneDNN's direct 3x3 kernel and the transforms' traffic scale with
+ * threads; streaming U from memory does not (the cores share it), nor does
+ * the direct kernel's streaming of its filter.
+ *
+ * A run in blocks of tiles (AVX-512): with a transformed filter this small
+ * (the table's wino_block_max_u; ResNet's 64-channel layers: 590 KB), each
+ * worker takes blocks of tiles through all three phases, with V and M for
+ * one block (wino_block_vm_bytes) in its own part of the scratch, so that
+ * they stay in its L2 cache instead of going to memory and back between
+ * the phases (the rest of the model evicts them from L3 between runs).
+ * ResNet-50's 56x56 layers on 2 threads: 2.0-2.2 ms instead of 3.5-3.6 at
+ * batch 8, where the phases over all tiles wait on memory, and 0.21
+ * instead of 0.20-0.33 ms at batch 1. A larger U would be read again for
+ * every block. */
 
 static bool cpu_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
 
-static const wino_rates *rates(void) { return cpu_avx512() ? &RATES_AVX512 : &RATES_AVX2; }
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
@@ -158,20 +141,20 @@ static int row_block(int64_t T, bool avx512) { return avx512 ? kn_gemm512_row_bl
 /* Tiles per block of a blocked run, or 0 (see kn_wino_exec). */
 static int64_t blocked_tiles(const kn_wino *w)
 {
-    size_t ubytes = (size_t)w->npos * (size_t)w->C * (size_t)w->O * sizeof(float);
-    if (!w->avx512 || ubytes > BLOCK_MAX_U) return 0;
-    int64_t tb = BLOCK_VM_BYTES / (w->npos * (w->C + w->O) * (int64_t)sizeof(float));
-    return tb < ROWS512 ? 0 : tb;
+    const kn_tuning *t = kn_config_tuning();
+    int64_t ubytes = (int64_t)w->npos * w->C * w->O * (int64_t)sizeof(float);
+    if (!w->avx512 || ubytes > t->wino_block_max_u) return 0;
+    int64_t tb = t->wino_block_vm_bytes / (w->npos * (w->C + w->O) * (int64_t)sizeof(float));
+    return tb < KN_GEMM512_ROWS ? 0 : tb;
 }
 
 /* Estimated seconds of a run of F(m x m) on rec with `threads` threads. */
-static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
+static double wino_cost(const kn_abi_dnnl *rec, const kn_wino_rates *r, int m, int threads)
 {
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], H = rec->src.dims[2],
             W = rec->src.dims[3];
     double npos = (double)(m + 2) * (m + 2);
     double T = (double)N * (double)((H + m - 1) / m) * (double)((W + m - 1) / m);
-    const wino_rates *r = rates();
     int kr = row_block((int64_t)T, cpu_avx512());
     double rows = (double)(((int64_t)T + kr - 1) / kr * kr);
     double gemm = 2.0 * npos * rows * (double)C * (double)O / (r->gemm * threads);
@@ -180,18 +163,34 @@ static double wino_cost(const kn_abi_dnnl *rec, int m, int threads)
     return max_d(gemm, ubytes / r->u) + xform;
 }
 
+/* The better tile by the cost model, and its estimated seconds. */
+static int best_tile(const kn_abi_dnnl *rec, const kn_wino_rates *r, int threads, double *cost)
+{
+    double c4 = wino_cost(rec, r, 4, threads), c2 = wino_cost(rec, r, 2, threads);
+    *cost = c4 <= c2 ? c4 : c2;
+    return c4 <= c2 ? 4 : 2;
+}
+
+int kn_wino_best_tile(const kn_abi_dnnl *rec, int threads)
+{
+    if (!kn_wino_supported(rec)) return 0;
+    double cost;
+    return best_tile(rec, &kn_config_tuning()->wino, threads < 1 ? 1 : threads, &cost);
+}
+
 int kn_wino_tile(const kn_abi_dnnl *rec, int threads)
 {
     if (!kn_wino_supported(rec)) return 0;
     if (threads < 1) threads = 1;
-    const wino_rates *r = rates();
+    const kn_tuning *t = kn_config_tuning();
+    const kn_wino_rates *r = &t->wino;
     double C = (double)rec->src.dims[1], O = (double)rec->wei.dims[0];
     double direct = 2.0 * 9.0 * (double)rec->src.dims[0] * C * O * (double)rec->src.dims[2] *
                     (double)rec->src.dims[3] / (r->direct * threads);
     if (r->wdirect > 0) direct += 9.0 * C * O * 4.0 / r->wdirect;
-    double c4 = wino_cost(rec, 4, threads), c2 = wino_cost(rec, 2, threads);
-    int m = c4 <= c2 ? 4 : 2;
-    return (m == 4 ? c4 : c2) <= MIN_GAIN * direct ? m : 0;
+    double cost;
+    int m = best_tile(rec, r, threads, &cost);
+    return cost <= t->wino_min_gain * direct ? m : 0;
 }
 
 int kn_wino_tile_of(const kn_wino *w) { return w->m; }
@@ -224,7 +223,8 @@ static void transform_filter(const float *g, int m, int64_t O, int64_t C, float 
             for (int i = 0; i < a; i++)
                 for (int j = 0; j < a; j++) {
                     double u = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
-                    U[(((int64_t)(i * a + j) * (O / COLS) + o / COLS) * C + c) * COLS + o % COLS] = (float)u;
+                    U[(((int64_t)(i * a + j) * (O / KN_GEMM512_COLS) + o / KN_GEMM512_COLS) * C + c) * KN_GEMM512_COLS +
+                      o % KN_GEMM512_COLS] = (float)u;
                 }
         }
 }
@@ -315,7 +315,7 @@ AVX2 static void gemm_6x16(const float *const a[ROWS], const float *b, int64_t K
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
-    for (int64_t k = 0; k < K; k++, b += COLS) {
+    for (int64_t k = 0; k < K; k++, b += KN_GEMM512_COLS) {
         __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), x;
         x = _mm256_broadcast_ss(a0 + k), c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
         x = _mm256_broadcast_ss(a1 + k), c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
@@ -336,11 +336,11 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t panels = w->O / COLS;
+    int64_t panels = w->O / KN_GEMM512_COLS;
     for (int64_t it = lo; it < hi; it++) {
         int64_t p = it / panels, q = it % panels;
-        const float *V = r->V + p * r->tn * w->C, *B = w->U + (p * panels + q) * w->C * COLS;
-        float *M = r->M + p * r->tn * w->O + q * COLS;
+        const float *V = r->V + p * r->tn * w->C, *B = w->U + (p * panels + q) * w->C * KN_GEMM512_COLS;
+        float *M = r->M + p * r->tn * w->O + q * KN_GEMM512_COLS;
         for (int64_t t0 = 0; t0 < r->tn; t0 += ROWS) {
             int rows = r->tn - t0 < ROWS ? (int)(r->tn - t0) : ROWS;
             const float *ap[ROWS];
@@ -360,23 +360,23 @@ AVX2 static int gemm_chunk(void *args, int64_t lo, int64_t hi)
  * [lo, hi); an odd last panel goes alone. U holds the items' panels one
  * after the other, so the next item's start right after this one's; the
  * first row blocks of an item prefetch them, one panel each. */
-AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
+KN_TARGET_AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
     const kn_wino *w = r->w;
-    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2, K = w->C;
+    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2, K = w->C;
     for (int64_t it = lo; it < hi; it++) {
         int64_t p = it / pairs, q = it % pairs * 2;
-        const float *V = r->V + p * r->tn * K, *B = w->U + (p * panels + q) * K * COLS;
-        float *M = r->M + p * r->tn * w->O + q * COLS;
+        const float *V = r->V + p * r->tn * K, *B = w->U + (p * panels + q) * K * KN_GEMM512_COLS;
+        float *M = r->M + p * r->tn * w->O + q * KN_GEMM512_COLS;
         int np = q + 1 < panels ? 2 : 1;
-        const float *next = B + np * K * COLS;
+        const float *next = B + np * K * KN_GEMM512_COLS;
         int64_t next_panels = it + 1 >= hi ? 0 : (it + 1) % pairs * 2 + 1 < panels ? 2 : 1;
         int64_t blk = 0;
         for (int64_t t0 = 0; t0 < r->tn; t0 += r->rows, blk++) {
             int rows = r->tn - t0 < r->rows ? (int)(r->tn - t0) : r->rows;
-            const float *pf = blk < next_panels ? next + blk * K * COLS : B;
-            gemm512_rows(rows, np, V + t0 * K, K, B, K * COLS, K, pf, M + t0 * w->O, w->O, NULL);
+            const float *pf = blk < next_panels ? next + blk * K * KN_GEMM512_COLS : B;
+            kn_gemm512_rows(rows, np, V + t0 * K, K, B, K * KN_GEMM512_COLS, K, pf, M + t0 * w->O, w->O, NULL);
         }
     }
     return KN_OK;
@@ -401,9 +401,9 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_MIN _mm256_min_ps
 #define XF_LEAKY(x, a)                                                                                             \
     _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(a)), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
-#include "winograd_xform.h"
+#include "f32_winograd_xform.inc"
 
-#define XF_TARGET AVX512
+#define XF_TARGET KN_TARGET_AVX512
 #define XF(name) name##_16
 #define XF_V __m512
 #define XF_LANES 16
@@ -422,11 +422,11 @@ AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_MIN _mm512_min_ps
 #define XF_LEAKY(x, a)                                                                                             \
     _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a))
-#include "winograd_xform.h"
+#include "f32_winograd_xform.inc"
 
 /* Blocks of tiles [lo, hi), each through all three phases on the calling
  * worker, its V and M in that worker's part of the scratch. */
-AVX512 static int block_chunk(void *args, int64_t lo, int64_t hi)
+KN_TARGET_AVX512 static int block_chunk(void *args, int64_t lo, int64_t hi)
 {
     const wino_run *r = args;
     const kn_wino *w = r->w;
@@ -434,7 +434,7 @@ AVX512 static int block_chunk(void *args, int64_t lo, int64_t hi)
     size_t vfloats = (size_t)(w->npos * w->tb * w->C), mfloats = (size_t)(w->npos * w->tb * w->O);
     if (worker < 0 || (size_t)(worker + 1) * (vfloats + mfloats) > kn_wino_scratch_bytes(w) / sizeof(float))
         return kn_error(KN_ERR_INTERNAL, "Winograd: no scratch for worker %d", worker);
-    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2;
+    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2;
     for (int64_t b = lo; b < hi; b++) {
         wino_run q = *r;
         q.V = r->V + (size_t)worker * (vfloats + mfloats), q.M = q.V + vfloats;
@@ -466,16 +466,16 @@ int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *d
                   .tn = w->T,
                   .rows = w->rows};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "Winograd: no bias given");
-    /* in blocks where each thread gets two or more (see BLOCK_MAX_U) */
+    /* in blocks where each thread gets two or more (see blocked_tiles) */
     int64_t blocks = w->tb ? (w->T + w->tb - 1) / w->tb : 0;
     if (blocks >= 2 * (int64_t)threads) return kn_rt_parallel_for_threads(threads, block_chunk, &r, blocks);
     /* 16-channel transforms where the vectors fit the layout's blocks */
     int st = w->wide ? kn_rt_parallel_for_threads(threads, input_chunk_16, &r, w->T * (w->C / 16))
                   : kn_rt_parallel_for_threads(threads, input_chunk_8, &r, w->T * (w->C / 8));
     if (!st && w->avx512)
-        st = kn_rt_parallel_for_threads(threads, gemm512_chunk, &r, w->npos * ((w->O / COLS + 1) / 2));
+        st = kn_rt_parallel_for_threads(threads, gemm512_chunk, &r, w->npos * ((w->O / KN_GEMM512_COLS + 1) / 2));
     else if (!st)
-        st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / COLS));
+        st = kn_rt_parallel_for_threads(threads, gemm_chunk, &r, w->npos * (w->O / KN_GEMM512_COLS));
     if (!st && w->wide) st = kn_rt_parallel_for_threads(threads, output_chunk_16, &r, w->T * (w->O / 16));
     else if (!st) st = kn_rt_parallel_for_threads(threads, output_chunk_8, &r, w->T * (w->O / 8));
     return st;

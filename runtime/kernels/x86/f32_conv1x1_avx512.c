@@ -1,7 +1,7 @@
 /*
- * runtime/src/pointwise.c — 1x1 convolutions (any stride, no padding) on
+ * runtime/kernels/x86/f32_conv1x1_avx512.c — 1x1 convolutions (any stride, no padding) on
  * channels-last (NHWC) activations by kiln's own AVX-512 kernel
- * (gemm512.h), with the bias, the post-ops and the residual sum applied as
+ * (f32_gemm_8x32_avx512.c), with the bias, the post-ops and the residual sum applied as
  * each block is stored.
  *
  * In NHWC such a convolution is a matrix product: dst[P x O] = src[P x C]
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "fused_int.h"
-#include "gemm512.h"
+#include "f32_gemm_avx512.h"
 #include "rt_internal.h"
 
 /* Rows per group: enough for the weights of a panel pair (in L1/L2) to
@@ -54,7 +54,7 @@ struct kn_pw {
     bool has_bias, has_sum;
     int n_post;
     kn_abi_post post[4];
-    gemm512_epi epi; /* the post-ops (bias and residual set per block) */
+    kn_gemm512_epi epi; /* the post-ops (bias and residual set per block) */
 };
 
 /* The post-ops the kernel applies. */
@@ -78,8 +78,8 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
     if (rec->src.rank != 4 || rec->wei.rank != 4 || rec->dst.rank != 4) return false;
     if (rec->wei.dims[2] != 1 || rec->wei.dims[3] != 1) return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0];
-    if (N < 1 || C < 1 || O < COLS || O % COLS || rec->wei.dims[1] != C || rec->dst.dims[1] != O ||
-        rec->dst.dims[0] != N)
+    if (N < 1 || C < 1 || O < KN_GEMM512_COLS || O % KN_GEMM512_COLS || rec->wei.dims[1] != C ||
+        rec->dst.dims[1] != O || rec->dst.dims[0] != N)
         return false;
     for (int i = 0; i < 2; i++) {
         int64_t in = rec->src.dims[2 + i], s = rec->strides[i];
@@ -92,32 +92,6 @@ bool kn_pw_supported(const kn_abi_dnnl *rec)
     (void)rec;
     return false;
 #endif
-}
-
-/* Where the kernel beats oneDNN's brgconv_1x1 (measured per layer on a Zen
- * 5 core with ResNet-50 and MobileNetV2, batch 1 and 8): a residual sum
- * into a large output (>= 8 MB: at batch 8 oneDNN takes 1.6-2.2x as long
- * with the sum as without), or few pixels against a large filter (batch
- * 1's 7x7 and 14x14 layers: prefetching the filter saves 1-12%). Elsewhere,
- * small input channel counts above all, oneDNN's stores win by 3-50%. */
-#define PW_MIN_SUM_BYTES (8 << 20)
-#define PW_MAX_PIXELS 256
-#define PW_MIN_FILTER_BYTES (1 << 20)
-
-/* A matmul by its filter alone: BERT-base's projections (768 x 768 and
- * up, 2.4 MB or more) take 4-9% less time than with oneDNN's brgemm at
- * batch 1 and 0-6% less at batch 8; ViT-Tiny's (192 x 768, 0.6 MB) stay on
- * oneDNN. */
-bool kn_pw_matmul_worth(const kn_abi_dnnl *rec)
-{
-    return rec->wei.nbytes >= PW_MIN_FILTER_BYTES;
-}
-
-bool kn_pw_worth(const kn_abi_dnnl *rec)
-{
-    int64_t P = rec->dst.dims[0] * rec->dst.dims[2] * rec->dst.dims[3], O = rec->wei.dims[0], C = rec->wei.dims[1];
-    bool sum = rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
-    return (sum && P * O * 4 >= PW_MIN_SUM_BYTES) || (P <= PW_MAX_PIXELS && O * C * 4 >= PW_MIN_FILTER_BYTES);
 }
 
 /* A kernel for rows of C floats in lines as w's geometry says, O outputs,
@@ -133,8 +107,8 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
     w->n_post = rec->n_post;
     memcpy(w->post, rec->post, sizeof w->post);
     w->has_sum = kn_fused_has_sum(w->post, w->n_post);
-    w->epi = (gemm512_epi){.post = w->post, .n_post = w->n_post};
-    gemm512_clamp(&w->epi);
+    w->epi = (kn_gemm512_epi){.post = w->post, .n_post = w->n_post};
+    kn_gemm512_clamp(&w->epi);
     w->has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
     /* the artifact loader checked each ref's bytes against the weights blob */
     const char *bad = NULL;
@@ -156,7 +130,7 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
     const float *g = (const float *)(weights + rec->wei_ref.offset);
     for (int64_t o = 0; o < w->O; o++)
         for (int64_t c = 0; c < w->C; c++)
-            w->wei[((o / COLS) * w->C + c) * COLS + o % COLS] = g[o * so + c * sc];
+            w->wei[((o / KN_GEMM512_COLS) * w->C + c) * KN_GEMM512_COLS + o % KN_GEMM512_COLS] = g[o * so + c * sc];
     if (w->has_bias && rec->bias_ref.loc == KN_LOC_WEIGHTS) w->bias = (const float *)(weights + rec->bias_ref.offset);
     *out = w;
     return KN_OK;
@@ -191,7 +165,7 @@ static bool matmul_shape(const kn_abi_dnnl *rec, int64_t *rows, int64_t *K)
         if (b->dims[i] != 1) return false;
     int64_t k = a->dims[a->rank - 1], n = d->dims[d->rank - 1], r = 1;
     int64_t bk = b->dims[b->rank - (rec->trans_b ? 1 : 2)], bn = b->dims[b->rank - (rec->trans_b ? 2 : 1)];
-    if (k < 1 || bk != k || bn != n || n < COLS || n % COLS) return false;
+    if (k < 1 || bk != k || bn != n || n < KN_GEMM512_COLS || n % KN_GEMM512_COLS) return false;
     for (int i = 0; i < a->rank - 1; i++) {
         if (a->dims[i] != d->dims[i] || a->dims[i] < 1) return false;
         r *= a->dims[i];
@@ -240,32 +214,32 @@ typedef struct pw_run {
 } pw_run;
 
 /* (block group, panel pair) items [lo, hi). */
-AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
+KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const pw_run *r = args;
     const kn_pw *w = r->w;
-    int64_t panels = w->O / COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * w->per_line;
+    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * w->per_line;
     for (int64_t it = lo; it < hi; it++) {
         int64_t g = it / pairs, q = it % pairs * 2;
         int64_t b0 = g * w->group, b1 = b0 + w->group < blocks ? b0 + w->group : blocks;
-        const float *B = w->wei + q * K * COLS;
+        const float *B = w->wei + q * K * KN_GEMM512_COLS;
         int np = q + 1 < panels ? 2 : 1;
         /* the next item's panels, unless it is the next group's first (the same as this group's first) */
         int64_t nq = (it + 1) % pairs * 2;
         int64_t next_panels = it + 1 >= hi || nq == 0 ? 0 : nq + 1 < panels ? 2 : 1;
-        const float *next = w->wei + nq * K * COLS;
+        const float *next = w->wei + nq * K * KN_GEMM512_COLS;
         for (int64_t b = b0; b < b1; b++) {
             int64_t line = b / w->per_line, x0 = b % w->per_line * w->rows;
             int rows = w->len - x0 < w->rows ? (int)(w->len - x0) : w->rows;
             int64_t p0 = line * w->len + x0; /* the first output pixel */
             /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
             int64_t in0 = w->lines == 1 ? p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
-            gemm512_epi e = w->epi;
-            e.bias = r->bias ? r->bias + q * COLS : NULL;
-            e.res = r->res ? r->res + p0 * w->O + q * COLS : NULL, e.ldr = w->O;
-            const float *pf = b - b0 < next_panels ? next + (b - b0) * K * COLS : B;
-            gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * COLS, K, pf, r->dst + p0 * w->O + q * COLS,
-                         w->O, &e);
+            kn_gemm512_epi e = w->epi;
+            e.bias = r->bias ? r->bias + q * KN_GEMM512_COLS : NULL;
+            e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
+            const float *pf = b - b0 < next_panels ? next + (b - b0) * K * KN_GEMM512_COLS : B;
+            kn_gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * KN_GEMM512_COLS, K, pf,
+                            r->dst + p0 * w->O + q * KN_GEMM512_COLS, w->O, &e);
         }
     }
     return KN_OK;
@@ -281,7 +255,7 @@ int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, 
                 .dst = dst};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "1x1 convolution: no bias given");
     int64_t blocks = w->lines * w->per_line, groups = (blocks + w->group - 1) / w->group;
-    int64_t pairs = (w->O / COLS + 1) / 2;
+    int64_t pairs = (w->O / KN_GEMM512_COLS + 1) / 2;
     return kn_rt_parallel_for_threads(threads, pw_chunk, &r, groups * pairs);
 }
 

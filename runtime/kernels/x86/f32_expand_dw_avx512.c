@@ -1,5 +1,5 @@
 /*
- * runtime/src/expand_dw.c — a 1x1 convolution and the depthwise convolution
+ * runtime/kernels/x86/f32_expand_dw_avx512.c — a 1x1 convolution and the depthwise convolution
  * that alone reads its output, run as one AVX-512 kernel on NHWC
  * activations: the expansion and depthwise halves of MobileNet's inverted
  * residual blocks.
@@ -16,7 +16,7 @@
  * rows its first output row shares with the previous one again, KH - stride
  * rows.
  *
- * The expansion is a matrix product [W x C] . [C x E] per row (gemm512.h),
+ * The expansion is a matrix product [W x C] . [C x E] per row (f32_gemm_8x32_avx512.c),
  * with the 1x1 convolution's bias and post-ops applied as it stores into the
  * ring; the ring's pad columns stay zero, and rows above or below the image
  * read a row of zeros, so that the depthwise loop has no edge cases. The
@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "fused_int.h"
-#include "gemm512.h"
+#include "f32_gemm_avx512.h"
 #include "rt_internal.h"
 
 /* Largest depthwise window: KH x KW weights of a 16-channel vector stay in
@@ -50,7 +50,7 @@ struct kn_xdw {
     const float *b1, *b2;  /* constant biases, or NULL (per run, or none) */
     bool has_b1, has_b2, has_sum;
     kn_abi_post post1[4], post2[4];
-    gemm512_epi epi1, epi2; /* their post-ops (bias and residual set per use) */
+    kn_gemm512_epi epi1, epi2; /* their post-ops (bias and residual set per use) */
     float *zero;           /* Wp x E zeros: the rows outside the image */
     float *ring;           /* per worker: KH rows of Wp x E floats */
     int slots;             /* workers the ring has room for */
@@ -89,7 +89,7 @@ bool kn_xdw_supported(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw)
     int64_t N = pw->src.dims[0], C = pw->src.dims[1], H = pw->src.dims[2], W = pw->src.dims[3];
     int64_t E = pw->wei.dims[0];
     if (pw->groups != 1 || pw->wei.dims[1] != C || pw->wei.dims[2] != 1 || pw->wei.dims[3] != 1) return false;
-    if (E < COLS || E % COLS) return false;
+    if (E < KN_GEMM512_COLS || E % KN_GEMM512_COLS) return false;
     for (int i = 0; i < 2; i++)
         if (pw->strides[i] != 1 || pw->dilations[i] != 1 || pw->pads_begin[i] || pw->pads_end[i]) return false;
     const int64_t pd[4] = {N, E, H, W};
@@ -133,14 +133,14 @@ int kn_xdw_create(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw, const unsigned c
     x->pt = dw->pads_begin[0], x->pl = dw->pads_begin[1];
     x->OH = dw->dst.dims[2], x->OW = dw->dst.dims[3];
     x->Wp = x->pl + x->W + dw->pads_end[1];
-    x->rows = kn_gemm512_row_block(x->W < ROWS512 ? ROWS512 : x->W);
+    x->rows = kn_gemm512_row_block(x->W < KN_GEMM512_ROWS ? KN_GEMM512_ROWS : x->W);
     x->has_b1 = has_bias(pw), x->has_b2 = has_bias(dw);
     memcpy(x->post1, pw->post, sizeof x->post1);
     memcpy(x->post2, dw->post, sizeof x->post2);
-    x->epi1 = (gemm512_epi){.post = x->post1, .n_post = pw->n_post};
-    x->epi2 = (gemm512_epi){.post = x->post2, .n_post = dw->n_post};
-    gemm512_clamp(&x->epi1);
-    gemm512_clamp(&x->epi2);
+    x->epi1 = (kn_gemm512_epi){.post = x->post1, .n_post = pw->n_post};
+    x->epi2 = (kn_gemm512_epi){.post = x->post2, .n_post = dw->n_post};
+    kn_gemm512_clamp(&x->epi1);
+    kn_gemm512_clamp(&x->epi2);
     x->has_sum = kn_fused_has_sum(dw->post, dw->n_post);
     size_t w1 = (size_t)(x->E * x->C), wd = (size_t)(x->E * x->KH * x->KW), zero = (size_t)(x->Wp * x->E);
     if (posix_memalign((void **)&x->w1, 64, w1 * sizeof(float)) ||
@@ -152,7 +152,8 @@ int kn_xdw_create(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw, const unsigned c
     /* the 1x1 filter [E][C] into 16-column panels; the depthwise [E][1][KH][KW] tap-major */
     const float *g1 = (const float *)(weights + pw->wei_ref.offset);
     for (int64_t e = 0; e < x->E; e++)
-        for (int64_t c = 0; c < x->C; c++) x->w1[((e / COLS) * x->C + c) * COLS + e % COLS] = g1[e * x->C + c];
+        for (int64_t c = 0; c < x->C; c++)
+            x->w1[((e / KN_GEMM512_COLS) * x->C + c) * KN_GEMM512_COLS + e % KN_GEMM512_COLS] = g1[e * x->C + c];
     const float *gd = (const float *)(weights + dw->wei_ref.offset);
     for (int64_t e = 0; e < x->E; e++)
         for (int64_t t = 0; t < x->KH * x->KW; t++) x->wd[t * x->E + e] = gd[e * x->KH * x->KW + t];
@@ -211,22 +212,23 @@ typedef struct xdw_run {
 
 /* One input row (W pixels of C floats) expanded into a ring row at its
  * first real pixel (E floats apart). */
-AVX512 static void expand_row(const xdw_run *r, const float *in, float *out)
+KN_TARGET_AVX512 static void expand_row(const xdw_run *r, const float *in, float *out)
 {
     const kn_xdw *x = r->x;
-    int64_t C = x->C, E = x->E, panels = E / COLS;
+    int64_t C = x->C, E = x->E, panels = E / KN_GEMM512_COLS;
     for (int64_t q = 0; q < panels; q += 2) {
         int np = q + 1 < panels ? 2 : 1;
-        const float *B = x->w1 + q * C * COLS;
-        gemm512_epi e = x->epi1;
-        e.bias = r->b1 ? r->b1 + q * COLS : NULL;
+        const float *B = x->w1 + q * C * KN_GEMM512_COLS;
+        kn_gemm512_epi e = x->epi1;
+        e.bias = r->b1 ? r->b1 + q * KN_GEMM512_COLS : NULL;
         /* the first two row blocks prefetch the next pair's panels */
-        const float *next = q + 2 < panels ? B + 2 * C * COLS : x->w1;
+        const float *next = q + 2 < panels ? B + 2 * C * KN_GEMM512_COLS : x->w1;
         int64_t b = 0;
         for (int64_t x0 = 0; x0 < x->W; x0 += x->rows, b++) {
             int rows = x->W - x0 < x->rows ? (int)(x->W - x0) : x->rows;
-            const float *pf = b < 2 ? next + b * C * COLS : B;
-            gemm512_rows(rows, np, in + x0 * C, C, B, C * COLS, C, pf, out + x0 * E + q * COLS, E, &e);
+            const float *pf = b < 2 ? next + b * C * KN_GEMM512_COLS : B;
+            kn_gemm512_rows(rows, np, in + x0 * C, C, B, C * KN_GEMM512_COLS, C, pf, out + x0 * E + q * KN_GEMM512_COLS,
+                            E, &e);
         }
     }
 }
@@ -259,9 +261,10 @@ AVX512 static void expand_row(const xdw_run *r, const float *in, float *out)
             _mm512_storeu_ps(out + i * E + c, (expr));                                                             \
         }                                                                                                          \
     } while (0)
-AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, const kn_xdw *x, const float *b2,
-                                                                  const float *const *rp, int64_t step,
-                                                                  int64_t c, float *out, const float *res)
+KN_TARGET_AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, const kn_xdw *x,
+                                                                            const float *b2, const float *const *rp,
+                                                                            int64_t step, int64_t c, float *out,
+                                                                            const float *res)
 {
     int64_t E = x->E;
     __m512 a0 = b2 ? _mm512_loadu_ps(b2 + c) : _mm512_setzero_ps();
@@ -281,12 +284,12 @@ AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, c
             DW_PIXEL(7);
         }
     }
-    const gemm512_epi *e = &x->epi2;
+    const kn_gemm512_epi *e = &x->epi2;
     if (e->clamp) {
         __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
         DW_EACH(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
     } else {
-        DW_EACH(gemm512_posts(e, v, at_));
+        DW_EACH(kn_gemm512_posts(e, v, at_));
     }
 }
 #undef DW_PIXEL
@@ -294,7 +297,7 @@ AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, c
 #undef DW_STORE
 
 /* One output row of the depthwise convolution from the KH ring rows rp. */
-AVX512 static void dw_row(const xdw_run *r, const float *const *rp, float *out, const float *res)
+KN_TARGET_AVX512 static void dw_row(const xdw_run *r, const float *const *rp, float *out, const float *res)
 {
     const kn_xdw *x = r->x;
     int64_t E = x->E, step = x->sw * E;
@@ -304,11 +307,18 @@ AVX512 static void dw_row(const xdw_run *r, const float *const *rp, float *out, 
         for (int64_t kh = 0; kh < x->KH; kh++) at[kh] = rp[kh] + ox * step;
         float *o = out + ox * E;
         const float *rs = res ? res + ox * E : NULL;
-        for (int64_t c = 0; c < E; c += COLS) {
+        for (int64_t c = 0; c < E; c += KN_GEMM512_COLS) {
 #define CASE(R)                                                                                                    \
     case R: dw_block(R, x, r->b2, at, step, c, o, rs); break
             switch (n) {
-                GEMM512_CASES_1_TO_8(CASE);
+                CASE(1);
+                CASE(2);
+                CASE(3);
+                CASE(4);
+                CASE(5);
+                CASE(6);
+                CASE(7);
+                CASE(8);
             default: break;
             }
 #undef CASE
@@ -318,7 +328,7 @@ AVX512 static void dw_row(const xdw_run *r, const float *const *rp, float *out, 
 
 /* Output rows of units [lo, hi) of the N x OH, on the calling worker's
  * ring. */
-AVX512 static int xdw_chunk(void *args, int64_t lo, int64_t hi)
+KN_TARGET_AVX512 static int xdw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const xdw_run *r = args;
     const kn_xdw *x = r->x;

@@ -1,0 +1,160 @@
+/*
+ * runtime/src/config.c — the CPU-family tuning table and the overrides
+ * (see config.h). Every threshold of kiln's own convolution algorithms
+ * that was fitted by measurement lives here, in the row of the family it
+ * was measured on; the kernels and dnnl_conv.c's algorithm table read it
+ * through kn_config_tuning(), never a constant of their own.
+ *
+ * Measured rows:
+ *  - zen5: one core of an AMD Zen 5 machine (docs/benchmarks.md), with
+ *    ResNet-50, MobileNetV2 and BERT-base at batch 1 and 8, 1 and 2
+ *    threads, layer by layer against oneDNN 2.6's brgconv/brgemm kernels;
+ *  - avx2: an AMD Zen 2 core (AVX2+FMA), Winograd's 6x16 product kernel
+ *    against oneDNN's jit:avx2 direct kernel, and im2col against it on 7x7,
+ *    14x14 and 28x28 outputs.
+ * Unmeasured rows copy a measured row (its name in `inherits`) until
+ * someone measures them: Zen 4 and Intel's Sapphire/Emerald Rapids run the
+ * same AVX-512 kernels as Zen 5, at other rates.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "kiln/abi.h"
+#include "kiln/status.h"
+
+/* Zen 5's figures, which the unmeasured AVX-512 rows inherit:
+ *  - Winograd: 8x32 AVX-512 products, which prefetch U, against
+ *    brgconv:avx512_core (NHWC), which waits on its filter where it comes
+ *    from memory: ResNet-50's 7x7 layers at batch 1 take 0.64 ms on 2
+ *    threads, the 14x14 ones (as many FLOPs, a quarter of the filter)
+ *    0.49 ms; F(2x2) takes 0.43 ms there, streaming its 16 MB U at 40 GB/s;
+ *  - blocked Winograd runs: ResNet-50's 56x56 layers on 2 threads, 2.0-2.2
+ *    ms instead of 3.5-3.6 at batch 8 (block_chunk in
+ *    f32_winograd_3x3_avx2_avx512.c);
+ *  - kiln's 1x1 beats brgconv_1x1 with a residual sum into 8 MB or more
+ *    (batch 8: oneDNN takes 1.6-2.2x as long with the sum), and on few
+ *    pixels against a large filter (batch 1's 7x7 and 14x14: 1-12%);
+ *  - kiln's matmul: BERT-base's projections (2.4 MB and up) 4-9% faster at
+ *    batch 1, 0-6% at batch 8; ViT-Tiny's (0.6 MB) stay on oneDNN;
+ *  - im2col runs only on blocked layouts (oneDNN held to AVX2 on these
+ *    CPUs): the AVX2 row's figure;
+ *  - MobileNetV2's expansions: paired from 4 MB of output up. */
+#define ZEN5_FIGURES                                                                                               \
+    .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
+    .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
+    .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
+    .xdw_min_bytes = 4 << 20
+
+static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
+    [KN_FAMILY_ZEN5] = {.name = "zen5", .measured_on = "AMD Zen 5, one core (docs/benchmarks.md)", ZEN5_FIGURES},
+    [KN_FAMILY_ZEN4] = {.name = "zen4", .inherits = "zen5", ZEN5_FIGURES},
+    [KN_FAMILY_INTEL_SPR] = {.name = "intel-spr", .inherits = "zen5", ZEN5_FIGURES},
+    [KN_FAMILY_AVX512] = {.name = "avx512", .inherits = "zen5", ZEN5_FIGURES},
+    [KN_FAMILY_AVX2] =
+        {
+            .name = "avx2",
+            .measured_on = "AMD Zen 2, one core (AVX2+FMA)",
+            /* 6x16 AVX2 products against jit:avx2 */
+            .wino = {60e9, 70e9, 8e9, 7e9, 0},
+            .wino_min_gain = 0.8,
+            /* blocked Winograd runs and kiln's 1x1 and 1x1 + depthwise
+             * kernels need AVX-512: Zen 5's figures, never used here */
+            .wino_block_max_u = 768 << 10,
+            .wino_block_vm_bytes = 256 << 10,
+            .pw_min_sum_bytes = 8 << 20,
+            .pw_max_pixels = 256,
+            .pw_min_filter_bytes = 1 << 20,
+            .pw_matmul_min_filter_bytes = 1 << 20,
+            /* against jit:avx2's direct kernel at batch 1, one thread and
+             * two: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28 0.9x */
+            .im2col_max_pixels = 256,
+            .xdw_min_bytes = 4 << 20,
+        },
+};
+
+static const char *const ALGO_NAMES[KN_ALGO_COUNT] = {
+    [KN_ALGO_WINOGRAD] = "winograd", [KN_ALGO_POINTWISE] = "pointwise", [KN_ALGO_IM2COL] = "im2col",
+    [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
+    [KN_ALGO_DNNL] = "dnnl",
+};
+
+const kn_tuning *kn_config_row(kn_cpu_family f)
+{
+    return f >= 0 && f < KN_FAMILY_COUNT ? &TABLE[f] : NULL;
+}
+
+kn_cpu_family kn_config_family_of(uint64_t features, const kn_cpu_id *id)
+{
+    if (!(features & KN_CPU_AVX512F)) return KN_FAMILY_AVX2;
+    if (id->vendor == KN_VENDOR_AMD && id->family >= 0x1a) return KN_FAMILY_ZEN5;
+    if (id->vendor == KN_VENDOR_AMD && id->family == 0x19) return KN_FAMILY_ZEN4; /* Zen 3 has no AVX-512 */
+    if (id->vendor == KN_VENDOR_INTEL && id->family == 6) {
+        switch (id->model) {
+        case 0x8f: /* Sapphire Rapids */
+        case 0xcf: /* Emerald Rapids */
+        case 0xad: /* Granite Rapids */
+        case 0xae: return KN_FAMILY_INTEL_SPR;
+        default: break;
+        }
+    }
+    return KN_FAMILY_AVX512;
+}
+
+/* The row KILN_TUNE_FAMILY names, -1 when it is unset, -2 when invalid. */
+static int env_family(void)
+{
+    const char *v = getenv("KILN_TUNE_FAMILY");
+    if (!v || !*v) return -1;
+    for (int f = 0; f < KN_FAMILY_COUNT; f++)
+        if (!strcmp(v, TABLE[f].name)) return f;
+    return -2;
+}
+
+kn_cpu_family kn_config_family(void)
+{
+    int f = env_family();
+    if (f >= 0) return (kn_cpu_family)f;
+    kn_cpu_id id;
+    kn_cpu_ident(&id);
+    return kn_config_family_of(kn_cpu_features(), &id);
+}
+
+const kn_tuning *kn_config_tuning(void) { return &TABLE[kn_config_family()]; }
+
+const char *kn_config_algo_name(kn_conv_algo a)
+{
+    return a >= 0 && a < KN_ALGO_COUNT ? ALGO_NAMES[a] : "auto";
+}
+
+/* The algorithm KILN_CONV_ALGO names, AUTO when unset or "auto",
+ * KN_ALGO_COUNT when invalid. */
+static int env_algo(void)
+{
+    const char *v = getenv("KILN_CONV_ALGO");
+    if (!v || !*v || !strcmp(v, "auto")) return KN_ALGO_AUTO;
+    for (int a = 0; a < KN_ALGO_COUNT; a++)
+        if (!strcmp(v, ALGO_NAMES[a])) return a;
+    return KN_ALGO_COUNT;
+}
+
+kn_conv_algo kn_config_conv_algo(void)
+{
+    int a = env_algo();
+    return a == KN_ALGO_COUNT ? KN_ALGO_AUTO : (kn_conv_algo)a;
+}
+
+int kn_config_check(void)
+{
+    if (env_family() == -2)
+        return kn_error(KN_ERR_INVALID,
+                        "KILN_TUNE_FAMILY='%s': not a CPU family of the tuning table "
+                        "(zen5, zen4, intel-spr, avx512, avx2)",
+                        getenv("KILN_TUNE_FAMILY"));
+    if (env_algo() == KN_ALGO_COUNT)
+        return kn_error(KN_ERR_INVALID,
+                        "KILN_CONV_ALGO='%s': not a convolution algorithm "
+                        "(auto, winograd, pointwise, im2col, xdw, matmul, direct, dnnl)",
+                        getenv("KILN_CONV_ALGO"));
+    return KN_OK;
+}

@@ -1,0 +1,406 @@
+/*
+ * runtime/src/dnnl/conv.c — convolutions: the table of algorithms that may
+ * run one, and its rows.
+ *
+ * kn_dnnl_create_conv checks the record, then walks ALGOS in order and
+ * builds the first row that supports the record and, by config.c's cost
+ * model and tuning table for this CPU, is worth it; oneDNN's direct
+ * convolution, last, takes everything. KILN_CONV_ALGO (config.h) forces
+ * one row wherever it supports the record (oneDNN's direct convolution
+ * elsewhere), without asking whether it is worth it, so that tests run
+ * every path on any CPU that has it. A new kernel or precision (INT8,
+ * INT4, BF16) is a new row with its own dtype and support test.
+ *
+ *  winograd   3x3 stride 1 between activations in the session's layout
+ *             (nChw8c, nChw16c, NHWC) by kernels/x86/f32_winograd_*
+ *             (a cost model: kn_wino_tile);
+ *  pointwise  1x1 without padding between NHWC activations (AVX-512) by
+ *             kernels/x86/f32_conv1x1_avx512.c: as fast as oneDNN's
+ *             brgconv_1x1 at batch 1, 1.4-2x faster with a residual sum at
+ *             batch 8 (the tuning table says where);
+ *  im2col     a small output image between blocked activations: patches
+ *             copied, then oneDNN's 1x1 kernel (im2col.c);
+ *  matmul     a plain NC(D)HW 1x1 stride-1 conv as oneDNN's matmul
+ *             W[O, C] x X[C, HW] (no reorders);
+ *  direct     oneDNN's convolution primitive.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+
+#include "dnnl_int.h"
+#include "fused_int.h"
+
+/* True if rec's post-ops add a residual (a malformed count: no). */
+bool kn_dnnl_has_sum(const kn_abi_dnnl *rec)
+{
+    return rec->n_post >= 0 && rec->n_post <= 4 && kn_fused_has_sum(rec->post, rec->n_post);
+}
+
+/* True if rec may run by one of kiln's own algorithms (Winograd, im2col):
+ * the record allows it, and its activations (the residual too) are in the
+ * session's blocked layout. */
+bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec)
+{
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->src_layout == KN_LAYOUT_NATIVE &&
+           rec->dst_layout == KN_LAYOUT_NATIVE && (!kn_dnnl_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
+}
+
+/* True for a pointwise conv: 1x1 kernel, stride 1, no padding, one group. */
+bool kn_dnnl_is_pointwise(const kn_abi_dnnl *rec)
+{
+    if (rec->groups != 1) return false;
+    for (int i = 0; i < rec->spatial; i++)
+        if (rec->wei.dims[2 + i] != 1 || rec->strides[i] != 1 || rec->pads_begin[i] || rec->pads_end[i] ||
+            rec->src.dims[2 + i] != rec->dst.dims[2 + i])
+            return false;
+    return true;
+}
+
+/* A pointwise conv on plain NC(D)HW is the batched matmul W[O, C] x X[C, HW]:
+ * no activation reorders (oneDNN's conv kernels want channels-last). */
+static int matmul_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                         dnnl_primitive_attr_t conv_attr)
+{
+    int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0], HW = 1;
+    for (int i = 0; i < rec->spatial; i++) HW *= rec->src.dims[2 + i];
+    dnnl_dims_t ad = {1, O, C}, xd = {N, C, HW}, dd = {N, O, HW}, bd = {1, O, 1};
+    dnnl_memory_desc_t a_md, x_md, d_md, b_md;
+    (void)conv_attr; /* a matmul takes its own */
+    int st;
+    if ((st = kn_dnnl_plain_md(&a_md, 3, ad, "describing the 1x1 conv weights")) ||
+        (st = kn_dnnl_plain_md(&x_md, 3, xd, "describing the 1x1 conv src")) ||
+        (st = kn_dnnl_plain_md(&d_md, 3, dd, "describing the 1x1 conv dst")) ||
+        (st = kn_dnnl_plain_md(&b_md, 3, bd, "describing the 1x1 conv bias")))
+        return st;
+    bool hb = kn_dnnl_has_bias(rec);
+    const void *wconst, *bconst = NULL;
+    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
+    if (hb && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    dnnl_primitive_attr_t attr = kn_dnnl_scratch_attr();
+    if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
+    dnnl_matmul_desc_t md;
+    /* a per-row matmul bias gets oneDNN's reference kernel; a binary add
+     * post-op broadcast over rows keeps the brgemm one */
+    st = kn_dnnl_set_post_ops(rec, attr, hb ? &b_md : NULL, &p->has_sum);
+    if (!st) {
+        dnnl_status_t ds = dnnl_matmul_desc_init(&md, &a_md, &x_md, NULL, &d_md);
+        if (ds != dnnl_success) st = kn_dnnl_fail(ds, "describing the 1x1 convolution");
+    }
+    if (!st) st = kn_dnnl_reject_reference(s, &md, attr);
+    if (!st) {
+        p->has_bias = hb;
+        p->bias_const = bconst;
+        p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+        p->swap = true;
+        p->swap_const = wconst;
+        st = kn_dnnl_finish_prim(s, p, &md, attr, &a_md, &x_md, hb ? &b_md : NULL, &d_md, NULL, NULL,
+                                 "creating the 1x1 convolution");
+    }
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* After kiln's 1x1 or matmul kernel was made (status st) for rec: a residual that
+ * overlaps dst other than exactly is copied aside at exec, into act[1]. */
+int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st)
+{
+    p->dst_bytes = (size_t)rec->dst.nbytes;
+    return !st && kn_dnnl_has_sum(rec) ? kn_dnnl_reserve(s, 1, p->dst_bytes) : st;
+}
+
+/* ---- winograd ------------------------------------------------------------ */
+
+/* The tile for rec at `threads` threads: the cost model's choice, or when
+ * KILN_CONV_ALGO=winograd forces it, the better tile even where direct
+ * convolution would be faster. */
+static int wino_tile_for(const kn_abi_dnnl *rec, int threads)
+{
+    return kn_config_conv_algo() == KN_ALGO_WINOGRAD ? kn_wino_best_tile(rec, threads) : kn_wino_tile(rec, threads);
+}
+
+static bool wino_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    return kn_dnnl_own_algo_allowed(rec) && kn_wino_supported(rec) && kn_dnnl_native_block(s) >= 0;
+}
+
+static bool wino_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+{
+    (void)s;
+    return kn_wino_tile(rec, threads) != 0;
+}
+
+static int wino_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                       dnnl_primitive_attr_t attr)
+{
+    (void)attr;
+    kn_wino *w = NULL;
+    int st = kn_wino_create(rec, weights, wino_tile_for(rec, p->nthr), kn_dnnl_native_block(s), &w);
+    if (!st) st = kn_dnnl_reserve(s, 2, kn_wino_scratch_bytes(w));
+    if (st) {
+        kn_wino_free(w);
+        return st;
+    }
+    p->state = w;
+    return KN_OK;
+}
+
+static int wino_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                    const void *post_src, int threads)
+{
+    (void)wei;
+    return kn_wino_exec(p->state, src, bias, dst, post_src, s->act[2], threads);
+}
+
+static void wino_free(void *state) { kn_wino_free(state); }
+
+/* It splits its work at each run: only another tile needs a rebuild. */
+static bool wino_keeps(const kn_dnnl_prim *p, int threads)
+{
+    return wino_tile_for(&p->rec, threads) == kn_wino_tile_of(p->state);
+}
+
+static const char *wino_impl(const kn_dnnl_prim *p)
+{
+    return kn_wino_tile_of(p->state) == 4 ? "winograd F(4x4,3x3)" : "winograd F(2x2,3x3)";
+}
+
+/* ---- pointwise (kiln's AVX-512 1x1 and matmul kernel) --------------------- */
+
+static bool pw_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    return kn_dnnl_own_algo_allowed(rec) && kn_dnnl_native_block(s) == 0 && kn_pw_supported(rec);
+}
+
+/* A residual sum into a large output, or few pixels against a large filter
+ * (the tuning table's figures); elsewhere, small input channel counts
+ * above all, oneDNN's stores win. */
+bool kn_pw_worth(const kn_abi_dnnl *rec)
+{
+    const kn_tuning *t = kn_config_tuning();
+    int64_t P = rec->dst.dims[0] * rec->dst.dims[2] * rec->dst.dims[3], O = rec->wei.dims[0], C = rec->wei.dims[1];
+    return (kn_dnnl_has_sum(rec) && P * O * 4 >= t->pw_min_sum_bytes) ||
+           (P <= t->pw_max_pixels && O * C * 4 >= t->pw_min_filter_bytes);
+}
+
+static bool pw_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+{
+    (void)s, (void)threads;
+    return kn_pw_worth(rec);
+}
+
+static int pw_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                     dnnl_primitive_attr_t attr)
+{
+    (void)attr;
+    kn_pw *k = NULL;
+    int st = kn_pw_create(rec, weights, &k);
+    if (!st) p->state = k;
+    return kn_dnnl_pw_made(s, rec, p, st);
+}
+
+/* A residual that overlaps dst other than exactly is copied aside first. */
+static int pw_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                  const void *post_src, int threads)
+{
+    (void)wei;
+    if (post_src && post_src != dst && kn_dnnl_overlap(post_src, p->dst_bytes, dst, p->dst_bytes)) {
+        int rc = kn_dnnl_copy_parallel(s->act[1], post_src, p->dst_bytes, threads);
+        if (rc) return rc;
+        post_src = s->act[1];
+    }
+    return kn_pw_exec(p->state, src, bias, dst, post_src, threads);
+}
+
+static void pw_free(void *state) { kn_pw_free(state); }
+
+static bool pw_keeps(const kn_dnnl_prim *p, int threads)
+{
+    (void)p, (void)threads;
+    return true; /* it splits its work at each run */
+}
+
+static const char *pw_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln 1x1:avx512";
+}
+
+static const char *pw_matmul_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln matmul:avx512";
+}
+
+/* The same kernel for matmul records (matmul.c picks it). */
+const kn_dnnl_algo kn_dnnl_algo_pw_matmul = {
+    .id = KN_ALGO_POINTWISE,
+    .dtype = KN_F32,
+    .run = pw_run,
+    .free = pw_free,
+    .keeps = pw_keeps,
+    .impl = pw_matmul_impl,
+};
+
+/* ---- oneDNN: matmul for plain 1x1, direct convolution --------------------- */
+
+static bool matmul_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s;
+    return rec->src_layout == KN_LAYOUT_PLAIN && rec->dst_layout == KN_LAYOUT_PLAIN &&
+           rec->post_layout == KN_LAYOUT_PLAIN && kn_dnnl_is_pointwise(rec);
+}
+
+static bool any_record(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s, (void)rec;
+    return true;
+}
+
+static bool always_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+{
+    (void)s, (void)rec, (void)threads;
+    return true;
+}
+
+/* oneDNN's convolution, activations in the record's layouts (reordered
+ * around it where oneDNN wants others). */
+static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                         dnnl_primitive_attr_t attr)
+{
+    int sp = rec->spatial, nd = sp + 2, st;
+    int64_t g = rec->groups, O = rec->wei.dims[0];
+    dnnl_dims_t sd, wd, dd, strides, dil, pl, pr, bd;
+    for (int i = 0; i < nd; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
+    for (int i = 0; i < sp; i++) {
+        strides[i] = rec->strides[i];
+        dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
+        pl[i] = rec->pads_begin[i];
+        pr[i] = rec->pads_end[i];
+    }
+    /* ONNX [O, C/g, k..] is the same bytes as oneDNN's goi(d)hw [g, O/g, C/g, k..] */
+    int wnd = g > 1 ? nd + 1 : nd;
+    if (g > 1) {
+        wd[0] = g, wd[1] = O / g;
+        for (int i = 1; i < nd; i++) wd[i + 1] = rec->wei.dims[i];
+    } else {
+        for (int i = 0; i < nd; i++) wd[i] = rec->wei.dims[i];
+    }
+    dnnl_memory_desc_t src_md, dst_md, post_md, wei_user, wei_any, bias_md;
+    if ((st = kn_dnnl_act_md(s, rec->src_layout, &src_md, nd, sd, "the conv src")) ||
+        (st = kn_dnnl_act_md(s, rec->dst_layout, &dst_md, nd, dd, "the conv dst")) ||
+        (st = kn_dnnl_act_md(s, rec->post_layout, &post_md, nd, dd, "the conv residual")) ||
+        (st = kn_dnnl_plain_md(&wei_user, wnd, wd, "describing the conv weights")))
+        return st;
+    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any),
+          "describing the conv weights");
+    /* oneDNN's direct kernels want blocked activations (nChw16c); plain NCHW
+     * would get the im2col+GEMM path, several times slower */
+    dnnl_memory_desc_t src_any, dst_any;
+    KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, dnnl_f32, dnnl_format_tag_any), "describing the conv src");
+    KN_DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, dnnl_f32, dnnl_format_tag_any), "describing the conv dst");
+    bool hb = kn_dnnl_has_bias(rec);
+    if (hb) {
+        if ((st = kn_dnnl_check_tensor(&rec->bias, "conv bias", 1, 1))) return st;
+        if (rec->bias.dims[0] != O)
+            return kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld",
+                            (long long)rec->bias.dims[0], (long long)O);
+        bd[0] = O;
+        if ((st = kn_dnnl_plain_md(&bias_md, 1, bd, "describing the conv bias"))) return st;
+    }
+    const void *wconst, *bconst = NULL;
+    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
+    if (hb && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    p->has_bias = hb;
+    p->bias_const = hb ? bconst : NULL;
+    p->bias_arg = DNNL_ARG_BIAS;
+    dnnl_convolution_desc_t cd;
+    KN_DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                     &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
+          "describing the convolution");
+    if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr, rec->post_layout == rec->dst_layout ? &post_md : NULL,
+                                            &p->has_sum)))
+        return st;
+    return kn_dnnl_finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, &post_md, wconst,
+                               "creating the convolution");
+}
+
+static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports, wino_worth, wino_create,
+                                      wino_run,         wino_free, wino_keeps,    wino_impl};
+static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
+                                       pw_free,           pw_keeps, pw_impl};
+static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, always_worth, matmul_create, NULL, NULL,
+                                    NULL,           NULL};
+static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, any_record, always_worth, direct_create,
+                                    NULL,           NULL,   NULL,       NULL};
+
+/* The table, in the order rows are tried. */
+static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &MATMUL, &DIRECT};
+
+/* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
+ * it must first be worth it. */
+static bool row_allowed(const kn_dnnl_algo *a, kn_conv_algo forced, bool *ask_worth)
+{
+    *ask_worth = true;
+    switch (forced) {
+    case KN_ALGO_AUTO:
+    case KN_ALGO_XDW: return true;
+    case KN_ALGO_DNNL: return a->id == KN_ALGO_MATMUL || a->id == KN_ALGO_DIRECT;
+    default: *ask_worth = false; return a->id == forced || a->id == KN_ALGO_DIRECT;
+    }
+}
+
+/* Checks what every row relies on: shapes that agree, sane geometry. */
+static int check_conv(const kn_abi_dnnl *rec)
+{
+    int sp = rec->spatial, nd = sp + 2;
+    int st;
+    if (sp < 1 || sp > 3) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN conv: %d spatial dims (1..3 supported)", sp);
+    if ((st = kn_dnnl_check_tensor(&rec->src, "conv src", nd, nd)) ||
+        (st = kn_dnnl_check_tensor(&rec->wei, "conv weights", nd, nd)) ||
+        (st = kn_dnnl_check_tensor(&rec->dst, "conv dst", nd, nd)))
+        return st;
+    int64_t g = rec->groups, C = rec->src.dims[1], O = rec->wei.dims[0];
+    if (g < 1 || C % g || O % g || rec->wei.dims[1] * g != C || rec->dst.dims[1] != O ||
+        rec->dst.dims[0] != rec->src.dims[0])
+        return kn_error(KN_ERR_INVALID,
+                        "oneDNN conv: groups %lld, src channels %lld, weights [%lld, %lld, ..], dst channels %lld "
+                        "do not agree",
+                        (long long)g, (long long)C, (long long)O, (long long)rec->wei.dims[1],
+                        (long long)rec->dst.dims[1]);
+    for (int i = 0; i < sp; i++) {
+        if (rec->strides[i] < 1 || rec->dilations[i] < 1 || rec->pads_begin[i] < 0 || rec->pads_end[i] < 0)
+            return kn_error(KN_ERR_INVALID, "oneDNN conv: spatial dim %d: stride %lld, dilation %lld, pads %lld/%lld",
+                            i, (long long)rec->strides[i], (long long)rec->dilations[i],
+                            (long long)rec->pads_begin[i], (long long)rec->pads_end[i]);
+    }
+    return KN_OK;
+}
+
+int kn_dnnl_create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr)
+{
+    int st = check_conv(rec);
+    if (st) return st;
+    kn_conv_algo forced = kn_config_conv_algo();
+    for (size_t i = 0; i < sizeof ALGOS / sizeof *ALGOS; i++) {
+        const kn_dnnl_algo *a = ALGOS[i];
+        bool ask_worth;
+        if (a->dtype != rec->src.dtype || !row_allowed(a, forced, &ask_worth) || !a->supports(s, rec) ||
+            (ask_worth && !a->worth(s, rec, p->nthr)))
+            continue;
+        kn_dnnl_prim keep = *p;
+        st = a->create(s, rec, weights, p, attr);
+        if (st == KN_OK) p->algo = a;
+        if (st != KN_ERR_UNSUPPORTED) return st;
+        /* not after all (oneDNN has no optimized kernel for it): the next row */
+        kn_dnnl_prim_clear(p);
+        p->kind = keep.kind, p->rec = keep.rec, p->weights = keep.weights, p->nthr = keep.nthr;
+        kn_error_clear();
+    }
+    return kn_error(KN_ERR_UNSUPPORTED, "oneDNN conv: no algorithm runs this convolution");
+}

@@ -1,0 +1,210 @@
+/*
+ * runtime/src/dnnl/dnnl_int.h — what the files of the oneDNN wrapper share
+ * (private to libkiln_rt): the session and primitive structures, the table
+ * of convolution algorithms, and the helpers each file uses from the
+ * others. The wrapper's interface is in rt_internal.h.
+ *
+ *   dnnl.c      sessions, the layout probe, primitives' life (create,
+ *               rebuild for a thread count, free), small helpers
+ *   conv.c      convolutions: the table of algorithms and its rows
+ *   im2col.c    the im2col row of that table
+ *   matmul.c    matmuls (and 2-D products run as 1x1 convolutions)
+ *   pool.c      poolings
+ *   reorder.c   reorders and the memories of a primitive (finish_prim)
+ *   postops.c   post-ops, the residual as a sum or a binary add
+ *   exec.c      running a primitive, residual copies
+ *   pair.c      a 1x1 conv and its depthwise consumer as one kernel
+ */
+#ifndef KILN_RT_DNNL_INT_H
+#define KILN_RT_DNNL_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dnnl.h>
+
+#include "config.h"
+#include "rt_internal.h"
+
+struct kn_dnnl_session {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    /* activations in a primitive's blocked layout (0: src, 1: dst), shared by
+     * the session's primitives (they run one at a time); sized at creation */
+    void *act[3]; /* 2: Winograd's or im2col's scratch */
+    size_t act_cap[3];
+    /* what KN_LAYOUT_NATIVE means in this session (probed on first use) */
+    int native;
+};
+
+/* The layouts KN_LAYOUT_NATIVE may stand for. */
+enum { NATIVE_UNKNOWN, NATIVE_PLAIN, NATIVE_NHWC, NATIVE_BLOCK8, NATIVE_BLOCK16 };
+
+/* A 1x1 conv and the depthwise conv that alone reads its output, run as one
+ * kernel (kn_dnnl_prim_fuse, pair.c). The 1x1 conv's exec only hands its
+ * pointers on; the depthwise conv's runs both. Freed with either prim,
+ * which leaves the other to run alone. */
+typedef struct xdw_pair {
+    kn_xdw *k;
+    kn_dnnl_prim *head, *tail;
+    bool pending; /* the head's exec has handed on: */
+    void *src, *dst;
+    const void *wei, *bias;
+} xdw_pair;
+
+/* A primitive with its scratchpad (user mode: no allocation at exec). */
+typedef struct prim_run {
+    dnnl_primitive_t prim;
+    dnnl_memory_t scratch_mem;
+    void *scratch;
+} prim_run;
+
+/* One way of running a record: a row of conv.c's table of convolution
+ * algorithms (or matmul.c's kiln kernel). A new precision (INT8, INT4,
+ * BF16) or a new kernel is a new row, never a new `if` in the callers. */
+typedef struct kn_dnnl_algo {
+    kn_conv_algo id;
+    int32_t dtype; /* the activations' KN_* dtype it computes in */
+    /* True if it can run rec in s (CPU, shapes, layouts, the record's
+     * conv_algo), whatever it costs. */
+    bool (*supports)(kn_dnnl_session *s, const kn_abi_dnnl *rec);
+    /* True if the cost model or the tuning table (config.h) says it should
+     * run rec with `threads` threads, rather than the rows after it. */
+    bool (*worth)(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads);
+    /* Builds p (zeroed but for kind, rec, weights, nthr); KN_ERR_UNSUPPORTED
+     * with p as it was: the next row. */
+    int (*create)(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                  dnnl_primitive_attr_t attr);
+    /* Runs p (NULL: the oneDNN primitive in p, kn_dnnl_exec_prim). */
+    int (*run)(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+               const void *post_src, int threads);
+    /* Frees p->state (NULL: none). */
+    void (*free)(void *state);
+    /* True if p runs with `threads` threads as built (NULL: rebuild). */
+    bool (*keeps)(const kn_dnnl_prim *p, int threads);
+    /* What runs p (NULL: oneDNN's implementation name, p->impl). */
+    const char *(*impl)(const kn_dnnl_prim *p);
+} kn_dnnl_algo;
+
+struct kn_dnnl_prim {
+    int kind;
+    /* what it was built from, to rebuild it for another thread count: oneDNN
+     * fixes a primitive's thread partitioning when it is created */
+    kn_abi_dnnl rec;
+    const unsigned char *weights;
+    int nthr;
+    prim_run main;
+    dnnl_memory_t m_src, m_wei, m_bias, m_dst;
+    /* weights in the primitive's layout when it differs from the user's */
+    bool wei_const, wei_reorder;
+    void *wei_buf;
+    prim_run reorder; /* user layout → wei_buf, for non-constant weights */
+    dnnl_memory_t m_wei_user;
+    /* src/dst in the primitive's (blocked) layout, reordered from/to the
+     * caller's plain buffers around each run */
+    bool src_reorder, dst_reorder;
+    dnnl_memory_t m_src_user, m_dst_user, m_post_user;
+    prim_run src_ro, dst_ro, sum_ro; /* sum_ro: residual → the primitive's dst layout */
+    /* a 1x1 conv run as a matmul W[O, C] x X[n][C, HW]: the roles of src and
+     * weights are swapped at exec; swap_const is W when constant */
+    bool swap;
+    const void *swap_const;
+    bool has_bias, has_sum;
+    int bias_arg; /* DNNL_ARG_BIAS, or the first binary post-op's operand */
+    /* the residual read by a binary add post-op (set_residual_post_ops)
+     * instead of copied into dst for a sum post-op; res_arg is its operand.
+     * main_sum: the same kernel with the sum post-op, for runs in place
+     * (dst already holds the residual: nothing to copy either way) */
+    dnnl_memory_t m_res;
+    prim_run main_sum;
+    int res_arg;
+    size_t res_bytes;
+    const void *bias_const;
+    size_t dst_bytes, post_bytes; /* post_bytes: the residual's, when sum_ro reorders it */
+    /* the algorithm that runs p (NULL: a oneDNN primitive of a matmul or a
+     * pooling) and its state (a kn_wino, kn_pw, im2col geometry) */
+    const kn_dnnl_algo *algo;
+    void *state;
+    /* a conv of a fused 1x1 + depthwise pair (kept when p is rebuilt; the
+     * primitive itself stays built, for runs the pair cannot take) */
+    xdw_pair *pair;
+    char impl[48]; /* oneDNN's implementation name (kn_dnnl_prim_impl) */
+};
+
+/* ---- errors and helpers (dnnl.c) ------------------------------------------ */
+
+int kn_dnnl_fail(dnnl_status_t s, const char *what);
+#define KN_DN(call, what)                                                                                          \
+    do {                                                                                                           \
+        dnnl_status_t s_ = (call);                                                                                 \
+        if (s_ != dnnl_success) return kn_dnnl_fail(s_, what);                                                     \
+    } while (0)
+void *kn_dnnl_alloc(size_t n); /* 64-byte aligned; free() */
+void kn_dnnl_plain_strides(int nd, const dnnl_dims_t dims, dnnl_dims_t strides);
+int kn_dnnl_plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, const char *what);
+dnnl_format_tag_t kn_dnnl_native_tag(int native, int nd);
+int kn_dnnl_native_layout(kn_dnnl_session *s); /* NATIVE_*, probed on first use */
+int kn_dnnl_act_md(kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
+                   const char *what);
+int kn_dnnl_check_tensor(const kn_abi_tensor *t, const char *what, int min_rank, int max_rank);
+bool kn_dnnl_has_bias(const kn_abi_dnnl *rec);
+int kn_dnnl_const_ptr(const kn_abi_ref *r, const unsigned char *weights, int64_t nbytes, const char *what,
+                      const void **out);
+void kn_dnnl_set_threads(int threads);
+void kn_dnnl_run_free(prim_run *r);
+int kn_dnnl_run_make(kn_dnnl_session *s, dnnl_primitive_desc_t pd, prim_run *r, const char *what);
+int kn_dnnl_run_exec(kn_dnnl_session *s, prim_run *r, dnnl_exec_arg_t *args, int nargs, const char *what);
+void kn_dnnl_prim_clear(kn_dnnl_prim *p);
+/* Rebuilds p for a new thread count; on failure p is left as it was. */
+int kn_dnnl_rebuild(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+
+/* ---- reorders, memories, post-ops (reorder.c, postops.c) ------------------ */
+
+dnnl_primitive_attr_t kn_dnnl_scratch_attr(void);
+int kn_dnnl_make_reorder(kn_dnnl_session *s, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                         prim_run *r, const char *what);
+/* Grows the session's activation buffer i to n bytes (creation time only). */
+int kn_dnnl_reserve(kn_dnnl_session *s, int i, size_t n);
+int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
+                        const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
+                        const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
+                        const dnnl_memory_desc_t *post_md, const void *wconst, const char *what);
+int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
+                         bool *has_sum);
+bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
+                     const dnnl_memory_desc_t *dst, char *impl, size_t n);
+int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
+                                  dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md, bool *has_sum);
+int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr);
+
+/* ---- the kinds of primitive (conv.c, matmul.c, pool.c, im2col.c) ---------- */
+
+int kn_dnnl_create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr);
+int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                          dnnl_primitive_attr_t attr);
+int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr);
+/* True if rec's post-ops add a residual (a malformed count: no). */
+bool kn_dnnl_has_sum(const kn_abi_dnnl *rec);
+/* True if rec may run by one of kiln's own algorithms: the record allows
+ * it, and its activations (the residual too) are in the session's layout. */
+bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec);
+/* After p's kiln 1x1 or matmul kernel was made (status st). */
+int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st);
+extern const kn_dnnl_algo kn_dnnl_algo_im2col;
+extern const kn_dnnl_algo kn_dnnl_algo_pw_matmul;
+
+/* ---- running (exec.c) ------------------------------------------------------ */
+
+/* Runs p's oneDNN primitive (reorders, residual and all). */
+int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                      const void *post_src, int threads);
+/* Runs p by its algorithm (rebuilt first for another thread count). */
+int kn_dnnl_exec_one(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                     const void *post_src, int threads);
+int kn_dnnl_copy_parallel(void *dst, const void *src, size_t n, int threads);
+/* True if the na bytes at a and the nb bytes at b share a byte. */
+bool kn_dnnl_overlap(const void *a, size_t na, const void *b, size_t nb);
+
+#endif
