@@ -17,6 +17,14 @@ add_test(NAME codegen/compile_report_control_flow
                  -o ${KILN_CG_OUT}/loop.so --report)
 set_tests_properties(codegen/compile_report_control_flow PROPERTIES TIMEOUT 120 LABELS codegen)
 
+# An op that has a lowering but runs its runtime kernel gets a remark with the
+# reason (here its scales are a graph input, so its output size depends on data).
+add_test(NAME codegen/compile_report_fallback_remark
+         COMMAND ${KILN_EXPECT} "Resize +runtime kernel\n  remark: node 'Resize_0' \\(Resize\\) has a lowering but runs its runtime kernel: it reads or writes a value whose size depends on data\n"
+                 $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_resize_upsample_scales_linear/model.onnx
+                 -o ${KILN_CG_OUT}/resize.so --report)
+set_tests_properties(codegen/compile_report_fallback_remark PROPERTIES TIMEOUT 120 LABELS codegen)
+
 # The compile fails part-way (an unknown target, after the checks and the plan).
 # Its own folder: other tests compile into KILN_CG_OUT at the same time, and
 # their temporary files would look like leftovers.
