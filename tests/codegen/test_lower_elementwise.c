@@ -682,5 +682,8 @@ int main(void)
         cmocka_unit_test(test_where),
         cmocka_unit_test(test_cast),
     };
+    /* KN_TEST_FILTER=test_unary_special runs one group of cases (make mutate) */
+    const char *filter = getenv("KN_TEST_FILTER");
+    if (filter && *filter) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
