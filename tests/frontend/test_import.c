@@ -440,6 +440,10 @@ static void test_tensor_errors(void **state)
     expect_error("rank9.onnx", KN_ERR_UNSUPPORTED, "initializer 'r9' has rank 9, over kiln's maximum of 8");
     expect_error("raw_mismatch.onnx", KN_ERR_INVALID,
                  "initializer 'short': raw_data has 12 bytes, expected 16 for f32");
+    /* too many bytes is as wrong as too few (a mutation accepting it survived) */
+    expect_error("raw_long.onnx", KN_ERR_INVALID, "initializer 'long': raw_data has 20 bytes, expected 16 for f32");
+    expect_error("segment.onnx", KN_ERR_UNSUPPORTED,
+                 "initializer 'seg' is a segment of a tensor, which kiln does not support");
     expect_error("count_mismatch.onnx", KN_ERR_INVALID,
                  "initializer 'few': int64_data has 2 values, expected 3 for its shape");
 }
