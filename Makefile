@@ -1,7 +1,11 @@
 # kiln — convenience wrapper around scripts/install-deps, CMake and ctest.
 #   make demo       set-up, build, run the bundled model
-#   make test       set-up, build, run every test
+#   make test       set-up, build, run every test; ends with the passed, failed
+#                   and skipped counts and why each skipped test skipped
 #   make test-asan  the same under AddressSanitizer + UBSan
+#   make mutate     plants each bug of tests/mutate/mutations.txt in a scratch
+#                   copy and reports the ones the tests do not catch (minutes;
+#                   not part of make test)
 #   make fuzz       the ONNX importer fuzzer (FUZZ_SECONDS=600 by default)
 #   make difftest   random graphs through onnxruntime, the reference evaluator
 #                   and the compiled path for DIFF_SECONDS (docs/testing.md)
@@ -16,7 +20,7 @@ FUZZ_SECONDS ?= 600
 DIFF_SECONDS ?= 600
 KILN_PYTHON ?= .venv/bin/python
 
-.PHONY: all deps build demo test test-asan fuzz difftest bench clean
+.PHONY: all deps build demo test test-asan mutate fuzz difftest bench clean
 
 all: build
 
@@ -33,14 +37,27 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	@./scripts/demo $(BUILD)
 
+# ctest's status is kept aside so that the summary (tests/lib/summary.sh)
+# can print the counts last and the target still fails when a test failed.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@mkdir -p $(BUILD)/Testing
+	@{ cd $(BUILD) && ctest --output-on-failure -j $(JOBS); echo $$? > Testing/ctest-rc; } 2>&1 \
+	    | tee $(BUILD)/Testing/ctest-output.txt
+	@./tests/lib/summary.sh $(BUILD)/Testing/ctest-output.txt $(BUILD); exit $$(cat $(BUILD)/Testing/ctest-rc)
 
 test-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 	@ninja -C $(BUILD_ASAN) -j $(JOBS)
-	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -j $(JOBS) -LE no-asan
+	@mkdir -p $(BUILD_ASAN)/Testing
+	@{ cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest --output-on-failure -j $(JOBS) -LE no-asan; echo $$? > Testing/ctest-rc; } 2>&1 \
+	    | tee $(BUILD_ASAN)/Testing/ctest-output.txt
+	@./tests/lib/summary.sh $(BUILD_ASAN)/Testing/ctest-output.txt $(BUILD_ASAN); \
+	    exit $$(cat $(BUILD_ASAN)/Testing/ctest-rc)
+
+# Not part of `make test`: one rebuild and test run per planted bug.
+mutate: deps
+	@./scripts/mutate
 
 fuzz: deps
 	@CC=clang cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

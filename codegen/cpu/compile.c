@@ -56,6 +56,7 @@ typedef struct compile_state {
     char name[128];
     char target_desc[160];
     kn_lowered_as *how;          /* per node index */
+    char **fallback_why;         /* per node index: why an op with a lowering runs its runtime kernel, or NULL */
     int32_t *node_dnnl;          /* per node index: its first oneDNN record, -1 for none */
     kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
     unsigned char **op_attrs;    /* per opnode */
@@ -475,6 +476,26 @@ static int emit_fallback(compile_state *s, const kn_node *n)
     return KN_OK;
 }
 
+/* Records, for --report, why node i runs its runtime kernel although its op
+ * has a lowering: a silent fallback is how a broken lowering hides (the
+ * kernel is the reference evaluator's own code, so outputs still match).
+ * Reads the declining lowering's message, so call it before kn_error_clear. */
+static void note_fallback(compile_state *s, int i)
+{
+    const kn_node *n = s->g->nodes[i];
+    size_t table = 0;
+    if (!find_lowering_from(n->op, 0, &table)) return;
+    const char *msg = kn_last_error();
+    char why[512];
+    if (touches_dynamic(&s->plan, n))
+        snprintf(why, sizeof why, "it reads or writes a value whose size depends on data");
+    else
+        snprintf(why, sizeof why, "its lowering declined: %s",
+                 msg && *msg ? msg : "no reason given (a dtype, attribute or shape it does not handle)");
+    free(s->fallback_why[i]);
+    s->fallback_why[i] = strdup(why); /* NULL on failure: the report just has no remark */
+}
+
 /* A node with dynamic operands: its lowering for one row in a loop over
  * the rows when dyn.c allows it, else its runtime kernel. */
 static int emit_dynamic_node(compile_state *s, int i, const char *fname)
@@ -493,6 +514,7 @@ static int emit_dynamic_node(compile_state *s, int i, const char *fname)
         return KN_OK;
     }
     if (st != KN_ERR_UNSUPPORTED) return st;
+    note_fallback(s, i);
     kn_error_clear();
     s->meta.n_dnnl = dnnl_before;
     s->node_fns[i] = kn_cg_begin_function(&s->cg, fname, true);
@@ -552,6 +574,7 @@ static int emit_node(compile_state *s, int i)
     kn_error_clear();
     st = lower ? emit_whole(s, i, fname, lower) : KN_ERR_UNSUPPORTED;
     if (st != KN_ERR_UNSUPPORTED) return st;
+    note_fallback(s, i);
     kn_error_clear();
     LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
     s->node_fns[i] = fn;
@@ -826,6 +849,9 @@ static void print_report(const compile_state *s)
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
+        if (s->how[i] == KN_LOWERED_RUNTIME && s->fallback_why[i])
+            printf("  remark: node '%s' (%s) has a lowering but runs its runtime kernel: %s\n", n->name, n->op_type,
+                   s->fallback_why[i]);
         counts[s->how[i]]++;
     }
     printf("%d nodes: %d generated (%d parallel), %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes "
@@ -843,9 +869,10 @@ static int emit_all(compile_state *s)
     int st;
     const kn_graph *g = s->g;
     s->how = calloc((size_t)g->n_nodes + 1, sizeof *s->how);
+    s->fallback_why = calloc((size_t)g->n_nodes + 1, sizeof *s->fallback_why);
     s->node_fns = calloc((size_t)g->n_nodes + 1, sizeof *s->node_fns);
     s->node_dnnl = malloc(sizeof *s->node_dnnl * ((size_t)g->n_nodes + 1));
-    if (!s->how || !s->node_fns || !s->node_dnnl) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!s->how || !s->fallback_why || !s->node_fns || !s->node_dnnl) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) s->node_dnnl[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         if (kn_node_outputs_known(g->nodes[i])) {
@@ -932,6 +959,8 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     remove_tmpdir(&s);
     free_meta(&s);
     free(s.how);
+    for (int i = 0; s.fallback_why && i < s.g->n_nodes; i++) free(s.fallback_why[i]);
+    free(s.fallback_why);
     free(s.node_fns);
     free(s.node_dnnl);
     kn_plan_free(&s.plan);

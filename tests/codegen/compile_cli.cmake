@@ -1,21 +1,29 @@
 # `kiln compile` as a user meets it (codegen/cpu/compile.c): --report names how
 # each node was lowered; a model that cannot be compiled exits non-zero with
 # the node's name and leaves no file behind. Included from tests/CMakeLists.txt.
-set(KILN_NODE_SUITE ${CMAKE_SOURCE_DIR}/.venv/lib/python3.11/site-packages/onnx/backend/test/data/node)
 set(KILN_CG_OUT ${CMAKE_BINARY_DIR}/codegen_cli)
 
+# expect_output.sh: the output must match AND the exit status must be 0
+# (ctest's PASS_REGULAR_EXPRESSION alone ignores the status).
 add_test(NAME codegen/compile_report
-         COMMAND $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_gemm_default_matrix_bias/model.onnx
+         COMMAND ${KILN_EXPECT} "Gemm +(generated|oneDNN|runtime kernel)\n1 nodes: [0-9]+ generated \\([0-9]+ parallel\\), [0-9]+ oneDNN, [0-9]+ runtime kernel, 0 alias, 0 folded; arena 0 bytes"
+                 $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_gemm_default_matrix_bias/model.onnx
                  -o ${KILN_CG_OUT}/gemm.so --emit-header ${KILN_CG_OUT}/gemm.h --report)
-set_tests_properties(codegen/compile_report PROPERTIES TIMEOUT 120 LABELS codegen
-  PASS_REGULAR_EXPRESSION "Gemm +(generated|oneDNN|runtime kernel)\n1 nodes: [0-9]+ generated \\([0-9]+ parallel\\), [0-9]+ oneDNN, [0-9]+ runtime kernel, 0 alias, 0 folded; arena 0 bytes")
+set_tests_properties(codegen/compile_report PROPERTIES TIMEOUT 120 LABELS codegen)
 
 # Control flow runs through the op's runtime kernel, and the report says so.
 add_test(NAME codegen/compile_report_control_flow
-         COMMAND $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_loop11/model.onnx
+         COMMAND ${KILN_EXPECT} "Loop +runtime kernel\n" $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_loop11/model.onnx
                  -o ${KILN_CG_OUT}/loop.so --report)
-set_tests_properties(codegen/compile_report_control_flow PROPERTIES TIMEOUT 120 LABELS codegen
-  PASS_REGULAR_EXPRESSION "Loop +runtime kernel\n")
+set_tests_properties(codegen/compile_report_control_flow PROPERTIES TIMEOUT 120 LABELS codegen)
+
+# An op that has a lowering but runs its runtime kernel gets a remark with the
+# reason (here its scales are a graph input, so its output size depends on data).
+add_test(NAME codegen/compile_report_fallback_remark
+         COMMAND ${KILN_EXPECT} "Resize +runtime kernel\n  remark: node 'Resize_0' \\(Resize\\) has a lowering but runs its runtime kernel: it reads or writes a value whose size depends on data\n"
+                 $<TARGET_FILE:kiln> compile ${KILN_NODE_SUITE}/test_resize_upsample_scales_linear/model.onnx
+                 -o ${KILN_CG_OUT}/resize.so --report)
+set_tests_properties(codegen/compile_report_fallback_remark PROPERTIES TIMEOUT 120 LABELS codegen)
 
 # The compile fails part-way (an unknown target, after the checks and the plan).
 # Its own folder: other tests compile into KILN_CG_OUT at the same time, and
@@ -27,3 +35,17 @@ test ! -e \"$2\" && test ! -e \"$3\" && ! ls \"$5\" | grep -q tmp-kiln"
                  ${KILN_NODE_SUITE}/test_if/model.onnx ${KILN_CG_OUT}/failure)
 set_tests_properties(codegen/compile_failure_leaves_nothing PROPERTIES TIMEOUT 120 LABELS codegen)
 file(MAKE_DIRECTORY ${KILN_CG_OUT} ${KILN_CG_OUT}/failure)
+
+# Every op with a lowering compiled at a size above the parallel threshold:
+# the report must show it generated / oneDNN (views: aliased), never its
+# runtime kernel, and the artifact must match the reference evaluator
+# (check_paths.py). paths_coverage fails when a lowering has no case.
+add_test(NAME codegen/paths_coverage
+         COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/check_paths.py --coverage ${CMAKE_SOURCE_DIR})
+set_tests_properties(codegen/paths_coverage PROPERTIES TIMEOUT 60 LABELS codegen)
+foreach(group elementwise reduce movement dnnl)
+  add_test(NAME codegen/paths_${group}
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/check_paths.py
+                   $<TARGET_FILE:kiln> ${KILN_CG_OUT}/paths ${group})
+  set_tests_properties(codegen/paths_${group} PROPERTIES TIMEOUT 900 LABELS codegen)
+endforeach()

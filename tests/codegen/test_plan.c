@@ -302,12 +302,48 @@ static void test_in_place_residual(void **state)
     kn_model_free(m);
 }
 
+/* A value an If's branch reads (a capture) lives until the If: without
+ * that, its bytes went to the next value while the branch still had to
+ * read them (a mutation of plan.c's find_last_uses survived every test). */
+static void test_capture_lives_until_if(void **state)
+{
+    (void)state;
+    kn_model *m = parse("kiln-ir v1\nopset \"\" 17\n"
+                        "graph main(%x: f32[64], %cond: bool[]) {\n"
+                        "  %a: f32[64] = Relu(%x) #\"a\"\n"
+                        "  %b: f32[64] = Neg(%x) #\"b\"\n"
+                        "  %c: f32[64] = Neg(%b) #\"c\"\n"
+                        "  %y: f32[64] = If(%cond) {then_branch=graph then_b() {\n"
+                        "    %t: f32[64] = Add(%a, %c) #\"then_add\"\n"
+                        "    return %t\n"
+                        "  }, else_branch=graph else_b() {\n"
+                        "    return %c\n"
+                        "  }} #\"if0\"\n"
+                        "  return %y\n}\n");
+    const kn_graph *g = m->graph;
+    kn_plan p;
+    if (kn_plan_build(g, &p)) fail_msg("%s", kn_last_error());
+    const kn_node *a = node_named(g, "a"), *b = node_named(g, "b"), *iff = node_named(g, "if0");
+    int if_index = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i] == iff) if_index = i;
+    assert_true(if_index >= 0);
+    const kn_value *av = a->outputs[0], *bv = b->outputs[0];
+    assert_int_equal(p.where[av->id].loc, KN_LOC_ARENA);
+    assert_true(p.live_last[av->id] >= if_index);
+    /* %b is written while %a waits for the If: they must not share bytes */
+    assert_int_not_equal(p.where[bv->id].offset, p.where[av->id].offset);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_reuse),
         cmocka_unit_test(test_alias),
         cmocka_unit_test(test_in_place_residual),
+        cmocka_unit_test(test_capture_lives_until_if),
         cmocka_unit_test(test_constants_and_dropout),
         cmocka_unit_test(test_dynamic_refused),
         cmocka_unit_test(test_dynamic_slots),

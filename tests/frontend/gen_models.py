@@ -162,6 +162,10 @@ def bad_models(out):
     save(out, "huge_dims.onnx", model(ident, [x], [y], [typed_tensor("huge", TensorProto.FLOAT, [2**31, 2**31, 2**31], "float_data", [])]))
     save(out, "rank9.onnx", model(ident, [x], [y], [typed_tensor("r9", TensorProto.FLOAT, [1] * 9, "float_data", [1])]))
     save(out, "raw_mismatch.onnx", model(ident, [x], [y], [raw_tensor("short", TensorProto.FLOAT, [4], b"\0" * 12)]))
+    save(out, "raw_long.onnx", model(ident, [x], [y], [raw_tensor("long", TensorProto.FLOAT, [4], b"\0" * 20)]))
+    seg = raw_tensor("seg", TensorProto.FLOAT, [4], b"\0" * 16)
+    seg.segment.begin, seg.segment.end = 0, 4
+    save(out, "segment.onnx", model(ident, [x], [y], [seg]))
     save(out, "count_mismatch.onnx", model(ident, [x], [y], [typed_tensor("few", TensorProto.INT64, [3], "int64_data", [1, 2])]))
     save(out, "no_graph.onnx", helper.make_model(helper.make_graph([], "g", [], []), opset_imports=OPSET).__class__())
     ref = helper.make_node("Relu", ["x"], ["y"], name="r")

@@ -21,6 +21,7 @@
 
 #include "kiln/kiln.h"
 #include "opdesc.h"
+#include "test_skip.h"
 
 #define N 4
 
@@ -528,7 +529,7 @@ static void *worker_main(void *arg)
 static void test_shared_artifact(void **state)
 {
     (void)state;
-    if (!g_have_cc) skip();
+    if (!g_have_cc) KN_SKIP("no working cc to build a shared artifact");
     unsigned char *meta;
     size_t len;
     model_meta(NULL, &meta, &len);
@@ -578,7 +579,7 @@ static void test_shared_artifact(void **state)
 static void test_shared_refusals(void **state)
 {
     (void)state;
-    if (!g_have_cc) skip();
+    if (!g_have_cc) KN_SKIP("no working cc to build a shared artifact");
     /* a shared library that is not an artifact */
     write_file(tmp_path("plain.c"), "int answer(void) { return 42; }\n", 32);
     assert_int_equal(build_so(tmp_path("plain.c"), tmp_path("plain.so")), 0);
@@ -637,5 +638,5 @@ int main(void)
         cmocka_unit_test(test_shared_artifact),
         cmocka_unit_test(test_shared_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return kn_test_status(cmocka_run_group_tests(tests, setup, teardown));
 }

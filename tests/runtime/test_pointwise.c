@@ -29,6 +29,7 @@
 
 #define CONV_TEST_SEED 4242
 #include "conv_testutil.h"
+#include "test_skip.h"
 
 static bool cpu_has_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
 
@@ -108,7 +109,7 @@ static void conv_ref(const pcase *c, const float *x, const float *w, const float
  * naive product; with a residual also in place (dst holding it). */
 static void run_case(const pcase *c)
 {
-    if (!cpu_has_avx512()) skip();
+    if (!cpu_has_avx512()) KN_SKIP("kiln's 1x1 kernel needs AVX-512F, which this CPU (or KILN_CPU_MASK) lacks");
     kn_abi_dnnl r;
     make_record(c, &r);
     int64_t P = c->N * oh(c) * ow(c), nx = c->N * c->H * c->W * c->C, ny = P * c->O, nw = c->O * c->C;
@@ -209,7 +210,7 @@ static void test_post_ops(void **st)
 static void test_refusals(void **st)
 {
     (void)st;
-    if (!cpu_has_avx512()) skip();
+    if (!cpu_has_avx512()) KN_SKIP("kiln's 1x1 kernel needs AVX-512F, which this CPU (or KILN_CPU_MASK) lacks");
     pcase c = {.N = 1, .C = 16, .O = 32, .H = 4, .W = 4};
     kn_abi_dnnl base, r;
     make_record(&c, &base);
@@ -279,7 +280,7 @@ static void make_mm(const mcase *c, kn_abi_dnnl *r)
 
 static void run_mm(const mcase *c)
 {
-    if (!cpu_has_avx512()) skip();
+    if (!cpu_has_avx512()) KN_SKIP("kiln's 1x1 kernel needs AVX-512F, which this CPU (or KILN_CPU_MASK) lacks");
     kn_abi_dnnl r;
     make_mm(c, &r);
     int64_t rows = (c->rank == 3 ? c->B : 1) * c->M, nw = c->K * c->N, ny = rows * c->N;
@@ -394,7 +395,7 @@ static void test_worth(void **st)
 static void test_dnnl_chooses(void **st)
 {
     (void)st;
-    if (!cpu_has_avx512()) skip();
+    if (!cpu_has_avx512()) KN_SKIP("kiln's 1x1 kernel needs AVX-512F, which this CPU (or KILN_CPU_MASK) lacks");
     kn_dnnl_session *s = NULL;
     assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
     /* few pixels against a 1 MB filter: worth it (kn_pw_worth) */
@@ -456,5 +457,5 @@ int main(void)
         cmocka_unit_test(test_post_ops), cmocka_unit_test(test_refusals),     cmocka_unit_test(test_worth),
         cmocka_unit_test(test_matmul),   cmocka_unit_test(test_matmul_refusals), cmocka_unit_test(test_dnnl_chooses),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return kn_test_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -146,6 +146,14 @@ static void test_npy_errors(void **state)
     assert_int_equal(kn_npy_parse(buf, 10 + hl + 8, "short.npy", &t), KN_ERR_INVALID);
     assert_string_equal(kn_last_error(), "short.npy: file holds 8 data bytes, shape needs 16 elements of 4 bytes");
     assert_int_equal(kn_npy_read("/nonexistent/x.npy", &t), KN_ERR_IO);
+    /* Fortran order would be read with its axes reversed: refused, with the fix */
+    const char *fhdr = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }          \n";
+    size_t fl = strlen(fhdr);
+    buf[8] = (char)fl;
+    memcpy(buf + 10, fhdr, fl);
+    memset(buf + 10 + fl, 0, 16);
+    assert_int_equal(kn_npy_parse(buf, 10 + fl + 16, "f.npy", &t), KN_ERR_UNSUPPORTED);
+    assert_string_equal(kn_last_error(), "f.npy: Fortran-order arrays are not supported; save with C order");
 }
 
 int main(void)

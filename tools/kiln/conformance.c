@@ -24,6 +24,7 @@
 #include "kiln/kiln.h"
 #include "onnx_import.h"
 #include "pass.h"
+#include "kiln/profile.h"
 
 #define CASE_TIMEOUT_S 120
 #define MAX_SETS 16
@@ -31,16 +32,23 @@
 
 enum { R_PASS = 'P', R_FAIL = 'F', R_UNSUPPORTED = 'U' };
 
+/* What the cpu backend made of a case's nodes, from the artifact's meta:
+ * a case whose every step is a runtime kernel re-tests the C code the
+ * reference evaluator runs, not the compiler, and is counted apart. */
+enum { P_NONE = '-', P_COMPILED = 'C', P_RUNTIME_ONLY = 'R', P_FOLDED = 'K' };
+
 typedef struct case_result {
     char *name;
     char code;
+    char path; /* P_*, for the cpu backend */
     char *msg;
 } case_result;
 
 static void conf_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kiln conformance [--backend reference|cpu] [DIR] [--list-failures] [--filter GLOB]... [-j N] [-O0..3]\n"
+            "usage: kiln conformance [--backend reference|cpu] [DIR] [--list-failures] [--list-passes] [--filter GLOB]...\n"
+            "                        [-j N] [-O0..3]\n"
             "\n"
             "Runs every case of the ONNX backend node test suite in DIR (default: the one\n"
             "shipped in the project venv's onnx package): imports model.onnx, runs each\n"
@@ -48,11 +56,18 @@ static void conf_usage(FILE *f)
             "integers and bools exactly). Inferred output types and shapes are checked\n"
             "against the computed ones as well. Ends with one line:\n"
             "  conformance: P passed, F failed, U unsupported (of T)\n"
+            "  conformance: P passed (R ran only runtime kernels, K folded away), ...   (cpu)\n"
+            "With the cpu backend the passed count is followed by how many of those cases\n"
+            "ran only runtime kernels (no generated code, no oneDNN primitive: the same C\n"
+            "code the reference evaluator runs) and how many folded away entirely.\n"
+            "Exits 1 if any case failed.\n"
             "\n"
             "  --backend B       reference (the evaluator, default) or cpu (each case compiled\n"
             "                    to an artifact with its inputs' shapes and run through libkiln_rt)\n"
             "  -O0 .. -O3        optimization level of the cpu backend's compiles (default -O2)\n"
             "  --list-failures   print every failed and unsupported case with its reason\n"
+            "  --list-passes     print every passed case (\"PASS name\"; with the cpu backend\n"
+            "                    followed by compiled, runtime-only or folded)\n"
             "  --filter GLOB     only cases whose folder name matches (repeatable)\n"
             "  -j N              cases run in parallel (default: number of CPUs)\n");
 }
@@ -241,7 +256,20 @@ static int run_pipeline(kn_model *m)
     return st;
 }
 
-static char run_set_cpu(const char *model_path, const char *set_dir, char *msg, size_t len)
+/* P_* for an opened artifact: its steps are the functions `run` calls, one
+ * per emitted node (plus an "(outputs)" copy), and every runtime-kernel
+ * node adds one opnode record. */
+static char artifact_path(const kn_artifact *art)
+{
+    const kn_meta *mt = kn_artifact_meta(art);
+    int node_steps = mt->n_steps;
+    if (node_steps > 0 && mt->steps[node_steps - 1].name && !strcmp(mt->steps[node_steps - 1].name, "(outputs)"))
+        node_steps--;
+    if (node_steps == 0) return P_FOLDED;
+    return mt->n_opnodes >= node_steps ? P_RUNTIME_ONLY : P_COMPILED;
+}
+
+static char run_set_cpu(const char *model_path, const char *set_dir, char *out_path, char *msg, size_t len)
 {
     kn_model *m = NULL;
     kn_artifact *art = NULL;
@@ -274,6 +302,7 @@ static char run_set_cpu(const char *model_path, const char *set_dir, char *msg, 
         st = kn_compile_cpu(m, &o);
     }
     if (!st) st = kn_artifact_open(so, &art);
+    if (!st) *out_path = artifact_path(art);
     if (!st) st = kn_session_create(art, &sess);
     int n_art_in = art ? kn_artifact_num_inputs(art) : 0, n_art_out = art ? kn_artifact_num_outputs(art) : 0;
     if (!st && (n_art_out != n_out || n_art_in > MAX_IO))
@@ -312,7 +341,8 @@ out:
     return code;
 }
 
-static char run_case_cpu(const char *case_dir, char *msg, size_t len)
+/* *out_path: what the compiler made of the case (P_*), from its last set. */
+static char run_case_cpu(const char *case_dir, char *out_path, char *msg, size_t len)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/model.onnx", case_dir);
@@ -324,7 +354,7 @@ static char run_case_cpu(const char *case_dir, char *msg, size_t len)
         snprintf(sd, sizeof sd, "%s/test_data_set_%d", case_dir, s);
         if (stat(sd, &sb) != 0) break;
         sets++;
-        code = run_set_cpu(p, sd, msg, len);
+        code = run_set_cpu(p, sd, out_path, msg, len);
     }
     if (!sets) {
         snprintf(msg, len, "no test_data_set_* folder");
@@ -395,9 +425,10 @@ static void finish(running *r, case_result *res)
         char m[160];
         snprintf(m, sizeof m, "exited with status %d (a sanitizer or leak report?)", WEXITSTATUS(status));
         c->msg = strdup(m);
-    } else if (r->used >= 1 && (r->buf[0] == R_PASS || r->buf[0] == R_FAIL || r->buf[0] == R_UNSUPPORTED)) {
+    } else if (r->used >= 2 && (r->buf[0] == R_PASS || r->buf[0] == R_FAIL || r->buf[0] == R_UNSUPPORTED)) {
         c->code = r->buf[0];
-        c->msg = strdup(r->buf + 1);
+        c->path = r->buf[1];
+        c->msg = strdup(r->buf + 2);
     } else {
         c->code = R_FAIL;
         c->msg = strdup("the case exited without a result");
@@ -419,7 +450,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 int kn_cmd_conformance(int argc, char **argv)
 {
     const char *dir_arg = NULL;
-    bool list = false, cpu = false;
+    bool list = false, list_passes = false, cpu = false;
     int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *filters[64];
     int n_filters = 0;
@@ -436,6 +467,8 @@ int kn_cmd_conformance(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--list-failures")) {
             list = true;
+        } else if (!strcmp(argv[i], "--list-passes")) {
+            list_passes = true;
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc && n_filters < 64) {
             filters[n_filters++] = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' && argv[i][2] <= '3' && !argv[i][3]) {
@@ -500,11 +533,11 @@ int kn_cmd_conformance(int argc, char **argv)
             if (pid == 0) {
                 close(fds[0]);
                 alarm(CASE_TIMEOUT_S);
-                char p[4096], msg[2048] = "";
+                char p[4096], msg[2048] = "", path = P_NONE;
                 snprintf(p, sizeof p, "%s/%s", dir, names[next]);
-                char code = cpu ? run_case_cpu(p, msg, sizeof msg) : run_case(p, msg, sizeof msg);
+                char code = cpu ? run_case_cpu(p, &path, msg, sizeof msg) : run_case(p, msg, sizeof msg);
                 char out[2100];
-                int len = snprintf(out, sizeof out, "%c%s", code, msg);
+                int len = snprintf(out, sizeof out, "%c%c%s", code, path, msg);
                 if (write(fds[1], out, (size_t)len) < 0) _exit(3);
                 /* exit(), not _exit(): under ASan the leak check runs at exit
                  * and turns a leak into a non-zero status the parent sees */
@@ -540,15 +573,27 @@ int kn_cmd_conformance(int argc, char **argv)
         }
     }
     if (tty) fprintf(stderr, "\r%*s\r", 80, "");
-    int pass = 0, fail = 0, unsup = 0;
+    int pass = 0, fail = 0, unsup = 0, runtime_only = 0, folded = 0;
     for (int i = 0; i < n; i++) {
         if (res[i].code == R_PASS) pass++;
         else if (res[i].code == R_UNSUPPORTED) unsup++;
         else fail++;
+        if (res[i].code == R_PASS) runtime_only += res[i].path == P_RUNTIME_ONLY, folded += res[i].path == P_FOLDED;
         if (list && res[i].code != R_PASS)
             printf("%s %s: %s\n", res[i].code == R_FAIL ? "FAIL" : "UNSUPPORTED", res[i].name, res[i].msg);
+        if (list_passes && res[i].code == R_PASS)
+            printf("PASS %s%s\n", res[i].name,
+                   !cpu                                 ? ""
+                   : res[i].path == P_RUNTIME_ONLY      ? " runtime-only"
+                   : res[i].path == P_FOLDED            ? " folded"
+                                                        : " compiled");
     }
-    printf("conformance: %d passed, %d failed, %d unsupported (of %d)\n", pass, fail, unsup, n);
+    if (cpu)
+        printf("conformance: %d passed (%d ran only runtime kernels, %d folded away), %d failed, %d unsupported "
+               "(of %d)\n",
+               pass, runtime_only, folded, fail, unsup, n);
+    else
+        printf("conformance: %d passed, %d failed, %d unsupported (of %d)\n", pass, fail, unsup, n);
     for (int i = 0; i < n; i++) {
         free(res[i].msg);
         free(names[i]);
