@@ -50,6 +50,15 @@ struct kn_artifact;
  * the tensors. */
 int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out);
 
+/* 0 if got equals want (dtype, shape, and every element: integers and bools
+ * exactly; floats both NaN, the same inf, or |got - want| <= atol +
+ * rtol * |want|); else 1 and a one-line description in msg (compare.c). */
+int kn_cli_compare(const char *what, const kn_tensor *want, const kn_tensor *got, double rtol, double atol, char *msg,
+                   size_t len);
+/* numpy has no bfloat16, so test data stores a bf16 tensor as its uint16
+ * bit pattern: reads t as bf16 where bf16 (meant) is expected. */
+void kn_cli_as_bf16_if_meant(kn_tensor *t, int meant);
+
 /* Prints "kiln: error: <kn_last_error()>" (with an optional context) to stderr. */
 void kn_cli_report(const char *context);
 

@@ -87,52 +87,10 @@ static char *default_dir(void)
 
 /* ---- comparing ----------------------------------------------------------- */
 
+/* The node suite's tolerance, as ONNX's own runner uses it. */
 static int compare(const char *what, const kn_tensor *want, const kn_tensor *got, char *msg, size_t len)
 {
-    char ws[256], gs[256];
-    if (want->dtype != got->dtype || want->rank != got->rank ||
-        memcmp(want->dims, got->dims, sizeof(int64_t) * (size_t)want->rank) != 0) {
-        snprintf(msg, len, "%s: expected %s[%s], got %s[%s]", what, kn_dtype_name(want->dtype),
-                 kn_shape_str(want->rank, want->dims, ws, sizeof ws), kn_dtype_name(got->dtype),
-                 kn_shape_str(got->rank, got->dims, gs, sizeof gs));
-        return 1;
-    }
-    int64_t n = kn_tensor_numel(want);
-    bool is_float = kn_dtype_info(want->dtype)->is_float;
-    int64_t bad = 0, first = -1;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        bool ok;
-        if (is_float) {
-            double a = kn_load_f64(want->dtype, want->data, (size_t)i);
-            double b = kn_load_f64(got->dtype, got->data, (size_t)i);
-            if (isnan(a) || isnan(b)) ok = isnan(a) && isnan(b);
-            else if (isinf(a) || isinf(b)) ok = a == b;
-            else {
-                double d = fabs(a - b);
-                ok = d <= 1e-7 + 1e-3 * fabs(a);
-                if (d > worst) worst = d;
-            }
-        } else {
-            ok = kn_load_u64(want->dtype, want->data, (size_t)i) == kn_load_u64(got->dtype, got->data, (size_t)i);
-        }
-        if (!ok) {
-            if (first < 0) first = i;
-            bad++;
-        }
-    }
-    if (!bad) return 0;
-    if (is_float)
-        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %.7g, got %.7g; max abs diff %.3g)",
-                 what, (long long)bad, (long long)n, (long long)first,
-                 kn_load_f64(want->dtype, want->data, (size_t)first), kn_load_f64(got->dtype, got->data, (size_t)first),
-                 worst);
-    else
-        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %lld, got %lld)", what,
-                 (long long)bad, (long long)n, (long long)first,
-                 (long long)kn_load_i64(want->dtype, want->data, (size_t)first),
-                 (long long)kn_load_i64(got->dtype, got->data, (size_t)first));
-    return 1;
+    return kn_cli_compare(what, want, got, 1e-3, 1e-7, msg, len);
 }
 
 /* ---- one case, in the child ---------------------------------------------- */
@@ -148,13 +106,6 @@ static int count_files(const char *dir, const char *prefix)
         snprintf(p, sizeof p, "%s/%s_%d.pb", dir, prefix, n);
         if (stat(p, &sb) != 0) return n;
     }
-}
-
-/* numpy has no bfloat16, so the suite stores bf16 tensors as their uint16
- * bit patterns; read such a tensor as bf16 where bf16 is meant. */
-static void as_bf16_if_meant(kn_tensor *t, kn_dtype meant)
-{
-    if (meant == KN_BF16 && t->dtype == KN_U16) t->dtype = KN_BF16;
 }
 
 /* Loads set_dir's tensors in[0..n_in) / want[0..n_out), mapped to graph inputs. */
@@ -189,7 +140,7 @@ static char load_set(const kn_graph *g, const char *set_dir, kn_tensor *in, cons
             return R_FAIL;
         }
         const kn_value *fv = kn_graph_lookup_local(g, names[i]);
-        if (fv) as_bf16_if_meant(&in[i], fv->dtype);
+        if (fv) kn_cli_as_bf16_if_meant(&in[i], fv->dtype);
     }
     for (int i = 0; i < n_out; i++) {
         char p[4096];
@@ -225,7 +176,7 @@ static char run_set(kn_model *m, const char *set_dir, char *msg, size_t len)
     for (int i = 0; i < n_out && code == R_PASS; i++) {
         char what[300];
         snprintf(what, sizeof what, "output '%s'", g->outputs[i]->name);
-        as_bf16_if_meant(&want[i], got[i].dtype);
+        kn_cli_as_bf16_if_meant(&want[i], got[i].dtype);
         if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
     }
     for (int i = 0; i < MAX_IO; i++) {
@@ -323,7 +274,7 @@ static char run_set_cpu(const char *model_path, const char *set_dir, char *out_p
         kn_io_info info;
         kn_artifact_output_info(art, i, &info);
         snprintf(what, sizeof what, "output '%s'", info.name);
-        as_bf16_if_meant(&want[i], got[i].dtype);
+        kn_cli_as_bf16_if_meant(&want[i], got[i].dtype);
         if (compare(what, &want[i], &got[i], msg, len)) code = R_FAIL;
     }
 out:

@@ -249,13 +249,6 @@ static int load_tolerances(difftest_case *c)
     return st;
 }
 
-/* numpy has no bfloat16, so a generator may store a bf16 tensor as its
- * uint16 bit pattern; read it as bf16 where bf16 is meant. */
-static void as_bf16_if_meant(kn_tensor *t, int meant)
-{
-    if (meant == KN_BF16 && t->dtype == KN_U16) t->dtype = KN_BF16;
-}
-
 /* dynamic.txt (optional): "NAME MAX" per line, the model's symbolic dims
  * to keep dynamic, as `kiln compile --max NAME=MAX`. */
 static int load_dynamic(difftest_case *c)
@@ -326,7 +319,7 @@ static int bind_inputs(difftest_case *c, const kn_graph *g, const char **out_nam
                             tn ? tn : "");
         out_names[i] = v->name;
         if (!c->bound[i] && !(c->bound[i] = strdup(v->name))) return kn_error(KN_ERR_NOMEM, "out of memory");
-        as_bf16_if_meant(&c->in[i], v->dtype);
+        kn_cli_as_bf16_if_meant(&c->in[i], v->dtype);
     }
     if (c->n_out != g->n_outputs)
         return kn_error(KN_ERR_INVALID, "%s: %d expect_*.pb files, model.onnx has %d outputs", c->dir, c->n_out,
@@ -337,51 +330,6 @@ static int bind_inputs(difftest_case *c, const kn_graph *g, const char **out_nam
 /* ---- comparing ------------------------------------------------------------- */
 
 /* 0 if got matches want under (rtol, atol), else 1 with the detail in msg. */
-static int compare(const char *what, const kn_tensor *want, const kn_tensor *got, double rtol, double atol, char *msg,
-                   size_t len)
-{
-    char ws[256], gs[256];
-    if (want->dtype != got->dtype || want->rank != got->rank ||
-        memcmp(want->dims, got->dims, sizeof(int64_t) * (size_t)want->rank) != 0) {
-        snprintf(msg, len, "%s: expected %s[%s], got %s[%s]", what, kn_dtype_name(want->dtype),
-                 kn_shape_str(want->rank, want->dims, ws, sizeof ws), kn_dtype_name(got->dtype),
-                 kn_shape_str(got->rank, got->dims, gs, sizeof gs));
-        return 1;
-    }
-    int64_t n = kn_tensor_numel(want), bad = 0, first = -1;
-    bool is_float = kn_dtype_info(want->dtype)->is_float;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        bool ok;
-        if (is_float) {
-            double a = kn_load_f64(want->dtype, want->data, (size_t)i);
-            double b = kn_load_f64(got->dtype, got->data, (size_t)i);
-            if (isnan(a) || isnan(b)) ok = isnan(a) && isnan(b);
-            else if (isinf(a) || isinf(b)) ok = a == b;
-            else {
-                double d = fabs(a - b);
-                ok = d <= atol + rtol * fabs(a);
-                if (d > worst) worst = d;
-            }
-        } else {
-            ok = kn_load_u64(want->dtype, want->data, (size_t)i) == kn_load_u64(got->dtype, got->data, (size_t)i);
-        }
-        if (!ok && bad++ == 0) first = i;
-    }
-    if (!bad) return 0;
-    if (is_float)
-        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %.9g, got %.9g; max abs diff %.3g)",
-                 what, (long long)bad, (long long)n, (long long)first,
-                 kn_load_f64(want->dtype, want->data, (size_t)first), kn_load_f64(got->dtype, got->data, (size_t)first),
-                 worst);
-    else
-        snprintf(msg, len, "%s: %lld of %lld elements differ (first at %lld: expected %lld, got %lld)", what,
-                 (long long)bad, (long long)n, (long long)first,
-                 (long long)kn_load_i64(want->dtype, want->data, (size_t)first),
-                 (long long)kn_load_i64(got->dtype, got->data, (size_t)first));
-    return 1;
-}
-
 /* Compares every output; records check PASS or FAIL (the first bad output). */
 static void compare_all(difftest_case *c, const char *check, const char *const *out_names, kn_tensor *got)
 {
@@ -389,8 +337,8 @@ static void compare_all(difftest_case *c, const char *check, const char *const *
     for (int j = 0; j < c->n_out; j++) {
         char what[300];
         snprintf(what, sizeof what, "output '%s'", out_names[j]);
-        as_bf16_if_meant(&c->want[j], got[j].dtype);
-        if (compare(what, &c->want[j], &got[j], c->rtol[j], c->atol[j], msg, sizeof msg)) {
+        kn_cli_as_bf16_if_meant(&c->want[j], got[j].dtype);
+        if (kn_cli_compare(what, &c->want[j], &got[j], c->rtol[j], c->atol[j], msg, sizeof msg)) {
             record(c, check, "FAIL", msg);
             return;
         }
