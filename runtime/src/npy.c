@@ -69,7 +69,8 @@ int kn_npy_parse(const void *data, size_t len, const char *source, kn_tensor *ou
     const char *d = dict_value(hdr, "descr");
     const char *fo = dict_value(hdr, "fortran_order");
     const char *sh = dict_value(hdr, "shape");
-    if (!d || !fo || !sh || *d != '\'' || *sh != '(') {
+    /* d[1] too: the dtype code is read from d + 2 on */
+    if (!d || !fo || !sh || *d != '\'' || !d[1] || *sh != '(') {
         st = kn_error(KN_ERR_INVALID, "%s: malformed .npy header", source);
         goto out;
     }
