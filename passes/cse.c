@@ -176,7 +176,27 @@ static bool same_computation(const kn_node *a, const kn_node *b)
     return attrs_equal(a, b);
 }
 
-/* Hashes what same_computation compares first: the op and the inputs. */
+/* The scalar and list parts of an attribute (what is cheap to hash; a
+ * tensor counts by its size only). */
+static uint64_t attr_hash(const kn_attr *a)
+{
+    uint64_t h = kn_fnv1a(KN_FNV_INIT, a->name, strlen(a->name));
+    h = kn_fnv1a(h, &a->kind, sizeof a->kind);
+    switch (a->kind) {
+    case KN_ATTR_FLOAT: return kn_fnv1a(h, &a->f, sizeof a->f);
+    case KN_ATTR_INT: return kn_fnv1a(h, &a->i, sizeof a->i);
+    case KN_ATTR_STRING: return kn_fnv1a(h, a->s, a->s_len);
+    case KN_ATTR_TENSOR: return kn_fnv1a(h, &a->t->nbytes, sizeof a->t->nbytes);
+    case KN_ATTR_FLOATS: return kn_fnv1a(h, a->floats, sizeof(float) * (size_t)a->n);
+    case KN_ATTR_INTS: return kn_fnv1a(h, a->ints, sizeof(int64_t) * (size_t)a->n);
+    default: return kn_fnv1a(h, &a->n, sizeof a->n);
+    }
+}
+
+/* Hashes what same_computation compares: the op, the inputs and the
+ * attributes (summed, as attributes compare as sets), so that nodes which
+ * differ only in attributes (Constant-like ops without inputs, Transposes
+ * of one value) do not share one long probe chain. */
 static uint64_t node_hash(const kn_node *n)
 {
     uint64_t h = kn_fnv1a(KN_FNV_INIT, n->op_type, strlen(n->op_type));
@@ -184,6 +204,9 @@ static uint64_t node_hash(const kn_node *n)
         int id = n->inputs[i] ? n->inputs[i]->id : -1;
         h = kn_fnv1a(h, &id, sizeof id);
     }
+    uint64_t attrs = 0;
+    for (int a = 0; a < n->n_attrs; a++) attrs += attr_hash(&n->attrs[a]);
+    h = kn_fnv1a(h, &attrs, sizeof attrs);
     return h | 1; /* 0 marks an empty slot */
 }
 
