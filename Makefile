@@ -6,7 +6,8 @@
 #   make mutate     plants each bug of tests/mutate/mutations.txt in a scratch
 #                   copy and reports the ones the tests do not catch (minutes;
 #                   not part of make test)
-#   make fuzz       the ONNX importer fuzzer (FUZZ_SECONDS=600 by default)
+#   make fuzz       every fuzz target (npy, meta, attrs, onnx), FUZZ_SECONDS
+#                   each (600 by default); fails on any finding
 #   make difftest   random graphs through onnxruntime, the reference evaluator
 #                   and the compiled path for DIFF_SECONDS (docs/testing.md)
 #   make bench      kiln vs onnxruntime on four models (docs/benchmarks.md);
@@ -62,7 +63,7 @@ mutate: deps
 fuzz: deps
 	@CC=clang cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
-	@ninja -C $(BUILD_FUZZ) -j $(JOBS) fuzz_onnx_import
+	@ninja -C $(BUILD_FUZZ) -j $(JOBS) fuzz_all
 	@./scripts/fuzz $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
 # Open-ended differential testing with random seeds; cases that fail are

@@ -609,6 +609,7 @@ static void emit_output_copies(compile_state *s)
 
 /* `run`: each node function in order, the first failure returned; then the
  * output copies. */
+enum { MAX_INLINED_STEPS = 64 };
 static void emit_run(compile_state *s)
 {
     kn_cg *cg = &s->cg;
@@ -617,8 +618,19 @@ static void emit_run(compile_state *s)
     LLVMValueRef run = kn_cg_begin_function(cg, "kn_run", true);
     LLVMValueRef args[5];
     for (int k = 0; k < 5; k++) args[k] = LLVMGetParam(run, (unsigned)k);
+    int n_steps = 0;
+    for (int i = 0; i < g->n_nodes; i++) n_steps += s->node_fns[i] != NULL;
+    /* Inlining every step into `run` saves one call per step, which only
+     * matters for small graphs; for large ones it makes one function as big
+     * as the model, on which LLVM's optimizations grow faster than linearly
+     * (a 100k-node chain spent minutes there), and compiles each step twice
+     * (the step table keeps the originals). */
+    LLVMAttributeRef noinline = NULL;
+    if (n_steps > MAX_INLINED_STEPS)
+        noinline = LLVMCreateEnumAttribute(cg->ctx, LLVMGetEnumAttributeKindForName("noinline", 8), 0);
     for (int i = 0; i < g->n_nodes; i++) {
         if (!s->node_fns[i]) continue;
+        if (noinline) LLVMAddAttributeAtIndex(s->node_fns[i], LLVMAttributeFunctionIndex, noinline);
         LLVMValueRef st = LLVMBuildCall2(cg->b, kn_cg_fn_type(cg), s->node_fns[i], args, 5, "");
         LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(cg->ctx, run, "fail");
         LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->ctx, run, "");

@@ -370,8 +370,11 @@ static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *wha
         if (k == 0) continue;
         if (k < 0 || k > r->n_syms || i >= t->rank || t->slot != 0)
             return r_bad(what, "dim %d follows symbol %d (the artifact has %d)", i, k, r->n_syms);
-        int64_t a = t->dim_a[i], span = r->syms[k - 1].max - 1;
-        if (a == 0 || a > INT32_MAX || a < -INT32_MAX || t->dims[i] - a * span < 0)
+        int64_t a = t->dim_a[i], span = r->syms[k - 1].max - 1, low;
+        /* size at the smallest value: dims - a * span, which a damaged
+         * artifact can push past int64 (and UB) with a huge or negative dim */
+        if (a == 0 || a > INT32_MAX || a < -INT32_MAX || __builtin_mul_overflow(a, span, &low) ||
+            __builtin_sub_overflow(t->dims[i], low, &low) || low < 0)
             return r_bad(what, "dim %d: %lld at the maximum with coefficient %lld", i, (long long)t->dims[i],
                          (long long)a);
     }
