@@ -129,8 +129,8 @@ class Builder:
 
     def node(self, op, ins, outs, family, domain="", **attrs):
         """Adds op(ins) -> outs (T objects with name None get one)."""
-        if any(o.numel > MAX_ELEMS for o in outs):
-            raise Reject()  # keeps every case fast and its files small
+        if any(o.numel > MAX_ELEMS or o.numel == 0 for o in outs):
+            raise Reject()  # keeps every case fast and its files small; empty tensors are a separate concern
         for o in outs:
             if o.name is None:
                 o.name = self.name(op.lower())
