@@ -192,6 +192,10 @@ static bool post_of(const kn_node *u, kn_abi_post *p, const char **why)
         }
         if (!clip_bound(u, 1, -INFINITY, &p->alpha) || !clip_bound(u, 2, INFINITY, &p->beta))
             *why = "Clip's bounds are not f32 scalar constants";
+        else if (isnan(p->alpha) || isnan(p->beta))
+            *why = "a bound of Clip is NaN";
+        else if (p->alpha > p->beta)
+            p->alpha = p->beta; /* min > max: every value becomes max (NaN stays NaN), as clip(x, max, max) */
         return *why == NULL;
     default: *why = "not an activation kiln fuses"; return false;
     }
@@ -225,10 +229,43 @@ static bool take_residual(kn_pass_ctx *ctx, kn_fuse_chain *ch, kn_node *u)
     return true;
 }
 
+static float clamp_to(float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); }
+
+/* Relu and Clip as the bounds [*lo, *hi] they clamp to. */
+static bool as_clamp(const kn_abi_post *p, float *lo, float *hi)
+{
+    if (p->kind == KN_POST_RELU) *lo = 0.0f, *hi = INFINITY;
+    else if (p->kind == KN_POST_CLIP) *lo = p->alpha, *hi = p->beta;
+    else return false;
+    return true;
+}
+
+/* Folds a clamp p (Relu or Clip) into the chain's last post-op when that is
+ * a clamp too: clip(clip(x, a1, b1), a2, b2) == clip(x, c(a1), c(b1)) with
+ * c(v) = min(max(v, a2), b2), as both are monotone (NaN stays NaN). One
+ * step instead of two, and no two post-ops of one oneDNN algorithm with
+ * different bounds, which oneDNN 2.x runs with the first one's bounds. */
+static bool merge_clamp(kn_fuse_chain *ch, const kn_abi_post *p)
+{
+    float a1, b1, a2, b2;
+    if (!ch->n_post || !as_clamp(&ch->post[ch->n_post - 1], &a1, &b1) || !as_clamp(p, &a2, &b2)) return false;
+    float lo = clamp_to(a1, a2, b2), hi = clamp_to(b1, a2, b2); /* lo <= hi, as a1 <= b1 and a2 <= b2 */
+    if (lo == 0.0f && hi == INFINITY) ch->post[ch->n_post - 1] = (kn_abi_post){.kind = KN_POST_RELU};
+    else ch->post[ch->n_post - 1] = (kn_abi_post){.kind = KN_POST_CLIP, .alpha = lo, .beta = hi};
+    return true;
+}
+
 void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch)
 {
     kn_node *u;
     while ((u = user_of(ch->out, is_post)) && u->outputs[0] && kn_fuse_can_extend(ctx, ch, u)) {
+        kn_abi_post p;
+        const char *why;
+        if (u->op != KN_OP_Add && ch->n_nodes < KN_FUSE_MAX_NODES && post_of(u, &p, &why) && merge_clamp(ch, &p)) {
+            ch->nodes[ch->n_nodes++] = u;
+            ch->out = u->outputs[0];
+            continue;
+        }
         if (ch->n_post == KN_FUSED_MAX_POST) {
             kn_pass_remark(ctx, "%s '%s' + %s '%s': %d post-ops fused already (the most one primitive takes)",
                            ch->what, ch->head->name, u->op_type, u->name, KN_FUSED_MAX_POST);
@@ -237,8 +274,6 @@ void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch)
         if (u->op == KN_OP_Add) {
             if (!take_residual(ctx, ch, u)) return;
         } else {
-            const char *why;
-            kn_abi_post p;
             if (!post_of(u, &p, &why)) {
                 kn_pass_remark(ctx, "%s '%s' + %s '%s': %s", ch->what, ch->head->name, u->op_type, u->name, why);
                 return;

@@ -199,14 +199,17 @@ static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
         if (!is_view_op(n) || n->n_inputs < 1 || !n->inputs[0] || n->n_outputs < 1 || !n->outputs[0]) continue;
         const kn_value *x = n->inputs[0], *y = n->outputs[0];
         if (p->where[x->id].loc == KN_LOC_DYNAMIC || p->where[y->id].loc == KN_LOC_DYNAMIC) continue;
-        if (is_output_of(g, y) || x->dtype != y->dtype || value_nbytes(x) != value_nbytes(y)) continue;
+        /* a constant view is stored with the weights itself (plan_weights):
+         * its input may be a folded value that nothing stores */
+        if (y->const_data || is_output_of(g, y) || x->dtype != y->dtype || value_nbytes(x) != value_nbytes(y))
+            continue;
         int r = root[x->id];
         const kn_value *rv = NULL;
         for (int j = 0; j < g->n_values && !rv; j++)
             if (g->values[j]->id == r) rv = g->values[j];
         if (!rv) continue;
         bool in_weights = p->where[r].loc == KN_LOC_WEIGHTS;
-        bool in_arena = rv->producer && !is_output_of(g, rv);
+        bool in_arena = rv->producer && !rv->const_data && !is_output_of(g, rv);
         if (in_weights || in_arena) root[y->id] = r;
     }
 }

@@ -446,9 +446,9 @@ def g_clip(b):
     ins = [x]
     lo = hi = None
     if b.chance(0.8):
-        lo = -0.5 if x.is_float else -3
+        lo = b.choice([-0.5, 0.0, 0.25, 2.0]) if x.is_float else b.choice([-3, 0, 7])
     if b.chance(0.8):
-        hi = 1.5 if x.is_float else 5
+        hi = b.choice([1.5, 6.0, -1.0]) if x.is_float else b.choice([5, -4])  # min > max: every value is max
     if lo is not None or hi is not None:
         ins.append(b.const(np.array(lo, dtype=x.dtype)) if lo is not None else "")
     if hi is not None:
@@ -1023,13 +1023,18 @@ def _maybe_epilogue(b):
             cands = [t for t in b.pool if t.dtype == F32 and t.shape == y.shape and t is not y]
             c = b.choice(cands) if cands else b.rand_const(F32, y.shape, "normal")
         y = b.node("Add", [y, c], [T(None, F32, y.shape, small=y.small)], "arith")
-    if b.chance(0.5):
-        op = b.choice(["Relu", "Clip", "Sigmoid", "Tanh"])
+    # one or two activations: two clamps in a row merge into one post-op, and
+    # two of one oneDNN algorithm with different parameters must not reach it
+    for _ in range(b.choice([0, 1, 1, 2])):
+        op = b.choice(["Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh"])
+        out = [T(None, F32, y.shape, small=True)]
         if op == "Clip":
-            b.node("Clip", [y, b.const(np.array(0.0, np.float32)), b.const(np.array(6.0, np.float32))],
-                   [T(None, F32, y.shape, small=True)], "exact")
+            lo, hi = b.choice([(0.0, 6.0), (-0.5, 1.5), (-1.0, 0.25), (2.0, 1.0)])
+            y = b.node("Clip", [y, b.const(np.array(lo, np.float32)), b.const(np.array(hi, np.float32))], out, "exact")
+        elif op == "LeakyRelu":
+            y = b.node(op, [y], out, "arith", alpha=b.choice([0.01, 0.1, 0.5]))
         else:
-            b.node(op, [y], [T(None, F32, y.shape, small=True)], "exact" if op == "Relu" else "transc")
+            y = b.node(op, [y], out, "exact" if op == "Relu" else "transc")
 
 
 def g_matmul(b):

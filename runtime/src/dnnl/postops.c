@@ -37,7 +37,10 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
         case KN_POST_NONE: break;
         case KN_POST_RELU: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, 0.f, 0.f); break;
         case KN_POST_LEAKY_RELU: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, p->alpha, 0.f); break;
-        case KN_POST_CLIP: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip_v2, p->alpha, p->beta); break;
+        case KN_POST_CLIP:
+            if (!(p->alpha <= p->beta)) bad = 3; /* oneDNN refuses it; the compiler never writes it */
+            else st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip_v2, p->alpha, p->beta);
+            break;
         case KN_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_logistic, 0.f, 0.f); break;
         case KN_POST_GELU_ERF: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_erf, 0.f, 0.f); break;
         case KN_POST_GELU_TANH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_tanh, 0.f, 0.f); break;
@@ -58,6 +61,11 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
         if (bad == 1) {
             dnnl_post_ops_destroy(po);
             return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d has unknown kind %d", i, p->kind);
+        }
+        if (bad == 3) {
+            dnnl_post_ops_destroy(po);
+            return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d clips to [%g, %g], not a range", i,
+                            (double)p->alpha, (double)p->beta);
         }
     }
     if (bad == 2) {
