@@ -24,5 +24,5 @@ for algo in auto winograd pointwise im2col xdw matmul direct dnnl; do
     echo "== KILN_CONV_ALGO=$algo"
     mkdir -p "$out/$algo"
     KILN_CONV_ALGO="$algo" "$kiln" run "$out/model.so" "${args[@]}" --output-dir "$out/$algo"
-    "$python" "$here/../models/compare.py" "$dir" "$out/$algo" --tol 1e-5
+    "$python" "$here/../models/compare.py" "$dir" "$out/$algo" --rtol 1e-5 --atol-scale 1e-5
 done
