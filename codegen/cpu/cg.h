@@ -125,6 +125,10 @@ LLVMValueRef kn_cg_begin_function_typed(kn_cg *cg, const char *name, LLVMTypeRef
  * `align` bytes (0: the type's natural alignment). */
 LLVMValueRef kn_cg_const_global(kn_cg *cg, const char *name, LLVMValueRef init, unsigned align);
 
+/* Gives fn's loads and stores, emitted for n, LLVM scoped-noalias metadata
+ * from the memory plan (alias.c): which operands cannot overlap. */
+void kn_cg_tag_aliases(kn_cg *cg, LLVMValueRef fn, const kn_node *n);
+
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);
 /* Pointer to the first byte of v's data in the current function (in row

@@ -542,6 +542,7 @@ static int emit_whole(compile_state *s, int i, const char *fname, kn_cg_lower_fn
         s->how[i] = s->meta.n_dnnl > dnnl_before ? KN_LOWERED_DNNL : KN_LOWERED_GENERATED;
         if (s->meta.n_dnnl > dnnl_before) s->node_dnnl[i] = dnnl_before;
         s->node_fns[i] = fn;
+        kn_cg_tag_aliases(cg, fn, n);
         return KN_OK;
     }
     /* a lowering that declined may have emitted part of a body: start over */

@@ -253,6 +253,18 @@ static int64_t work_of(const kn_node *n)
     return w;
 }
 
+/* Rows per unit for R rows in at most max_units units: the fewest, unless
+ * a count up to half as many again divides R. A split with a remainder
+ * compiles the lowering twice (the unit and the tail, each vectorized at
+ * -O3), so a few fewer units are worth one copy of the code. */
+static int64_t rows_per_unit(int64_t R, int64_t max_units)
+{
+    int64_t g = (R + max_units - 1) / max_units;
+    for (int64_t d = g; d <= g + g / 2 && d < R; d++)
+        if (R % d == 0) return d;
+    return g;
+}
+
 /* Decides whether and how n is split (G rows per unit); false to keep it
  * on one thread. */
 static bool plan_split(const kn_cg *cg, const kn_node *n, split *s, int64_t *out_g)
@@ -273,7 +285,7 @@ static bool plan_split(const kn_cg *cg, const kn_node *n, split *s, int64_t *out
     if (!plan_cuts(n, s) || !cuts_safe(cg, n, s)) return false;
     int64_t max_units = work / PAR_MIN_UNIT_WORK;
     if (max_units > PAR_MAX_UNITS) max_units = PAR_MAX_UNITS;
-    *out_g = (s->R + max_units - 1) / max_units;
+    *out_g = rows_per_unit(s->R, max_units);
     return s->R > *out_g;
 }
 

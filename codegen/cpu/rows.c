@@ -74,6 +74,7 @@ LLVMValueRef kn_cg_emit_row_fn(kn_cg *cg, const kn_node *n, const kn_cg_rows *r,
     }
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(cg->b)))
         LLVMBuildRet(cg->b, LLVMBuildLoad2(cg->b, cg->t_i32, cg->status, ""));
+    kn_cg_tag_aliases(cg, fn, n);
     return fn;
 }
 

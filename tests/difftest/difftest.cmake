@@ -6,7 +6,7 @@
 set(KILN_DIFFTEST_SRC ${CMAKE_SOURCE_DIR}/tests/difftest)
 add_test(NAME difftest/batch
          COMMAND ${KILN_PYTHON} ${KILN_DIFFTEST_SRC}/difftest.py --kiln $<TARGET_FILE:kiln>
-                 --seed 1000 --count 300 --require-coverage --no-minimize)
+                 --seed 1000 --count 500 --require-coverage --no-minimize)
 set_tests_properties(difftest/batch PROPERTIES LABELS difftest TIMEOUT 1200)
 add_test(NAME difftest/regress
          COMMAND ${KILN_PYTHON} ${KILN_DIFFTEST_SRC}/difftest.py --kiln $<TARGET_FILE:kiln>
