@@ -124,7 +124,7 @@ def prepare(spec, tries=3):
     return None
 
 
-def write_case(spec, vals, d):
+def write_case(spec, vals, d, with_spec=True):
     os.makedirs(d, exist_ok=True)
     onnx.save(graphgen.to_model(spec), os.path.join(d, "model.onnx"))
     for k, i in enumerate(spec["inputs"]):
@@ -141,15 +141,16 @@ def write_case(spec, vals, d):
     if spec.get("dynamic"):
         with open(os.path.join(d, "dynamic.txt"), "w") as f:
             f.write("N %d\n" % spec["dynamic"]["N"])
-    graphgen.dump(spec, os.path.join(d, "spec.json"))
+    if with_spec:  # only for a reader (--keep): the JSON of the constants costs a tenth of generating
+        graphgen.dump(spec, os.path.join(d, "spec.json"))
 
 
-def make_case(spec, d):
+def make_case(spec, d, with_spec=True):
     """Writes spec as case folder d; False if no in-domain inputs were found."""
     vals = prepare(spec)
     if vals is None:
         return False
-    write_case(spec, vals, d)
+    write_case(spec, vals, d, with_spec)
     return True
 
 
@@ -158,10 +159,21 @@ def make_case(spec, d):
 LINE = re.compile(r"^difftest: (\S+) (ok|FAIL|CRASH|UNSUPPORTED)\s*(.*)$")
 
 
+def kiln_env():
+    """kiln difftest's environment: OpenMP threads that sleep when idle. The
+    checks run 2 and 4 threads on a machine that runs -j cases at once, and
+    libgomp's default is to spin for a while after each parallel loop: a
+    twentieth of the whole run's CPU went to spinning. Results do not depend
+    on it."""
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
 def run_kiln(args, work, extra=(), quiet=True):
     """Runs `kiln difftest` on work; {case: (status, detail)}."""
     cmd = [args.kiln, "difftest", work, "-j", str(args.jobs)] + list(extra)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kiln_env())
     res = {}
     for ln in p.stdout.splitlines():
         m = LINE.match(ln)
@@ -354,7 +366,7 @@ def gen_batch(seeds, work, stats, args):
             continue
         d = os.path.join(work, "s%d" % s)
         try:
-            if make_case(spec, d):
+            if make_case(spec, d, with_spec=bool(args.keep)):
                 made.append((s, d, spec))
             else:
                 stats.rejected += 1
@@ -492,7 +504,7 @@ def main():
 
 def start_kiln(args, work):
     cmd = [args.kiln, "difftest", work, "-j", str(args.jobs)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kiln_env())
 
 
 def finish(args, pending, stats):
