@@ -701,11 +701,12 @@ def g_pad(b):
 def g_depth_space(b):
     op = b.choice(["DepthToSpace", "SpaceToDepth"])
     bs = b.choice([2, 3])
+    # onnxruntime 1.18 has them for float tensors only
     if op == "DepthToSpace":
-        x = b.pick(lambda t: t.rank == 4 and t.shape[1] % (bs * bs) == 0)
+        x = b.pick(lambda t: t.rank == 4 and t.dtype == F32 and t.shape[1] % (bs * bs) == 0)
     else:
         try:
-            x = b.pick(lambda t: t.rank == 4 and t.shape[2] % bs == 0 and t.shape[3] % bs == 0)
+            x = b.pick(lambda t: t.rank == 4 and t.dtype == F32 and t.shape[2] % bs == 0 and t.shape[3] % bs == 0)
         except Reject:  # odd images are the rule in the pool: bring an image that fits
             x = b.input(F32, (1, b.choice([3, 4, 8]), bs * b.rint(2, 40), bs * b.rint(2, 40)), "normal")
     n, c, h, w = x.shape
@@ -942,6 +943,10 @@ def g_pool(op):
             for i, d in enumerate(x.shape[2:]):
                 o = pool_out(d, ks[i], st[i], pads[i], pads[i + sp], dil[i], ceil)
                 if not o:
+                    raise Reject()
+                if ceil and op != "MaxPool" and o != (d + pads[i] + pads[i + sp] - ks[i] + st[i] - 1) // st[i] + 1:
+                    # onnxruntime 1.18's AveragePool keeps a last window that starts in the
+                    # right pad; ONNX (and kiln) drop it: a known divergence (docs/testing.md)
                     raise Reject()
                 out.append(o)
             if ceil:
