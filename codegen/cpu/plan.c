@@ -209,7 +209,7 @@ static void find_aliases(const kn_graph *g, const kn_plan *p, int *root)
             if (g->values[j]->id == r) rv = g->values[j];
         if (!rv) continue;
         bool in_weights = p->where[r].loc == KN_LOC_WEIGHTS;
-        bool in_arena = rv->producer && !rv->const_data && !is_output_of(g, rv);
+        bool in_arena = rv->producer && !is_output_of(g, rv);
         if (in_weights || in_arena) root[y->id] = r;
     }
 }

@@ -19,6 +19,7 @@ any mismatch or crash, or on missing coverage with --require-coverage.
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import os
 import re
@@ -145,13 +146,73 @@ def write_case(spec, vals, d, with_spec=True):
         graphgen.dump(spec, os.path.join(d, "spec.json"))
 
 
-def make_case(spec, d, with_spec=True):
+def make_case_here(spec, d, with_spec=True):
     """Writes spec as case folder d; False if no in-domain inputs were found."""
     vals = prepare(spec)
     if vals is None:
         return False
     write_case(spec, vals, d, with_spec)
     return True
+
+
+# onnxruntime itself crashes on a few graphs (a segfault running a dynamic
+# model at N=1 took down an hour's run), so every case is made in a worker
+# process: a crash costs that graph only, and a new worker takes over.
+_worker = None
+
+
+def _in_worker(fn, *a):
+    global _worker
+    if _worker is None:
+        _worker = concurrent.futures.ProcessPoolExecutor(max_workers=1)
+    try:
+        return _worker.submit(fn, *a).result()
+    except concurrent.futures.process.BrokenProcessPool:
+        _worker = None
+        raise GenBug("onnxruntime (or the case writer) crashed on the graph")
+
+
+def _make_case_task(spec, d, with_spec):
+    try:
+        return make_case_here(spec, d, with_spec), spec, None
+    except GenBug as e:
+        return False, spec, str(e)
+
+
+def _gen_case_task(seed, max_nodes, d, with_spec):
+    spec = graphgen.generate(seed, max_nodes=max_nodes)
+    return (None, None, None) if spec is None else _make_case_task(spec, d, with_spec)
+
+
+def _finish_task(res, d):
+    ok, spec, genbug = res
+    if genbug:
+        raise GenBug(genbug)
+    return ok, spec
+
+
+def make_case(spec, d, with_spec=True):
+    """make_case_here in the worker; the input search changes spec, which
+    comes back updated."""
+    try:
+        ok, new_spec = _finish_task(_in_worker(_make_case_task, spec, d, with_spec), d)
+    except GenBug:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    spec.clear()
+    spec.update(new_spec)
+    return ok
+
+
+def gen_case(seed, max_nodes, d, with_spec):
+    """(made, spec) for seed, generated and written by the worker; spec is
+    None when the generator gave up on the seed."""
+    try:
+        ok, spec = _finish_task(_in_worker(_gen_case_task, seed, max_nodes, d, with_spec), d)
+    except GenBug:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return ok, spec
 
 
 # ---- running kiln ----------------------------------------------------------------
@@ -361,12 +422,12 @@ class Stats:
 def gen_batch(seeds, work, stats, args):
     made = []
     for s in seeds:
-        spec = graphgen.generate(s, max_nodes=args.max_nodes)
-        if spec is None:
-            continue
         d = os.path.join(work, "s%d" % s)
         try:
-            if make_case(spec, d, with_spec=bool(args.keep)):
+            ok, spec = gen_case(s, args.max_nodes, d, bool(args.keep))
+            if spec is None:
+                continue
+            if ok:
                 made.append((s, d, spec))
             else:
                 stats.rejected += 1
@@ -412,7 +473,7 @@ def handle_failures(args, stats):
 def summary(stats, t0):
     dt = time.time() - t0
     print("difftest: %d graphs in %.0f s (%.1f graphs/s): %d ok, %d mismatches/crashes, %d unsupported; "
-          "%d generated graphs had no in-domain inputs, %d were refused by onnxruntime (generator bugs)" %
+          "%d generated graphs had no in-domain inputs, %d were refused by onnxruntime or crashed it (generator or onnxruntime bugs)" %
           (stats.graphs, dt, stats.graphs / max(dt, 1e-9), stats.ok, len(stats.failures), stats.unsupported,
            stats.rejected, stats.genbugs))
     print("difftest: ops in generated graphs: %d kinds, %d nodes" % (len(stats.ops), sum(stats.ops.values())))
