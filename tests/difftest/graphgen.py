@@ -944,9 +944,10 @@ def g_pool(op):
                 o = pool_out(d, ks[i], st[i], pads[i], pads[i + sp], dil[i], ceil)
                 if not o:
                     raise Reject()
-                if ceil and op != "MaxPool" and o != (d + pads[i] + pads[i + sp] - ks[i] + st[i] - 1) // st[i] + 1:
-                    # onnxruntime 1.18's AveragePool keeps a last window that starts in the
-                    # right pad; ONNX (and kiln) drop it: a known divergence (docs/testing.md)
+                if ceil and o != (d + pads[i] + pads[i + sp] - (ks[i] - 1) * dil[i] - 1 + st[i] - 1) // st[i] + 1:
+                    # onnxruntime 1.18 keeps a last window that starts in the right pad
+                    # (AveragePool always, MaxPool at times); ONNX (and kiln) drop it: a
+                    # known divergence (docs/testing.md)
                     raise Reject()
                 out.append(o)
             if ceil:
