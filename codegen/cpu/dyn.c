@@ -198,6 +198,32 @@ static bool is_elementwise(kn_op op)
     return false;
 }
 
+/* A Pad keeps row r of its input at row r of its output only when it pads
+ * nothing before or after the row dim rd: a pad of +1 before and -1 after
+ * leaves the dim's size (so its form in N) unchanged but moves every row
+ * down by one (found by the differential tester). Pads and axes must be
+ * constants to tell. */
+static bool pad_keeps_rows(const kn_node *n, int rd, int rank)
+{
+    const kn_value *pv = kn_node_input(n, 1), *av = kn_node_input(n, 3);
+    if (kn_node_opset(n) < 11) {
+        const int64_t *pads;
+        int cnt = kn_attr_ints(n, "pads", &pads);
+        return cnt == 2 * rank && pads[rd] == 0 && pads[rank + rd] == 0;
+    }
+    const kn_tensor *pt = pv ? pv->const_data : NULL, *at = av ? av->const_data : NULL;
+    if (!pt || (av && !at)) return false;
+    int64_t np = kn_tensor_numel(pt), na = at ? kn_tensor_numel(at) : rank;
+    if (np != 2 * na) return false;
+    for (int64_t k = 0; k < na; k++) {
+        int64_t ax = at ? norm_axis(kn_load_i64(at->dtype, at->data, (size_t)k), rank) : k;
+        if (ax == rd && (kn_load_i64(pt->dtype, pt->data, (size_t)k) != 0 ||
+                         kn_load_i64(pt->dtype, pt->data, (size_t)(na + k)) != 0))
+            return false;
+    }
+    return true;
+}
+
 /* What an op needs to be independent along the row dim rd of its first
  * input (or output, for Concat): its axis after rd, or rd == 0 for ops that
  * treat the leading dim as the batch. `bcast`: its dynamic inputs must also
@@ -213,7 +239,7 @@ static bool op_rows_ok(const kn_node *n, int rd, bool data_dynamic, bool *bcast)
     /* fused: the bias is a constant, the residual has the output's shape */
     case KN_OP_MatMul: case KN_OP_FusedMatMul: case KN_OP_Expand: *bcast = true; return true;
     case KN_OP_Gemm: case KN_OP_Reshape: case KN_OP_Flatten: case KN_OP_Squeeze: case KN_OP_Unsqueeze:
-    case KN_OP_Identity: case KN_OP_Dropout: case KN_OP_Pad:
+    case KN_OP_Identity: case KN_OP_Dropout:
     case KN_OP_ReduceL1: case KN_OP_ReduceL2: case KN_OP_ReduceLogSum: case KN_OP_ReduceLogSumExp:
     case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
     case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
@@ -223,6 +249,7 @@ static bool op_rows_ok(const kn_node *n, int rd, bool data_dynamic, bool *bcast)
     case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
     case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth:
         return rd == 0;
+    case KN_OP_Pad: return pad_keeps_rows(n, rd, in_rank);
     case KN_OP_Softmax: case KN_OP_LogSoftmax:
         return norm_axis(kn_attr_int(n, "axis", kn_node_opset(n) >= 13 ? -1 : 1), in_rank) > rd;
     case KN_OP_LayerNormalization: return norm_axis(kn_attr_int(n, "axis", -1), in_rank) > rd;
