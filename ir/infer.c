@@ -88,6 +88,9 @@ static int propagate_shape_op(kn_graph *g, kn_node *n)
 static int propagate_constants(kn_graph *g, kn_node *n)
 {
     if (n->op == KN_OP_Shape) return propagate_shape_op(g, n);
+    /* a dequantized constant stays quantized for the integer lowering
+     * (passes/lower_qdq.c); fold-constants folds what it leaves */
+    if (n->op == KN_OP_DequantizeLinear) return KN_OK;
     if (!kn_op_runnable(n->op) || has_subgraph(n) || n->n_outputs > 8) return KN_OK;
     const kn_tensor *in[16];
     if (n->n_inputs > 16) return KN_OK;

@@ -163,7 +163,7 @@ static bool clip_bound(const kn_node *u, int i, float def, float *out)
 
 /* The post-op an activation node becomes; why is set (and false returned)
  * for a near miss. */
-static bool post_of(const kn_node *u, kn_abi_post *p, const char **why)
+bool kn_fuse_post_of(const kn_node *u, kn_abi_post *p, const char **why)
 {
     *why = NULL;
     memset(p, 0, sizeof *p);
@@ -261,7 +261,7 @@ void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch)
     while ((u = user_of(ch->out, is_post)) && u->outputs[0] && kn_fuse_can_extend(ctx, ch, u)) {
         kn_abi_post p;
         const char *why;
-        if (u->op != KN_OP_Add && ch->n_nodes < KN_FUSE_MAX_NODES && post_of(u, &p, &why) && merge_clamp(ch, &p)) {
+        if (u->op != KN_OP_Add && ch->n_nodes < KN_FUSE_MAX_NODES && kn_fuse_post_of(u, &p, &why) && merge_clamp(ch, &p)) {
             ch->nodes[ch->n_nodes++] = u;
             ch->out = u->outputs[0];
             continue;
@@ -274,7 +274,7 @@ void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch)
         if (u->op == KN_OP_Add) {
             if (!take_residual(ctx, ch, u)) return;
         } else {
-            if (!post_of(u, &p, &why)) {
+            if (!kn_fuse_post_of(u, &p, &why)) {
                 kn_pass_remark(ctx, "%s '%s' + %s '%s': %s", ch->what, ch->head->name, u->op_type, u->name, why);
                 return;
             }

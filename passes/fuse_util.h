@@ -56,6 +56,11 @@ bool kn_fuse_can_extend(kn_pass_ctx *ctx, const kn_fuse_chain *ch, const kn_node
 int kn_fuse_take_bias(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, int axis, int64_t count,
                       kn_value *old_bias);
 
+/* The post-op an activation node u becomes (Relu, Clip with constant
+ * bounds, LeakyRelu, Sigmoid, Tanh, HardSwish, Gelu); false with *why set
+ * for anything else. */
+bool kn_fuse_post_of(const kn_node *u, kn_abi_post *p, const char **why);
+
 /* Takes activations and one residual Add (an addend of the output's shape
  * and dtype) while the chain has room. */
 void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch);

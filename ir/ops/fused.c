@@ -11,6 +11,7 @@
 
 #include "../eval.h"
 #include "fused_int.h"
+#include "fused_q.h"
 #include "k_linalg.h"
 #include "nn_int.h"
 
@@ -109,7 +110,77 @@ static int infer_fused_matmul(kn_node *n)
     return check_posts(n);
 }
 
+/* QConv / QMatMul (fused_q.h): output dtype from y_dtype; the residual is
+ * 8-bit with the output's shape. */
+static int infer_q_common(kn_node *n, const kn_shape *s)
+{
+    const kn_value *x = kn_node_input(n, KN_Q_X), *w = kn_node_input(n, KN_Q_W), *sc = kn_node_input(n, KN_Q_S);
+    if (!sc) return kn_node_error(n, KN_ERR_INVALID, "input S (the output scales) is missing");
+    if (x->dtype != KN_DT_UNDEFINED && x->dtype != KN_U8 && x->dtype != KN_I8)
+        return kn_node_error(n, KN_ERR_INVALID, "X has dtype %s, expected u8 or s8", kn_dtype_name(x->dtype));
+    if (w->dtype != KN_DT_UNDEFINED && w->dtype != KN_I8)
+        return kn_node_error(n, KN_ERR_INVALID, "W has dtype %s, expected s8", kn_dtype_name(w->dtype));
+    int64_t elem = kn_attr_int(n, "y_dtype", 1);
+    kn_dtype dt = kn_q_out_dtype(elem);
+    if (dt == KN_DT_UNDEFINED)
+        return kn_node_error(n, KN_ERR_INVALID, "y_dtype %lld: expected 1 (f32), 2 (u8) or 3 (s8)", (long long)elem);
+    kn_infer_set_shape(n, 0, dt, s);
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int np, st = kn_fused_posts(&d, post, &np);
+    if (st) return st;
+    const kn_value *r = kn_node_input(n, KN_Q_R);
+    if (kn_fused_has_sum(post, np) != (r != NULL))
+        return kn_node_error(n, KN_ERR_INVALID, r ? "input R is given but post_ops has no 'Add'"
+                                                  : "post_ops adds a residual but input R is missing");
+    if (r && r->dtype != KN_DT_UNDEFINED && r->dtype != KN_U8 && r->dtype != KN_I8)
+        return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, expected u8 or s8", kn_dtype_name(r->dtype));
+    if (r && r->shape.rank >= 0 && s->rank >= 0 && !kn_shape_same(&r->shape, s))
+        return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
+    return KN_OK;
+}
+
+static int infer_qconv(kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
+    if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
+    kn_shape s = kn_shape_unknown();
+    if (x->shape.rank >= 0) {
+        kn_opdesc d;
+        bool has[1];
+        kn_node_opdesc(n, &d, has);
+        kn_nn_window win;
+        int64_t group, od[KN_MAX_RANK];
+        int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
+                                     &win, &group, od);
+        if (st) return st;
+        s.rank = x->shape.rank;
+        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
+        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0];
+    }
+    return infer_q_common(n, &s);
+}
+
+static int infer_qmatmul(kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
+    if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
+    if (w->shape.rank >= 0 && w->shape.rank != 2)
+        return kn_node_error(n, KN_ERR_INVALID, "W has rank %d, expected 2 ([K, N])", w->shape.rank);
+    kn_shape s = kn_shape_unknown();
+    if (x->shape.rank >= 0 && w->shape.rank >= 0) {
+        int st = kn_k_matmul_shape(x->shape.rank, x->shape.dims, w->shape.rank, w->shape.dims, &s.rank, s.dims);
+        if (st) return kn_node_error(n, st, "%s", kn_last_error());
+        matmul_syms(x, w, &s);
+    }
+    return infer_q_common(n, &s);
+}
+
 const kn_op_impl kn_ops_fused[] = {
+    {KN_OP_QConv, infer_qconv, NULL},
+    {KN_OP_QMatMul, infer_qmatmul, NULL},
     {KN_OP_FusedConv, infer_fused_conv, NULL},
     {KN_OP_FusedMatMul, infer_fused_matmul, NULL},
     {KN_OP_UNKNOWN, NULL, NULL},

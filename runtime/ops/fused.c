@@ -84,7 +84,7 @@ static int post_unary(kn_unary_op op, double alpha, kn_tensor *y)
 }
 
 /* Applies one step to y in place, with the kernel the unfused op runs. */
-static int apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
+int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
 {
     switch (p->kind) {
     case KN_POST_SUM: return kn_k_binary(KN_BIN_ADD, y, r, y);
@@ -120,7 +120,7 @@ static int run_posts(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     if (r && (r->dtype != y->dtype || r->rank != y->rank || memcmp(r->dims, y->dims, sizeof(int64_t) * (size_t)y->rank)))
         return kn_op_error(d, KN_ERR_INVALID, "residual R must have the output's dtype and shape");
     for (int i = 0; i < n; i++)
-        if ((st = apply_post(&post[i], r, y))) return kn_op_fail(d, st);
+        if ((st = kn_fused_apply_post(&post[i], r, y))) return kn_op_fail(d, st);
     return KN_OK;
 }
 

@@ -74,6 +74,10 @@ int kn_fused_post_kind(const char *name);
  * name, lists of other lengths, too many steps or more than one "Add". */
 int kn_fused_posts(const kn_opdesc *d, kn_abi_post *post, int *out_n);
 
+/* Applies step p to y in place with the kernel the unfused op runs (r: the
+ * residual of a KN_POST_SUM). */
+int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y);
+
 /* True if the list holds a KN_POST_SUM (the op then needs input R). */
 bool kn_fused_has_sum(const kn_abi_post *post, int n);
 

@@ -1,0 +1,523 @@
+/*
+ * passes/lower_qdq.c — the integer lowering: DequantizeLinear → Conv /
+ * MatMul / Gemm (+ activations, a residual Add) → QuantizeLinear groups of
+ * a quantized model (the IR's one quantized form: QDQ) become one
+ * kiln::QConv or kiln::QMatMul (runtime/ops/fused_q.h), which the cpu
+ * backend runs as one oneDNN int8 primitive; 8-bit tensors stay 8-bit
+ * through data movement and max pooling.
+ *
+ *   %x  = DequantizeLinear(%xq, xs, xz)
+ *   %w  = DequantizeLinear(%wq, ws[O], 0)       %yq = kiln::QConv(%xq, %wq, %B, %rq, %S)
+ *   %b  = DequantizeLinear(%bq, xs*ws, 0)   →        {..Conv's attributes..,
+ *   %c  = Conv(%x, %w, %b)                            x_zero_point=xz, y_zero_point=yz,
+ *   %cq = QuantizeLinear(%c, cs, cz)                  y_dtype=2, post_ops=["Add"],
+ *   %cd = DequantizeLinear(%cq, cs, cz)               post_alpha=[rs/ys], post_beta=[rz]}
+ *   %a  = Add(%cd, DequantizeLinear(%rq, rs, rz))
+ *   %yq = QuantizeLinear(%a, ys, yz)
+ *
+ * with S[o] = xs*ws[o]/ys and B[o] = bias[o]/(xs*ws[o]) (fused_q.h). A
+ * QuantizeLinear → DequantizeLinear pair inside a group (the conv's own
+ * output quantization before a residual Add) is dropped: the group rounds
+ * once, at its end, which differs from rounding twice by at most one step.
+ * A group that ends in float (no QuantizeLinear after it) gives a QConv
+ * with an f32 output.
+ *
+ * Data movement: DequantizeLinear → MaxPool / Reshape / Flatten /
+ * Transpose / Squeeze / Unsqueeze → QuantizeLinear with the same scale and
+ * zero point runs the op on the 8-bit tensor (exact: these ops only move or
+ * select values).
+ *
+ * Conditions (each near miss is a remark): activations quantized per
+ * tensor (u8 or s8) with constant scale and zero point; weights constant
+ * s8 with zero point 0, per tensor or per output channel; a bias that is a
+ * constant (float, or int32 behind a DequantizeLinear); every value inside
+ * a group has one user and is no graph output; activations after which a
+ * quantized output is not a plain rescaling (Sigmoid, Tanh, Gelu,
+ * HardSwish) end the group in float.
+ *
+ * Runs first in the pipeline, before fold-constants turns the weights'
+ * DequantizeLinear into float constants; whatever it leaves is folded
+ * (constant weights of float ops) or runs as QuantizeLinear /
+ * DequantizeLinear kernels.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_util.h"
+#include "fused_q.h"
+
+/* ---- quantization parameters --------------------------------------------------- */
+
+/* A per-tensor quantization: scale and zero point of a QuantizeLinear or
+ * DequantizeLinear with constant scalar parameters. */
+typedef struct qparam {
+    float scale;
+    int32_t zp;
+    kn_dtype dt; /* the 8-bit type */
+} qparam;
+
+static bool is_8bit(kn_dtype dt) { return dt == KN_U8 || dt == KN_I8; }
+
+static bool same_q(const qparam *a, const qparam *b) { return a->scale == b->scale && a->zp == b->zp && a->dt == b->dt; }
+
+/* Element i of constant v as a double (v numeric). */
+static double const_at(const kn_value *v, int64_t i) { return kn_load_f64(v->const_data->dtype, v->const_data->data, (size_t)i); }
+
+static int64_t const_numel(const kn_value *v) { return v && v->const_data ? kn_tensor_numel(v->const_data) : -1; }
+
+/* The parameters of Q/DQ node n if they are per tensor and constant; the
+ * 8-bit side is `qv` (DQ's input, Q's output). */
+static bool per_tensor(const kn_node *n, const kn_value *qv, qparam *p)
+{
+    const kn_value *s = kn_node_input(n, 1), *z = kn_node_input(n, 2);
+    if (!qv || !is_8bit(qv->dtype) || !s || const_numel(s) != 1 || s->dtype != KN_F32) return false;
+    if (z && (const_numel(z) != 1 || z->dtype != qv->dtype)) return false;
+    p->scale = (float)const_at(s, 0);
+    p->zp = z ? (int32_t)const_at(z, 0) : 0;
+    p->dt = qv->dtype;
+    return isfinite(p->scale) && p->scale > 0;
+}
+
+/* v = DequantizeLinear(q) per tensor: the node, q and its parameters. */
+static kn_node *dq_input(const kn_value *v, qparam *p)
+{
+    kn_node *d = v ? v->producer : NULL;
+    if (!d || d->op != KN_OP_DequantizeLinear || d->n_outputs != 1) return NULL;
+    return per_tensor(d, kn_node_input(d, 0), p) ? d : NULL;
+}
+
+/* A QuantizeLinear node's parameters, per tensor. */
+static bool q_params(const kn_node *q, qparam *p)
+{
+    return q->op == KN_OP_QuantizeLinear && q->n_outputs == 1 && q->outputs[0] &&
+           per_tensor(q, q->outputs[0], p);
+}
+
+/* The weights: v = DequantizeLinear(wq) with wq a constant s8 tensor, zero
+ * point 0, scale per tensor or per `axis` (which has `chans` entries).
+ * Fills scales[chans] (per tensor: repeated) and returns wq. */
+static kn_value *const_weights(const kn_value *v, int axis, int64_t chans, float *scales, const char **why)
+{
+    kn_node *d = v ? v->producer : NULL;
+    *why = "the weights are not a DequantizeLinear of a constant";
+    if (!d || d->op != KN_OP_DequantizeLinear) return NULL;
+    kn_value *wq = kn_node_input(d, 0), *s = kn_node_input(d, 1), *z = kn_node_input(d, 2);
+    if (!wq || !wq->const_data || !s || !s->const_data || (z && !z->const_data)) return NULL;
+    *why = "the weights are not s8";
+    if (wq->dtype != KN_I8) return NULL;
+    *why = "the weights' zero point is not 0";
+    for (int64_t i = 0; z && i < const_numel(z); i++)
+        if (const_at(z, i) != 0) return NULL;
+    int64_t ns = const_numel(s);
+    int64_t a = kn_attr_int(d, "axis", 1);
+    if (wq->shape.rank > 0 && a < 0) a += wq->shape.rank;
+    *why = "the weights' scale is neither per tensor nor per output channel";
+    if (kn_attr_int(d, "block_size", 0) != 0 || s->dtype != KN_F32) return NULL;
+    if (ns != 1 && (ns != chans || a != axis)) return NULL;
+    for (int64_t i = 0; i < chans; i++) {
+        scales[i] = (float)const_at(s, ns == 1 ? 0 : i);
+        if (!(isfinite(scales[i]) && scales[i] > 0)) return NULL;
+    }
+    *why = NULL;
+    return wq;
+}
+
+/* The bias in real units into bias[chans]: a float constant of chans
+ * values, or a DequantizeLinear of an int32 constant. */
+static bool const_bias(const kn_value *b, int64_t chans, float *bias)
+{
+    if (!b) {
+        for (int64_t i = 0; i < chans; i++) bias[i] = 0;
+        return true;
+    }
+    if (b->const_data && b->dtype == KN_F32 && const_numel(b) == chans) {
+        for (int64_t i = 0; i < chans; i++) bias[i] = (float)const_at(b, i);
+        return true;
+    }
+    kn_node *d = b->producer;
+    if (!d || d->op != KN_OP_DequantizeLinear) return false;
+    kn_value *bq = kn_node_input(d, 0), *s = kn_node_input(d, 1), *z = kn_node_input(d, 2);
+    if (!bq || !bq->const_data || bq->dtype != KN_I32 || const_numel(bq) != chans || !s || !s->const_data ||
+        (z && !z->const_data))
+        return false;
+    int64_t ns = const_numel(s), nz = z ? const_numel(z) : 0;
+    if ((ns != 1 && ns != chans) || (z && nz != 1 && nz != chans)) return false;
+    for (int64_t i = 0; i < chans; i++) {
+        double zp = z ? const_at(z, nz == 1 ? 0 : i) : 0;
+        bias[i] = (float)((const_at(bq, i) - zp) * const_at(s, ns == 1 ? 0 : i));
+    }
+    return true;
+}
+
+/* ---- groups ----------------------------------------------------------------------- */
+
+/* One group being grown from a Conv or a matrix product. */
+typedef struct qgroup {
+    kn_node *head;
+    const char *what;
+    kn_node *nodes[16]; /* head, then every node taken */
+    int n_nodes;
+    kn_value *out;      /* the group's result so far */
+    kn_abi_post post[KN_FUSED_MAX_POST]; /* clip bounds in real units; a sum's alpha/beta: r scale, r zp */
+    int n_post;
+    kn_value *residual; /* 8-bit */
+    bool quantized;     /* ends in a QuantizeLinear: */
+    qparam y;
+} qgroup;
+
+/* The one user of v if v is no graph output; NULL otherwise. */
+static kn_node *sole_user(const kn_value *v)
+{
+    if (!v || v->n_users != 1 || (v->flags & KN_VALUE_GRAPH_OUTPUT)) return NULL;
+    return v->users[0].node;
+}
+
+static void take(qgroup *q, kn_node *u)
+{
+    q->nodes[q->n_nodes++] = u;
+    q->out = u->outputs[0];
+}
+
+/* True for activations whose quantized result is the activation of the
+ * scaled value (relu(v * s) = relu(v) * s for s > 0). */
+static bool homogeneous(int kind) { return kind == KN_POST_RELU || kind == KN_POST_CLIP || kind == KN_POST_LEAKY_RELU; }
+
+/* Takes an Add of q->out and a per-tensor dequantized 8-bit tensor as the
+ * residual sum. */
+static bool take_residual(kn_pass_ctx *ctx, qgroup *q, kn_node *u)
+{
+    if (u->op != KN_OP_Add || q->residual || q->n_post == KN_FUSED_MAX_POST || !u->outputs[0]) return false;
+    kn_value *a = kn_node_input(u, 0), *b = kn_node_input(u, 1);
+    kn_value *other = a == q->out ? b : a;
+    qparam r;
+    if (other == q->out || !dq_input(other, &r)) {
+        kn_pass_remark(ctx, "%s '%s' + Add '%s': the addend is not a per-tensor DequantizeLinear", q->what,
+                       q->head->name, u->name);
+        return false;
+    }
+    if (!kn_shape_same(&other->shape, &q->out->shape) || !kn_shape_same(&u->outputs[0]->shape, &q->out->shape)) {
+        kn_pass_remark(ctx, "%s '%s' + Add '%s': the addend broadcasts", q->what, q->head->name, u->name);
+        return false;
+    }
+    q->residual = kn_node_input(other->producer, 0);
+    q->post[q->n_post++] = (kn_abi_post){.kind = KN_POST_SUM, .alpha = r.scale, .beta = (float)r.zp};
+    take(q, u);
+    return true;
+}
+
+/* Grows q from its head's output: activations, a QuantizeLinear →
+ * DequantizeLinear pair before a residual Add, the Add, and the final
+ * QuantizeLinear. */
+static void grow(kn_pass_ctx *ctx, qgroup *q)
+{
+    kn_node *u;
+    while ((u = sole_user(q->out)) && u->n_outputs >= 1 && u->outputs[0] && q->n_nodes < 12) {
+        kn_abi_post p;
+        const char *why;
+        qparam qp, dp;
+        if (u->op == KN_OP_QuantizeLinear) {
+            if (!q_params(u, &qp)) {
+                kn_pass_remark(ctx, "%s '%s' + QuantizeLinear '%s': not per tensor with constant parameters",
+                               q->what, q->head->name, u->name);
+                return;
+            }
+            /* Q → DQ → Add(residual): round once, at the end */
+            kn_node *d = sole_user(u->outputs[0]);
+            kn_node *add = d && d->op == KN_OP_DequantizeLinear && dq_input(d->outputs[0], &dp) && same_q(&qp, &dp)
+                               ? sole_user(d->outputs[0])
+                               : NULL;
+            if (add && add->op == KN_OP_Add && !q->residual) {
+                int n0 = q->n_nodes;
+                take(q, u);
+                take(q, d);
+                if (take_residual(ctx, q, add)) continue;
+                q->n_nodes = n0; /* the group ends at the QuantizeLinear after all */
+                q->out = u->inputs[0];
+            }
+            take(q, u);
+            q->quantized = true;
+            q->y = qp;
+            return;
+        }
+        if (u->op == KN_OP_Add) {
+            if (!take_residual(ctx, q, u)) return;
+            continue;
+        }
+        if (q->n_post == KN_FUSED_MAX_POST || !kn_fuse_post_of(u, &p, &why)) return;
+        if (!homogeneous(p.kind) && q->residual) return; /* the group must end quantized (the sum's residual) */
+        q->post[q->n_post++] = p;
+        take(q, u);
+        if (!homogeneous(p.kind)) return; /* the group ends here, in float */
+    }
+}
+
+/* Adds a float constant of n values named after the head. */
+static kn_value *add_f32(kn_graph *g, const kn_node *head, const char *suffix, const float *vals, int64_t n)
+{
+    kn_tensor *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (kn_tensor_alloc(t, KN_F32, 1, &n)) {
+        free(t);
+        return NULL;
+    }
+    memcpy(t->data, vals, sizeof(float) * (size_t)n);
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", head->name, suffix);
+    return kn_graph_add_constant(g, kn_graph_lookup(g, name) ? NULL : name, t);
+}
+
+static int set_int(kn_node *n, const char *name, int64_t v)
+{
+    kn_attr *a = kn_node_add_attr(n, name, KN_ATTR_INT);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->i = v;
+    return KN_OK;
+}
+
+/* Adds post_ops/post_alpha/post_beta from q (in output units). */
+static int set_posts(kn_node *n, const qgroup *q, float ys)
+{
+    if (q->n_post == 0) return KN_OK;
+    void *items;
+    kn_attr *a = kn_fuse_add_list(n, "post_ops", KN_ATTR_STRINGS, q->n_post, sizeof(char *), &items);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->strings = items;
+    for (int i = 0; i < q->n_post; i++) a->strings[i] = kn_fused_post_name(q->post[i].kind);
+    float *al, *be;
+    if (!(a = kn_fuse_add_list(n, "post_alpha", KN_ATTR_FLOATS, q->n_post, sizeof(float), &items)))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->floats = al = items;
+    if (!(a = kn_fuse_add_list(n, "post_beta", KN_ATTR_FLOATS, q->n_post, sizeof(float), &items)))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    a->floats = be = items;
+    for (int i = 0; i < q->n_post; i++) {
+        const kn_abi_post *p = &q->post[i];
+        al[i] = p->alpha, be[i] = p->beta;
+        if (p->kind == KN_POST_CLIP) al[i] = p->alpha / ys, be[i] = p->beta / ys; /* ±inf stays */
+        if (p->kind == KN_POST_SUM) al[i] = p->alpha / ys;                       /* beta: r's zero point */
+    }
+    return KN_OK;
+}
+
+/* Replaces q by one node of op with inputs (X, W, B, R, S), the head's
+ * attributes but `drop`, and the quantization attributes. */
+static int commit(kn_pass_ctx *ctx, kn_graph *g, qgroup *q, kn_op op, kn_value *x, const qparam *xq, kn_value *w,
+                  kn_value *bias, kn_value *scale, const char *const *drop)
+{
+    kn_node *head = q->head;
+    kn_value *in[5] = {x, w, bias, q->residual, scale};
+    int at = 0;
+    while (at < g->n_nodes && g->nodes[at] != head) at++;
+    for (int i = q->n_nodes - 1; i >= 0; i--) kn_node_remove(q->nodes[i]);
+    const kn_op_info *oi = kn_op_get(op);
+    kn_node *n = kn_node_create_named(g, oi->name, oi->domain, head->name, 5, in, 1, NULL);
+    if (!n) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (at < g->n_nodes - 1) {
+        memmove(&g->nodes[at + 1], &g->nodes[at], sizeof(kn_node *) * (size_t)(g->n_nodes - 1 - at));
+        g->nodes[at] = n;
+    }
+    n->outputs[0] = q->out;
+    q->out->producer = n;
+    q->out->producer_index = 0;
+    for (int i = 0; i < head->n_attrs; i++) {
+        const kn_attr *src = &head->attrs[i];
+        bool skip = false;
+        for (int k = 0; drop && drop[k]; k++) skip |= !strcmp(drop[k], src->name);
+        if (skip) continue;
+        kn_attr *a = kn_node_add_attr(n, src->name, src->kind);
+        if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+        const char *name = a->name;
+        *a = *src;
+        a->name = name;
+    }
+    int st = set_int(n, "x_zero_point", xq->zp);
+    if (!st) st = set_int(n, "y_zero_point", q->quantized ? q->y.zp : 0);
+    if (!st) st = set_int(n, "y_dtype", kn_q_onnx_elem(q->quantized ? q->y.dt : KN_F32));
+    if (!st) st = set_posts(n, q, q->quantized ? q->y.scale : 1.0f);
+    if (!st && kn_model_opset(g->model, oi->domain) == 0) st = kn_model_set_opset(g->model, oi->domain, 1);
+    ctx->rewrites += q->n_nodes;
+    return st;
+}
+
+/* S and B of a group: S[c] = xs*ws[c]/ys, B[c] = bias[c]/(xs*ws[c]). */
+static int scales_and_bias(kn_graph *g, const qgroup *q, float xs, const float *ws, const float *bias, int64_t chans,
+                           kn_value **out_s, kn_value **out_b)
+{
+    float *sv = calloc(2 * (size_t)chans + 1, sizeof(float));
+    if (!sv) return kn_error(KN_ERR_NOMEM, "out of memory");
+    float *bv = sv + chans, ys = q->quantized ? q->y.scale : 1.0f;
+    bool any_bias = false;
+    for (int64_t c = 0; c < chans; c++) {
+        double acc_scale = (double)xs * ws[c];
+        sv[c] = (float)(acc_scale / ys);
+        bv[c] = (float)(bias[c] / acc_scale);
+        any_bias |= bv[c] != 0;
+    }
+    *out_s = add_f32(g, q->head, "qscale", sv, chans);
+    *out_b = any_bias ? add_f32(g, q->head, "qbias", bv, chans) : NULL;
+    free(sv);
+    return !*out_s || (any_bias && !*out_b) ? kn_error(KN_ERR_NOMEM, "out of memory") : KN_OK;
+}
+
+/* Ends q in float when it took a residual but no QuantizeLinear: oneDNN's
+ * sum reads the residual in dst's type. */
+static bool group_ok(kn_pass_ctx *ctx, const qgroup *q)
+{
+    if (q->residual && !q->quantized) {
+        kn_pass_remark(ctx, "%s '%s': a residual Add without a QuantizeLinear after it stays float", q->what,
+                       q->head->name);
+        return false;
+    }
+    return true;
+}
+
+static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
+{
+    qparam xq;
+    kn_node *dx = dq_input(kn_node_input(n, 0), &xq);
+    kn_value *wv = kn_node_input(n, 1);
+    if (!dx || !wv || wv->shape.rank < 3 || wv->shape.dims[0] <= 0 || !n->outputs[0]) return KN_OK;
+    int64_t O = wv->shape.dims[0];
+    float *ws = malloc(sizeof(float) * 2 * (size_t)O);
+    if (!ws) return kn_error(KN_ERR_NOMEM, "out of memory");
+    float *bias = ws + O;
+    const char *why;
+    kn_value *wq = const_weights(wv, 0, O, ws, &why);
+    int st = KN_OK;
+    if (!wq) {
+        kn_pass_remark(ctx, "Conv '%s': %s", n->name, why);
+    } else if (!const_bias(kn_node_input(n, 2), O, bias)) {
+        kn_pass_remark(ctx, "Conv '%s': the bias is not a constant", n->name);
+    } else {
+        qgroup q = {.head = n, .what = "Conv", .nodes = {n}, .n_nodes = 1, .out = n->outputs[0]};
+        grow(ctx, &q);
+        if (group_ok(ctx, &q)) {
+            kn_value *s, *b;
+            st = scales_and_bias(g, &q, xq.scale, ws, bias, O, &s, &b);
+            if (!st) st = commit(ctx, g, &q, KN_OP_QConv, kn_node_input(dx, 0), &xq, wq, b, s, NULL);
+            *changed = true;
+        }
+    }
+    free(ws);
+    return st;
+}
+
+/* The constant s8 [N, K] transposed into a new [K, N] constant. */
+static kn_value *transposed(kn_graph *g, const kn_node *head, const kn_value *w)
+{
+    int64_t N = w->shape.dims[0], K = w->shape.dims[1], d[2] = {K, N};
+    kn_tensor *t = calloc(1, sizeof *t);
+    if (!t || kn_tensor_alloc(t, KN_I8, 2, d)) {
+        free(t);
+        return NULL;
+    }
+    const int8_t *src = w->const_data->data;
+    int8_t *dst = t->data;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) dst[k * N + j] = src[j * K + k];
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight_kn", head->name);
+    return kn_graph_add_constant(g, kn_graph_lookup(g, name) ? NULL : name, t);
+}
+
+static int lower_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
+{
+    bool gemm = n->op == KN_OP_Gemm;
+    qparam xq;
+    kn_node *dx = dq_input(kn_node_input(n, 0), &xq);
+    kn_value *wv = kn_node_input(n, 1);
+    if (!dx || !wv || wv->shape.rank != 2 || !n->outputs[0] || n->outputs[0]->shape.rank < 2) return KN_OK;
+    bool tb = gemm && kn_attr_int(n, "transB", 0) != 0;
+    if (gemm && (kn_attr_int(n, "transA", 0) || kn_attr_float(n, "alpha", 1.0f) != 1.0f ||
+                 kn_attr_float(n, "beta", 1.0f) != 1.0f || kn_node_input(n, 0)->shape.rank != 2)) {
+        kn_pass_remark(ctx, "Gemm '%s': transA, alpha or beta", n->name);
+        return KN_OK;
+    }
+    int64_t N = wv->shape.dims[tb ? 0 : 1];
+    if (N <= 0) return KN_OK;
+    float *ws = malloc(sizeof(float) * 2 * (size_t)N);
+    if (!ws) return kn_error(KN_ERR_NOMEM, "out of memory");
+    float *bias = ws + N;
+    const char *why;
+    kn_value *wq = const_weights(wv, tb ? 0 : 1, N, ws, &why);
+    int st = KN_OK;
+    if (!wq) {
+        kn_pass_remark(ctx, "%s '%s': %s", n->op_type, n->name, why);
+    } else if (!const_bias(gemm ? kn_node_input(n, 2) : NULL, N, bias)) {
+        kn_pass_remark(ctx, "Gemm '%s': C is not a constant row bias", n->name);
+    } else {
+        qgroup q = {.head = n, .what = n->op_type, .nodes = {n}, .n_nodes = 1, .out = n->outputs[0]};
+        grow(ctx, &q);
+        if (group_ok(ctx, &q)) {
+            kn_value *s, *b, *w = tb ? transposed(g, n, wq) : wq;
+            st = w ? scales_and_bias(g, &q, xq.scale, ws, bias, N, &s, &b) : kn_error(KN_ERR_NOMEM, "out of memory");
+            static const char *const drop[] = {"transA", "transB", "alpha", "beta", NULL};
+            if (!st) st = commit(ctx, g, &q, KN_OP_QMatMul, kn_node_input(dx, 0), &xq, w, b, s, drop);
+            *changed = true;
+        }
+    }
+    free(ws);
+    return st;
+}
+
+/* ---- data movement on 8-bit tensors ---------------------------------------------- */
+
+static bool moves_values(kn_op op)
+{
+    return op == KN_OP_MaxPool || op == KN_OP_Reshape || op == KN_OP_Flatten || op == KN_OP_Transpose ||
+           op == KN_OP_Squeeze || op == KN_OP_Unsqueeze;
+}
+
+/* DQ → op → Q with equal parameters: op reads the 8-bit tensor and writes
+ * Q's output. */
+static int lower_movement(kn_pass_ctx *ctx, kn_node *n, bool *changed)
+{
+    qparam in, out;
+    kn_node *dx = dq_input(kn_node_input(n, 0), &in);
+    if (!dx || n->n_outputs < 1 || !n->outputs[0]) return KN_OK;
+    for (int i = 1; i < n->n_outputs; i++)
+        if (n->outputs[i] && n->outputs[i]->n_users) return KN_OK; /* MaxPool's Indices */
+    kn_node *q = sole_user(n->outputs[0]);
+    if (!q || !q_params(q, &out) || !same_q(&in, &out)) return KN_OK;
+    if (n->op == KN_OP_MaxPool && kn_node_opset(n) < 12) return KN_OK; /* 8-bit MaxPool came in opset 12 */
+    kn_value *y = q->outputs[0], *old = n->outputs[0];
+    kn_node_set_input(n, 0, kn_node_input(dx, 0));
+    kn_value_replace_uses(y, old);
+    kn_value_swap_names(y, old); /* y may be a graph output */
+    old->dtype = in.dt;
+    kn_node_remove(q);
+    ctx->rewrites++;
+    *changed = true;
+    return KN_OK;
+}
+
+int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
+{
+    *out_changed = false;
+    int count = g->n_nodes;
+    kn_node **heads = malloc(sizeof *heads * (size_t)(count ? count : 1));
+    if (!heads) return kn_error(KN_ERR_NOMEM, "out of memory");
+    int nh = 0;
+    for (int i = 0; i < count; i++) heads[nh++] = g->nodes[i];
+    int st = KN_OK;
+    /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */
+    for (int i = 0; i < nh && !st; i++)
+        if (moves_values(heads[i]->op)) st = lower_movement(ctx, heads[i], out_changed);
+    /* (no kn_pass_finish here: it would materialize the weights'
+     * DequantizeLinear into float constants) a node removed by one group is never another's head: groups start at a
+     * Conv/MatMul/Gemm and take only the nodes after it */
+    bool grouped = false;
+    count = g->n_nodes, nh = 0;
+    for (int i = 0; i < count && !st; i++)
+        if (g->nodes[i]->op == KN_OP_Conv || g->nodes[i]->op == KN_OP_MatMul || g->nodes[i]->op == KN_OP_Gemm)
+            heads[nh++] = g->nodes[i];
+    for (int i = 0; i < nh && !st; i++)
+        st = heads[i]->op == KN_OP_Conv ? lower_conv(ctx, g, heads[i], &grouped)
+                                        : lower_matmul(ctx, g, heads[i], &grouped);
+    free(heads);
+    *out_changed |= grouped;
+    if (!st && *out_changed) st = kn_pass_finish(g);
+    return st;
+}
