@@ -28,13 +28,22 @@
 #include "dyn.h"
 #include "eval.h"
 #include "fused_int.h"
+#include "fused_q.h"
+
+/* True if v has a static shape and a place in the memory plan. */
+static bool placed(const kn_cg *cg, const kn_value *v)
+{
+    return v && kn_shape_is_static(&v->shape) && v->shape.rank <= 8 && v->id < cg->plan->n_where &&
+           cg->plan->where[v->id].loc >= 0;
+}
 
 /* True if v is f32 with a static shape and a place in the memory plan. */
-static bool usable(const kn_cg *cg, const kn_value *v)
-{
-    return v && v->dtype == KN_F32 && kn_shape_is_static(&v->shape) && v->shape.rank <= 8 &&
-           v->id < cg->plan->n_where && cg->plan->where[v->id].loc >= 0;
-}
+static bool usable(const kn_cg *cg, const kn_value *v) { return placed(cg, v) && v->dtype == KN_F32; }
+
+static bool is_8bit(kn_dtype dt) { return dt == KN_U8 || dt == KN_I8; }
+
+/* An activation oneDNN may take: f32, or 8-bit. */
+static bool usable_act(const kn_cg *cg, const kn_value *v) { return placed(cg, v) && (v->dtype == KN_F32 || is_8bit(v->dtype)); }
 
 static kn_abi_ref where_of(const kn_cg *cg, const kn_value *v) { return cg->plan->where[v->id]; }
 
@@ -167,6 +176,40 @@ static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     return KN_OK;
 }
 
+/* The int8 fields of a QConv or QMatMul (runtime/ops/fused_q.h) into r:
+ * output scales, zero points, post-ops (a sum with the residual's scale and
+ * zero point) and the residual *out_res. */
+static int q_fields(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, int64_t chans, const kn_value **out_res)
+{
+    *out_res = NULL;
+    const kn_value *s = kn_node_input(n, KN_Q_S), *res = kn_node_input(n, KN_Q_R), *y = n->outputs[0];
+    if (!usable(cg, s) || !is_const(cg, s) || (kn_cg_numel(s) != 1 && kn_cg_numel(s) != chans))
+        return KN_ERR_UNSUPPORTED;
+    r->n_scale = (int32_t)kn_cg_numel(s);
+    r->scale_ref = where_of(cg, s);
+    int64_t xz = kn_attr_int(n, "x_zero_point", 0), yz = kn_attr_int(n, "y_zero_point", 0);
+    if (xz < -128 || xz > 255 || yz < -128 || yz > 255) return KN_ERR_UNSUPPORTED;
+    r->src_zp = (int32_t)xz, r->dst_zp = (int32_t)yz;
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int np;
+    if (kn_fused_posts(&d, post, &np)) {
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return KN_ERR_UNSUPPORTED;
+    }
+    if (posts_collide(post, np)) return KN_ERR_UNSUPPORTED;
+    if (kn_fused_has_sum(post, np) != (res != NULL)) return KN_ERR_UNSUPPORTED;
+    /* oneDNN's sum reads the residual from dst: both 8-bit, same shape */
+    if (res && (!placed(cg, res) || !is_8bit(res->dtype) || res->dtype != y->dtype || !kn_shape_same(&res->shape, &y->shape)))
+        return KN_ERR_UNSUPPORTED;
+    r->n_post = np;
+    memcpy(r->post, post, sizeof post);
+    *out_res = res;
+    return KN_OK;
+}
+
 /* The record of a Conv, or of a FusedConv (then with its post-ops and
  * residual *out_res); KN_ERR_UNSUPPORTED for what oneDNN does not take.
  * Emits nothing: the layout choice asks it about neighbours too. */
@@ -175,7 +218,12 @@ static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     *out_res = NULL;
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2);
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
-    if (!usable(cg, x) || !usable(cg, w) || !usable(cg, y) || (b && !usable(cg, b))) return KN_ERR_UNSUPPORTED;
+    bool q = n->op == KN_OP_QConv;
+    if (q ? !placed(cg, x) || !is_8bit(x->dtype) || !placed(cg, w) || w->dtype != KN_I8 || !is_const(cg, w) ||
+                !usable_act(cg, y)
+          : !usable(cg, x) || !usable(cg, w) || !usable(cg, y))
+        return KN_ERR_UNSUPPORTED;
+    if (b && !usable(cg, b)) return KN_ERR_UNSUPPORTED;
     int rank = x->shape.rank;
     if (rank < 3 || rank > 5 || w->shape.rank != rank || y->shape.rank != rank) return KN_ERR_UNSUPPORTED;
     int64_t g = kn_attr_int(n, "group", 1), C = x->shape.dims[1], O = w->shape.dims[0];
@@ -189,10 +237,14 @@ static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     r->conv_algo = cg->conv_algo;
     int st = conv_geometry(n, r, x, w, y);
     if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, r, out_res);
+    if (!st && q) st = q_fields(cg, n, r, O, out_res);
     return st;
 }
 
-static bool is_conv(const kn_node *n) { return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv); }
+static bool is_conv(const kn_node *n)
+{
+    return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv || n->op == KN_OP_QConv);
+}
 
 /* ---- pooling --------------------------------------------------------------------- */
 
@@ -208,7 +260,10 @@ static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
     bool gap = n->op == KN_OP_GlobalAveragePool, max = n->op == KN_OP_MaxPool;
     if (!gap && !max && n->op != KN_OP_AveragePool) return KN_ERR_UNSUPPORTED;
     const kn_value *x = kn_node_input(n, 0), *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
-    if (!usable(cg, x) || !usable(cg, y) || x->shape.rank != 4 || y->shape.rank != 4) return KN_ERR_UNSUPPORTED;
+    /* max pooling also on 8-bit tensors (passes/lower_qdq.c) */
+    bool ok = usable(cg, x) || (max && placed(cg, x) && is_8bit(x->dtype));
+    if (!ok || !placed(cg, y) || y->dtype != x->dtype || x->shape.rank != 4 || y->shape.rank != 4)
+        return KN_ERR_UNSUPPORTED;
     if (n->n_outputs > 1 && n->outputs[1]) return KN_ERR_UNSUPPORTED; /* MaxPool's Indices */
     memset(r, 0, sizeof *r);
     r->kind = KN_DNNL_POOL;
@@ -284,12 +339,13 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
  * channels in nChw16c), the runtime keeps the value plain on both sides. */
 static int32_t act_layout(const kn_cg *cg, const kn_value *v)
 {
-    if (cg->plain_layout || !v || !usable(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
+    if (cg->plain_layout || !v || !usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
     if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
     if (!conv_lowerable(cg, v->producer) && !pool_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];
-        bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv);
+        bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL &&
+                                      (u->node->op == KN_OP_FusedConv || u->node->op == KN_OP_QConv));
         if (!role || (!conv_lowerable(cg, u->node) && !pool_lowerable(cg, u->node))) return KN_LAYOUT_PLAIN;
     }
     return KN_LAYOUT_NATIVE;
@@ -411,9 +467,30 @@ static int lower_fused_matmul(kn_cg *cg, const kn_node *n)
     return emit(cg, &r, a, b, c, y, res);
 }
 
+/* QMatMul (runtime/ops/fused_q.h): oneDNN's int8 matmul, W [K, N] constant. */
+static int lower_qmatmul(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *a = kn_node_input(n, KN_Q_X), *w = kn_node_input(n, KN_Q_W), *c = kn_node_input(n, KN_Q_B);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!placed(cg, a) || !is_8bit(a->dtype) || !placed(cg, w) || w->dtype != KN_I8 || !is_const(cg, w) ||
+        !usable_act(cg, y) || (c && !usable(cg, c)))
+        return KN_ERR_UNSUPPORTED;
+    if (!matmul_shapes_ok(a, w, y, false, false)) return KN_ERR_UNSUPPORTED;
+    int64_t N = y->shape.dims[y->shape.rank - 1];
+    if (c && (c->shape.rank != 1 || c->shape.dims[0] != N)) return KN_ERR_UNSUPPORTED;
+    kn_abi_dnnl r;
+    record_init(cg, &r, KN_DNNL_MATMUL, a, w, c, y);
+    const kn_value *res;
+    int st = q_fields(cg, n, &r, N, &res);
+    if (st) return st;
+    return emit(cg, &r, a, w, c, y, res);
+}
+
 const kn_cg_lowering kn_cg_lower_dnnl[] = {
+    {KN_OP_QMatMul, lower_qmatmul},
     {KN_OP_Conv, lower_conv},
     {KN_OP_FusedConv, lower_conv},
+    {KN_OP_QConv, lower_conv},
     {KN_OP_FusedMatMul, lower_fused_matmul},
     {KN_OP_MatMul, lower_matmul},
     {KN_OP_Gemm, lower_gemm},

@@ -109,6 +109,8 @@ struct ew_ctx {
     int kop;                  /* kn_unary_op or kn_binary_op */
     kn_unary_params p;
     LLVMValueRef lo, hi;      /* Clip bounds (NULL: none) */
+    float qscale;             /* QuantizeLinear/DequantizeLinear per tensor: scale, zero point */
+    int64_t qzp;
     double pow_const;         /* Pow by this constant exponent (POW_ANY: not one of the special cases) */
     ew_body body;
     /* kiln::FusedElementwise: its steps, and each Pow step's constant exponent */
@@ -990,6 +992,61 @@ static int lower_cast(kn_cg *cg, const kn_node *n)
     return emit_map(cg, &c, y);
 }
 
+/* ---- QuantizeLinear / DequantizeLinear per tensor ----------------------------------------------- */
+
+/* The constant scalar scale and zero point of a Q/DQ node (its 8-bit side
+ * q): false unless both are per tensor and known. */
+static bool q_scalar_params(const kn_node *n, const kn_value *q, float *scale, int64_t *zp)
+{
+    const kn_value *s = kn_node_input(n, 1), *z = kn_node_input(n, 2);
+    if (!q || (q->dtype != KN_U8 && q->dtype != KN_I8) || !s || !s->const_data || s->dtype != KN_F32 ||
+        kn_tensor_numel(s->const_data) != 1)
+        return false;
+    if (z && (!z->const_data || z->dtype != q->dtype || kn_tensor_numel(z->const_data) != 1)) return false;
+    *scale = ((const float *)s->const_data->data)[0];
+    *zp = z ? kn_load_i64(z->dtype, z->const_data->data, 0) : 0;
+    return true;
+}
+
+/* saturate(roundeven(x / scale) + zp), NaN → zp (the kernel's rule) */
+static LLVMValueRef body_quantize(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
+{
+    LLVMBuilderRef b = cg->b;
+    LLVMValueRef x = v[0];
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef q = intr1(cg, "llvm.roundeven", LLVMBuildFDiv(b, x, cf(t, c->qscale), ""));
+    q = sel(cg, fcmp(cg, LLVMRealUNO, x, x), cf(t, 0), q);
+    q = LLVMBuildFAdd(b, q, cf(t, (double)c->qzp), "");
+    double lo = c->out_dt == KN_U8 ? 0 : -128, hi = c->out_dt == KN_U8 ? 255 : 127;
+    q = intr2(cg, "llvm.minnum", intr2(cg, "llvm.maxnum", q, cf(t, lo)), cf(t, hi));
+    /* in range after the clamp: to u8 unsigned (200.0 is no i8) */
+    LLVMTypeRef it = kn_cg_compute_type(cg, c->out_dt);
+    return c->out_dt == KN_U8 ? LLVMBuildFPToUI(b, q, it, "") : LLVMBuildFPToSI(b, q, it, "");
+}
+
+/* (x - zp) * scale, in float as the kernel computes it */
+static LLVMValueRef body_dequantize(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
+{
+    LLVMBuilderRef b = cg->b;
+    LLVMValueRef f = c->dt == KN_U8 ? LLVMBuildUIToFP(b, v[0], cg->t_float, "") : LLVMBuildSIToFP(b, v[0], cg->t_float, "");
+    f = LLVMBuildFSub(b, f, cf(cg->t_float, (double)c->qzp), "");
+    return LLVMBuildFMul(b, f, cf(cg->t_float, c->qscale), "");
+}
+
+static int lower_qdq(kn_cg *cg, const kn_node *n)
+{
+    bool quant = n->op == KN_OP_QuantizeLinear;
+    ew_ctx c;
+    if (!ctx_init(cg, &c, n, 1, quant ? body_quantize : body_dequantize)) return KN_ERR_UNSUPPORTED;
+    c.n_ops = 1;
+    const kn_value *x = c.ops[0], *y = n->outputs[0];
+    if (!q_scalar_params(n, quant ? y : x, &c.qscale, &c.qzp)) return KN_ERR_UNSUPPORTED;
+    if ((quant ? c.dt : c.out_dt) != KN_F32 || !(isfinite(c.qscale) && c.qscale != 0)) return KN_ERR_UNSUPPORTED;
+    if (!kn_shape_is_static(&x->shape) || !kn_shape_is_static(&y->shape) || kn_cg_numel(x) != kn_cg_numel(y))
+        return KN_ERR_UNSUPPORTED;
+    return emit_map(cg, &c, y);
+}
+
 /* ---- kiln::FusedElementwise ------------------------------------------------------------------------ */
 
 /* The program's steps on one element (or vector) of every input, in
@@ -1058,6 +1115,8 @@ const kn_cg_lowering kn_cg_lower_elementwise[] = {
     {KN_OP_Clip, lower_clip},
     {KN_OP_Where, lower_where},
     {KN_OP_Cast, lower_cast},
+    {KN_OP_QuantizeLinear, lower_qdq},
+    {KN_OP_DequantizeLinear, lower_qdq},
     {KN_OP_CastLike, lower_cast},
     {KN_OP_FusedElementwise, lower_fused_elementwise},
     {KN_OP_UNKNOWN, NULL},

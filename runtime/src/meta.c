@@ -33,7 +33,7 @@
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 3u /* follows KN_ABI_VERSION */
+#define META_FORMAT 4u /* follows KN_ABI_VERSION */
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
@@ -123,6 +123,10 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     w_i32(w, d->conv_algo);
     w_i32(w, d->pool_alg);
     for (int i = 0; i < 3; i++) w_i64(w, d->kernel[i]);
+    w_i32(w, d->n_scale);
+    w_ref(w, &d->scale_ref);
+    w_i32(w, d->src_zp);
+    w_i32(w, d->dst_zp);
 }
 
 static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
@@ -481,6 +485,11 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     RD(r_i32(r, &d->conv_algo, what));
     RD(r_i32(r, &d->pool_alg, what));
     for (int i = 0; i < 3; i++) RD(r_i64(r, &d->kernel[i], what));
+    RD(r_i32(r, &d->n_scale, what));
+    RD(r_ref(r, &d->scale_ref, what));
+    RD(r_i32(r, &d->src_zp, what));
+    RD(r_i32(r, &d->dst_zp, what));
+    if (d->n_scale < 0 || d->n_scale > (1 << 24)) return r_bad(what, "%d output scales", d->n_scale);
     if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
         return r_bad(what, "convolution algorithm %d", d->conv_algo);
     if (d->pool_alg < KN_POOLING_MAX || d->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)

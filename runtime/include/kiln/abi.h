@@ -55,7 +55,7 @@ extern "C" {
  * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
  * step's oneDNN record; 6: weights_hash is kn_weights_hash (was FNV-1a)
  * and embedded weights are checked against it too */
-#define KN_ABI_VERSION 6u
+#define KN_ABI_VERSION 7u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -193,6 +193,15 @@ typedef struct kn_abi_dnnl {
      * src, dst and layout fields as for a conv) */
     int32_t pool_alg;
     int64_t kernel[3];
+    /* int8 (src u8/s8, weights s8: a kiln::QConv or QMatMul, runtime/ops/
+     * fused_q.h): n_scale output scales (f32, 1 or one per output channel)
+     * at scale_ref, and the zero points of src and dst; a KN_POST_SUM's
+     * alpha and beta are then the residual's scale (relative to dst's) and
+     * zero point. n_scale 0: a float record. KN_LAYOUT_NATIVE of an 8-bit
+     * activation is NHWC, what oneDNN's int8 kernels want on every CPU. */
+    int32_t n_scale;
+    kn_abi_ref scale_ref;
+    int32_t src_zp, dst_zp;
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are

@@ -290,19 +290,24 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     } else {
         for (int i = 0; i < nd; i++) wd[i] = rec->wei.dims[i];
     }
+    /* an int8 record: u8/s8 src, s8 weights, f32 bias, u8/s8/f32 dst; the
+     * residual has dst's type (oneDNN's sum reads it from dst) */
+    dnnl_data_type_t sdt = kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
+    dnnl_data_type_t ddt = kn_dnnl_dt(rec->dst.dtype);
     dnnl_memory_desc_t src_md, dst_md, post_md, wei_user, wei_any, bias_md;
-    if ((st = kn_dnnl_act_md(s, rec->src_layout, &src_md, nd, sd, "the conv src")) ||
-        (st = kn_dnnl_act_md(s, rec->dst_layout, &dst_md, nd, dd, "the conv dst")) ||
-        (st = kn_dnnl_act_md(s, rec->post_layout, &post_md, nd, dd, "the conv residual")) ||
-        (st = kn_dnnl_plain_md(&wei_user, wnd, wd, "describing the conv weights")))
+    dnnl_dims_t wst;
+    kn_dnnl_plain_strides(wnd, wd, wst);
+    if ((st = kn_dnnl_act_md(s, rec->src_layout, rec->src.dtype, &src_md, nd, sd, "the conv src")) ||
+        (st = kn_dnnl_act_md(s, rec->dst_layout, rec->dst.dtype, &dst_md, nd, dd, "the conv dst")) ||
+        (st = kn_dnnl_act_md(s, rec->post_layout, rec->dst.dtype, &post_md, nd, dd, "the conv residual")))
         return st;
-    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, dnnl_f32, dnnl_format_tag_any),
-          "describing the conv weights");
-    /* oneDNN's direct kernels want blocked activations (nChw16c); plain NCHW
-     * would get the im2col+GEMM path, several times slower */
+    KN_DN(dnnl_memory_desc_init_by_strides(&wei_user, wnd, wd, wdt, wst), "describing the conv weights");
+    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, wdt, dnnl_format_tag_any), "describing the conv weights");
+    /* oneDNN's direct kernels want blocked activations (nChw16c; NHWC for
+     * int8); plain NCHW would get the im2col+GEMM path, several times slower */
     dnnl_memory_desc_t src_any, dst_any;
-    KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, dnnl_f32, dnnl_format_tag_any), "describing the conv src");
-    KN_DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, dnnl_f32, dnnl_format_tag_any), "describing the conv dst");
+    KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, sdt, dnnl_format_tag_any), "describing the conv src");
+    KN_DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, ddt, dnnl_format_tag_any), "describing the conv dst");
     bool hb = kn_dnnl_has_bias(rec);
     if (hb) {
         if ((st = kn_dnnl_check_tensor(&rec->bias, "conv bias", 1, 1))) return st;
@@ -322,9 +327,15 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     KN_DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
                                                      &wei_any, hb ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
           "describing the convolution");
-    if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr, rec->post_layout == rec->dst_layout ? &post_md : NULL,
-                                            &p->has_sum)))
+    if (kn_dnnl_is_int8(rec)) {
+        /* the sum reads the residual with its own scale and zero point:
+         * always a sum post-op (a binary add has neither) */
+        if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O)) || (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
+            return st;
+    } else if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr,
+                                                   rec->post_layout == rec->dst_layout ? &post_md : NULL, &p->has_sum))) {
         return st;
+    }
     return kn_dnnl_finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, &post_md, wconst,
                                "creating the convolution");
 }
@@ -337,9 +348,15 @@ static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, alw
                                     NULL,           NULL};
 static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, any_record, always_worth, direct_create,
                                     NULL,           NULL,   NULL,       NULL};
+/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations */
+static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, any_record, always_worth, direct_create,
+                                       NULL,           NULL,  NULL,       NULL};
+static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, any_record, always_worth, direct_create,
+                                       NULL,           NULL,  NULL,       NULL};
 
 /* The table, in the order rows are tried. */
-static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &MATMUL, &DIRECT};
+static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &MATMUL, &DIRECT,
+                                             &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
  * it must first be worth it. */
@@ -364,6 +381,13 @@ static int check_conv(const kn_abi_dnnl *rec)
         (st = kn_dnnl_check_tensor(&rec->wei, "conv weights", nd, nd)) ||
         (st = kn_dnnl_check_tensor(&rec->dst, "conv dst", nd, nd)))
         return st;
+    bool q = kn_dnnl_is_int8(rec);
+    bool float_ok = rec->src.dtype == KN_F32 && rec->wei.dtype == KN_F32 && rec->dst.dtype == KN_F32;
+    bool int8_ok = (rec->src.dtype == KN_U8 || rec->src.dtype == KN_I8) && rec->wei.dtype == KN_I8;
+    if (q ? !int8_ok : !float_ok)
+        return kn_error(KN_ERR_INVALID, "oneDNN conv: src %s, weights %s, dst %s in a%s record",
+                        kn_dtype_name(rec->src.dtype), kn_dtype_name(rec->wei.dtype), kn_dtype_name(rec->dst.dtype),
+                        q ? "n int8" : " float");
     int64_t g = rec->groups, C = rec->src.dims[1], O = rec->wei.dims[0];
     if (g < 1 || C % g || O % g || rec->wei.dims[1] * g != C || rec->dst.dims[1] != O ||
         rec->dst.dims[0] != rec->src.dims[0])

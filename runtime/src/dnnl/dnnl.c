@@ -164,33 +164,48 @@ static bool native_fits(kn_dnnl_session *s, const dnnl_dims_t dims)
 
 /* The user-side descriptor of an activation in `layout` (KN_LAYOUT_*;
  * KN_LAYOUT_NATIVE is plain where the session's layout would pad it). */
-int kn_dnnl_act_md(struct kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
-                   const char *what)
+int kn_dnnl_act_md(struct kn_dnnl_session *s, int32_t layout, int32_t dtype, dnnl_memory_desc_t *md, int nd,
+                   const dnnl_dims_t dims, const char *what)
 {
-    if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5 || !native_fits(s, dims)) {
+    dnnl_data_type_t dt = kn_dnnl_dt(dtype);
+    bool q = dtype == KN_U8 || dtype == KN_I8;
+    if (layout == KN_LAYOUT_PLAIN || nd < 3 || nd > 5 || (!q && !native_fits(s, dims))) {
         dnnl_dims_t st;
         int64_t str = 1;
         for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i] > 0 ? dims[i] : 1;
-        KN_DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, st), what);
+        KN_DN(dnnl_memory_desc_init_by_strides(md, nd, dims, dt, st), what);
         return KN_OK;
     }
-    KN_DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, kn_dnnl_native_tag(kn_dnnl_native_layout(s), nd)), what);
+    /* 8-bit activations: channels-last, what oneDNN's int8 kernels want */
+    int native = q ? NATIVE_NHWC : kn_dnnl_native_layout(s);
+    KN_DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dt, kn_dnnl_native_tag(native, nd)), what);
     /* the compiler planned plain-sized buffers (native_fits: a safety net) */
     dnnl_dims_t st;
     int64_t str = 1;
     for (int i = nd - 1; i >= 0; i--) st[i] = str, str *= dims[i];
     dnnl_memory_desc_t plain;
-    KN_DN(dnnl_memory_desc_init_by_strides(&plain, nd, dims, dnnl_f32, st), what);
+    KN_DN(dnnl_memory_desc_init_by_strides(&plain, nd, dims, dt, st), what);
     if (dnnl_memory_desc_get_size(md) != dnnl_memory_desc_get_size(&plain))
         return kn_error(KN_ERR_INVALID, "oneDNN record: %s in the native layout is larger than planned", what);
     return KN_OK;
 }
 
-/* Checks a tensor of a record: f32, rank in range, positive dims, no overflow. */
+dnnl_data_type_t kn_dnnl_dt(int32_t dtype)
+{
+    switch (dtype) {
+    case KN_U8: return dnnl_u8;
+    case KN_I8: return dnnl_s8;
+    case KN_I32: return dnnl_s32;
+    default: return dnnl_f32;
+    }
+}
+
+/* Checks a tensor of a record: f32 (or, in an int8 record, u8/s8),
+ * rank in range, positive dims, no overflow. */
 int kn_dnnl_check_tensor(const kn_abi_tensor *t, const char *what, int min_rank, int max_rank)
 {
-    if (t->dtype != KN_F32)
-        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: %s has dtype %s; only f32 is supported", what,
+    if (t->dtype != KN_F32 && t->dtype != KN_U8 && t->dtype != KN_I8)
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: %s has dtype %s; only f32, u8 and s8 are supported", what,
                         kn_dtype_name(t->dtype));
     if (t->rank < min_rank || t->rank > max_rank)
         return kn_error(KN_ERR_INVALID, "oneDNN record: %s has rank %d, expected %d..%d", what, t->rank, min_rank,

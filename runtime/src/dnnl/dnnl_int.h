@@ -145,8 +145,15 @@ void kn_dnnl_plain_strides(int nd, const dnnl_dims_t dims, dnnl_dims_t strides);
 int kn_dnnl_plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, const char *what);
 dnnl_format_tag_t kn_dnnl_native_tag(int native, int nd);
 int kn_dnnl_native_layout(kn_dnnl_session *s); /* NATIVE_*, probed on first use */
-int kn_dnnl_act_md(kn_dnnl_session *s, int32_t layout, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
-                   const char *what);
+/* The user-side descriptor of an activation of KN dtype `dtype` in
+ * `layout` (KN_LAYOUT_*; NATIVE: NHWC for 8-bit, the session's layout for
+ * f32 where it keeps the plain size). */
+int kn_dnnl_act_md(kn_dnnl_session *s, int32_t layout, int32_t dtype, dnnl_memory_desc_t *md, int nd,
+                   const dnnl_dims_t dims, const char *what);
+/* oneDNN's data type of a KN dtype (f32 for anything but u8, s8, s32). */
+dnnl_data_type_t kn_dnnl_dt(int32_t dtype);
+/* True for an int8 record (runtime/ops/fused_q.h): output scales given. */
+static inline bool kn_dnnl_is_int8(const kn_abi_dnnl *rec) { return rec->n_scale > 0; }
 int kn_dnnl_check_tensor(const kn_abi_tensor *t, const char *what, int min_rank, int max_rank);
 bool kn_dnnl_has_bias(const kn_abi_dnnl *rec);
 int kn_dnnl_const_ptr(const kn_abi_ref *r, const unsigned char *weights, int64_t nbytes, const char *what,
@@ -170,6 +177,10 @@ int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc
                         const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
                         const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
                         const dnnl_memory_desc_t *post_md, const void *wconst, const char *what);
+/* An int8 record's output scales (from the weights) and zero points into
+ * attr; chans: the output channels (the count of per-channel scales). */
+int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
+                          int64_t chans);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
 bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,

@@ -147,7 +147,16 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     if (rec->src.rank > nd || rec->wei.rank > nd)
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: operand ranks %d and %d exceed the dst rank %d",
                         rec->src.rank, rec->wei.rank, nd);
-    if (kiln_matmul_wanted(rec)) {
+    /* int8 (kiln::QMatMul): u8/s8 src, s8 weights, f32 bias, u8/s8/f32 dst */
+    bool q = kn_dnnl_is_int8(rec);
+    bool float_ok = rec->src.dtype == KN_F32 && rec->wei.dtype == KN_F32 && rec->dst.dtype == KN_F32;
+    bool int8_ok = (rec->src.dtype == KN_U8 || rec->src.dtype == KN_I8) && rec->wei.dtype == KN_I8 &&
+                   rec->alpha == 1.0f && !rec->trans_a;
+    if (q ? !int8_ok : !float_ok)
+        return kn_error(KN_ERR_INVALID, "oneDNN matmul: src %s, weights %s, dst %s in a%s record",
+                        kn_dtype_name(rec->src.dtype), kn_dtype_name(rec->wei.dtype), kn_dtype_name(rec->dst.dtype),
+                        q ? "n int8 record with alpha or transA, or" : " float");
+    if (!q && kiln_matmul_wanted(rec)) {
         kn_pw *k = NULL;
         int made = kn_pw_create_matmul(rec, weights, &k);
         if (!made) p->algo = &kn_dnnl_algo_pw_matmul, p->state = k;
@@ -168,14 +177,18 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
                             (long long)sd[i], (long long)wd[i], (long long)dd[i]);
     nd = collapse_batch(nd, rec->trans_a, sd, ss, wd, ws, dd);
     dnnl_memory_desc_t src_md, wei_user, wei_any, dst_md, bias_md;
-    KN_DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, dnnl_f32, ss), "describing the matmul src");
-    KN_DN(dnnl_memory_desc_init_by_strides(&wei_user, nd, wd, dnnl_f32, ws), "describing the matmul weights");
-    if ((st = kn_dnnl_plain_md(&dst_md, nd, dd, "describing the matmul dst"))) return st;
+    dnnl_data_type_t sdt = kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
+    dnnl_dims_t dst_st;
+    kn_dnnl_plain_strides(nd, dd, dst_st);
+    KN_DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, sdt, ss), "describing the matmul src");
+    KN_DN(dnnl_memory_desc_init_by_strides(&wei_user, nd, wd, wdt, ws), "describing the matmul weights");
+    KN_DN(dnnl_memory_desc_init_by_strides(&dst_md, nd, dd, kn_dnnl_dt(rec->dst.dtype), dst_st),
+          "describing the matmul dst");
     const void *wconst, *bconst = NULL;
     if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
     /* only constant weights are worth a one-time reorder into a blocked layout */
     if (wconst)
-        KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any), "describing weights");
+        KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, wdt, dnnl_format_tag_any), "describing weights");
     else wei_any = wei_user;
     bool hb = kn_dnnl_has_bias(rec);
     if (hb) {
@@ -186,7 +199,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         if ((st = kn_dnnl_plain_md(&bias_md, nd, bd, "describing the matmul bias"))) return st;
         if ((st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
     }
-    if (nd == 2 && wconst && !rec->trans_a && rec->alpha == 1.0f && matmul_is_sgemm(s, &src_md, &wei_any, &dst_md)) {
+    if (!q && nd == 2 && wconst && !rec->trans_a && rec->alpha == 1.0f && matmul_is_sgemm(s, &src_md, &wei_any, &dst_md)) {
         kn_dnnl_prim keep = *p;
         if ((st = create_matmul_as_conv(s, rec, p, sd, ss, ws, N, wconst, bconst)) != KN_ERR_UNSUPPORTED) return st;
         /* no optimized 1x1 convolution for it: the matmul then */
@@ -206,6 +219,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
     }
     if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+    if (q && (st = kn_dnnl_set_int8_attr(rec, weights, attr, N))) return st;
     if ((st = kn_dnnl_set_post_ops(rec, attr, bias_post ? &bias_md : NULL, &p->has_sum))) return st;
     const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;
     dnnl_matmul_desc_t md;

@@ -5,6 +5,7 @@
  * reads the residual where it is; and the checks on the implementation
  * oneDNN picks for a descriptor.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +52,11 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
             else if (res_md && res_idx) {
                 *res_idx = dnnl_post_ops_len(po);
                 st = dnnl_post_ops_append_binary(po, dnnl_binary_add, res_md);
+            } else if (kn_dnnl_is_int8(rec)) {
+                /* scale*(residual - zero point), the residual in dst's type */
+                if (!isfinite(p->alpha) || p->beta != (float)(int32_t)p->beta) bad = 4;
+                else st = dnnl_post_ops_append_sum_v3(po, p->alpha, (int32_t)p->beta, dnnl_data_type_undef);
+                *has_sum = true;
             } else {
                 st = dnnl_post_ops_append_sum(po, 1.f);
                 *has_sum = true;
@@ -61,6 +67,11 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
         if (bad == 1) {
             dnnl_post_ops_destroy(po);
             return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d has unknown kind %d", i, p->kind);
+        }
+        if (bad == 4) {
+            dnnl_post_ops_destroy(po);
+            return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d sums with scale %g and zero point %g", i,
+                            (double)p->alpha, (double)p->beta);
         }
         if (bad == 3) {
             dnnl_post_ops_destroy(po);
@@ -82,6 +93,30 @@ int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, con
                          bool *has_sum)
 {
     return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
+}
+
+int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
+                          int64_t chans)
+{
+    if (rec->n_scale != 1 && rec->n_scale != chans)
+        return kn_error(KN_ERR_INVALID, "oneDNN record: %d output scales for %lld output channels", rec->n_scale,
+                        (long long)chans);
+    if (rec->src_zp < -128 || rec->src_zp > 255 || rec->dst_zp < -128 || rec->dst_zp > 255)
+        return kn_error(KN_ERR_INVALID, "oneDNN record: zero points %d / %d out of the 8-bit range", rec->src_zp,
+                        rec->dst_zp);
+    const void *scales;
+    int st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &scales);
+    if (st) return st;
+    for (int32_t i = 0; i < rec->n_scale; i++)
+        if (!isfinite(((const float *)scales)[i]))
+            return kn_error(KN_ERR_INVALID, "oneDNN record: output scale %d is not finite", i);
+    /* the dst channel dim is 1 for a conv, the last for a matmul */
+    int mask = rec->n_scale == 1 ? 0 : rec->kind == KN_DNNL_CONV ? 1 << 1 : 1 << (rec->dst.rank - 1);
+    KN_DN(dnnl_primitive_attr_set_output_scales(attr, rec->n_scale, mask, scales), "setting output scales");
+    int32_t sz = rec->src_zp, dz = rec->dst_zp;
+    if (sz) KN_DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &sz), "setting the src zero point");
+    if (dz) KN_DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &dz), "setting the dst zero point");
+    return KN_OK;
 }
 
 /* oneDNN's implementation for op_desc with attr's post-ops into impl; false
