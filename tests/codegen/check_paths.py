@@ -67,6 +67,17 @@ def ints(shape=SHAPE, lo=-100, hi=100, dt=np.int32):
     return RNG.integers(lo, hi, size=shape).astype(dt)
 
 
+def u8(shape=SHAPE):
+    return RNG.integers(0, 256, size=shape).astype(np.uint8)
+
+
+def i8(shape):
+    """7-bit weights: CPUs without VNNI multiply u8 x s8 in pairs summed in
+    saturating 16-bit lanes (oneDNN's and onnxruntime's kernels alike), which
+    |w| <= 63 keeps exact (2 * 255 * 63 < 32768); docs/quantization.md."""
+    return RNG.integers(-63, 64, size=shape).astype(np.int8)
+
+
 def bools(shape=SHAPE):
     return RNG.integers(0, 2, size=shape).astype(np.bool_)
 
@@ -248,13 +259,46 @@ def cases():
     c.append(Case("Gemm", D, "Gemm", [("a", f32([256, 256], lo=-1, hi=1))],
                   consts=[("w", f32([256, 256], lo=-0.2, hi=0.2)), ("bb", f32([256]))],
                   attrs={"transB": 1, "alpha": 0.5}, tol=dtol))  # (beta != 1 with C is not lowered)
+
+    # ---- quantized (passes/lower_qdq.c): per-tensor QuantizeLinear/DequantizeLinear as generated loops,
+    # QDQ groups as oneDNN int8 primitives (one rounding at the end instead of the float ops' own: the
+    # outputs, dequantized, may differ by one step)
+    qs, qz = np.array(0.05, np.float32), np.array(128, np.uint8)
+    c.append(Case("QuantizeLinear", E, "QuantizeLinear", [("x", f32(lo=-8, hi=8))],
+                  consts=[("s", qs), ("z", qz)], exact=True))
+    c.append(Case("DequantizeLinear", E, "DequantizeLinear", [("x", u8())], consts=[("s", qs), ("z", qz)],
+                  exact=True))
+    ws = (RNG.uniform(0.002, 0.01, 32)).astype(np.float32)
+    ys = np.array(0.5, np.float32)
+    c.append(Case("QConv", D, None, [("x", u8(IMG))], domain_op="QConv",
+                  consts=[("xs", qs), ("xz", qz), ("wq", i8([32, 32, 3, 3])), ("ws", ws),
+                          ("bq", ints([32], lo=-2000, hi=2000)), ("bs", (qs * ws).astype(np.float32)),
+                          ("ys", ys), ("yz", np.array(0, np.uint8))],
+                  nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
+                         helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw", axis=0),
+                         helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], name="n_dqb", axis=0),
+                         helper.make_node("Conv", ["xd", "wd", "bd"], ["t0"], name="n_conv", pads=[1, 1, 1, 1]),
+                         helper.make_node("Relu", ["t0"], ["t1"], name="n_relu"),
+                         helper.make_node("QuantizeLinear", ["t1", "ys", "yz"], ["t2"], name="n_q"),
+                         helper.make_node("DequantizeLinear", ["t2", "ys", "yz"], ["out"], name="n_dq")],
+                  tol=(0.5 * 1.001, 0)))
+    c.append(Case("QMatMul", D, None, [("a", u8([64, 256]))], domain_op="QMatMul",
+                  consts=[("xs", qs), ("xz", qz), ("wq", i8([256, 128])), ("ws", np.array(0.004, np.float32)),
+                          ("ys", ys), ("yz", np.array(3, np.int8))],
+                  nodes=[helper.make_node("DequantizeLinear", ["a", "xs", "xz"], ["xd"], name="n_dqx"),
+                         helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw"),
+                         helper.make_node("MatMul", ["xd", "wd"], ["t0"], name="n_mm"),
+                         helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["t1"], name="n_q"),
+                         helper.make_node("DequantizeLinear", ["t1", "ys", "yz"], ["out"], name="n_dq")],
+                  tol=(0.5 * 1.001, 0)))
     return c
 
 
 def onnx_type(a):
     return {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
             np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
-            np.dtype(np.uint32): TensorProto.UINT32}[a.dtype]
+            np.dtype(np.uint32): TensorProto.UINT32, np.dtype(np.uint8): TensorProto.UINT8,
+            np.dtype(np.int8): TensorProto.INT8}[a.dtype]
 
 
 def make_model(case, path):

@@ -49,3 +49,10 @@ foreach(group elementwise reduce movement dnnl)
                    $<TARGET_FILE:kiln> ${KILN_CG_OUT}/paths ${group})
   set_tests_properties(codegen/paths_${group} PROPERTIES TIMEOUT 900 LABELS codegen)
 endforeach()
+
+# The integer lowering end to end (passes/lower_qdq.c, oneDNN int8): a small
+# CNN quantized by onnxruntime (static QDQ) compiles with every Conv/Gemm as
+# an int8 primitive and agrees with onnxruntime within one output step.
+add_test(NAME codegen/qdq_cnn
+         COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/qdq_cnn.py $<TARGET_FILE:kiln> ${KILN_CG_OUT}/qdq_cnn)
+set_tests_properties(codegen/qdq_cnn PROPERTIES TIMEOUT 300 LABELS codegen)
