@@ -22,6 +22,13 @@
  * A group that ends in float (no QuantizeLinear after it) gives a QConv
  * with an f32 output.
  *
+ * Dynamic quantization: a MatMul/Gemm whose activation input is
+ * DequantizeLinear(DynamicQuantizeLinear(x)) and whose weights are constant
+ * becomes a QMatMul of x itself (f32: quantized at run time, inside the
+ * op), with its bias Add, activations and a float residual Add, ending in
+ * float. onnxruntime's quantize_dynamic form (MatMulInteger, Cast, Mul by
+ * x_scale * w_scale) is first rewritten into that canonical form.
+ *
  * Data movement: DequantizeLinear → MaxPool / Reshape / Flatten /
  * Transpose / Squeeze / Unsqueeze → QuantizeLinear with the same scale and
  * zero point runs the op on the 8-bit tensor (exact: these ops only move or
@@ -86,6 +93,20 @@ static kn_node *dq_input(const kn_value *v, qparam *p)
     kn_node *d = v ? v->producer : NULL;
     if (!d || d->op != KN_OP_DequantizeLinear || d->n_outputs != 1) return NULL;
     return per_tensor(d, kn_node_input(d, 0), p) ? d : NULL;
+}
+
+/* v = DequantizeLinear(y, scale, zp) of the three outputs of one
+ * DynamicQuantizeLinear: that node (its input is quantized at run time). */
+static kn_node *dyn_input(const kn_value *v)
+{
+    kn_node *d = v ? v->producer : NULL;
+    if (!d || d->op != KN_OP_DequantizeLinear || d->n_inputs < 3) return NULL;
+    kn_node *q = d->inputs[0] ? d->inputs[0]->producer : NULL;
+    if (!q || q->op != KN_OP_DynamicQuantizeLinear || q->n_outputs != 3 || d->inputs[0] != q->outputs[0] ||
+        d->inputs[1] != q->outputs[1] || d->inputs[2] != q->outputs[2] || !kn_node_input(q, 0) ||
+        kn_node_input(q, 0)->dtype != KN_F32)
+        return NULL;
+    return q;
 }
 
 /* A QuantizeLinear node's parameters, per tensor. */
@@ -165,6 +186,8 @@ typedef struct qgroup {
     kn_value *residual; /* 8-bit */
     bool quantized;     /* ends in a QuantizeLinear: */
     qparam y;
+    bool dynamic;       /* activations quantized at run time: the group ends in float */
+    kn_value *bias;     /* dynamic: a constant [N] bias Add taken (real units) */
 } qgroup;
 
 /* The one user of v if v is no graph output; NULL otherwise. */
@@ -205,6 +228,43 @@ static bool take_residual(kn_pass_ctx *ctx, qgroup *q, kn_node *u)
     q->post[q->n_post++] = (kn_abi_post){.kind = KN_POST_SUM, .alpha = r.scale, .beta = (float)r.zp};
     take(q, u);
     return true;
+}
+
+/* The dynamic form: a bias Add of a constant with the output's N values
+ * (into *bias), activations, and a float residual Add; never quantized. */
+static void grow_dynamic(kn_pass_ctx *ctx, qgroup *q, int64_t N, float *bias)
+{
+    kn_node *u;
+    while ((u = sole_user(q->out)) && u->n_outputs >= 1 && u->outputs[0] && q->n_nodes < 12) {
+        kn_abi_post p;
+        const char *why;
+        if (u->op == KN_OP_Add) {
+            kn_value *a = kn_node_input(u, 0), *b = kn_node_input(u, 1), *other = a == q->out ? b : a;
+            if (other == q->out || !kn_shape_same(&u->outputs[0]->shape, &q->out->shape)) return;
+            int64_t n = const_numel(other);
+            bool row = other->const_data && other->dtype == KN_F32 && n == N && other->shape.rank >= 1 &&
+                       other->shape.dims[other->shape.rank - 1] == N;
+            if (row && q->n_post == 0) {
+                for (int64_t i = 0; i < N; i++) bias[i] += (float)const_at(other, i);
+                q->bias = other;
+                take(q, u);
+                continue;
+            }
+            if (q->residual || q->n_post == KN_FUSED_MAX_POST || other->dtype != KN_F32 ||
+                !kn_shape_same(&other->shape, &q->out->shape)) {
+                kn_pass_remark(ctx, "%s '%s' + Add '%s': neither a constant row bias nor a residual", q->what,
+                               q->head->name, u->name);
+                return;
+            }
+            q->residual = other;
+            q->post[q->n_post++] = (kn_abi_post){.kind = KN_POST_SUM, .alpha = 1.0f, .beta = 0.0f};
+            take(q, u);
+            continue;
+        }
+        if (q->n_post == KN_FUSED_MAX_POST || !kn_fuse_post_of(u, &p, &why)) return;
+        q->post[q->n_post++] = p;
+        take(q, u);
+    }
 }
 
 /* Grows q from its head's output: activations, a QuantizeLinear →
@@ -351,8 +411,10 @@ static int scales_and_bias(kn_graph *g, const qgroup *q, float xs, const float *
     bool any_bias = false;
     for (int64_t c = 0; c < chans; c++) {
         double acc_scale = (double)xs * ws[c];
-        sv[c] = (float)(acc_scale / ys);
-        bv[c] = (float)(bias[c] / acc_scale);
+        /* dynamic: xs is known at run time only; S holds the weights' scales
+         * and B stays in real units (fused_q.h) */
+        sv[c] = q->dynamic ? ws[c] : (float)(acc_scale / ys);
+        bv[c] = q->dynamic ? bias[c] : (float)(bias[c] / acc_scale);
         any_bias |= bv[c] != 0;
     }
     *out_s = add_f32(g, q->head, "qscale", sv, chans);
@@ -365,7 +427,7 @@ static int scales_and_bias(kn_graph *g, const qgroup *q, float xs, const float *
  * sum reads the residual in dst's type. */
 static bool group_ok(kn_pass_ctx *ctx, const qgroup *q)
 {
-    if (q->residual && !q->quantized) {
+    if (q->residual && !q->quantized && !q->dynamic) {
         kn_pass_remark(ctx, "%s '%s': a residual Add without a QuantizeLinear after it stays float", q->what,
                        q->head->name);
         return false;
@@ -425,10 +487,10 @@ static kn_value *transposed(kn_graph *g, const kn_node *head, const kn_value *w)
 static int lower_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
 {
     bool gemm = n->op == KN_OP_Gemm;
-    qparam xq;
-    kn_node *dx = dq_input(kn_node_input(n, 0), &xq);
+    qparam xq = {.scale = 1.0f, .zp = 0, .dt = KN_U8};
+    kn_node *dx = dq_input(kn_node_input(n, 0), &xq), *dyn = dx ? NULL : dyn_input(kn_node_input(n, 0));
     kn_value *wv = kn_node_input(n, 1);
-    if (!dx || !wv || wv->shape.rank != 2 || !n->outputs[0] || n->outputs[0]->shape.rank < 2) return KN_OK;
+    if ((!dx && !dyn) || !wv || wv->shape.rank != 2 || !n->outputs[0] || n->outputs[0]->shape.rank < 2) return KN_OK;
     bool tb = gemm && kn_attr_int(n, "transB", 0) != 0;
     if (gemm && (kn_attr_int(n, "transA", 0) || kn_attr_float(n, "alpha", 1.0f) != 1.0f ||
                  kn_attr_float(n, "beta", 1.0f) != 1.0f || kn_node_input(n, 0)->shape.rank != 2)) {
@@ -448,13 +510,16 @@ static int lower_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed
     } else if (!const_bias(gemm ? kn_node_input(n, 2) : NULL, N, bias)) {
         kn_pass_remark(ctx, "Gemm '%s': C is not a constant row bias", n->name);
     } else {
-        qgroup q = {.head = n, .what = n->op_type, .nodes = {n}, .n_nodes = 1, .out = n->outputs[0]};
-        grow(ctx, &q);
+        qgroup q = {.head = n, .what = n->op_type, .nodes = {n}, .n_nodes = 1, .out = n->outputs[0],
+                    .dynamic = dyn != NULL};
+        if (dyn) grow_dynamic(ctx, &q, N, bias);
+        else grow(ctx, &q);
         if (group_ok(ctx, &q)) {
             kn_value *s, *b, *w = tb ? transposed(g, n, wq) : wq;
             st = w ? scales_and_bias(g, &q, xq.scale, ws, bias, N, &s, &b) : kn_error(KN_ERR_NOMEM, "out of memory");
             static const char *const drop[] = {"transA", "transB", "alpha", "beta", NULL};
-            if (!st) st = commit(ctx, g, &q, KN_OP_QMatMul, kn_node_input(dx, 0), &xq, w, b, s, drop);
+            kn_value *x = dyn ? kn_node_input(dyn, 0) : kn_node_input(dx, 0);
+            if (!st) st = commit(ctx, g, &q, KN_OP_QMatMul, x, &xq, w, b, s, drop);
             *changed = true;
         }
     }
@@ -493,6 +558,78 @@ static int lower_movement(kn_pass_ctx *ctx, kn_node *n, bool *changed)
     return KN_OK;
 }
 
+/* ---- onnxruntime's dynamic form into QDQ ------------------------------------------- */
+
+/* The constant factor of Mul m besides `x` (NULL: none). */
+static kn_value *mul_other(const kn_node *m, const kn_value *x)
+{
+    if (!m || m->op != KN_OP_Mul) return NULL;
+    kn_value *a = kn_node_input(m, 0), *b = kn_node_input(m, 1);
+    return a == x ? b : b == x ? a : NULL;
+}
+
+/* quantize_dynamic's MatMulInteger form
+ *
+ *   xq, xs, xz = DynamicQuantizeLinear(x)
+ *   yi = MatMulInteger(xq, wq, xz, wz)        wq constant s8 [K, N], wz 0
+ *   y  = Mul(Cast(yi, to=float), Mul(xs, ws))  ws constant, 1 or N values
+ *
+ * becomes MatMul(DequantizeLinear(xq, xs, xz), DequantizeLinear(wq, ws)):
+ * the canonical form the dynamic QMatMul is lowered from. */
+static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, bool *changed)
+{
+    kn_value *xq = kn_node_input(mi, 0), *wq = kn_node_input(mi, 1), *xz = kn_node_input(mi, 2);
+    kn_value *wz = kn_node_input(mi, 3);
+    kn_node *q = xq ? xq->producer : NULL;
+    if (!q || q->op != KN_OP_DynamicQuantizeLinear || q->n_outputs != 3 || xq != q->outputs[0] || xz != q->outputs[2])
+        return KN_OK;
+    if (!wq || !wq->const_data || wq->dtype != KN_I8 || wq->shape.rank != 2) return KN_OK;
+    for (int64_t i = 0; wz && i < const_numel(wz); i++)
+        if (!wz->const_data || const_at(wz, i) != 0) return KN_OK;
+    kn_node *cast = sole_user(mi->outputs[0]);
+    if (!cast || cast->op != KN_OP_Cast || kn_attr_int(cast, "to", 0) != 1) return KN_OK;
+    kn_node *mul = sole_user(cast->outputs[0]);
+    kn_value *prod = mul_other(mul, cast->outputs[0]);
+    kn_node *pm = prod ? prod->producer : NULL;
+    kn_value *ws = mul_other(pm, q->outputs[1]);
+    int64_t N = wq->shape.dims[1], nws = const_numel(ws);
+    if (!ws || !ws->const_data || ws->dtype != KN_F32 || (nws != 1 && nws != N)) {
+        kn_pass_remark(ctx, "MatMulInteger '%s': its output scale is not Mul(x_scale, constant weight scale)",
+                       mi->name);
+        return KN_OK;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s.dqx", mi->name);
+    kn_value *ins_x[3] = {q->outputs[0], q->outputs[1], q->outputs[2]};
+    kn_node *dqx = kn_node_create(g, KN_OP_DequantizeLinear, kn_graph_lookup(g, name) ? NULL : name, 3, ins_x, 1);
+    snprintf(name, sizeof name, "%s.dqw", mi->name);
+    kn_value *ins_w[2] = {wq, ws};
+    kn_node *dqw = kn_node_create(g, KN_OP_DequantizeLinear, kn_graph_lookup(g, name) ? NULL : name, 2, ins_w, 1);
+    kn_value *ins_m[2] = {dqx ? dqx->outputs[0] : NULL, dqw ? dqw->outputs[0] : NULL};
+    kn_node *mm = dqx && dqw ? kn_node_create(g, KN_OP_MatMul, NULL, 2, ins_m, 1) : NULL;
+    if (!mm) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (nws == N && N != 1) {
+        kn_attr *a = kn_node_add_attr(dqw, "axis", KN_ATTR_INT);
+        if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+        a->i = 1;
+    }
+    kn_value *y = mul->outputs[0];
+    /* the MatMul computes what the Mul did; it takes the Mul's name too */
+    mm->outputs[0]->dtype = KN_F32;
+    mm->outputs[0]->shape = y->shape;
+    dqx->outputs[0]->dtype = dqw->outputs[0]->dtype = KN_F32;
+    dqx->outputs[0]->shape = xq->shape;
+    dqw->outputs[0]->shape = wq->shape;
+    kn_value_replace_uses(y, mm->outputs[0]);
+    kn_value_swap_names(y, mm->outputs[0]);
+    kn_node_remove(mul);
+    kn_node_remove(cast);
+    kn_node_remove(mi);
+    ctx->rewrites++;
+    *changed = true;
+    return KN_OK;
+}
+
 int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
 {
     *out_changed = false;
@@ -502,6 +639,8 @@ int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
     int nh = 0;
     for (int i = 0; i < count; i++) heads[nh++] = g->nodes[i];
     int st = KN_OK;
+    for (int i = 0; i < nh && !st; i++)
+        if (heads[i]->op == KN_OP_MatMulInteger) st = normalize_matmul_integer(ctx, g, heads[i], out_changed);
     /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */
     for (int i = 0; i < nh && !st; i++)
         if (moves_values(heads[i]->op)) st = lower_movement(ctx, heads[i], out_changed);

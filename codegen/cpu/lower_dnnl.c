@@ -201,8 +201,10 @@ static int q_fields(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, int64_t c
     }
     if (posts_collide(post, np)) return KN_ERR_UNSUPPORTED;
     if (kn_fused_has_sum(post, np) != (res != NULL)) return KN_ERR_UNSUPPORTED;
-    /* oneDNN's sum reads the residual from dst: both 8-bit, same shape */
-    if (res && (!placed(cg, res) || !is_8bit(res->dtype) || res->dtype != y->dtype || !kn_shape_same(&res->shape, &y->shape)))
+    /* oneDNN's sum reads the residual from dst: the same type (8-bit, or f32
+     * in the dynamic form), the same shape */
+    bool dyn = kn_node_input(n, KN_Q_X)->dtype == KN_F32;
+    if (res && (!placed(cg, res) || !(is_8bit(res->dtype) || dyn) || res->dtype != y->dtype || !kn_shape_same(&res->shape, &y->shape)))
         return KN_ERR_UNSUPPORTED;
     r->n_post = np;
     memcpy(r->post, post, sizeof post);
@@ -472,8 +474,9 @@ static int lower_qmatmul(kn_cg *cg, const kn_node *n)
 {
     const kn_value *a = kn_node_input(n, KN_Q_X), *w = kn_node_input(n, KN_Q_W), *c = kn_node_input(n, KN_Q_B);
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
-    if (!placed(cg, a) || !is_8bit(a->dtype) || !placed(cg, w) || w->dtype != KN_I8 || !is_const(cg, w) ||
-        !usable_act(cg, y) || (c && !usable(cg, c)))
+    bool dyn = a && a->dtype == KN_F32; /* quantized at run time (runtime/src/dnnl/dynq.c) */
+    if (!placed(cg, a) || !(is_8bit(a->dtype) || dyn) || !placed(cg, w) || w->dtype != KN_I8 || !is_const(cg, w) ||
+        !usable_act(cg, y) || (dyn && y->dtype != KN_F32) || (c && !usable(cg, c)))
         return KN_ERR_UNSUPPORTED;
     if (!matmul_shapes_ok(a, w, y, false, false)) return KN_ERR_UNSUPPORTED;
     int64_t N = y->shape.dims[y->shape.rank - 1];

@@ -116,14 +116,17 @@ static int infer_q_common(kn_node *n, const kn_shape *s)
 {
     const kn_value *x = kn_node_input(n, KN_Q_X), *w = kn_node_input(n, KN_Q_W), *sc = kn_node_input(n, KN_Q_S);
     if (!sc) return kn_node_error(n, KN_ERR_INVALID, "input S (the output scales) is missing");
-    if (x->dtype != KN_DT_UNDEFINED && x->dtype != KN_U8 && x->dtype != KN_I8)
-        return kn_node_error(n, KN_ERR_INVALID, "X has dtype %s, expected u8 or s8", kn_dtype_name(x->dtype));
+    bool dyn = x->dtype == KN_F32 && n->op == KN_OP_QMatMul; /* quantized at run time */
+    if (x->dtype != KN_DT_UNDEFINED && x->dtype != KN_U8 && x->dtype != KN_I8 && !dyn)
+        return kn_node_error(n, KN_ERR_INVALID, "X has dtype %s, expected u8 or s8%s", kn_dtype_name(x->dtype),
+                             n->op == KN_OP_QMatMul ? " (or f32: the dynamic form)" : "");
     if (w->dtype != KN_DT_UNDEFINED && w->dtype != KN_I8)
         return kn_node_error(n, KN_ERR_INVALID, "W has dtype %s, expected s8", kn_dtype_name(w->dtype));
     int64_t elem = kn_attr_int(n, "y_dtype", 1);
     kn_dtype dt = kn_q_out_dtype(elem);
-    if (dt == KN_DT_UNDEFINED)
-        return kn_node_error(n, KN_ERR_INVALID, "y_dtype %lld: expected 1 (f32), 2 (u8) or 3 (s8)", (long long)elem);
+    if (dt == KN_DT_UNDEFINED || (dyn && dt != KN_F32))
+        return kn_node_error(n, KN_ERR_INVALID, "y_dtype %lld: expected %s", (long long)elem,
+                             dyn ? "1 (f32) for the dynamic form" : "1 (f32), 2 (u8) or 3 (s8)");
     kn_infer_set_shape(n, 0, dt, s);
     kn_opdesc d;
     bool has[1];
@@ -135,8 +138,9 @@ static int infer_q_common(kn_node *n, const kn_shape *s)
     if (kn_fused_has_sum(post, np) != (r != NULL))
         return kn_node_error(n, KN_ERR_INVALID, r ? "input R is given but post_ops has no 'Add'"
                                                   : "post_ops adds a residual but input R is missing");
-    if (r && r->dtype != KN_DT_UNDEFINED && r->dtype != KN_U8 && r->dtype != KN_I8)
-        return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, expected u8 or s8", kn_dtype_name(r->dtype));
+    if (r && r->dtype != KN_DT_UNDEFINED && (dyn ? r->dtype != KN_F32 : r->dtype != KN_U8 && r->dtype != KN_I8))
+        return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, expected %s", kn_dtype_name(r->dtype),
+                             dyn ? "f32" : "u8 or s8");
     if (r && r->shape.rank >= 0 && s->rank >= 0 && !kn_shape_same(&r->shape, s))
         return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
     return KN_OK;

@@ -36,9 +36,10 @@ static int check_q_inputs(const kn_opdesc *d, const kn_tensor *const *in, int64_
     const kn_tensor *x = kn_op_input(d, in, KN_Q_X), *w = kn_op_input(d, in, KN_Q_W);
     const kn_tensor *b = kn_op_input(d, in, KN_Q_B), *s = kn_op_input(d, in, KN_Q_S);
     if (!x || !w || !s) return kn_op_error(d, KN_ERR_INVALID, "input X, W or S is missing");
-    if ((x->dtype != KN_U8 && x->dtype != KN_I8) || w->dtype != KN_I8)
-        return kn_op_error(d, KN_ERR_INVALID, "X must be u8 or s8 and W s8 (got %s and %s)", kn_dtype_name(x->dtype),
-                           kn_dtype_name(w->dtype));
+    bool dyn = x->dtype == KN_F32 && d->op == KN_OP_QMatMul;
+    if ((x->dtype != KN_U8 && x->dtype != KN_I8 && !dyn) || w->dtype != KN_I8)
+        return kn_op_error(d, KN_ERR_INVALID, "X must be u8 or s8 (f32: QMatMul's dynamic form) and W s8 (got %s and %s)",
+                           kn_dtype_name(x->dtype), kn_dtype_name(w->dtype));
     int64_t ns = kn_tensor_numel(s);
     if (s->dtype != KN_F32 || (ns != 1 && ns != chans))
         return kn_op_error(d, KN_ERR_INVALID, "S must be f32 with 1 or %lld values (got %s, %lld)", (long long)chans,
@@ -46,6 +47,7 @@ static int check_q_inputs(const kn_opdesc *d, const kn_tensor *const *in, int64_
     if (b && (b->dtype != KN_F32 || kn_tensor_numel(b) != chans))
         return kn_op_error(d, KN_ERR_INVALID, "B must be f32 with %lld values", (long long)chans);
     *out_dt = kn_q_out_dtype(kn_op_attr_int(d, "y_dtype", 1));
+    if (dyn && *out_dt != KN_F32) return kn_op_error(d, KN_ERR_INVALID, "the dynamic form (X f32) has an f32 output");
     if (*out_dt == KN_DT_UNDEFINED)
         return kn_op_error(d, KN_ERR_INVALID, "y_dtype %lld: expected 1 (f32), 2 (u8) or 3 (s8)",
                            (long long)kn_op_attr_int(d, "y_dtype", 1));
@@ -53,9 +55,9 @@ static int check_q_inputs(const kn_opdesc *d, const kn_tensor *const *in, int64_
 }
 
 /* acc (i32, channel c of element i at (i / inner) % chans) → out, as
- * fused_q.h says. */
+ * fused_q.h says; xs: the dynamic quantization's scale (0: static). */
 static int requantize(const kn_opdesc *d, const kn_tensor *const *in, const kn_tensor *acc, int64_t chans,
-                      int64_t inner, kn_tensor *out)
+                      int64_t inner, float xs, kn_tensor *out)
 {
     kn_abi_post post[KN_FUSED_MAX_POST];
     int np, st = kn_fused_posts(d, post, &np);
@@ -65,9 +67,10 @@ static int requantize(const kn_opdesc *d, const kn_tensor *const *in, const kn_t
     if (sum != (r != NULL))
         return kn_op_error(d, KN_ERR_INVALID, sum ? "post_ops adds a residual but input R is missing"
                                                   : "input R is given but post_ops has no 'Add'");
-    if (r && ((r->dtype != KN_U8 && r->dtype != KN_I8) || r->rank != out->rank ||
-              memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->rank)))
-        return kn_op_error(d, KN_ERR_INVALID, "residual R must be u8 or s8 with the output's shape");
+    bool r_ok = xs != 0 ? r && r->dtype == KN_F32 : r && (r->dtype == KN_U8 || r->dtype == KN_I8);
+    if (r && (!r_ok || r->rank != out->rank || memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->rank)))
+        return kn_op_error(d, KN_ERR_INVALID, "residual R must have the output's shape and be %s",
+                           xs != 0 ? "f32" : "u8 or s8");
     int64_t n = kn_tensor_numel(out), ns = kn_tensor_numel(s);
     const float *sv = s->data, *bv = b ? b->data : NULL;
     const int32_t *av = acc->data;
@@ -79,7 +82,9 @@ static int requantize(const kn_opdesc *d, const kn_tensor *const *in, const kn_t
     }
     for (int64_t i = 0; i < n; i++) {
         int64_t c = (i / inner) % chans;
-        v[i] = sv[ns == 1 ? 0 : c] * ((float)av[i] + (bv ? bv[c] : 0.0f));
+        float sc = sv[ns == 1 ? 0 : c];
+        if (xs != 0) v[i] = xs * sc * (float)av[i] + (bv ? bv[c] : 0.0f); /* dynamic: B in real units */
+        else v[i] = sc * ((float)av[i] + (bv ? bv[c] : 0.0f));
     }
     kn_tensor vt = {.dtype = KN_F32, .rank = out->rank, .data = v, .nbytes = (size_t)n * sizeof(float)};
     memcpy(vt.dims, out->dims, sizeof(int64_t) * (size_t)out->rank);
@@ -89,7 +94,7 @@ static int requantize(const kn_opdesc *d, const kn_tensor *const *in, const kn_t
             continue;
         }
         for (int64_t i = 0; i < n; i++)
-            v[i] += post[k].alpha * ((float)kn_load_i64(r->dtype, r->data, (size_t)i) - post[k].beta);
+            v[i] += post[k].alpha * ((float)kn_load_f64(r->dtype, r->data, (size_t)i) - post[k].beta);
     }
     if (!st && out->dtype != KN_F32) {
         int64_t zp = kn_op_attr_int(d, "y_zero_point", 0), lo = out->dtype == KN_U8 ? 0 : -128;
@@ -137,7 +142,7 @@ static int exec_qconv(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     }
     int64_t inner = 1;
     for (int i = 2; i < x->rank; i++) inner *= dims[i];
-    if (!(st = kn_tensor_alloc(&out[0], ydt, x->rank, dims))) st = requantize(d, in, &acc, w->dims[0], inner, &out[0]);
+    if (!(st = kn_tensor_alloc(&out[0], ydt, x->rank, dims))) st = requantize(d, in, &acc, w->dims[0], inner, 0, &out[0]);
     else st = kn_op_fail(d, st);
     kn_tensor_free(&acc);
     return st;
@@ -155,17 +160,28 @@ static int exec_qmatmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tenso
     int r;
     int64_t dims[KN_MAX_RANK];
     if ((st = kn_k_matmul_shape(x->rank, x->dims, w->rank, w->dims, &r, dims))) return kn_op_fail(d, st);
-    kn_tensor acc = {0};
+    kn_tensor acc = {0}, xq = {0}, xs = {0}, xz = {0}, zp;
     int8_t zb;
-    kn_tensor zp = x_zero_point(d, x, &zb);
-    if ((st = kn_tensor_alloc(&acc, KN_I32, r, dims)) || (st = kn_k_matmul_integer(x, w, &zp, NULL, &acc))) {
-        kn_tensor_free(&acc);
-        return kn_op_fail(d, st);
+    int64_t one = 1;
+    if (x->dtype == KN_F32) { /* the dynamic form: DynamicQuantizeLinear first */
+        if ((st = kn_tensor_alloc(&xq, KN_U8, x->rank, x->dims)) || (st = kn_tensor_alloc(&xs, KN_F32, 0, &one)) ||
+            (st = kn_tensor_alloc(&xz, KN_U8, 0, &one)) || (st = kn_k_dynamic_quantize(x, &xq, &xs, &xz)))
+            goto done;
+        x = &xq;
+        zp = xz;
+    } else {
+        zp = x_zero_point(d, x, &zb);
     }
-    if (!(st = kn_tensor_alloc(&out[0], ydt, r, dims))) st = requantize(d, in, &acc, w->dims[1], 1, &out[0]);
-    else st = kn_op_fail(d, st);
-    kn_tensor_free(&acc);
-    return st;
+    if ((st = kn_tensor_alloc(&acc, KN_I32, r, dims)) || (st = kn_k_matmul_integer(x, w, &zp, NULL, &acc))) goto done;
+    if (!(st = kn_tensor_alloc(&out[0], ydt, r, dims))) {
+        kn_tensor_free(&xq); /* before the requantization's own buffer */
+        st = requantize(d, in, &acc, w->dims[1], 1, xs.data ? ((float *)xs.data)[0] : 0, &out[0]);
+        kn_tensor_free(&acc), kn_tensor_free(&xs), kn_tensor_free(&xz);
+        return st;
+    }
+done:
+    kn_tensor_free(&acc), kn_tensor_free(&xq), kn_tensor_free(&xs), kn_tensor_free(&xz);
+    return kn_op_fail(d, st);
 }
 
 const kn_exec_impl kn_exec_fused_q[] = {

@@ -18,6 +18,14 @@
  *     Y = saturate(nearbyint(v) + y_zero_point)     Y u8 or s8
  *     Y = v                                          Y f32
  *
+ * Dynamic quantization (QMatMul only): with X f32 the op first quantizes X
+ * as DynamicQuantizeLinear does (u8 per tensor: scale xs, zero point xz
+ * from X's range), then
+ *
+ *     v = xs * S[c] * acc + B[c]          (B in real units), post_ops
+ *     Y = v                               (Y f32; a residual R is f32 too:
+ *                                          "Add" adds post_alpha * R)
+ *
  * which is oneDNN's int8 convolution and matmul with output scales S, a
  * source zero point, a sum post-op with scale and zero point, and a
  * destination zero point. Attributes: x_zero_point (int), y_zero_point

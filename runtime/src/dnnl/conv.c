@@ -330,7 +330,7 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     if (kn_dnnl_is_int8(rec)) {
         /* the sum reads the residual with its own scale and zero point:
          * always a sum post-op (a binary add has neither) */
-        if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O)) || (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
+        if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O, 1)) || (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
             return st;
     } else if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr,
                                                    rec->post_layout == rec->dst_layout ? &post_md : NULL, &p->has_sum))) {

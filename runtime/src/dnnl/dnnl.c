@@ -347,6 +347,7 @@ void kn_dnnl_prim_clear(kn_dnnl_prim *p)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     free(p->wei_buf);
     if (p->algo && p->algo->free) p->algo->free(p->state);
+    kn_dnnl_dynq_free(p->dynq);
     memset(p, 0, sizeof *p);
 }
 

@@ -87,6 +87,17 @@ typedef struct kn_dnnl_algo {
     const char *(*impl)(const kn_dnnl_prim *p);
 } kn_dnnl_algo;
 
+/* The dynamic int8 matmul's state (dynq.c). */
+typedef struct kn_dnnl_dynq {
+    int64_t n_src;          /* activations quantized per run */
+    int32_t n_scale;
+    const float *wscales;   /* the weights' scales (the record's) */
+    float *scales;          /* x_scale * w_scale[n], per run */
+    int32_t zp;             /* the activations' zero point, per run */
+    float *part;            /* per-chunk minima and maxima */
+    dnnl_memory_t m_scales, m_zp;
+} kn_dnnl_dynq;
+
 struct kn_dnnl_prim {
     int kind;
     /* what it was built from, to rebuild it for another thread count: oneDNN
@@ -130,6 +141,7 @@ struct kn_dnnl_prim {
      * primitive itself stays built, for runs the pair cannot take) */
     xdw_pair *pair;
     char impl[48]; /* oneDNN's implementation name (kn_dnnl_prim_impl) */
+    kn_dnnl_dynq *dynq; /* a dynamic int8 matmul (f32 src quantized per run), or NULL */
 };
 
 /* ---- errors and helpers (dnnl.c) ------------------------------------------ */
@@ -178,9 +190,10 @@ int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc
                         const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *dst_md,
                         const dnnl_memory_desc_t *post_md, const void *wconst, const char *what);
 /* An int8 record's output scales (from the weights) and zero points into
- * attr; chans: the output channels (the count of per-channel scales). */
+ * attr; chans: the output channels (the count of per-channel scales), dst
+ * dim out_dim of the primitive (1 for a conv, the last for a matmul). */
 int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
-                          int64_t chans);
+                          int64_t chans, int out_dim);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
 bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
@@ -205,6 +218,17 @@ bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec);
 int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st);
 extern const kn_dnnl_algo kn_dnnl_algo_im2col;
 extern const kn_dnnl_algo kn_dnnl_algo_pw_matmul;
+
+/* ---- the dynamic int8 matmul (dynq.c) ------------------------------------- */
+
+/* Sets attr's run-time output scales (mask on dst dim out_dim) and source
+ * zero point, and p's state for n_src activations. */
+int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr, int64_t n_src, int out_dim);
+/* Quantizes x into the session's buffer (*out_q) and sets the run's scales
+ * and zero point. */
+int kn_dnnl_dynq_run(kn_dnnl_session *s, kn_dnnl_prim *p, const float *x, int threads, void **out_q);
+void kn_dnnl_dynq_free(kn_dnnl_dynq *dq);
 
 /* ---- running (exec.c) ------------------------------------------------------ */
 

@@ -89,6 +89,7 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         wei = src;
         src = (void *)w;
     }
+    if (p->dynq && (rc = kn_dnnl_dynq_run(s, p, src, threads, &src))) return rc; /* src: now the u8 copy */
     void *dst_prim = p->dst_reorder ? s->act[1] : dst;
     KN_DN(dnnl_memory_set_data_handle(p->m_dst, dst_prim), "binding the dst");
     if (p->has_sum) {
@@ -138,6 +139,10 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         if (!b) return kn_error(KN_ERR_INVALID, "oneDNN: no bias given");
         KN_DN(dnnl_memory_set_data_handle(p->m_bias, (void *)b), "binding the bias");
         args[n++] = (dnnl_exec_arg_t){p->bias_arg, p->m_bias};
+    }
+    if (p->dynq) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_OUTPUT_SCALES, p->dynq->m_scales};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, p->dynq->m_zp};
     }
     prim_run *run = &p->main;
     if (p->m_res) {

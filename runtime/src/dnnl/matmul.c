@@ -148,10 +148,11 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: operand ranks %d and %d exceed the dst rank %d",
                         rec->src.rank, rec->wei.rank, nd);
     /* int8 (kiln::QMatMul): u8/s8 src, s8 weights, f32 bias, u8/s8/f32 dst */
-    bool q = kn_dnnl_is_int8(rec);
+    /* dynamic (f32 src): quantized per run, dynq.c */
+    bool q = kn_dnnl_is_int8(rec), dyn = q && rec->src.dtype == KN_F32;
     bool float_ok = rec->src.dtype == KN_F32 && rec->wei.dtype == KN_F32 && rec->dst.dtype == KN_F32;
-    bool int8_ok = (rec->src.dtype == KN_U8 || rec->src.dtype == KN_I8) && rec->wei.dtype == KN_I8 &&
-                   rec->alpha == 1.0f && !rec->trans_a;
+    bool int8_ok = (rec->src.dtype == KN_U8 || rec->src.dtype == KN_I8 || (dyn && rec->dst.dtype == KN_F32)) &&
+                   rec->wei.dtype == KN_I8 && rec->alpha == 1.0f && !rec->trans_a;
     if (q ? !int8_ok : !float_ok)
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: src %s, weights %s, dst %s in a%s record",
                         kn_dtype_name(rec->src.dtype), kn_dtype_name(rec->wei.dtype), kn_dtype_name(rec->dst.dtype),
@@ -177,7 +178,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
                             (long long)sd[i], (long long)wd[i], (long long)dd[i]);
     nd = collapse_batch(nd, rec->trans_a, sd, ss, wd, ws, dd);
     dnnl_memory_desc_t src_md, wei_user, wei_any, dst_md, bias_md;
-    dnnl_data_type_t sdt = kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
+    dnnl_data_type_t sdt = dyn ? dnnl_u8 : kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
     dnnl_dims_t dst_st;
     kn_dnnl_plain_strides(nd, dd, dst_st);
     KN_DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, sdt, ss), "describing the matmul src");
@@ -212,14 +213,15 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     p->bias_arg = DNNL_ARG_BIAS;
     /* oneDNN scales the bias with the product; Gemm adds C after alpha, so
      * with alpha the bias becomes a binary add post-op run after the scale */
-    bool scaled = rec->alpha != 1.0f, bias_post = hb && scaled;
+    bool scaled = rec->alpha != 1.0f, bias_post = hb && (scaled || dyn); /* dynamic: B in real units */
     if (scaled) {
         if (!(rec->alpha == rec->alpha)) return kn_error(KN_ERR_INVALID, "oneDNN matmul: alpha is NaN");
         float a = rec->alpha;
         KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
     }
     if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-    if (q && (st = kn_dnnl_set_int8_attr(rec, weights, attr, N))) return st;
+    if (dyn && (st = kn_dnnl_dynq_create(s, rec, weights, p, attr, numel(&rec->src), nd - 1))) return st;
+    if (q && !dyn && (st = kn_dnnl_set_int8_attr(rec, weights, attr, N, nd - 1))) return st;
     if ((st = kn_dnnl_set_post_ops(rec, attr, bias_post ? &bias_md : NULL, &p->has_sum))) return st;
     const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;
     dnnl_matmul_desc_t md;

@@ -96,7 +96,7 @@ int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, con
 }
 
 int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
-                          int64_t chans)
+                          int64_t chans, int out_dim)
 {
     if (rec->n_scale != 1 && rec->n_scale != chans)
         return kn_error(KN_ERR_INVALID, "oneDNN record: %d output scales for %lld output channels", rec->n_scale,
@@ -110,8 +110,7 @@ int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, 
     for (int32_t i = 0; i < rec->n_scale; i++)
         if (!isfinite(((const float *)scales)[i]))
             return kn_error(KN_ERR_INVALID, "oneDNN record: output scale %d is not finite", i);
-    /* the dst channel dim is 1 for a conv, the last for a matmul */
-    int mask = rec->n_scale == 1 ? 0 : rec->kind == KN_DNNL_CONV ? 1 << 1 : 1 << (rec->dst.rank - 1);
+    int mask = rec->n_scale == 1 ? 0 : 1 << out_dim;
     KN_DN(dnnl_primitive_attr_set_output_scales(attr, rec->n_scale, mask, scales), "setting output scales");
     int32_t sz = rec->src_zp, dz = rec->dst_zp;
     if (sz) KN_DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &sz), "setting the src zero point");

@@ -1,0 +1,125 @@
+/*
+ * runtime/src/dnnl/dynq.c — the dynamic int8 matmul (kiln::QMatMul with an
+ * f32 X, runtime/ops/fused_q.h): before each run the f32 activations are
+ * quantized as DynamicQuantizeLinear does (u8 per tensor: the range of the
+ * values and 0, scale (max - min) / 255, zero point round(-min / scale)),
+ * into the session's buffer, and the primitive gets its output scales
+ * x_scale * w_scale[n] and source zero point as run-time arguments.
+ *
+ * Bit for bit the reference kernel's numbers (kn_k_dynamic_quantize): the
+ * same float formulas, the range found in parallel chunks whose results are
+ * combined in order (min/max do not depend on the order anyway).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+
+#include "dnnl_int.h"
+
+enum { DYNQ_PIECE = 16384 }; /* floats per parallel unit */
+
+typedef struct dynq_pass {
+    const float *x;
+    uint8_t *q;
+    int64_t n;
+    float *mins, *maxs; /* one per unit */
+    float scale;
+    float zp;
+} dynq_pass;
+
+static int range_chunk(void *args, int64_t lo, int64_t hi)
+{
+    dynq_pass *d = args;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u * DYNQ_PIECE, b = a + DYNQ_PIECE < d->n ? a + DYNQ_PIECE : d->n;
+        float mn = 0.0f, mx = 0.0f;
+        for (int64_t i = a; i < b; i++) {
+            float v = d->x[i];
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        d->mins[u] = mn, d->maxs[u] = mx;
+    }
+    return KN_OK;
+}
+
+static int quant_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const dynq_pass *d = args;
+    int64_t a = lo * DYNQ_PIECE, b = hi * DYNQ_PIECE < d->n ? hi * DYNQ_PIECE : d->n;
+    for (int64_t i = a; i < b; i++) {
+        float r = d->x[i] / d->scale;
+        r = (r != r ? 0.0f : nearbyintf(r)) + d->zp;
+        d->q[i] = (uint8_t)(r <= 0.0f ? 0.0f : r >= 255.0f ? 255.0f : r);
+    }
+    return KN_OK;
+}
+
+int kn_dnnl_dynq_run(kn_dnnl_session *s, kn_dnnl_prim *p, const float *x, int threads, void **out_q)
+{
+    kn_dnnl_dynq *dq = p->dynq;
+    int64_t n = dq->n_src, units = (n + DYNQ_PIECE - 1) / DYNQ_PIECE;
+    dynq_pass d = {.x = x, .q = s->act[0], .n = n, .mins = dq->part, .maxs = dq->part + units};
+    int rc = kn_rt_parallel_for_threads(threads, range_chunk, &d, units);
+    if (rc) return rc;
+    float mn = 0.0f, mx = 0.0f;
+    for (int64_t u = 0; u < units; u++) {
+        mn = d.mins[u] < mn ? d.mins[u] : mn;
+        mx = d.maxs[u] > mx ? d.maxs[u] : mx;
+    }
+    float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+    float zf = 0.0f - mn / scale;
+    zf = !(zf >= 0.0f) ? 0.0f : zf > 255.0f ? 255.0f : zf;
+    d.scale = scale;
+    d.zp = rintf(zf);
+    if ((rc = kn_rt_parallel_for_threads(threads, quant_chunk, &d, units))) return rc;
+    dq->zp = (int32_t)d.zp;
+    for (int64_t c = 0; c < dq->n_scale; c++) dq->scales[c] = scale * dq->wscales[c];
+    *out_q = s->act[0];
+    return KN_OK;
+}
+
+int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr, int64_t n_src, int out_dim)
+{
+    const void *ws;
+    int st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &ws);
+    if (st) return st;
+    int64_t units = (n_src + DYNQ_PIECE - 1) / DYNQ_PIECE;
+    kn_dnnl_dynq *dq = calloc(1, sizeof *dq);
+    if (!dq) return kn_error(KN_ERR_NOMEM, "out of memory");
+    p->dynq = dq;
+    dq->n_src = n_src;
+    dq->n_scale = rec->n_scale;
+    dq->wscales = ws;
+    if (!(dq->scales = calloc((size_t)rec->n_scale, sizeof(float))) ||
+        !(dq->part = calloc((size_t)(2 * units + 1), sizeof(float))))
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < rec->n_scale; i++)
+        if (!isfinite(dq->wscales[i])) return kn_error(KN_ERR_INVALID, "oneDNN record: weight scale %d is not finite", i);
+    float rt = DNNL_RUNTIME_F32_VAL;
+    int32_t rz = DNNL_RUNTIME_S32_VAL;
+    int mask = rec->n_scale == 1 ? 0 : 1 << out_dim;
+    KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, mask, &rt), "setting run-time output scales");
+    KN_DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rz), "setting a run-time src zero point");
+    dnnl_dims_t sd = {rec->n_scale}, zd = {1};
+    dnnl_memory_desc_t smd, zmd;
+    KN_DN(dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_f32, dnnl_a), "describing the output scales");
+    KN_DN(dnnl_memory_desc_init_by_tag(&zmd, 1, zd, dnnl_s32, dnnl_a), "describing the zero point");
+    KN_DN(dnnl_memory_create(&dq->m_scales, &smd, s->engine, dq->scales), "creating the output scales memory");
+    KN_DN(dnnl_memory_create(&dq->m_zp, &zmd, s->engine, &dq->zp), "creating the zero point memory");
+    return kn_dnnl_reserve(s, 0, (size_t)n_src);
+}
+
+void kn_dnnl_dynq_free(kn_dnnl_dynq *dq)
+{
+    if (!dq) return;
+    if (dq->m_scales) dnnl_memory_destroy(dq->m_scales);
+    if (dq->m_zp) dnnl_memory_destroy(dq->m_zp);
+    free(dq->scales);
+    free(dq->part);
+    free(dq);
+}
