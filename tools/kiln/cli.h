@@ -18,6 +18,8 @@ int kn_cmd_difftest(int argc, char **argv);
 int kn_cmd_compile(int argc, char **argv);
 int kn_cmd_bench(int argc, char **argv);
 int kn_cmd_profile(int argc, char **argv);
+int kn_cmd_calibrate(int argc, char **argv);
+int kn_cmd_compare(int argc, char **argv);
 
 struct kn_compile_opts;
 /* Pins input shapes / symbolic dims from --shape specs. */
