@@ -271,7 +271,6 @@ static int finish(kn_model *m)
 {
     int st = kn_graph_toposort(m->graph);
     if (!st) st = kn_graph_infer(m->graph);
-    if (!st) st = kn_graph_verify(m->graph);
     if (st) kn_error_prefix("after quantization: ");
     return st;
 }
