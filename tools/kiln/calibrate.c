@@ -1,6 +1,7 @@
 /* `kiln calibrate`: runs the compiled FP32 model over calibration data and
  * writes the calibration table that `kiln compile --quantize static-int8`
  * reads (docs/quantization.md). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,9 @@ static void calibrate_usage(FILE *f)
             "                      time (Conv weights always are); recorded in the table\n"
             "  --keep-float LIST   comma-separated node names or op types to leave in float;\n"
             "                      recorded in the table\n"
-            "  --threads T         threads of the compiled model (the table does not depend on it)\n"
+            "  --threads T         samples run T at a time, each on one thread (a model's result\n"
+            "                      can differ in the last bits with its thread count; this way\n"
+            "                      the table is byte-identical at any T)\n"
             "  -o TABLE.json       the calibration table (written atomically)\n"
             "\n"
             "Progress goes to stderr when it is a terminal.\n");
@@ -113,6 +116,99 @@ static int observe_sample(const kn_qprobe *p, const kn_tensor *in, const kn_tens
     return KN_OK;
 }
 
+/* One worker: its own session (one thread) and observers, samples
+ * first, first + step, ... Observers merge exactly in any order (observer.h),
+ * so the table does not depend on how samples were shared out. */
+typedef struct worker {
+    const kn_qprobe *p;
+    kn_samples *data;
+    int n;               /* data inputs */
+    const int *order;
+    int64_t first, step, ns;
+    kn_session *s;
+    kn_observer **obs;
+    int st;
+    int64_t failed_at;
+    char msg[1024];
+    pthread_mutex_t *lock;
+    int64_t *done;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    const kn_qprobe *p = w->p;
+    kn_tensor *in = calloc((size_t)w->n + 1, sizeof *in), *ordered = calloc((size_t)p->n_in + 1, sizeof *ordered),
+              *out = calloc((size_t)p->n_out + 1, sizeof *out);
+    int st = in && ordered && out ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    int64_t i = w->first;
+    for (; !st && i < w->ns; i += w->step) {
+        st = kn_samples_read(w->data, i, in);
+        for (int j = 0; !st && j < p->n_in; j++) ordered[j] = in[w->order[j]];
+        if (!st) st = kn_session_run_tensors(w->s, p->n_in, ordered, p->n_out, out);
+        if (!st) st = observe_sample(p, ordered, out, w->obs);
+        for (int k = 0; k < w->n; k++) kn_tensor_free(&in[k]);
+        for (int k = 0; k < p->n_out; k++) kn_tensor_free(&out[k]);
+        if (st) break;
+        pthread_mutex_lock(w->lock);
+        kn_progress("kiln calibrate", ++*w->done, w->ns);
+        pthread_mutex_unlock(w->lock);
+    }
+    if (st) {
+        w->st = st;
+        w->failed_at = i;
+        snprintf(w->msg, sizeof w->msg, "%s", kn_last_error());
+    }
+    free(in), free(ordered), free(out);
+    return NULL;
+}
+
+/* Runs every sample through T workers and merges their observers into obs. */
+static int run_samples(const kn_qprobe *p, kn_samples *data, int n, const int *order, int threads, kn_observer **obs)
+{
+    int64_t ns = kn_samples_count(data), done = 0;
+    if (threads > ns) threads = (int)ns;
+    worker *w = calloc((size_t)threads, sizeof *w);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    int st = w && tid ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
+    int started = 0;
+    for (int t = 0; !st && t < threads; t++) {
+        w[t] = (worker){.p = p, .data = data, .n = n, .order = order, .first = t, .step = threads, .ns = ns,
+                        .lock = &lock, .done = &done};
+        w[t].obs = calloc((size_t)p->n_obs + 1, sizeof *w[t].obs);
+        if (!w[t].obs) st = kn_error(KN_ERR_NOMEM, "out of memory");
+        for (int k = 0; !st && k < p->n_obs; k++)
+            if (!(w[t].obs[k] = kn_observer_create())) st = kn_error(KN_ERR_NOMEM, "out of memory");
+        /* worker 0 uses the probe's session; the others open their own */
+        if (!st) st = t == 0 ? (w[t].s = p->s, KN_OK) : kn_session_create(p->art, &w[t].s);
+    }
+    for (int t = 0; !st && t < threads; t++) {
+        if (pthread_create(&tid[t], NULL, work, &w[t]) != 0) {
+            st = kn_error(KN_ERR_NOMEM, "cannot start a thread");
+            break;
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    /* the failure of the earliest sample, as a one-thread run would report */
+    int64_t first_bad = -1;
+    for (int t = 0; !st && t < threads; t++)
+        if (w[t].st && (first_bad < 0 || w[t].failed_at < w[first_bad].failed_at)) first_bad = t;
+    if (first_bad >= 0)
+        st = kn_error(w[first_bad].st, "sample %lld: %s", (long long)w[first_bad].failed_at, w[first_bad].msg);
+    for (int t = 0; w && t < threads; t++) {
+        for (int k = 0; w[t].obs && k < p->n_obs; k++) {
+            if (!st) kn_observer_merge(obs[k], w[t].obs[k]);
+            kn_observer_free(w[t].obs[k]);
+        }
+        free(w[t].obs);
+        if (t > 0) kn_session_free(w[t].s);
+    }
+    free(w), free(tid);
+    return st;
+}
+
 static int calibrate(const calib_args *a)
 {
     kn_model *m = NULL;
@@ -122,7 +218,6 @@ static int calibrate(const calib_args *a)
     char **shapes = NULL;
     kn_qprobe p = {0};
     kn_observer **obs = NULL;
-    kn_tensor *in = NULL, *ordered = NULL, *out = NULL;
     int *order = NULL;
     kn_calib_table t = {0};
     double t0 = now_s();
@@ -130,31 +225,19 @@ static int calibrate(const calib_args *a)
     if (!st) st = kn_samples_open(a->n_data, a->data, n, names, &data);
     if (!st) st = kn_shape_specs_from(data, n, names, &shapes);
     kn_probe_opts po = {.mode = KN_PROBE_SELECT, .n_keep = a->n_keep, .keep = (const char *const *)a->keep,
-                        .threads = a->threads, .n_shapes = n, .shapes = shapes};
+                        .threads = 1, .n_shapes = n, .shapes = shapes};
     if (!st) st = kn_qprobe_build(a->model, &po, &p);
     if (!st) {
         obs = calloc((size_t)p.n_obs + 1, sizeof *obs);
-        in = calloc((size_t)n + 1, sizeof *in);
-        ordered = calloc((size_t)p.n_in + 1, sizeof *ordered);
-        out = calloc((size_t)p.n_out + 1, sizeof *out);
         order = calloc((size_t)p.n_in + 1, sizeof *order);
-        if (!obs || !in || !ordered || !out || !order) st = kn_error(KN_ERR_NOMEM, "out of memory");
+        if (!obs || !order) st = kn_error(KN_ERR_NOMEM, "out of memory");
     }
     for (int k = 0; !st && k < p.n_obs; k++)
         if (!(obs[k] = kn_observer_create())) st = kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_order(&p, n, names, order);
     int64_t ns = st ? 0 : kn_samples_count(data);
     double t1 = now_s();
-    for (int64_t i = 0; !st && i < ns; i++) {
-        st = kn_samples_read(data, i, in);
-        for (int j = 0; !st && j < p.n_in; j++) ordered[j] = in[order[j]];
-        if (!st) st = kn_session_run_tensors(p.s, p.n_in, ordered, p.n_out, out);
-        if (!st) st = observe_sample(&p, ordered, out, obs);
-        if (st) kn_error_prefix("sample %lld: ", (long long)i);
-        for (int k = 0; k < n; k++) kn_tensor_free(&in[k]);
-        for (int k = 0; k < p.n_out; k++) kn_tensor_free(&out[k]);
-        kn_progress("kiln calibrate", i + 1, ns);
-    }
+    if (!st) st = run_samples(&p, data, n, order, a->threads, obs);
     double t2 = now_s();
     if (!st) st = kn_calib_hash_file(a->model, &t.model_hash);
     t.method = a->method;
@@ -172,11 +255,13 @@ static int calibrate(const calib_args *a)
     if (!st) st = kn_calib_table_write(a->out, &t);
     if (!st)
         fprintf(stderr,
-                "kiln calibrate: %d tensors, %lld samples: compile %.2f s, %.2f ms per sample, total %.2f s; wrote %s\n",
-                p.n_obs, (long long)ns, p.compile_s, ns ? (t2 - t1) * 1e3 / (double)ns : 0.0, now_s() - t0, a->out);
+                "kiln calibrate: %d tensors, %lld samples: compile %.2f s, %.2f ms per sample (%d threads), total %.2f s; "
+                "wrote %s\n",
+                p.n_obs, (long long)ns, p.compile_s, ns ? (t2 - t1) * 1e3 / (double)ns : 0.0, a->threads,
+                now_s() - t0, a->out);
     kn_calib_table_free(&t);
     for (int k = 0; obs && k < p.n_obs; k++) kn_observer_free(obs[k]);
-    free(obs), free(in), free(ordered), free(out), free(order);
+    free(obs), free(order);
     kn_qprobe_free(&p);
     kn_free_shape_specs(n, shapes);
     kn_samples_close(data);
