@@ -27,6 +27,19 @@ bool kn_quant_is_kept(const kn_node *n, int n_keep, const char *const *keep)
     return false;
 }
 
+int kn_quant_check_keep(const kn_graph *g, int n_keep, const char *const *keep)
+{
+    for (int i = 0; i < n_keep; i++) {
+        bool found = false;
+        for (int k = 0; k < g->n_nodes && !found; k++)
+            found = !strcmp(g->nodes[k]->name, keep[i]) || !strcmp(g->nodes[k]->op_type, keep[i]);
+        if (!found)
+            return kn_error(KN_ERR_INVALID, "--keep-float '%s': no node and no op type of that name in the model",
+                            keep[i]);
+    }
+    return KN_OK;
+}
+
 static bool is_qop(const kn_node *n)
 {
     switch (n->op) {
@@ -286,6 +299,8 @@ int kn_quantize_static(kn_model *m, const kn_quant_opts *o)
     kn_graph *g = m->graph;
     const kn_calib_table *t = o->table;
     if (!t) return kn_error(KN_ERR_INVALID, "static quantization needs a calibration table");
+    int st0 = kn_quant_check_keep(g, o->n_keep, o->keep);
+    if (st0) return st0;
     bool per_axis_ok = kn_model_opset(m, "") >= 13;
     int st = KN_OK;
     for (int i = 0; !st && i < t->n_tensors; i++) {
@@ -336,6 +351,8 @@ int kn_quantize_dynamic(kn_model *m, const kn_quant_opts *o)
     bool per_axis_ok = kn_model_opset(m, "") >= 11; /* DynamicQuantizeLinear itself needs 11 */
     if (!per_axis_ok) return kn_error(KN_ERR_UNSUPPORTED, "dynamic quantization needs opset 11 or later");
     bool pc = kn_model_opset(m, "") >= 13;
+    int st0 = kn_quant_check_keep(g, o->n_keep, o->keep);
+    if (st0) return st0;
     /* one DynamicQuantizeLinear → DequantizeLinear per activation, by value id */
     kn_value **dq_of = calloc((size_t)m->n_value_ids + 1, sizeof *dq_of);
     if (!dq_of) return kn_error(KN_ERR_NOMEM, "out of memory");

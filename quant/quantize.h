@@ -63,6 +63,11 @@ int kn_quant_prepare(kn_model *m);
 /* True if node n is left in float by keep[0..n_keep) (its name or op type). */
 bool kn_quant_is_kept(const kn_node *n, int n_keep, const char *const *keep);
 
+/* KN_OK if every keep[i] names a node or an op type of g; otherwise an
+ * error naming the first that does not (a typo would silently keep
+ * nothing in float). */
+int kn_quant_check_keep(const kn_graph *g, int n_keep, const char *const *keep);
+
 /* The activations static quantization covers, in graph order (graph
  * inputs, then node outputs in node order). *out_vals is malloc'd. */
 int kn_quant_select(const kn_graph *g, int n_keep, const char *const *keep, kn_value ***out_vals, int *out_n);

@@ -79,6 +79,9 @@ expect 2 "--method takes" -- "$kiln" calibrate cnn.onnx --data cnn_data --method
 expect 1 "no input named 'y'" -- "$kiln" calibrate cnn.onnx --data y=cnn_stacked.npy -o t.json
 mkdir empty; expect 1 "x_0.npy" -- "$kiln" calibrate cnn.onnx --data empty -o t.json
 mkdir gap; cp cnn_data/x_0.npy cnn_data/x_2.npy gap/; expect 0 "2 samples" -- "$kiln" calibrate cnn.onnx --data gap -o t.json
+expect 1 "--keep-float 'conv9'" -- "$kiln" calibrate cnn.onnx --data cnn_data --keep-float conv9 -o t.json
+expect 1 "--keep-float 'Softmax'" -- "$kiln" compile cnn.onnx --quantize static-int8 --calib a_percentile.json --keep-float Softmax -o x.so
+expect 0 "" -- "$kiln" compile cnn.onnx --quantize static-int8 --calib a_percentile.json --keep-float c2,Gemm -o kf.so
 expect 0 "usage: kiln calibrate" -- "$kiln" calibrate --help
 expect 0 "usage: kiln compare" -- "$kiln" compare --help
 expect 2 "--per-layer needs" -- "$kiln" compare cnn.onnx --per-layer --data cnn_eval

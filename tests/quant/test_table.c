@@ -101,11 +101,40 @@ static void test_malformed(void **state)
     expect_refusal("\"min\": -1.5", "\"min\": 1e999", "tensors.x.min");
 }
 
+/* Random byte edits and truncations of a valid table: refused or read,
+ * never a crash (run under the sanitizers by make test-asan). */
+static void test_mutations(void **state)
+{
+    (void)state;
+    kn_calib_table t, u;
+    make(&t);
+    char *text;
+    assert_int_equal(kn_calib_table_format(&t, &text), KN_OK);
+    size_t n = strlen(text);
+    char *buf = malloc(n + 1);
+    uint64_t seed = 42;
+    static const char k_bytes[] = "{}[]\",:0123456789.eE-+ntfu\\\x01\x80 ";
+    for (int i = 0; i < 20000; i++) {
+        memcpy(buf, text, n + 1);
+        size_t len = n;
+        for (int k = 0; k < 1 + i % 3; k++) {
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            buf[seed % n] = k_bytes[(seed >> 32) % (sizeof k_bytes - 1)];
+        }
+        if (i % 5 == 0) len = (size_t)((seed >> 20) % n);
+        if (kn_calib_table_parse(buf, len, "m.json", &u) == KN_OK) kn_calib_table_free(&u);
+    }
+    free(buf);
+    free(text);
+    kn_calib_table_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

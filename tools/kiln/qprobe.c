@@ -120,6 +120,7 @@ int kn_qprobe_build(const char *model, const kn_probe_opts *o, kn_qprobe *out)
     kn_value **vals = NULL;
     int nv = 0;
     if (!st) out->n_model_out = g->n_outputs;
+    if (!st && o->mode == KN_PROBE_SELECT) st = kn_quant_check_keep(g, o->n_keep, o->keep);
     if (!st && o->mode == KN_PROBE_SELECT) st = kn_quant_select(g, o->n_keep, o->keep, &vals, &nv);
     if (!st && o->mode == KN_PROBE_NAMES) {
         vals = calloc((size_t)o->n_names + 1, sizeof *vals);
