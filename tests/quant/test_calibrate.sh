@@ -56,6 +56,29 @@ grep -q '"keep_float": \["mm1"\]' mlp.json && grep -q '"per_channel": true' mlp.
 [ "$(grep -c ' ' layers.txt)" -ge 9 ] && ok || bad "per-layer report: $(cat layers.txt)"
 awk 'NR > 2 { if (prev != "" && $5 + 0 < prev + 0) exit 1; prev = $5 }' layers.txt && ok || bad "per-layer order"
 
+# an onnxruntime static QDQ model: kiln compiles it, and --per-layer takes
+# its QuantizeLinear parameters
+if "$python" - <<'PY' 2>/dev/null
+import numpy as np
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+class R(CalibrationDataReader):
+    def __init__(self):
+        self.it = iter([{"x": np.load(f"cnn_data/x_{i}.npy")} for i in range(8)])
+    def get_next(self):
+        return next(self.it, None)
+quantize_static("cnn.onnx", "cnn_ort.onnx", R(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8, per_channel=True)
+PY
+then
+  "$kiln" compare cnn.onnx cnn_ort.onnx --data cnn_eval > cmp_ort.txt || bad "compare with onnxruntime's QDQ model"
+  c=$(cos_of cmp_ort.txt logits); cat cmp_ort.txt
+  awk -v c="$c" 'BEGIN { exit !(c > 0.99) }' && ok || bad "onnxruntime QDQ model through kiln: cosine $c"
+  "$kiln" compare cnn.onnx cnn_ort.onnx --per-layer --data cnn_eval > layers_ort.txt || bad "per-layer from a QDQ model"
+  grep -q '^stem_relu ' layers_ort.txt && ok || bad "per-layer from a QDQ model: $(cat layers_ort.txt)"
+else
+  echo "note: onnxruntime.quantization unavailable; skipped the QDQ model checks"
+fi
+
 # the artifact's model hash covers the quantization
 "$kiln" compile cnn.onnx -o cnn.so --emit-header cnn.h && "$kiln" compile cnn.onnx --quantize static-int8 \
   --calib a_percentile.json -o cnn_q.so --emit-header cnn_q.h || bad "compile with headers"
