@@ -2,6 +2,7 @@
  * statistics independent of batch order. */
 #include "observer.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,17 +84,18 @@ void kn_observer_add(kn_observer *o, const float *x, size_t n)
 {
     /* first pass: min, max and the largest |x|, so that the range widens
      * once per batch */
-    double mn = INFINITY, mx = -INFINITY;
+    float mn = INFINITY, mx = -INFINITY;
     uint64_t finite = 0;
     for (size_t i = 0; i < n; i++) {
-        double v = x[i];
-        if (!isfinite(v)) continue;
-        finite++;
-        if (v < mn) mn = v;
-        if (v > mx) mx = v;
+        float f = x[i];
+        bool ok = fabsf(f) <= FLT_MAX; /* false for NaN and inf */
+        finite += ok;
+        mn = ok && f < mn ? f : mn;
+        mx = ok && f > mx ? f : mx;
     }
     o->nonfinite += n - finite;
     if (!finite) return;
+    mn += 0.0f, mx += 0.0f; /* -0 becomes +0: which zero came first must not show */
     if (o->count == 0 || mn < o->min) o->min = mn;
     if (o->count == 0 || mx > o->max) o->max = mx;
     o->count += finite;
@@ -106,12 +108,17 @@ void kn_observer_add(kn_observer *o, const float *x, size_t n)
         o->bins[HALF] += finite;
         return;
     }
-    int sc = HALF_LOG2 - o->exp; /* x * HALF / R = ldexp(x, sc) */
+    /* x * HALF / R is exact in double (a power-of-two scaling of a float,
+     * far from overflow and underflow), and so is its floor */
+    const double k = ldexp(1.0, HALF_LOG2 - o->exp);
+    uint64_t *bins = o->bins;
     for (size_t i = 0; i < n; i++) {
-        double v = x[i];
-        if (!isfinite(v)) continue;
-        int64_t b = HALF + (int64_t)floor(ldexp(v, sc)); /* exact: a power-of-two scaling of a float */
-        o->bins[b] += 1;
+        float f = x[i];
+        if (!(fabsf(f) <= FLT_MAX)) continue;
+        double t = (double)f * k;
+        int64_t b = (int64_t)t; /* truncation; floor below for negatives */
+        b -= (double)b > t;
+        bins[HALF + b] += 1;
     }
 }
 

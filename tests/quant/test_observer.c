@@ -117,7 +117,8 @@ static void test_order_and_merge(void **state)
     static float x[B][N];
     for (int b = 0; b < B; b++)
         for (int i = 0; i < N; i++) x[b][i] = normal() * (float)(1 << (3 * b)) * 0.01f;
-    x[2][7] = 0; /* zeros and a batch of zeros only */
+    x[2][7] = 0; /* zeros, a negative zero, and a batch of zeros only */
+    x[3][9] = -0.0f;
     static float zeros[16];
     kn_observer *a = kn_observer_create(), *c = kn_observer_create(), *m1 = kn_observer_create(),
                 *m2 = kn_observer_create();
