@@ -68,11 +68,25 @@ static int order_inputs(const kn_qprobe *p, int n, const char *const *names, con
     return KN_OK;
 }
 
-static void print_metric_row(const char *name, const kn_qmetrics *m)
+/* Name column width: the longest name (at least 24), so columns line up. */
+static int name_width(int n, const char *const *names)
+{
+    int w = 24;
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(names[i]) > w) w = (int)strlen(names[i]);
+    return w;
+}
+
+static void print_header(int w, const char *first)
+{
+    printf("%-*s %12s %12s %10s %10s %8s\n", w, first, "max_abs", "max_rel", "cosine", "sqnr_db", "top1");
+}
+
+static void print_metric_row(int w, const char *name, const kn_qmetrics *m)
 {
     char top1[32] = "-";
     if (m->rows) snprintf(top1, sizeof top1, "%.4f", kn_qmetrics_top1(m));
-    printf("%-32s %12.6g %12.6g %10.6f %10.2f %8s\n", name, m->max_abs, m->max_rel, kn_qmetrics_cosine(m),
+    printf("%-*s %12.6g %12.6g %10.6f %10.2f %8s\n", w, name, m->max_abs, m->max_rel, kn_qmetrics_cosine(m),
            kn_qmetrics_sqnr_db(m), top1);
 }
 
@@ -171,8 +185,9 @@ static int per_layer(const cmp_args *c, kn_samples *data, int n, const char *con
         qsort(rows, (size_t)p.n_obs, sizeof *rows, cmp_rows);
         printf("per-layer quantization noise over %lld samples (worst first; tensor fake-quantized alone):\n",
                (long long)ns);
-        printf("%-32s %12s %12s %10s %10s %8s\n", "tensor", "max_abs", "max_rel", "cosine", "sqnr_db", "top1");
-        for (int k = 0; k < p.n_obs; k++) print_metric_row(rows[k].name, &rows[k].m);
+        int w = name_width(p.n_obs, (const char *const *)p.obs_names);
+        print_header(w, "tensor");
+        for (int k = 0; k < p.n_obs; k++) print_metric_row(w, rows[k].name, &rows[k].m);
     }
     free(fq), free(rows), free(in), free(ord), free(out), free(tn);
     kn_qprobe_free(&p);
@@ -225,12 +240,16 @@ static int compare_outputs(const cmp_args *c, kn_samples *data, int n, const cha
     }
     if (!st) {
         printf("%s vs %s over %lld samples:\n", c->a, c->b, (long long)ns);
-        printf("%-32s %12s %12s %10s %10s %8s\n", "output", "max_abs", "max_rel", "cosine", "sqnr_db", "top1");
-        for (int k = 0; k < a.n_out; k++) {
+        const char **on = calloc((size_t)a.n_out + 1, sizeof *on);
+        for (int k = 0; on && k < a.n_out; k++) {
             kn_io_info info;
             kn_artifact_output_info(a.art, k, &info);
-            print_metric_row(info.name, &m[k]);
+            on[k] = info.name;
         }
+        int w = on ? name_width(a.n_out, on) : 24;
+        print_header(w, "output");
+        for (int k = 0; on && k < a.n_out; k++) print_metric_row(w, on[k], &m[k]);
+        free(on);
     }
     free(map), free(m), free(in), free(oa), free(ob), free(ia), free(ib);
     kn_qprobe_free(&a);
