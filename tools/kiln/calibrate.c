@@ -246,6 +246,12 @@ static int calibrate(const calib_args *a)
     t.samples = (uint64_t)ns;
     for (int k = 0; !st && k < a->n_keep; k++) st = kn_calib_table_add_keep(&t, a->keep[k]);
     for (int k = 0; !st && k < p.n_obs; k++) {
+        if (obs[k]->nonfinite)
+            fprintf(stderr, "kiln calibrate: warning: tensor '%s': %llu NaN or infinite values were left out\n",
+                    p.obs_names[k], (unsigned long long)obs[k]->nonfinite);
+        if (!obs[k]->count)
+            fprintf(stderr, "kiln calibrate: warning: tensor '%s' had no finite value; its range is [0, 0]\n",
+                    p.obs_names[k]);
         kn_calib_entry e = {.name = p.obs_names[k], .dtype = KN_U8, .count = obs[k]->count, .bins = KN_OBS_BINS,
                             .range = kn_observer_hist_range(obs[k])};
         kn_observer_range(obs[k], a->method, a->percentile, false, &e.min, &e.max);
