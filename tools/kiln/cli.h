@@ -18,6 +18,8 @@ int kn_cmd_difftest(int argc, char **argv);
 int kn_cmd_compile(int argc, char **argv);
 int kn_cmd_bench(int argc, char **argv);
 int kn_cmd_profile(int argc, char **argv);
+int kn_cmd_calibrate(int argc, char **argv);
+int kn_cmd_compare(int argc, char **argv);
 
 struct kn_compile_opts;
 /* Pins input shapes / symbolic dims from --shape specs. */
@@ -32,6 +34,12 @@ typedef struct kn_cli_passes {
     const char *print_after; /* --print-after PASS|all: text IR to stderr after it */
     bool verify_each;        /* --verify-each */
     bool stats;              /* --stats: per-pass table to stderr */
+    /* quantization (docs/quantization.md), applied after import and
+     * KN_QUANT_PREPASSES, before the pipeline */
+    const char *quantize;    /* --quantize dynamic-int8|static-int8, or NULL */
+    const char *calib;       /* --calib TABLE.json (static-int8) */
+    const char *keep_float;  /* --keep-float LIST: node names or op types (comma-separated) */
+    bool per_channel;        /* --per-channel: MatMul/Gemm weights per output channel */
 } kn_cli_passes;
 
 /* kn_cli_compile_model with pass options (NULL: defaults). With

@@ -9,6 +9,8 @@
 #include "cli.h"
 #include "kiln/abi.h"
 #include "pass.h"
+#include "quantize.h"
+#include "table.h"
 
 /* The pass table with each pass's summary, and the -O pipelines. */
 static void print_pass_list(FILE *f)
@@ -29,6 +31,7 @@ static void compile_usage(FILE *f)
             "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--weights embed|external]\n"
             "        [--layout auto|nchw] [--conv-algo auto|direct] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
+            "        [--quantize dynamic-int8|static-int8] [--calib TABLE.json] [--keep-float LIST] [--per-channel]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -59,7 +62,16 @@ static void compile_usage(FILE *f)
             "  --passes LIST         run these graph passes (comma-separated) instead of the -O pipeline\n"
             "  --print-after PASS    print the text IR to stderr after PASS (or after every pass: all)\n"
             "  --verify-each         check the graph's invariants after every pass\n"
-            "  --stats               per-pass statistics to stderr: runs, nodes in/out, rewrites, time\n");
+            "  --stats               per-pass statistics to stderr: runs, nodes in/out, rewrites, time\n"
+            "  --quantize static-int8   QuantizeLinear/DequantizeLinear on the activations of the\n"
+            "                        --calib table (u8), s8 weights (Conv per output channel), int32\n"
+            "                        biases (docs/quantization.md)\n"
+            "  --quantize dynamic-int8  MatMul/Gemm with constant weights: s8 per-channel weights,\n"
+            "                        activations quantized at run time (DynamicQuantizeLinear)\n"
+            "  --calib TABLE.json    the table `kiln calibrate` wrote for this model\n"
+            "  --keep-float LIST     comma-separated node names or op types to leave in float\n"
+            "                        (added to the table's own list)\n"
+            "  --per-channel         MatMul/Gemm weights per output channel (also if the table says so)\n");
     print_pass_list(f);
 }
 
@@ -221,8 +233,9 @@ static void free_probes(kn_compile_opts *o)
 }
 
 /* Hash of the model bytes and the options that change the artifact. */
-static uint64_t model_hash(const char *path, const kn_compile_opts *o, const char *passes)
+static uint64_t model_hash(const char *path, const kn_compile_opts *o, const kn_cli_passes *cp)
 {
+    const char *passes = cp->passes;
     uint64_t h = KN_FNV_INIT;
     FILE *f = fopen(path, "rb");
     if (f) {
@@ -238,6 +251,15 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const cha
     for (int k = 0; k < o->n_syms; k++) {
         snprintf(opts, sizeof opts, "|max %s=%lld", o->syms[k].name, (long long)o->syms[k].max);
         h = kn_fnv1a(h, opts, strlen(opts));
+    }
+    if (cp->quantize) {
+        /* the table's bytes, not its path: recalibrating changes the artifact */
+        uint64_t th = 0;
+        if (cp->calib) kn_calib_hash_file(cp->calib, &th);
+        snprintf(opts, sizeof opts, "|quantize %s|calib %016llx|per-channel %d|keep-float ", cp->quantize,
+                 (unsigned long long)th, (int)cp->per_channel);
+        h = kn_fnv1a(h, opts, strlen(opts));
+        if (cp->keep_float) h = kn_fnv1a(h, cp->keep_float, strlen(cp->keep_float));
     }
     return h;
 }
@@ -255,6 +277,77 @@ static int run_passes(const char *path, kn_model *m, const kn_compile_opts *opts
     return st;
 }
 
+/* What --quantize needs, read once: the table (checked against the model)
+ * and the keep-float list. */
+typedef struct cli_quant {
+    kn_calib_table table;
+    char **keep;
+    int n_keep;
+    kn_quant_opts o;
+    bool is_static;
+} cli_quant;
+
+static void cli_quant_free(cli_quant *q)
+{
+    kn_calib_table_free(&q->table);
+    for (int i = 0; i < q->n_keep; i++) free(q->keep[i]);
+    free(q->keep);
+    memset(q, 0, sizeof *q);
+}
+
+static int add_keep(cli_quant *q, const char *item, size_t len)
+{
+    char **k = realloc(q->keep, sizeof *k * ((size_t)q->n_keep + 1));
+    if (!k) return kn_error(KN_ERR_NOMEM, "out of memory");
+    q->keep = k;
+    if (!(k[q->n_keep] = strndup(item, len))) return kn_error(KN_ERR_NOMEM, "out of memory");
+    q->n_keep++;
+    return KN_OK;
+}
+
+static int cli_quant_init(const char *path, const kn_cli_passes *cp, cli_quant *q)
+{
+    memset(q, 0, sizeof *q);
+    q->is_static = !strcmp(cp->quantize, "static-int8");
+    int st = KN_OK;
+    if (q->is_static) {
+        uint64_t h = 0;
+        st = kn_calib_table_read(cp->calib, &q->table);
+        if (!st) st = kn_calib_hash_file(path, &h);
+        if (!st && h != q->table.model_hash)
+            st = kn_error(KN_ERR_INVALID,
+                          "--calib %s: the table was made for another model (model_hash %016llx; %s is %016llx): "
+                          "run kiln calibrate on this model",
+                          cp->calib, (unsigned long long)q->table.model_hash, path, (unsigned long long)h);
+        for (int i = 0; !st && i < q->table.n_keep; i++)
+            st = add_keep(q, q->table.keep_float[i], strlen(q->table.keep_float[i]));
+        q->o.table = &q->table;
+        q->o.per_channel = q->table.per_channel;
+    }
+    for (const char *p = cp->keep_float; !st && p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len) st = add_keep(q, p, len);
+        p += len + (e ? 1 : 0);
+    }
+    q->o.per_channel |= cp->per_channel;
+    q->o.n_keep = q->n_keep;
+    q->o.keep = (const char *const *)q->keep;
+    return st;
+}
+
+/* Rewrites m into QDQ form (the same passes first as calibration saw). */
+static int apply_quant(const char *path, const kn_cli_passes *cp, const cli_quant *q, kn_model *m)
+{
+    int st = kn_quant_prepare(m);
+    if (!st) st = q->is_static ? kn_quantize_static(m, &q->o) : kn_quantize_dynamic(m, &q->o);
+    if (st) {
+        if (q->is_static) kn_error_prefix("--calib %s: ", cp->calib);
+        kn_error_prefix("%s: --quantize %s: ", path, cp->quantize);
+    }
+    return st;
+}
+
 int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts,
                             const kn_cli_passes *passes)
 {
@@ -262,11 +355,17 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_co
     const kn_cli_passes *cp = passes ? passes : &none;
     kn_model *m = NULL;
     kn_pass_log log = {0};
-    int st = load_inferred(path, n_shapes, shapes, opts, -1, 0, &m);
+    cli_quant q = {0};
+    int st = cp->quantize ? cli_quant_init(path, cp, &q) : KN_OK;
+    if (!st) st = load_inferred(path, n_shapes, shapes, opts, -1, 0, &m);
+    if (!st && cp->quantize) st = apply_quant(path, cp, &q, m);
     /* a dynamic dim's probes: the same model with it at 1 and at 2 (dyn.h),
      * through the same passes so that their graphs stay node for node alike */
     for (int k = 0; k < opts->n_syms && !st; k++)
-        for (int p = 0; p < 2 && !st; p++) st = load_inferred(path, n_shapes, shapes, opts, k, p + 1, &opts->syms[k].probe[p]);
+        for (int p = 0; p < 2 && !st; p++) {
+            st = load_inferred(path, n_shapes, shapes, opts, k, p + 1, &opts->syms[k].probe[p]);
+            if (!st && cp->quantize) st = apply_quant(path, cp, &q, opts->syms[k].probe[p]);
+        }
     if (!st) st = run_passes(path, m, opts, cp, &log);
     for (int k = 0; k < opts->n_syms && !st; k++)
         for (int p = 0; p < 2 && !st; p++) {
@@ -278,7 +377,7 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_co
             kn_pass_log_free(&probe_log);
         }
     if (!st) {
-        opts->model_hash = model_hash(path, opts, cp->passes);
+        opts->model_hash = model_hash(path, opts, cp);
         st = kn_compile_cpu(m, opts);
     }
     free_probes(opts);
@@ -288,6 +387,7 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_co
     }
     kn_pass_log_free(&log);
     kn_model_free(m);
+    cli_quant_free(&q);
     return st;
 }
 
@@ -306,13 +406,14 @@ int kn_cli_compile_model(const char *path, int n_shapes, char **shapes, kn_compi
 /* `kiln compile m.onnx -o m.onnx` would replace the model with the
  * artifact, and `-o a.so --emit-header a.so` the artifact with the header:
  * refused before any work, naming both arguments. */
-static int check_paths(const char *model, const kn_compile_opts *o)
+static int check_paths(const char *model, const kn_compile_opts *o, const char *calib)
 {
     char weights[4200];
     const char *art = o->output ? o->output : o->static_output;
     snprintf(weights, sizeof weights, "%s.weights", art);
     const kn_cli_file files[] = {
         {"MODEL", model, false},
+        {"--calib", calib, false},
         {"-o", o->output, true},
         {"--static", o->static_output, true},
         {"--emit-header", o->header, true},
@@ -331,7 +432,7 @@ int kn_cmd_compile(int argc, char **argv)
     if (!shapes) return 1;
     static const char *const k_value_flags[] = {"-o", "--static", "--emit-header", "--target", "--name", "--shape",
                                                 "--passes", "--print-after", "--layout", "--conv-algo", "--weights",
-                                                "--max"};
+                                                "--max", "--quantize", "--calib", "--keep-float"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
@@ -355,6 +456,16 @@ int kn_cmd_compile(int argc, char **argv)
         else if (!strcmp(a, "--print-after") && has_next) cp.print_after = argv[++i];
         else if (!strcmp(a, "--verify-each")) cp.verify_each = true;
         else if (!strcmp(a, "--stats")) cp.stats = true;
+        else if (!strcmp(a, "--quantize") && has_next) {
+            cp.quantize = argv[++i];
+            if (strcmp(cp.quantize, "static-int8") && strcmp(cp.quantize, "dynamic-int8")) {
+                fprintf(stderr, "kiln compile: --quantize takes static-int8 or dynamic-int8, not '%s'\n", cp.quantize);
+                free_max(&o, shapes);
+                return 2;
+            }
+        } else if (!strcmp(a, "--calib") && has_next) cp.calib = argv[++i];
+        else if (!strcmp(a, "--keep-float") && has_next) cp.keep_float = argv[++i];
+        else if (!strcmp(a, "--per-channel")) cp.per_channel = true;
         else if (!strcmp(a, "--layout") && has_next) {
             const char *l = argv[++i];
             if (!strcmp(l, "nchw")) o.layout = KN_CG_LAYOUT_NCHW;
@@ -403,7 +514,19 @@ int kn_cmd_compile(int argc, char **argv)
         free_max(&o, shapes);
         return 2;
     }
-    if (check_paths(model, &o)) {
+    const char *qerr = NULL;
+    if (cp.quantize && !strcmp(cp.quantize, "static-int8") && !cp.calib)
+        qerr = "--quantize static-int8 needs --calib TABLE.json (made by kiln calibrate)";
+    else if (cp.calib && (!cp.quantize || strcmp(cp.quantize, "static-int8")))
+        qerr = "--calib is for --quantize static-int8";
+    else if ((cp.keep_float || cp.per_channel) && !cp.quantize)
+        qerr = "--keep-float and --per-channel need --quantize";
+    if (qerr) {
+        fprintf(stderr, "kiln compile: %s\n", qerr);
+        free_max(&o, shapes);
+        return 2;
+    }
+    if (check_paths(model, &o, cp.calib)) {
         kn_cli_report(NULL);
         free_max(&o, shapes);
         return 2;

@@ -1,0 +1,22 @@
+# Quantization toolchain script tests (docs/quantization.md). The unit tests
+# (tests/quant/test_*.c) register through the glob in tests/CMakeLists.txt.
+
+# calibrate twice, at --threads 1 and 2, from a folder and from a stacked
+# .npy: byte-identical tables; compile static-int8 / dynamic-int8 and
+# compare with FP32 (cosine > 0.99); the errors compile and compare give.
+add_test(NAME quant/calibrate
+         COMMAND ${CMAKE_SOURCE_DIR}/tests/quant/test_calibrate.sh $<TARGET_FILE:kiln> ${KILN_PYTHON})
+set_tests_properties(quant/calibrate PROPERTIES TIMEOUT 300 LABELS quant)
+
+# Calibration streams: 2000 samples peak at <= 1.1x the RSS of 20 samples.
+add_test(NAME quant/calibrate_memory
+         COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/quant/test_calib_memory.py $<TARGET_FILE:kiln>)
+set_tests_properties(quant/calibrate_memory PROPERTIES TIMEOUT 300 LABELS quant)
+
+# ResNet-50 (the model tests' fixture): tables byte-identical at --threads 1
+# and 2 although the compiled model's results differ in the last bit with
+# its intra-op thread count; static-int8 within cosine 0.99 of FP32.
+add_test(NAME quant/resnet50
+         COMMAND ${CMAKE_SOURCE_DIR}/tests/quant/test_resnet50.sh $<TARGET_FILE:kiln> ${KILN_PYTHON}
+                 ${CMAKE_BINARY_DIR}/models/resnet50)
+set_tests_properties(quant/resnet50 PROPERTIES FIXTURES_REQUIRED model_resnet50 LABELS "quant;models" TIMEOUT 600)
