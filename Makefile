@@ -14,7 +14,8 @@
 #                   each (600 by default); fails on any finding
 #   make difftest   random graphs through onnxruntime, the reference evaluator
 #                   and the compiled path for DIFF_SECONDS (docs/testing.md)
-#   make bench      kiln vs onnxruntime on four models (docs/benchmarks.md);
+#   make bench      kiln vs onnxruntime on four models and their INT8 versions
+#                   (docs/benchmarks.md);
 #                   BENCH_MODELS, BENCH_BATCHES, BENCH_THREADS, BENCH_RUNS narrow it
 
 BUILD      ?= build
