@@ -132,5 +132,37 @@ class ModelAccuracy(unittest.TestCase):
                 qaccuracy.model_accuracy(d, {"b": np.zeros(2)})
 
 
+class Int8Row(unittest.TestCase):
+    """run_bench.py's INT8 table rows, complete and n/a."""
+
+    def setUp(self):
+        import run_bench
+        self.rb = run_bench
+
+    def cells(self, line):
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    def test_complete_row(self):
+        r = {"model": "resnet50-qdq", "batch": 1, "threads": 2, "median_ms": 10.0, "ort_median_ms": 12.5,
+             "ratio": 0.8, "fp32_median_ms": 30.0, "speedup": 3.0, "size_ratio": 0.25,
+             "accuracy_kind": "within_one_step", "accuracy": 99.84, "ort_accuracy": 99.9}
+        cells = self.cells(self.rb.fmt_int8_row(r))
+        self.assertEqual(len(cells), len(self.cells(self.rb.INT8_HEADER)))
+        self.assertEqual(cells[:11], ["resnet50-qdq", "1", "2", "10.00", "12.50", "0.80", "30.00", "3.00", "0.25",
+                                      "99.8% in 1 step", "99.9% in 1 step"])
+
+    def test_na_row_names_kilns_error(self):
+        r = {"model": "bert-dynk", "batch": 1, "threads": 1, "ort_median_ms": 140.0, "fp32_median_ms": 240.0,
+             "kiln_error": "kiln compile: unexpected argument '--quantize'",
+             "accuracy_kind": "cosine_vs_fp32", "ort_accuracy": 0.99862}
+        cells = self.cells(self.rb.fmt_int8_row(r))
+        self.assertEqual(len(cells), len(self.cells(self.rb.INT8_HEADER)))
+        self.assertEqual(cells[3], "n/a")
+        self.assertEqual(cells[4], "140.00")
+        self.assertEqual(cells[9], "n/a")
+        self.assertEqual(cells[10], "cos 0.99862")
+        self.assertEqual(cells[11], "kiln compile: unexpected argument '--quantize'")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
