@@ -2,6 +2,10 @@
 #   make demo       set-up, build, run the bundled model
 #   make test       set-up, build, run every test; ends with the passed, failed
 #                   and skipped counts and why each skipped test skipped
+#                   (not the quantized ops and models kiln does not run yet:
+#                   label quant-pending, tests/models/QUANT_PENDING.txt)
+#   make test-quant the quantized-op and quantized-model tests (label quant),
+#                   the pending ones included
 #   make test-asan  the same under AddressSanitizer + UBSan
 #   make mutate     plants each bug of tests/mutate/mutations.txt in a scratch
 #                   copy and reports the ones the tests do not catch (minutes;
@@ -10,7 +14,8 @@
 #                   each (600 by default); fails on any finding
 #   make difftest   random graphs through onnxruntime, the reference evaluator
 #                   and the compiled path for DIFF_SECONDS (docs/testing.md)
-#   make bench      kiln vs onnxruntime on four models (docs/benchmarks.md);
+#   make bench      kiln vs onnxruntime on four models and their INT8 versions
+#                   (docs/benchmarks.md);
 #                   BENCH_MODELS, BENCH_BATCHES, BENCH_THREADS, BENCH_RUNS narrow it
 
 BUILD      ?= build
@@ -21,7 +26,7 @@ FUZZ_SECONDS ?= 600
 DIFF_SECONDS ?= 600
 KILN_PYTHON ?= .venv/bin/python
 
-.PHONY: all deps build demo test test-asan mutate fuzz difftest bench clean
+.PHONY: all deps build demo test test-quant test-asan mutate fuzz difftest bench clean
 
 all: build
 
@@ -42,7 +47,15 @@ demo: build
 # can print the counts last and the target still fails when a test failed.
 test: build
 	@mkdir -p $(BUILD)/Testing
-	@{ cd $(BUILD) && ctest --output-on-failure -j $(JOBS); echo $$? > Testing/ctest-rc; } 2>&1 \
+	@{ cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE quant-pending; echo $$? > Testing/ctest-rc; } 2>&1 \
+	    | tee $(BUILD)/Testing/ctest-output.txt
+	@./tests/lib/summary.sh $(BUILD)/Testing/ctest-output.txt $(BUILD); exit $$(cat $(BUILD)/Testing/ctest-rc)
+
+# Everything labelled quant, the quant-pending tests included (they fail until
+# their ops land; tests/models/QUANT_PENDING.txt lists them).
+test-quant: build
+	@mkdir -p $(BUILD)/Testing
+	@{ cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L quant; echo $$? > Testing/ctest-rc; } 2>&1 \
 	    | tee $(BUILD)/Testing/ctest-output.txt
 	@./tests/lib/summary.sh $(BUILD)/Testing/ctest-output.txt $(BUILD); exit $$(cat $(BUILD)/Testing/ctest-rc)
 
@@ -51,7 +64,7 @@ test-asan: deps
 	@ninja -C $(BUILD_ASAN) -j $(JOBS)
 	@mkdir -p $(BUILD_ASAN)/Testing
 	@{ cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -j $(JOBS) -LE no-asan; echo $$? > Testing/ctest-rc; } 2>&1 \
+	    ctest --output-on-failure -j $(JOBS) -LE 'no-asan|quant-pending'; echo $$? > Testing/ctest-rc; } 2>&1 \
 	    | tee $(BUILD_ASAN)/Testing/ctest-output.txt
 	@./tests/lib/summary.sh $(BUILD_ASAN)/Testing/ctest-output.txt $(BUILD_ASAN); \
 	    exit $$(cat $(BUILD_ASAN)/Testing/ctest-rc)

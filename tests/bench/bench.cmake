@@ -12,3 +12,8 @@ add_test(NAME bench/ort_bench
                  ${CMAKE_SOURCE_DIR}/scripts/ort_bench.py ${CMAKE_SOURCE_DIR}/samples/digits/digits.onnx
                  ${CMAKE_BINARY_DIR}/ort-bench-check)
 set_tests_properties(bench/ort_bench PROPERTIES TIMEOUT 120 LABELS bench)
+# bench/qaccuracy.py, the INT8 rows' accuracy figures (share within one
+# quantization step, cosine), on synthetic arrays with known answers.
+add_test(NAME bench/qaccuracy
+         COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/bench/test_qaccuracy.py ${CMAKE_SOURCE_DIR}/bench)
+set_tests_properties(bench/qaccuracy PROPERTIES TIMEOUT 60 LABELS bench)
