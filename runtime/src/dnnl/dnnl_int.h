@@ -200,6 +200,12 @@ bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_att
                      const dnnl_memory_desc_t *dst, char *impl, size_t n);
 int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
                                   dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md, bool *has_sum);
+/* attr's post-ops with the residual as a binary add of res_md (after a
+ * binary add of bias_md when given), whatever kernel that gets: oneDNN's
+ * int8 matmul with run-time scales has no optimized kernel with a sum. */
+int kn_dnnl_set_residual_as_add(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec,
+                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
+                                 const dnnl_memory_desc_t *res_md);
 int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr);
 
 /* ---- the kinds of primitive (conv.c, matmul.c, pool.c, im2col.c) ---------- */

@@ -175,6 +175,18 @@ int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_
 }
 
 
+int kn_dnnl_set_residual_as_add(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec,
+                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
+                                 const dnnl_memory_desc_t *res_md)
+{
+    int idx = -1, st = set_post_ops_res(rec, attr, bias_md, res_md, &p->has_sum, &idx);
+    if (st || idx < 0) return st;
+    p->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
+    p->res_bytes = dnnl_memory_desc_get_size(res_md);
+    KN_DN(dnnl_memory_create(&p->m_res, res_md, s->engine, DNNL_MEMORY_NONE), "creating the residual memory");
+    return kn_dnnl_reserve(s, 1, p->res_bytes); /* where an overlapping residual is copied aside */
+}
+
 /* KN_ERR_UNSUPPORTED if oneDNN would run op_desc with a reference
  * (unoptimized) kernel. */
 int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr)
