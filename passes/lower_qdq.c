@@ -608,13 +608,13 @@ static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, 
     kn_value *ins_m[2] = {dqx ? dqx->outputs[0] : NULL, dqw ? dqw->outputs[0] : NULL};
     kn_node *mm = dqx && dqw ? kn_node_create(g, KN_OP_MatMul, NULL, 2, ins_m, 1) : NULL;
     if (!mm) return kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_value *y = mul->outputs[0];
     if (nws == N && N != 1) {
         kn_attr *a = kn_node_add_attr(dqw, "axis", KN_ATTR_INT);
         if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
         a->i = 1;
     }
-    kn_value *y = mul->outputs[0];
-    /* the MatMul computes what the Mul did; it takes the Mul's name too */
+    /* the MatMul computes what the Mul did; its output takes the Mul's name */
     mm->outputs[0]->dtype = KN_F32;
     mm->outputs[0]->shape = y->shape;
     dqx->outputs[0]->dtype = dqw->outputs[0]->dtype = KN_F32;
@@ -625,6 +625,10 @@ static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, 
     kn_node_remove(mul);
     kn_node_remove(cast);
     kn_node_remove(mi);
+    /* the MatMul takes the MatMulInteger's name (reports, profiles), free now */
+    char *mm_name = kn_arena_strdup(&g->model->arena, mi->name);
+    if (!mm_name) return kn_error(KN_ERR_NOMEM, "out of memory");
+    mm->name = mm_name;
     ctx->rewrites++;
     *changed = true;
     return KN_OK;

@@ -37,9 +37,9 @@ static const kn_pass_info pass_table[] = {
 static const char *const default_pipeline[4] = {
     /* -O0 */ "fold-constants",
     /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
-    /* -O2 */ "lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O2 */ "recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
-    /* -O3 */ "lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O3 */ "recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 
