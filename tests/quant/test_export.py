@@ -70,6 +70,14 @@ def artifact_outputs(art, model, samples, out_names, tmp, extra=()):
     return res
 
 
+def fake_quant_pipeline():
+    """The -O3 pass pipeline without lower-qdq: the artifact then runs the
+    QDQ graph's arithmetic in float kernels, what ORT_DISABLE_ALL does."""
+    r = kiln("compile", "--help")
+    line = next(l for l in r.stdout.splitlines() if l.strip().startswith("-O3"))
+    return ",".join(p for p in line.split()[1].split(",") if p != "lower-qdq")
+
+
 def agreement(a, b, scale):
     """Fraction of elements of b within one step of a, and the largest |a - b| in steps."""
     d = np.concatenate([np.abs(x - y).ravel() for ra, rb in zip(a, b) for x, y in zip(ra, rb)])
@@ -102,7 +110,11 @@ def export_case(tmp, name, extra=()):
     check(all(t.HasField("raw_data") for t in m.graph.initializer), f"{name}: initializers use raw_data")
     r = kiln("compile", model, "--quantize", "static-int8", "--calib", table, "-o", art)
     check(r.returncode == 0, f"{name}: compile static-int8")
-    if r.returncode:
+    fq = os.path.join(tmp, name + "_fq.so")
+    r2 = kiln("compile", model, "--quantize", "static-int8", "--calib", table, "--passes", fake_quant_pipeline(),
+              "-o", fq)
+    check(r2.returncode == 0, f"{name}: compile static-int8 without lower-qdq")
+    if r.returncode or r2.returncode:
         return
     samples = sorted(glob.glob(os.path.join(tmp, name + "_eval", "x_*.npy")),
                      key=lambda p: int(p.rsplit("_", 1)[1][:-4]))
@@ -112,6 +124,7 @@ def export_case(tmp, name, extra=()):
     check(got is not None, f"{name}: kiln run of the artifact")
     if got is None:
         return
+    fake = artifact_outputs(fq, model, samples, out_names, tmp)
     ref = artifact_outputs(qdq, model, samples, out_names, tmp, ("--reference",))
     check(ref is not None, f"{name}: kiln run --reference of the export")
     if ref is None:
@@ -123,13 +136,17 @@ def export_case(tmp, name, extra=()):
     a0, m0 = agreement(got, noopt, scale)
     a1, m1 = agreement(got, full, scale)
     a2, m2 = agreement(ref, noopt, scale)
+    a3, m3 = agreement(fake, noopt, scale)
     n = sum(x.size for r_ in got for x in r_)
     print(f"{name}: {n} output elements, step {scale:.6g}; share within one step:\n"
           f"  kiln artifact vs onnxruntime ORT_DISABLE_ALL   {100 * a0:6.2f}% (max {m0:.2f} steps)\n"
           f"  kiln artifact vs onnxruntime ORT_ENABLE_ALL    {100 * a1:6.2f}% (max {m1:.2f} steps)\n"
+          f"  kiln artifact without lower-qdq (QDQ as float kernels) vs ORT_DISABLE_ALL {100 * a3:6.2f}% "
+          f"(max {m3:.2f} steps)\n"
           f"  kiln reference evaluator on the export vs ORT_DISABLE_ALL {100 * a2:6.2f}% (max {m2:.2f} steps)")
     # the export means to onnxruntime what it means to kiln
     check(a2 >= 0.99, f"{name}: export through kiln's evaluator vs onnxruntime: >= 99% within one step")
+    check(a3 >= 0.99, f"{name}: kiln's artifact without the integer lowering vs onnxruntime: >= 99% within one step")
     if VNNI:
         check(a0 >= 0.99, f"{name}: kiln's INT8 artifact vs the export in onnxruntime ORT_DISABLE_ALL: "
                           f">= 99% within one step ({100 * a0:.2f}%)")
