@@ -20,6 +20,7 @@ int kn_cmd_bench(int argc, char **argv);
 int kn_cmd_profile(int argc, char **argv);
 int kn_cmd_calibrate(int argc, char **argv);
 int kn_cmd_compare(int argc, char **argv);
+int kn_cmd_export(int argc, char **argv);
 
 struct kn_compile_opts;
 /* Pins input shapes / symbolic dims from --shape specs. */
@@ -46,6 +47,10 @@ typedef struct kn_cli_passes {
  * opts->report, the passes' remarks (near misses) follow the report. */
 int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, struct kn_compile_opts *opts,
                             const kn_cli_passes *passes);
+/* Rewrites m (imported from path, inferred) into QDQ form as `kiln compile
+ * --quantize` does: cp->quantize, cp->calib (checked against path's bytes),
+ * cp->keep_float and cp->per_channel; KN_QUANT_PREPASSES run first. */
+int kn_cli_quantize(const char *path, const kn_cli_passes *cp, kn_model *m);
 /* True if path names a compiled artifact (ELF shared object) rather than ONNX. */
 bool kn_cli_is_artifact(const char *path);
 

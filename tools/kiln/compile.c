@@ -348,6 +348,15 @@ static int apply_quant(const char *path, const kn_cli_passes *cp, const cli_quan
     return st;
 }
 
+int kn_cli_quantize(const char *path, const kn_cli_passes *cp, kn_model *m)
+{
+    cli_quant q;
+    int st = cli_quant_init(path, cp, &q);
+    if (!st) st = apply_quant(path, cp, &q, m);
+    cli_quant_free(&q);
+    return st;
+}
+
 int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts,
                             const kn_cli_passes *passes)
 {

@@ -17,6 +17,7 @@ static const struct {
     {"compile", kn_cmd_compile, "compile a model to a .so/.a artifact and a C header"},
     {"calibrate", kn_cmd_calibrate, "measure activation ranges over data into a calibration table (quantization)"},
     {"compare", kn_cmd_compare, "compare two models' outputs on data: errors, cosine, SQNR, top-1; per layer"},
+    {"export", kn_cmd_export, "write a model quantized with a calibration table as a QDQ ONNX model"},
     {"run", kn_cmd_run, "run a model or an artifact on .npy inputs"},
     {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)"},
     {"profile", kn_cmd_profile, "time a compiled model step by step; trace and arena drawing"},
