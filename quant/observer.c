@@ -343,12 +343,14 @@ void kn_qparams_u8(float lo, float hi, float *out_scale, int32_t *out_zp)
     *out_zp = zp < 0 ? 0 : zp > 255 ? 255 : (int32_t)zp;
 }
 
-void kn_qparams_s8(float lo, float hi, float *out_scale)
+void kn_qparams_s8_max(float lo, float hi, int qmax, float *out_scale)
 {
     double m = fmax(fabs(lo), fabs(hi));
-    float s = (float)(m / 127.0);
+    float s = (float)(m / qmax);
     *out_scale = m > 0 && s > 0 ? s : 1.0f;
 }
+
+void kn_qparams_s8(float lo, float hi, float *out_scale) { kn_qparams_s8_max(lo, hi, 127, out_scale); }
 
 uint8_t kn_quantize_u8(float x, float scale, int32_t zp)
 {
@@ -357,9 +359,11 @@ uint8_t kn_quantize_u8(float x, float scale, int32_t zp)
     return q > 255 ? 255 : (uint8_t)q;
 }
 
-int8_t kn_quantize_s8(float x, float scale)
+int8_t kn_quantize_s8_max(float x, float scale, int qmax)
 {
     float q = nearbyintf(x / scale);
-    if (!(q >= -127) && !(q > 0)) return -127;
-    return q > 127 ? 127 : (int8_t)q;
+    if (!(q >= -qmax) && !(q > 0)) return (int8_t)-qmax;
+    return q > qmax ? (int8_t)qmax : (int8_t)q;
 }
+
+int8_t kn_quantize_s8(float x, float scale) { return kn_quantize_s8_max(x, scale, 127); }

@@ -85,6 +85,10 @@ void kn_observer_range(const kn_observer *o, kn_calib_method m, double percentil
  * scale = (hi - lo) / 255, zero point = round(-lo / scale) in [0, 255]
  * (scale 1, zero point 0 for an empty range, as onnxruntime). */
 void kn_qparams_u8(float lo, float hi, float *out_scale, int32_t *out_zp);
+/* The same for weights in [-qmax, qmax] (127 for 8 bits, 63 for 7). */
+void kn_qparams_s8_max(float lo, float hi, int qmax, float *out_scale);
+int8_t kn_quantize_s8_max(float x, float scale, int qmax);
+
 /* s8 symmetric parameters: scale = max(|lo|, |hi|) / 127, zero point 0
  * (scale 1 for an all-zero range); values are then clamped to [-127, 127]. */
 void kn_qparams_s8(float lo, float hi, float *out_scale);

@@ -181,9 +181,9 @@ static int redirect(kn_value *from, kn_value *to, const kn_node *except, const k
     return KN_OK;
 }
 
-/* Symmetric s8 weights, per channel along axis (or per tensor with axis
- * -1), + DequantizeLinear; *out_scales (malloc'd, n_ch floats) for the bias. */
-static int quantize_weight(kn_graph *g, kn_node *n, int idx, int axis, float **out_scales, int *out_nch)
+/* Symmetric s8 weights in [-qmax, qmax], per channel along axis (or per
+ * tensor with axis -1), + DequantizeLinear; *out_scales (malloc'd, n_ch floats) for the bias. */
+static int quantize_weight(kn_graph *g, kn_node *n, int idx, int axis, int qmax, float **out_scales, int *out_nch)
 {
     kn_value *w = n->inputs[idx];
     const kn_tensor *wt = w->const_data;
@@ -204,7 +204,7 @@ static int quantize_weight(kn_graph *g, kn_node *n, int idx, int axis, float **o
         float a = fabsf(x[i]);
         if (a > amax[c]) amax[c] = a;
     }
-    for (int64_t c = 0; c < nch; c++) kn_qparams_s8(-amax[c], amax[c], &scales[c]);
+    for (int64_t c = 0; c < nch; c++) kn_qparams_s8_max(-amax[c], amax[c], qmax, &scales[c]);
     free(amax);
     kn_tensor *tq, *ts, *tz;
     int64_t chd[1] = {nch};
@@ -217,7 +217,7 @@ static int quantize_weight(kn_graph *g, kn_node *n, int idx, int axis, float **o
     }
     for (int64_t i = 0; i < numel; i++) {
         int64_t c = axis >= 0 ? (i / inner) % nch : 0;
-        ((int8_t *)tq->data)[i] = kn_quantize_s8(x[i], scales[c]);
+        ((int8_t *)tq->data)[i] = kn_quantize_s8_max(x[i], scales[c], qmax);
     }
     memcpy(ts->data, scales, sizeof *scales * (size_t)nch);
     kn_node *dq = add_node(g, "DequantizeLinear", 3, (kn_value *[]){q, s, z}, w->name, "_dequantized", 1);
@@ -336,7 +336,7 @@ int kn_quantize_static(kn_model *m, const kn_quant_opts *o)
         bool pc = per_axis_ok && (n->op == KN_OP_Conv || o->per_channel);
         float *ws = NULL;
         int nch = 0;
-        st = quantize_weight(g, n, 1, pc ? axis : -1, &ws, &nch);
+        st = quantize_weight(g, n, 1, pc ? axis : -1, o->weight_max > 0 ? o->weight_max : 127, &ws, &nch);
         if (!st && (n->op == KN_OP_Conv || n->op == KN_OP_Gemm))
             st = quantize_bias(g, n, 2, x_scale, ws, nch);
         free(ws);
@@ -377,7 +377,7 @@ int kn_quantize_dynamic(kn_model *m, const kn_quant_opts *o)
         kn_node_set_input(n, 0, dq_of[x->id]);
         float *ws = NULL;
         int nch = 0;
-        st = quantize_weight(g, n, 1, pc ? axis : -1, &ws, &nch);
+        st = quantize_weight(g, n, 1, pc ? axis : -1, o->weight_max > 0 ? o->weight_max : 127, &ws, &nch);
         free(ws);
     }
     free(dq_of);

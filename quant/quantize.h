@@ -53,6 +53,7 @@ extern "C" {
 typedef struct kn_quant_opts {
     const kn_calib_table *table; /* static: the calibration table */
     bool per_channel;            /* MatMul/Gemm weights per output channel (Conv: always) */
+    int weight_max;              /* weights in [-weight_max, weight_max]: 127, or 63 (7 bits); 0: 127 */
     int n_keep;                  /* nodes left in float: node names or op types */
     const char *const *keep;
 } kn_quant_opts;

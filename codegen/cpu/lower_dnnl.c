@@ -199,8 +199,7 @@ static int q_fields(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, int64_t c
         kn_error_clear(); /* the runtime kernel reports it, naming the node */
         return KN_ERR_UNSUPPORTED;
     }
-    if (posts_collide(post, np)) return KN_ERR_UNSUPPORTED;
-    if (kn_fused_has_sum(post, np) != (res != NULL)) return KN_ERR_UNSUPPORTED;
+    if (kn_fused_has_sum(post, np) != (res != NULL) || posts_collide(post, np)) return KN_ERR_UNSUPPORTED;
     /* oneDNN's sum reads the residual from dst: the same type (8-bit, or f32
      * in the dynamic form), the same shape */
     bool dyn = kn_node_input(n, KN_Q_X)->dtype == KN_F32;

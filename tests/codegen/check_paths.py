@@ -291,6 +291,17 @@ def cases():
                          helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["t1"], name="n_q"),
                          helper.make_node("DequantizeLinear", ["t1", "ys", "yz"], ["out"], name="n_dq")],
                   tol=(0.5 * 1.001, 0)))
+    # dynamic: x quantized at run time inside the op (runtime/src/dnnl/dynq.c), a bias and a residual
+    c.append(Case("QMatMul_dynamic", D, None, [("a", f32([64, 256], lo=-2, hi=3))], domain_op="QMatMul",
+                  consts=[("wq", i8([256, 256])), ("ws", RNG.uniform(0.002, 0.01, 256).astype(np.float32)),
+                          ("bb", f32([256]))],
+                  nodes=[helper.make_node("DynamicQuantizeLinear", ["a"], ["q", "qs", "qz"], name="n_dql"),
+                         helper.make_node("DequantizeLinear", ["q", "qs", "qz"], ["xd"], name="n_dqx"),
+                         helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw", axis=1),
+                         helper.make_node("MatMul", ["xd", "wd"], ["t0"], name="n_mm"),
+                         helper.make_node("Add", ["t0", "bb"], ["t1"], name="n_bias"),
+                         helper.make_node("Add", ["t1", "a"], ["out"], name="n_res")],
+                  tol=(1e-4, 1e-4)))
     return c
 
 

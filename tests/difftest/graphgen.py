@@ -120,7 +120,7 @@ class Builder:
 
     def pick(self, pred=lambda t: True, recent=True):
         """A pool tensor satisfying pred, favouring recent ones (deeper graphs)."""
-        cands = [t for t in self.pool if pred(t)]
+        cands = [t for t in self.pool if pred(t) and not getattr(t, "terminal", False)]
         if not cands:
             raise Reject()
         if recent and self.chance(0.6):
@@ -1084,6 +1084,66 @@ def g_gemm(b):
     b.node("Gemm", ins, [T(None, F32, (m, n), small=x.small)], ("linalg", k), **attrs)
 
 
+def _q(b, x, scale, zp, dt=U8, family="exact"):
+    """QuantizeLinear(x) per tensor (exact: both engines divide in float and round to even)."""
+    return b.node("QuantizeLinear", [x, b.const(np.array(scale, np.float32)), b.const(np.array(zp, dt))],
+                  [T(None, dt, x.shape, exact=True)], family)
+
+
+def _dq(b, q, scale, zp, family="exact"):
+    return b.node("DequantizeLinear", [q, b.const(np.array(scale, np.float32)), b.const(np.array(zp, q.dtype))],
+                  [T(None, F32, q.shape, small=True)], family)
+
+
+def g_qdq(b):
+    """A quantized group as onnxruntime's QDQ quantizer writes it (passes/
+    lower_qdq.c turns it into one oneDNN int8 kernel): Q -> DQ of a float
+    activation, DQ of s8 weights (7-bit: CPUs without VNNI sum u8 x s8 pairs
+    in saturating 16-bit lanes, in onnxruntime's kernels and oneDNN's alike)
+    and of an int32 bias, Conv or MatMul, maybe Relu, Q -> DQ. Or a plain
+    Q -> DQ (the generated per-tensor loops). The group's result, which may
+    differ from onnxruntime's by one output step (one rounding instead of
+    two), feeds nothing else (terminal): its "quant" family allows the step."""
+    # an exact input: a value within its tolerance could round to the next step
+    x = b.pick(lambda t: flt(t) and t.exact and t.numel <= 200000 and all(d >= 1 for d in t.shape))
+    xs, xz = b.choice([0.02, 0.05, 0.1]), b.choice([0, 128, 100])
+    xd = _dq(b, _q(b, x, xs, xz), xs, xz)
+    kind = "conv" if x.rank == 4 and b.chance(0.6) else b.choice(["matmul", "plain"])
+    if kind == "plain" or (kind == "conv" and x.rank != 4):
+        return
+    if kind == "conv":
+        n, c, h, w_ = x.shape
+        oc, k = b.choice([4, 8, 16]), b.choice([1, 3])
+        if h < k or w_ < k or n * oc * h * w_ * c * k * k > 20e6:
+            raise Reject()
+        wshape, axis, out, red = [oc, c, k, k], 0, [n, oc, h, w_], c * k * k
+    else:
+        if x.rank < 2:
+            raise Reject()
+        oc = b.choice([8, 16, 33])
+        red = x.shape[-1]
+        if x.numel // red * oc * red > 20e6:
+            raise Reject()
+        wshape, axis, out = [red, oc], 1, list(x.shape[:-1]) + [oc]
+    wq = np.random.default_rng(b.rint(0, 2**31 - 1)).integers(-63, 64, size=wshape).astype(np.int8)
+    ws = (np.random.default_rng(b.rint(0, 2**31 - 1)).uniform(0.5, 1.5, oc) / (40 * math.sqrt(red))).astype(np.float32)
+    wd = b.node("DequantizeLinear", [b.const(wq), b.const(ws)], [T(None, F32, wshape, small=True)], "exact",
+                axis=axis)
+    if kind == "conv":
+        bq = np.random.default_rng(b.rint(0, 2**31 - 1)).integers(-500, 500, size=oc).astype(np.int32)
+        bd = b.node("DequantizeLinear", [b.const(bq), b.const((xs * ws).astype(np.float32))],
+                    [T(None, F32, (oc,), small=True)], "exact", axis=0)
+        y = b.node("Conv", [xd, wd, bd], [T(None, F32, out, small=True)], ("linalg", red), kernel_shape=[k, k],
+                   pads=[k // 2] * 4)
+    else:
+        y = b.node("MatMul", [xd, wd], [T(None, F32, out, small=True)], ("linalg", red))
+    if b.chance(0.5):
+        y = b.node("Relu", [y], [T(None, F32, out, small=True)], "exact")
+    ys, yz = b.choice([0.02, 0.05]), b.choice([0, 128])
+    r = _dq(b, _q(b, y, ys, yz, family=["quant", ys]), ys, yz)
+    r.terminal = True
+
+
 def g_cumsum(b):
     x = b.pick(lambda t: t.dtype in (F32, I64, I32) and t.rank >= 1)
     ax = rand_axis(b, x.rank)
@@ -1134,6 +1194,7 @@ OPS.update({
     "LayerNormalization": g_layernorm, "BatchNormalization": g_batchnorm,
     "InstanceNormalization": g_instnorm, "GroupNormalization": g_groupnorm, "LpNormalization": g_lpnorm,
     "Conv": g_conv, "MatMul": g_matmul, "Gemm": g_gemm, "CumSum": g_cumsum, "TopK": g_topk,
+    "QuantizeLinear/DequantizeLinear": g_qdq,
 })
 
 
@@ -1306,11 +1367,13 @@ def tolerances(spec, values):
     anc = ancestors(spec)
     res = []
     for o in spec["outputs"]:
-        r, mag = 0.0, 0.0
+        r, mag, steps = 0.0, 0.0, 0.0
         for k in anc.get(o, ()):
             nd = spec["nodes"][k]
             fam = nd["family"]
-            if isinstance(fam, list) and fam[0] == "resample":
+            if isinstance(fam, list) and fam[0] == "quant":
+                steps += fam[1] * 1.001  # one output step (g_qdq)
+            elif isinstance(fam, list) and fam[0] == "resample":
                 r += FAMILY_RTOL["resample"] * fam[1]
             elif isinstance(fam, list):
                 cond = norm_condition(nd, values[nd["inputs"][0]]) if fam[0] == "norm" else 1.0
@@ -1321,13 +1384,15 @@ def tolerances(spec, values):
                 v = values.get(t)
                 if v is not None and v.dtype.kind == "f" and v.size:
                     mag = max(mag, float(np.max(np.abs(v))))
+        if steps and spec["types"][o][0] in (U8, I8):
+            steps = 1.0  # the 8-bit tensor itself: one unit
         if r == 0.0:
-            res.append((0.0, 0.0))
+            res.append((0.0, steps))
         else:
             # f16 outputs round to 11 bits
             if spec["types"][o][0] == F16:
                 r += 2e-3
-            res.append((r, r * max(mag, 1e-3)))
+            res.append((r, r * max(mag, 1e-3) + steps))
     return res
 
 

@@ -41,7 +41,15 @@ typedef struct kn_cli_passes {
     const char *calib;       /* --calib TABLE.json (static-int8) */
     const char *keep_float;  /* --keep-float LIST: node names or op types (comma-separated) */
     bool per_channel;        /* --per-channel: MatMul/Gemm weights per output channel */
+    int weight_bits;         /* --weight-bits 7|8; 0: kn_cli_weight_bits decides */
 } kn_cli_passes;
+
+/* The weight width quantization uses: cp->weight_bits when given, else 8
+ * when the artifact runs only on this CPU (target NULL or "native") and it
+ * has VNNI, else 7: without VNNI, u8 x s8 products are summed in pairs in
+ * saturating 16-bit lanes (oneDNN's kernels as onnxruntime's), which 7-bit
+ * weights never overflow (docs/quantization.md). */
+int kn_cli_weight_bits(const kn_cli_passes *cp, const char *target);
 
 /* kn_cli_compile_model with pass options (NULL: defaults). With
  * opts->report, the passes' remarks (near misses) follow the report. */

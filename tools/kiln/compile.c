@@ -32,6 +32,7 @@ static void compile_usage(FILE *f)
             "        [--layout auto|nchw] [--conv-algo auto|direct] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
             "        [--quantize dynamic-int8|static-int8] [--calib TABLE.json] [--keep-float LIST] [--per-channel]\n"
+            "        [--weight-bits 7|8]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -58,7 +59,8 @@ static void compile_usage(FILE *f)
             "                        direct: always oneDNN's direct kernels\n"
             "  --name IDENT          C identifier for the header's functions (default: from -o)\n"
             "  --report              how each node was lowered: generated, oneDNN, runtime kernel;\n"
-            "                        then the passes' remarks (patterns that almost matched, and why not)\n"
+            "                        then the passes' remarks (patterns that almost matched, and why not);\n"
+            "                        for a quantized model, every node that stays float, and why\n"
             "  --passes LIST         run these graph passes (comma-separated) instead of the -O pipeline\n"
             "  --print-after PASS    print the text IR to stderr after PASS (or after every pass: all)\n"
             "  --verify-each         check the graph's invariants after every pass\n"
@@ -71,7 +73,9 @@ static void compile_usage(FILE *f)
             "  --calib TABLE.json    the table `kiln calibrate` wrote for this model\n"
             "  --keep-float LIST     comma-separated node names or op types to leave in float\n"
             "                        (added to the table's own list)\n"
-            "  --per-channel         MatMul/Gemm weights per output channel (also if the table says so)\n");
+            "  --per-channel         MatMul/Gemm weights per output channel (also if the table says so)\n"
+            "  --weight-bits 7|8     weight width (default: 8 for a native target on a CPU with VNNI, else 7:\n"
+            "                        without VNNI, int8 products are summed in saturating 16-bit pairs)\n");
     print_pass_list(f);
 }
 
@@ -256,8 +260,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const kn_
         /* the table's bytes, not its path: recalibrating changes the artifact */
         uint64_t th = 0;
         if (cp->calib) kn_calib_hash_file(cp->calib, &th);
-        snprintf(opts, sizeof opts, "|quantize %s|calib %016llx|per-channel %d|keep-float ", cp->quantize,
-                 (unsigned long long)th, (int)cp->per_channel);
+        snprintf(opts, sizeof opts, "|quantize %s|calib %016llx|per-channel %d|weight-bits %d|keep-float ",
+                 cp->quantize, (unsigned long long)th, (int)cp->per_channel, cp->weight_bits);
         h = kn_fnv1a(h, opts, strlen(opts));
         if (cp->keep_float) h = kn_fnv1a(h, cp->keep_float, strlen(cp->keep_float));
     }
@@ -331,6 +335,7 @@ static int cli_quant_init(const char *path, const kn_cli_passes *cp, cli_quant *
         p += len + (e ? 1 : 0);
     }
     q->o.per_channel |= cp->per_channel;
+    q->o.weight_max = cp->weight_bits == 7 ? 63 : 127;
     q->o.n_keep = q->n_keep;
     q->o.keep = (const char *const *)q->keep;
     return st;
@@ -348,6 +353,13 @@ static int apply_quant(const char *path, const kn_cli_passes *cp, const cli_quan
     return st;
 }
 
+int kn_cli_weight_bits(const kn_cli_passes *cp, const char *target)
+{
+    if (cp->weight_bits) return cp->weight_bits;
+    bool native = !target || !strcmp(target, "native");
+    return native && (kn_cpu_features() & KN_CPU_AVX512VNNI) ? 8 : 7;
+}
+
 int kn_cli_quantize(const char *path, const kn_cli_passes *cp, kn_model *m)
 {
     cli_quant q;
@@ -355,6 +367,40 @@ int kn_cli_quantize(const char *path, const kn_cli_passes *cp, kn_model *m)
     if (!st) st = apply_quant(path, cp, &q, m);
     cli_quant_free(&q);
     return st;
+}
+
+/* --report on a quantized model (one with kiln::QConv/QMatMul nodes): every
+ * node that still computes in float, and why (the integer lowering's remark
+ * naming it, or no integer kernel for its op). */
+static void report_float(const kn_graph *g, const kn_pass_log *log)
+{
+    int n_int = 0, n_float = 0;
+    for (int i = 0; i < g->n_nodes; i++) n_int += g->nodes[i]->op == KN_OP_QConv || g->nodes[i]->op == KN_OP_QMatMul;
+    if (!n_int) return;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) printf("%d nodes stay float in this quantized model (%d integer kernels)%s\n", n_float, n_int,
+                              n_float ? ":" : "");
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kn_node *n = g->nodes[i];
+            const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+            kn_op op = n->op;
+            if (!y || y->dtype != KN_F32 || op == KN_OP_QConv || op == KN_OP_QMatMul ||
+                op == KN_OP_DequantizeLinear || op == KN_OP_QuantizeLinear || op == KN_OP_DynamicQuantizeLinear)
+                continue;
+            if (pass == 0) {
+                n_float++;
+                continue;
+            }
+            char key[300];
+            snprintf(key, sizeof key, "'%s'", n->name);
+            const char *why = NULL;
+            for (int r = 0; r < log->n_remarks && !why; r++)
+                if (!strcmp(log->remarks[r].pass, "lower-qdq") && strstr(log->remarks[r].text, key))
+                    why = log->remarks[r].text;
+            if (why) printf("  %-32s %-20s %s\n", n->name, n->op_type, why);
+            else printf("  %-32s %-20s no integer kernel for %s: it computes in float\n", n->name, n->op_type, n->op_type);
+        }
+    }
 }
 
 int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_compile_opts *opts,
@@ -393,6 +439,7 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_co
     if (!st && opts->report) {
         printf("%d remarks from the graph passes%s\n", log.n_remarks, log.n_remarks ? ":" : "");
         kn_pass_log_print_remarks(&log, stdout);
+        report_float(m->graph, &log);
     }
     kn_pass_log_free(&log);
     kn_model_free(m);
@@ -475,7 +522,15 @@ int kn_cmd_compile(int argc, char **argv)
         } else if (!strcmp(a, "--calib") && has_next) cp.calib = argv[++i];
         else if (!strcmp(a, "--keep-float") && has_next) cp.keep_float = argv[++i];
         else if (!strcmp(a, "--per-channel")) cp.per_channel = true;
-        else if (!strcmp(a, "--layout") && has_next) {
+        else if (!strcmp(a, "--weight-bits") && has_next) {
+            const char *b = argv[++i];
+            cp.weight_bits = !strcmp(b, "7") ? 7 : !strcmp(b, "8") ? 8 : -1;
+            if (cp.weight_bits < 0) {
+                fprintf(stderr, "kiln compile: --weight-bits takes 7 or 8, not '%s'\n", b);
+                free_max(&o, shapes);
+                return 2;
+            }
+        } else if (!strcmp(a, "--layout") && has_next) {
             const char *l = argv[++i];
             if (!strcmp(l, "nchw")) o.layout = KN_CG_LAYOUT_NCHW;
             else if (strcmp(l, "auto") != 0) {
@@ -528,13 +583,14 @@ int kn_cmd_compile(int argc, char **argv)
         qerr = "--quantize static-int8 needs --calib TABLE.json (made by kiln calibrate)";
     else if (cp.calib && (!cp.quantize || strcmp(cp.quantize, "static-int8")))
         qerr = "--calib is for --quantize static-int8";
-    else if ((cp.keep_float || cp.per_channel) && !cp.quantize)
-        qerr = "--keep-float and --per-channel need --quantize";
+    else if ((cp.keep_float || cp.per_channel || cp.weight_bits) && !cp.quantize)
+        qerr = "--keep-float, --per-channel and --weight-bits need --quantize";
     if (qerr) {
         fprintf(stderr, "kiln compile: %s\n", qerr);
         free_max(&o, shapes);
         return 2;
     }
+    if (cp.quantize) cp.weight_bits = kn_cli_weight_bits(&cp, o.target);
     if (check_paths(model, &o, cp.calib)) {
         kn_cli_report(NULL);
         free_max(&o, shapes);

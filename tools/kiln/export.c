@@ -14,6 +14,7 @@ static void export_usage(FILE *f)
 {
     fprintf(f,
             "usage: kiln export MODEL.onnx --calib TABLE.json -o OUT.onnx [--per-channel] [--keep-float LIST]\n"
+            "        [--weight-bits 7|8]\n"
             "\n"
             "Writes MODEL quantized as `kiln compile --quantize static-int8 --calib TABLE.json`\n"
             "quantizes it, as a standard ONNX QDQ model that onnxruntime runs: the activations\n"
@@ -26,6 +27,7 @@ static void export_usage(FILE *f)
             "  --calib TABLE.json    the table `kiln calibrate` wrote for MODEL (required)\n"
             "  -o OUT.onnx           the QDQ model\n"
             "  --per-channel         MatMul/Gemm weights per output channel (also if the table says so)\n"
+            "  --weight-bits 7|8     weight width (default: 8 on a CPU with VNNI, else 7; kiln compile --help)\n"
             "  --keep-float LIST     comma-separated node names or op types to leave in float\n"
             "                        (added to the table's own list)\n");
 }
@@ -61,7 +63,7 @@ int kn_cmd_export(int argc, char **argv)
     const char *model = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((!strcmp(a, "-o") || !strcmp(a, "--calib") || !strcmp(a, "--keep-float")) &&
+        if ((!strcmp(a, "-o") || !strcmp(a, "--calib") || !strcmp(a, "--keep-float") || !strcmp(a, "--weight-bits")) &&
             !kn_cli_needs_value("export", i, argc, argv))
             return 2;
         if (kn_cli_is_help(a)) {
@@ -71,7 +73,14 @@ int kn_cmd_export(int argc, char **argv)
         else if (!strcmp(a, "--calib")) cp.calib = argv[++i];
         else if (!strcmp(a, "--keep-float")) cp.keep_float = argv[++i];
         else if (!strcmp(a, "--per-channel")) cp.per_channel = true;
-        else if (a[0] == '-' || model) {
+        else if (!strcmp(a, "--weight-bits")) {
+            const char *b = argv[++i];
+            cp.weight_bits = !strcmp(b, "7") ? 7 : !strcmp(b, "8") ? 8 : -1;
+            if (cp.weight_bits < 0) {
+                fprintf(stderr, "kiln export: --weight-bits takes 7 or 8, not '%s'\n", b);
+                return 2;
+            }
+        } else if (a[0] == '-' || model) {
             fprintf(stderr, "kiln export: unexpected argument '%s'\n", a);
             export_usage(stderr);
             return 2;
@@ -83,6 +92,7 @@ int kn_cmd_export(int argc, char **argv)
         export_usage(stderr);
         return 2;
     }
+    cp.weight_bits = kn_cli_weight_bits(&cp, NULL); /* for this CPU, as a native artifact */
     const kn_cli_file files[] = {{"MODEL", model, false}, {"--calib", cp.calib, false}, {"-o", out, true}};
     if (kn_cli_check_distinct(files, 3)) {
         kn_cli_report(NULL);
