@@ -54,14 +54,26 @@ static bool is_qop(const kn_node *n)
 
 static bool is_matrix_op(kn_op op) { return op == KN_OP_Conv || op == KN_OP_MatMul || op == KN_OP_Gemm; }
 
+static bool matrix_out_for_add(const kn_value *v)
+{
+    return v && v->producer && is_matrix_op(v->producer->op) && !(v->flags & KN_VALUE_GRAPH_OUTPUT) &&
+           v->n_users == 1 && v->users[0].node->op == KN_OP_Add;
+}
+
 /* An output the integer kernel keeps inside: read only by a fused
- * activation (Relu, Clip) or, for a matrix op, only by a bias/residual Add. */
+ * activation (Relu, Clip) or, for a matrix op, only by a bias/residual Add
+ * whose other addend is quantized. Of an Add of two such outputs (ResNet's
+ * downsampling block: conv3 + the shortcut's conv) the later value is
+ * quantized, and the other group takes it as its residual. */
 static bool fused_inside(const kn_value *v)
 {
     if (!v->producer || (v->flags & KN_VALUE_GRAPH_OUTPUT) || v->n_users != 1) return false;
     kn_op p = v->producer->op, c = v->users[0].node->op;
     if ((is_matrix_op(p) || p == KN_OP_Add) && (c == KN_OP_Relu || c == KN_OP_Clip)) return true;
-    return is_matrix_op(p) && c == KN_OP_Add;
+    if (!matrix_out_for_add(v)) return false;
+    const kn_node *add = v->users[0].node;
+    const kn_value *other = kn_node_input(add, 0) == v ? kn_node_input(add, 1) : kn_node_input(add, 0);
+    return !matrix_out_for_add(other) || other->id > v->id;
 }
 
 static bool quantizable_value(const kn_value *v)
@@ -319,8 +331,23 @@ int kn_quantize_static(kn_model *m, const kn_quant_opts *o)
             break;
         }
         if (!v->n_users) continue; /* a graph output only: nothing reads it quantized */
+        /* max pooling only selects values: its output keeps its input's
+         * quantization (as onnxruntime's quantizer does), so that the pooling
+         * runs on the 8-bit tensor (passes/lower_qdq.c) */
+        float scale = e->scale;
+        int32_t zp = e->zero_point;
+        if (v->producer && v->producer->op == KN_OP_MaxPool && kn_node_input(v->producer, 0)) {
+            /* the input, seen through the QDQ pair inserted on it already */
+            const kn_value *x = kn_node_input(v->producer, 0);
+            const kn_node *d = x->producer, *q = d && d->op == KN_OP_DequantizeLinear && d->inputs[0] ? d->inputs[0]->producer : NULL;
+            if (q && q->op == KN_OP_QuantizeLinear && q->inputs[0]) x = q->inputs[0];
+            const char *in = x->name;
+            for (int k = 0; k < t->n_tensors; k++)
+                if (!strcmp(t->tensors[k].name, in) && t->tensors[k].dtype == KN_U8)
+                    scale = t->tensors[k].scale, zp = t->tensors[k].zero_point;
+        }
         kn_value *dq;
-        if ((st = insert_qdq(g, v, e->scale, e->zero_point, &dq))) break;
+        if ((st = insert_qdq(g, v, scale, zp, &dq))) break;
         st = redirect(v, dq, dq->producer->inputs[0]->producer, o);
     }
     int n_nodes = g->n_nodes;
