@@ -105,6 +105,7 @@ static int finish(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, kn_node *f, kn_valu
     kn_value_replace_uses(y, r);
     kn_value_swap_names(y, r);
     kn_node_remove(n);
+    f->name = n->name; /* the float op is what remarks and --report name */
     ctx->rewrites++;
     return KN_OK;
 }
