@@ -85,6 +85,7 @@ extern const kn_op_impl kn_ops_movement[];    /* shape and data-movement ops */
 extern const kn_op_impl kn_ops_control[];     /* If, Loop, Scan, Constant, Identity */
 extern const kn_op_impl kn_ops_misc[];        /* everything else (RNNs, windows, losses, ...) */
 extern const kn_op_impl kn_ops_fused[];       /* kiln-domain fused ops (FusedConv, FusedMatMul) */
+extern const kn_op_impl kn_ops_contrib_q[];   /* com.microsoft quantization ops (QLinearAdd, QGemm, ...) */
 
 #ifdef __cplusplus
 }

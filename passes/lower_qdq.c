@@ -42,6 +42,14 @@
  * quantized output is not a plain rescaling (Sigmoid, Tanh, Gelu,
  * HardSwish) end the group in float.
  *
+ * QOperator form: onnxruntime's QLinearConv, QLinearMatMul, and
+ * com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearConcat,
+ * QLinearGlobalAveragePool, QLinearSigmoid and QLinearLeakyRelu are first
+ * rewritten into DequantizeLinear → float op → QuantizeLinear with the same
+ * parameters (passes/normalize_qop.c), so that everything below lowers
+ * them as it lowers QDQ; a QLinearAdd after a QLinearConv becomes that
+ * group's residual Add.
+ *
  * Runs first in the pipeline, before fold-constants turns the weights'
  * DequantizeLinear into float constants; whatever it leaves is folded
  * (constant weights of float ops) or runs as QuantizeLinear /
@@ -54,6 +62,7 @@
 
 #include "fuse_util.h"
 #include "fused_q.h"
+#include "normalize_qop.h"
 
 /* ---- quantization parameters --------------------------------------------------- */
 
@@ -435,6 +444,19 @@ static bool group_ok(kn_pass_ctx *ctx, const qgroup *q)
     return true;
 }
 
+/* Every weight in [-64, 63]. oneDNN's int8 convolution runs s8
+ * activations as u8 (+128, with a compensation term); on CPUs without VNNI
+ * it sums pairs of u8 x s8 products in saturating int16 and, for s8
+ * sources, halves the weights to stay clear of that (its scale adjust),
+ * which rounds odd 8-bit weights: the result is off by several steps. */
+static bool weights_7bit(const kn_value *wq)
+{
+    const int8_t *w = wq->const_data->data;
+    for (int64_t i = 0; i < const_numel(wq); i++)
+        if (w[i] < -64 || w[i] > 63) return false;
+    return true;
+}
+
 static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
 {
     qparam xq;
@@ -450,6 +472,9 @@ static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
     int st = KN_OK;
     if (!wq) {
         kn_pass_remark(ctx, "Conv '%s': %s", n->name, why);
+    } else if (xq.dt == KN_I8 && !weights_7bit(wq)) {
+        kn_pass_remark(ctx, "Conv '%s': s8 activations with weights beyond [-64, 63] (oneDNN's s8 convolution "
+                       "halves such weights on CPUs without VNNI)", n->name);
     } else if (!const_bias(kn_node_input(n, 2), O, bias)) {
         kn_pass_remark(ctx, "Conv '%s': the bias is not a constant", n->name);
     } else {
@@ -637,12 +662,14 @@ static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, 
 int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
 {
     *out_changed = false;
+    /* QOperator nodes first: the phases below see them as QDQ groups */
+    int st = kn_normalize_qop(ctx, g, out_changed);
+    if (st) return st;
     int count = g->n_nodes;
     kn_node **heads = malloc(sizeof *heads * (size_t)(count ? count : 1));
     if (!heads) return kn_error(KN_ERR_NOMEM, "out of memory");
     int nh = 0;
     for (int i = 0; i < count; i++) heads[nh++] = g->nodes[i];
-    int st = KN_OK;
     for (int i = 0; i < nh && !st; i++)
         if (heads[i]->op == KN_OP_MatMulInteger) st = normalize_matmul_integer(ctx, g, heads[i], out_changed);
     /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */

@@ -129,6 +129,7 @@ extern const kn_exec_impl kn_exec_misc[];
 extern const kn_exec_impl kn_exec_control[];
 extern const kn_exec_impl kn_exec_fused[]; /* kiln-domain fused ops */
 extern const kn_exec_impl kn_exec_fused_q[]; /* kiln-domain integer ops (fused_q.h) */
+extern const kn_exec_impl kn_exec_contrib_q[]; /* com.microsoft quantization ops (contrib_q.c) */
 
 /* The execution function of op; NULL if it has none in the runtime. */
 kn_exec_fn kn_op_exec(kn_op op);
