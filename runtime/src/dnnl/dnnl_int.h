@@ -90,12 +90,15 @@ typedef struct kn_dnnl_algo {
 /* The dynamic int8 matmul's state (dynq.c). */
 typedef struct kn_dnnl_dynq {
     int64_t n_src;          /* activations quantized per run */
-    int32_t n_scale;
+    int32_t n_scale;        /* 1 or n_cols */
+    int64_t n_cols;         /* N */
     const float *wscales;   /* the weights' scales (the record's) */
     float *scales;          /* x_scale * w_scale[n], per run */
-    int32_t zp;             /* the activations' zero point, per run */
+    const float *bias;      /* the record's bias (real units), or NULL */
+    int32_t *colsum;        /* sum over k of W[k, n] */
+    float *bias_run;        /* bias[n] - scales[n] * zero point * colsum[n], per run */
     float *part;            /* per-chunk minima and maxima */
-    dnnl_memory_t m_scales, m_zp;
+    dnnl_memory_t m_scales;
 } kn_dnnl_dynq;
 
 struct kn_dnnl_prim {
@@ -227,12 +230,15 @@ extern const kn_dnnl_algo kn_dnnl_algo_pw_matmul;
 
 /* ---- the dynamic int8 matmul (dynq.c) ------------------------------------- */
 
-/* Sets attr's run-time output scales (mask on dst dim out_dim) and source
- * zero point, and p's state for n_src activations. */
+/* Sets attr's run-time output scales (mask on dst dim out_dim) and p's
+ * state for n_src activations; wconst: the constant s8 weights [K, N],
+ * bconst: the bias or NULL. The activations' zero point is not oneDNN's
+ * (it would sum W's columns at every run): the per-run bias corrects it. */
 int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
-                        dnnl_primitive_attr_t attr, int64_t n_src, int out_dim);
+                        dnnl_primitive_attr_t attr, int64_t n_src, int out_dim, const void *wconst,
+                        const void *bconst);
 /* Quantizes x into the session's buffer (*out_q) and sets the run's scales
- * and zero point. */
+ * and bias. */
 int kn_dnnl_dynq_run(kn_dnnl_session *s, kn_dnnl_prim *p, const float *x, int threads, void **out_q);
 void kn_dnnl_dynq_free(kn_dnnl_dynq *dq);
 

@@ -142,7 +142,6 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     }
     if (p->dynq) {
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_OUTPUT_SCALES, p->dynq->m_scales};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, p->dynq->m_zp};
     }
     prim_run *run = &p->main;
     if (p->m_res) {

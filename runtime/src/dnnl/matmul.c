@@ -208,19 +208,27 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         p->kind = keep.kind, p->rec = keep.rec, p->weights = keep.weights, p->nthr = keep.nthr;
         kn_error_clear();
     }
+    /* dynamic: a bias always (the zero point's correction, dynq.c), in real
+     * units, i.e. after the output scales */
+    if (dyn && !hb) {
+        for (int i = 0; i < nd; i++) bd[i] = i == nd - 1 ? N : 1;
+        if ((st = kn_dnnl_plain_md(&bias_md, nd, bd, "describing the matmul bias"))) return st;
+        hb = true;
+    }
     p->has_bias = hb;
     p->bias_const = bconst;
     p->bias_arg = DNNL_ARG_BIAS;
     /* oneDNN scales the bias with the product; Gemm adds C after alpha, so
      * with alpha the bias becomes a binary add post-op run after the scale */
-    bool scaled = rec->alpha != 1.0f, bias_post = hb && (scaled || dyn); /* dynamic: B in real units */
+    bool scaled = rec->alpha != 1.0f, bias_post = hb && (scaled || dyn);
     if (scaled) {
         if (!(rec->alpha == rec->alpha)) return kn_error(KN_ERR_INVALID, "oneDNN matmul: alpha is NaN");
         float a = rec->alpha;
         KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
     }
     if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-    if (dyn && (st = kn_dnnl_dynq_create(s, rec, weights, p, attr, numel(&rec->src), nd - 1))) return st;
+    if (dyn && (st = kn_dnnl_dynq_create(s, rec, weights, p, attr, numel(&rec->src), nd - 1, wconst, bconst)))
+        return st;
     if (q && !dyn && (st = kn_dnnl_set_int8_attr(rec, weights, attr, N, nd - 1))) return st;
     /* the dynamic form's residual (f32, real units) as a binary add: with a
      * sum post-op oneDNN 2.6 runs its reference int8 matmul (1000x slower) */
