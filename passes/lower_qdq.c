@@ -50,10 +50,11 @@
  * them as it lowers QDQ; a QLinearAdd after a QLinearConv becomes that
  * group's residual Add.
  *
- * Runs first in the pipeline, before fold-constants turns the weights'
- * DequantizeLinear into float constants; whatever it leaves is folded
- * (constant weights of float ops) or runs as QuantizeLinear /
- * DequantizeLinear kernels.
+ * Runs first in the pipeline (after a first recognize-gelu, so that a Gelu
+ * after a dynamic matmul becomes its post-op), before fold-constants turns
+ * the weights' DequantizeLinear into float constants; whatever it leaves is
+ * folded (constant weights of float ops) or runs as QuantizeLinear /
+ * DequantizeLinear (generated loops when per tensor).
  */
 #include <math.h>
 #include <stdio.h>

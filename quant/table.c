@@ -1,4 +1,5 @@
 /* quant/table.c — the calibration table's JSON writer and strict reader. */
+#include "kiln/file.h"
 #include "table.h"
 
 #include <errno.h>
@@ -168,7 +169,8 @@ int kn_calib_table_format(const kn_calib_table *t, char **out_text)
 int kn_calib_table_write(const char *path, const kn_calib_table *t)
 {
     char *text;
-    int st = kn_calib_table_format(t, &text);
+    int st = kn_output_path_check(path);
+    if (!st) st = kn_calib_table_format(t, &text);
     if (st) return st;
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);

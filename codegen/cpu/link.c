@@ -5,6 +5,7 @@
  * temporary-then-rename discipline that keeps a failed compile from leaving
  * any output file behind.
  */
+#include "kiln/file.h"
 #include "driver.h"
 
 #include <errno.h>
@@ -32,6 +33,8 @@ int kn_outset_add(kn_outset *s, const char *final, const char **out_tmp)
 {
     if (s->n >= (int)(sizeof s->tmp / sizeof s->tmp[0]))
         return kn_error(KN_ERR_INTERNAL, "too many output files");
+    int st0 = kn_output_path_check(final);
+    if (st0) return st0;
     const char *slash = strrchr(final, '/');
     const char *base = slash ? slash + 1 : final;
     if (!*base) return kn_error(KN_ERR_INVALID, "'%s' is not a file name", final);

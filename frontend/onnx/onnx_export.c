@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kiln/file.h"
 #include "onnx_export.h"
 #include "onnx_internal.h"
 
@@ -389,7 +390,9 @@ int kn_onnx_save_file(const kn_model *m, const char *path)
 {
     uint8_t *data = NULL;
     size_t len = 0;
-    int st = kn_onnx_save_bytes(m, &data, &len);
+    int st = kn_output_path_check(path);
+    if (st) return st;
+    st = kn_onnx_save_bytes(m, &data, &len);
     if (st) {
         kn_error_prefix("%s: ", path);
         return st;

@@ -1,4 +1,5 @@
 /* numpy .npy reader and writer (see kiln/npy.h). */
+#include "kiln/file.h"
 #include "kiln/npy.h"
 
 #include <errno.h>
@@ -371,7 +372,8 @@ int kn_npy_write(const char *path, const kn_tensor *t)
     hdr[hl++] = '\n';
     char *tmp = NULL;
     FILE *f = NULL;
-    int st = create_temp(path, &tmp, &f);
+    int st = kn_output_path_check(path);
+    if (!st) st = create_temp(path, &tmp, &f);
     if (st) {
         kn_tensor_free(&conv);
         return st;

@@ -90,6 +90,14 @@ expect 2 "--trace '$tmp/good.npy' names the same file as --input '$tmp/good.npy'
 expect 2 "--dot '$m' names the same file as MODEL '$m'" -- "$kiln" inspect "$m" --dot "$m"
 same "$m" "$tmp/orig.onnx"; absent "$tmp/t.json"
 
+# an output path that is a FIFO (as /dev/null is a device): renaming the
+# finished file over it would replace the node itself, so it is refused
+mkfifo "$tmp/fifo"
+expect 1 "$tmp/fifo: is a FIFO" -- "$kiln" compile "$model" --shape N=2 -o "$tmp/fifo"
+mkdir "$tmp/od" && mkfifo "$tmp/od/probs.npy"
+expect 1 "$tmp/od/probs.npy: is a FIFO" -- "$kiln" run "$model" --input "image=$tmp/good.npy" --output-dir "$tmp/od"
+[ -p "$tmp/fifo" ] && [ -p "$tmp/od/probs.npy" ] && passes=$((passes + 1)) || fail "a FIFO was replaced"
+
 # ---- 2. temporary files never follow a planted symlink ---------------------
 # `exec` keeps the shell's pid, so $$ is kiln's pid: the names the old code
 # used (FINAL.tmp-kiln-<pid>-<n>, FINAL.tmp.<pid>) are planted exactly

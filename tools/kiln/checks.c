@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kiln/file.h"
 #include "cli.h"
 
 bool kn_cli_parse_int(const char *verb, const char *flag, const char *s, long long min, long long max, int *out)
@@ -168,6 +169,8 @@ int kn_cli_match_inputs(const char *what, int n, const char *const *names, const
 
 int kn_cli_create_beside(const char *path, char **out_tmp, FILE **out_f)
 {
+    int st0 = kn_output_path_check(path);
+    if (st0) return st0;
     *out_tmp = NULL;
     *out_f = NULL;
     size_t len = strlen(path) + 16;
