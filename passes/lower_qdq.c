@@ -30,9 +30,10 @@
  * x_scale * w_scale) is first rewritten into that canonical form.
  *
  * Data movement: DequantizeLinear → MaxPool / Reshape / Flatten /
- * Transpose / Squeeze / Unsqueeze → QuantizeLinear with the same scale and
- * zero point runs the op on the 8-bit tensor (exact: these ops only move or
- * select values).
+ * Transpose / (Un)Squeeze / Slice / Concat / DepthToSpace / SpaceToDepth /
+ * Expand / Tile / nearest Resize → QuantizeLinear with the same scale and
+ * zero point (every input of a Concat) runs the op on the 8-bit tensor
+ * (exact: these ops only move or select values).
  *
  * Conditions (each near miss is a remark): activations quantized per
  * tensor (u8 or s8) with constant scale and zero point; weights constant
@@ -555,17 +556,25 @@ static int lower_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed
 
 /* ---- data movement on 8-bit tensors ---------------------------------------------- */
 
-static bool moves_values(kn_op op)
+/* Ops that only move or select values of input 0 (and Concat's inputs):
+ * exact on the 8-bit tensor. Resize only in nearest mode. */
+static bool moves_values(const kn_node *n)
 {
-    return op == KN_OP_MaxPool || op == KN_OP_Reshape || op == KN_OP_Flatten || op == KN_OP_Transpose ||
-           op == KN_OP_Squeeze || op == KN_OP_Unsqueeze;
+    switch (n->op) {
+    case KN_OP_MaxPool: case KN_OP_Reshape: case KN_OP_Flatten: case KN_OP_Transpose: case KN_OP_Squeeze:
+    case KN_OP_Unsqueeze: case KN_OP_Slice: case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth: case KN_OP_Expand:
+    case KN_OP_Tile: case KN_OP_Concat:
+        return true;
+    case KN_OP_Resize: return !strcmp(kn_attr_string(n, "mode", "nearest"), "nearest");
+    default: return false;
+    }
 }
 
-/* DQ → op → Q with equal parameters: op reads the 8-bit tensor and writes
- * Q's output. */
+/* DQ → op → Q with equal parameters (every input of a Concat a DQ with
+ * them): op reads the 8-bit tensor(s) and writes Q's output. */
 static int lower_movement(kn_pass_ctx *ctx, kn_node *n, bool *changed)
 {
-    qparam in, out;
+    qparam in, out, other;
     kn_node *dx = dq_input(kn_node_input(n, 0), &in);
     if (!dx || n->n_outputs < 1 || !n->outputs[0]) return KN_OK;
     for (int i = 1; i < n->n_outputs; i++)
@@ -573,8 +582,14 @@ static int lower_movement(kn_pass_ctx *ctx, kn_node *n, bool *changed)
     kn_node *q = sole_user(n->outputs[0]);
     if (!q || !q_params(q, &out) || !same_q(&in, &out)) return KN_OK;
     if (n->op == KN_OP_MaxPool && kn_node_opset(n) < 12) return KN_OK; /* 8-bit MaxPool came in opset 12 */
+    int n_data = n->op == KN_OP_Concat ? n->n_inputs : 1;
+    for (int i = 1; i < n_data; i++)
+        if (!dq_input(kn_node_input(n, i), &other) || !same_q(&in, &other)) {
+            kn_pass_remark(ctx, "Concat '%s': input %d is not dequantized like input 0 (it stays float)", n->name, i);
+            return KN_OK;
+        }
     kn_value *y = q->outputs[0], *old = n->outputs[0];
-    kn_node_set_input(n, 0, kn_node_input(dx, 0));
+    for (int i = 0; i < n_data; i++) kn_node_set_input(n, i, kn_node_input(kn_node_input(n, i)->producer, 0));
     kn_value_replace_uses(y, old);
     kn_value_swap_names(y, old); /* y may be a graph output */
     old->dtype = in.dt;
@@ -675,12 +690,16 @@ int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         if (heads[i]->op == KN_OP_MatMulInteger) st = normalize_matmul_integer(ctx, g, heads[i], out_changed);
     /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */
     for (int i = 0; i < nh && !st; i++)
-        if (moves_values(heads[i]->op)) st = lower_movement(ctx, heads[i], out_changed);
+        if (moves_values(heads[i])) st = lower_movement(ctx, heads[i], out_changed);
     /* (no kn_pass_finish here: it would materialize the weights'
-     * DequantizeLinear into float constants) a node removed by one group is never another's head: groups start at a
-     * Conv/MatMul/Gemm and take only the nodes after it */
+     * DequantizeLinear into float constants) a node removed by one group is
+     * never another's head: groups start at a Conv/MatMul/Gemm and take only
+     * the nodes after it */
     bool grouped = false;
     count = g->n_nodes, nh = 0;
+    kn_node **grown = st ? NULL : realloc(heads, sizeof *heads * (size_t)(count ? count : 1));
+    if (!st && !grown) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    else if (grown) heads = grown;
     for (int i = 0; i < count && !st; i++)
         if (g->nodes[i]->op == KN_OP_Conv || g->nodes[i]->op == KN_OP_MatMul || g->nodes[i]->op == KN_OP_Gemm)
             heads[nh++] = g->nodes[i];
