@@ -68,11 +68,13 @@ static double pool_ops(const kn_node *n, int64_t out)
     return (double)out * per;
 }
 
-/* A fused op: its product, then one operation per output element for the
- * bias and for each post-op (activations, residual Add). */
+/* A fused op (or kiln's integer QConv/QMatMul): its product, then one
+ * operation per output element for the bias and for each post-op
+ * (activations, residual Add). */
 static double fused_flops(const kn_node *n, int64_t out)
 {
-    double macs = n->op == KN_OP_FusedConv ? conv_macs(n, 1, out) : matmul_macs(n, 0, out);
+    bool conv = n->op == KN_OP_FusedConv || n->op == KN_OP_QConv;
+    double macs = conv ? conv_macs(n, 1, out) : matmul_macs(n, 0, out);
     if (macs < 0) return -1;
     const kn_attr *posts = kn_node_attr(n, "post_ops");
     int extra = (kn_node_input(n, 2) != NULL) + (posts ? posts->n : 0);
@@ -95,7 +97,9 @@ double kn_node_flops(const kn_node *n)
     case KN_OP_Gemm:
     case KN_OP_QLinearMatMul: macs = matmul_macs(n, 0, out); break;
     case KN_OP_FusedConv:
-    case KN_OP_FusedMatMul: return fused_flops(n, out);
+    case KN_OP_FusedMatMul:
+    case KN_OP_QConv: /* integer multiply-adds, counted as FLOPs are: 2 per product */
+    case KN_OP_QMatMul: return fused_flops(n, out);
     case KN_OP_AveragePool:
     case KN_OP_MaxPool:
     case KN_OP_LpPool:
