@@ -197,8 +197,12 @@ typedef struct kn_abi_dnnl {
      * fused_q.h): n_scale output scales (f32, 1 or one per output channel)
      * at scale_ref, and the zero points of src and dst; a KN_POST_SUM's
      * alpha and beta are then the residual's scale (relative to dst's) and
-     * zero point. n_scale 0: a float record. KN_LAYOUT_NATIVE of an 8-bit
-     * activation is NHWC, what oneDNN's int8 kernels want on every CPU. */
+     * zero point. n_scale 0: a float record. A matmul record with n_scale
+     * > 0 and an f32 src is the dynamic form: src is quantized at every run
+     * (u8, per tensor, as DynamicQuantizeLinear), the scales are the
+     * weights' (multiplied by the run's), and bias and residual are in real
+     * units. KN_LAYOUT_NATIVE of an 8-bit activation is NHWC, what oneDNN's
+     * int8 kernels want on every CPU. */
     int32_t n_scale;
     kn_abi_ref scale_ref;
     int32_t src_zp, dst_zp;
