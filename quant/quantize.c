@@ -372,6 +372,37 @@ int kn_quantize_static(kn_model *m, const kn_quant_opts *o)
     return finish(m);
 }
 
+/* A Gather of a large float table (embeddings): the table becomes s8 (per
+ * tensor, symmetric) and the gathered rows are dequantized,
+ * DequantizeLinear(Gather(table_q, idx)), as onnxruntime's dynamic
+ * quantizer writes it: the artifact keeps the table in 8 bits. */
+static int quantize_gather(kn_graph *g, kn_node *n)
+{
+    float *ws = NULL;
+    int nch = 0;
+    int st = quantize_weight(g, n, 0, -1, 127, &ws, &nch);
+    free(ws);
+    if (st) return st;
+    kn_node *d = n->inputs[0]->producer; /* the DequantizeLinear quantize_weight put before it */
+    kn_value *q = d->inputs[0], *s = d->inputs[1], *z = d->inputs[2], *y = n->outputs[0];
+    kn_node_set_input(n, 0, q);
+    kn_node_remove(d);
+    y->dtype = KN_I8;
+    kn_node *dq = add_node(g, "DequantizeLinear", 3, (kn_value *[]){y, s, z}, y->name, "_dequantized", 1);
+    if (!dq) return KN_ERR_NOMEM;
+    /* every reader gets the float rows (--keep-float ones too: y is s8 now) */
+    kn_value_replace_uses(y, dq->outputs[0]);
+    kn_node_set_input(dq, 0, y);
+    return KN_OK;
+}
+
+static bool is_table_gather(const kn_node *n)
+{
+    const kn_value *t = n->op == KN_OP_Gather ? kn_node_input(n, 0) : NULL;
+    return t && t->const_data && t->dtype == KN_F32 && t->shape.rank == 2 && kn_tensor_numel(t->const_data) >= 65536 &&
+           kn_attr_int(n, "axis", 0) == 0 && n->outputs[0] && !(n->outputs[0]->flags & KN_VALUE_GRAPH_OUTPUT);
+}
+
 int kn_quantize_dynamic(kn_model *m, const kn_quant_opts *o)
 {
     kn_graph *g = m->graph;
@@ -387,6 +418,10 @@ int kn_quantize_dynamic(kn_model *m, const kn_quant_opts *o)
     for (int i = 0; !st && i < n_nodes; i++) {
         kn_node *n = g->nodes[i];
         int axis;
+        if (is_table_gather(n) && !kn_quant_is_kept(n, o->n_keep, o->keep)) {
+            st = quantize_gather(g, n);
+            continue;
+        }
         if ((n->op != KN_OP_MatMul && n->op != KN_OP_Gemm) || kn_quant_is_kept(n, o->n_keep, o->keep) ||
             weight_of(n, &axis) < 0)
             continue;
