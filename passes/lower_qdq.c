@@ -17,8 +17,10 @@
  *
  * with S[o] = xs*ws[o]/ys and B[o] = bias[o]/(xs*ws[o]) (fused_q.h). A
  * QuantizeLinear → DequantizeLinear pair inside a group (the conv's own
- * output quantization before a residual Add) is dropped: the group rounds
- * once, at its end, which differs from rounding twice by at most one step.
+ * output quantization before a residual Add) becomes a Clip to its range
+ * (its saturation) and its rounding is dropped: the group rounds once, at
+ * its end, which differs from rounding twice by at most half an inner step
+ * (plus the output's own).
  * A group that ends in float (no QuantizeLinear after it) gives a QConv
  * with an f32 output.
  *
@@ -278,6 +280,22 @@ static void grow_dynamic(kn_pass_ctx *ctx, qgroup *q, int64_t N, float *bias)
     }
 }
 
+/* The dropped inner QuantizeLinear → DequantizeLinear saturates: the group
+ * keeps that as a clamp to its range (real units; set_posts scales it),
+ * merged into a clamp already last in the list (one oneDNN clip, not two:
+ * oneDNN 2.x runs two of one algorithm with the first one's bounds). */
+static void clamp_to_range(qgroup *q, const qparam *p)
+{
+    double lo = p->dt == KN_U8 ? 0 : -128, hi = p->dt == KN_U8 ? 255 : 127;
+    float a = (float)(p->scale * (lo - p->zp)), b = (float)(p->scale * (hi - p->zp));
+    kn_abi_post *last = q->n_post ? &q->post[q->n_post - 1] : NULL;
+    if (last && last->kind == KN_POST_RELU) *last = (kn_abi_post){.kind = KN_POST_CLIP, .alpha = fmaxf(a, 0), .beta = b};
+    else if (last && last->kind == KN_POST_CLIP)
+        last->alpha = fmaxf(last->alpha, a), last->beta = fminf(last->beta, b);
+    else q->post[q->n_post++] = (kn_abi_post){.kind = KN_POST_CLIP, .alpha = a, .beta = b};
+    if (last && last->alpha > last->beta) last->alpha = last->beta; /* disjoint: every value becomes beta */
+}
+
 /* Grows q from its head's output: activations, a QuantizeLinear →
  * DequantizeLinear pair before a residual Add, the Add, and the final
  * QuantizeLinear. */
@@ -299,13 +317,17 @@ static void grow(kn_pass_ctx *ctx, qgroup *q)
             kn_node *add = d && d->op == KN_OP_DequantizeLinear && dq_input(d->outputs[0], &dp) && same_q(&qp, &dp)
                                ? sole_user(d->outputs[0])
                                : NULL;
-            if (add && add->op == KN_OP_Add && !q->residual) {
-                int n0 = q->n_nodes;
+            if (add && add->op == KN_OP_Add && !q->residual && q->n_post + 2 <= KN_FUSED_MAX_POST) {
+                int n0 = q->n_nodes, np0 = q->n_post;
+                kn_abi_post keep = q->n_post ? q->post[q->n_post - 1] : (kn_abi_post){0};
                 take(q, u);
                 take(q, d);
+                clamp_to_range(q, &qp);
                 if (take_residual(ctx, q, add)) continue;
                 q->n_nodes = n0; /* the group ends at the QuantizeLinear after all */
                 q->out = u->inputs[0];
+                q->n_post = np0;
+                if (np0) q->post[np0 - 1] = keep;
             }
             take(q, u);
             q->quantized = true;
