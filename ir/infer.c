@@ -91,6 +91,11 @@ static int propagate_constants(kn_graph *g, kn_node *n)
     /* a dequantized constant stays quantized for the integer lowering
      * (passes/lower_qdq.c); fold-constants folds what it leaves */
     if (n->op == KN_OP_DequantizeLinear) return KN_OK;
+    /* Dropout may be random (training mode): never evaluated at compile time,
+     * as fold-constants does not either (found by the differential tester
+     * once DequantizeLinear stopped propagating: a constant Dropout output
+     * kept its producer) */
+    if (n->op == KN_OP_Dropout) return KN_OK;
     if (!kn_op_runnable(n->op) || has_subgraph(n) || n->n_outputs > 8) return KN_OK;
     const kn_tensor *in[16];
     if (n->n_inputs > 16) return KN_OK;

@@ -1140,7 +1140,9 @@ def g_qdq(b):
     if b.chance(0.5):
         y = b.node("Relu", [y], [T(None, F32, out, small=True)], "exact")
     ys, yz = b.choice([0.02, 0.05]), b.choice([0, 128])
-    r = _dq(b, _q(b, y, ys, yz, family=["quant", ys]), ys, yz)
+    yq = _q(b, y, ys, yz, family=["quant", ys])
+    yq.terminal = True  # read by its DequantizeLinear only (a graph output at most: one unit off)
+    r = _dq(b, yq, ys, yz)
     r.terminal = True
 
 

@@ -72,7 +72,8 @@ struct kn_artifact;
 int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out);
 
 /* 0 if got equals want (dtype, shape, and every element: integers and bools
- * exactly; floats both NaN, the same inf, or |got - want| <= atol +
+ * exactly, or within atol when atol >= 1 (a quantized output one step off);
+ * floats both NaN, the same inf, or |got - want| <= atol +
  * rtol * |want|); else 1 and a one-line description in msg (compare.c). */
 int kn_cli_compare(const char *what, const kn_tensor *want, const kn_tensor *got, double rtol, double atol, char *msg,
                    size_t len);
