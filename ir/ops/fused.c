@@ -127,6 +127,11 @@ static int infer_q_common(kn_node *n, const kn_shape *s)
     if (dt == KN_DT_UNDEFINED || (dyn && dt != KN_F32))
         return kn_node_error(n, KN_ERR_INVALID, "y_dtype %lld: expected %s", (long long)elem,
                              dyn ? "1 (f32) for the dynamic form" : "1 (f32), 2 (u8) or 3 (s8)");
+    if (x->dtype != KN_DT_UNDEFINED) {
+        const char *bad = kn_q_check_zero_points(x->dtype, kn_attr_int(n, "x_zero_point", 0), dt,
+                                                 kn_attr_int(n, "y_zero_point", 0));
+        if (bad) return kn_node_error(n, KN_ERR_INVALID, "%s", bad);
+    }
     kn_infer_set_shape(n, 0, dt, s);
     kn_opdesc d;
     bool has[1];

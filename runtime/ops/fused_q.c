@@ -29,6 +29,18 @@ int64_t kn_q_onnx_elem(kn_dtype dt)
     return dt == KN_F32 ? 1 : dt == KN_U8 ? 2 : dt == KN_I8 ? 3 : 0;
 }
 
+static bool zp_fits(kn_dtype dt, int64_t zp)
+{
+    return dt == KN_U8 ? zp >= 0 && zp <= 255 : dt == KN_I8 ? zp >= -128 && zp <= 127 : zp == 0;
+}
+
+const char *kn_q_check_zero_points(kn_dtype x_dt, int64_t x_zp, kn_dtype y_dt, int64_t y_zp)
+{
+    if (x_dt != KN_F32 && !zp_fits(x_dt, x_zp)) return "x_zero_point is outside the range of X's type";
+    if (!zp_fits(y_dt, y_zp)) return "y_zero_point is outside the range of the output's type (0 for f32)";
+    return NULL;
+}
+
 /* Checks what both ops share: dtypes of X, W, B, R and S, and S's and B's
  * counts against the `chans` output channels. */
 static int check_q_inputs(const kn_opdesc *d, const kn_tensor *const *in, int64_t chans, kn_dtype *out_dt)
@@ -51,6 +63,9 @@ static int check_q_inputs(const kn_opdesc *d, const kn_tensor *const *in, int64_
     if (*out_dt == KN_DT_UNDEFINED)
         return kn_op_error(d, KN_ERR_INVALID, "y_dtype %lld: expected 1 (f32), 2 (u8) or 3 (s8)",
                            (long long)kn_op_attr_int(d, "y_dtype", 1));
+    const char *bad = kn_q_check_zero_points(x->dtype, kn_op_attr_int(d, "x_zero_point", 0), *out_dt,
+                                             kn_op_attr_int(d, "y_zero_point", 0));
+    if (bad) return kn_op_error(d, KN_ERR_INVALID, "%s", bad);
     return KN_OK;
 }
 

@@ -59,6 +59,10 @@ enum { KN_Q_X = 0, KN_Q_W = 1, KN_Q_B = 2, KN_Q_R = 3, KN_Q_S = 4 };
 kn_dtype kn_q_out_dtype(int64_t onnx_elem);
 /* The ONNX element type of a KN dtype (1 f32, 2 u8, 3 s8); 0 otherwise. */
 int64_t kn_q_onnx_elem(kn_dtype dt);
+/* NULL if the zero points fit their tensors' types (x_zero_point in X's,
+ * y_zero_point in Y's, 0 for an f32 Y; X f32: the dynamic form, none);
+ * else what is wrong. */
+const char *kn_q_check_zero_points(kn_dtype x_dt, int64_t x_zp, kn_dtype y_dt, int64_t y_zp);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,17 @@ g = helper.make_graph([helper.make_node("Identity", ["x"], ["a/b"]), helper.make
                                  helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [3])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{d}/two.onnx")
 np.save(f"{d}/x.npy", np.array([1, 2, 3], np.float32))
+# kiln's own integer op, written into a model by hand with a zero point that
+# does not fit its u8 input
+from onnx import numpy_helper
+qn = helper.make_node("QConv", ["qx", "qw", "", "", "qs"], ["qy"], domain="kiln", kernel_shape=[1, 1],
+                      x_zero_point=1000, y_zero_point=0, y_dtype=2)
+qg = helper.make_graph([qn], "q", [helper.make_tensor_value_info("qx", TensorProto.UINT8, [1, 2, 3, 3])],
+                       [helper.make_tensor_value_info("qy", TensorProto.UINT8, [1, 2, 3, 3])],
+                       [numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "qw"),
+                        numpy_helper.from_array(np.array([0.5, 0.5], np.float32), "qs")])
+onnx.save(helper.make_model(qg, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("kiln", 1)]),
+          f"{d}/badzp.onnx")
 # a header with an extra key whose string value holds "'shape': (2, 3)"
 hdr = "{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (2, 3)\", 'shape': (2, 1, 8, 8), }"
 hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
@@ -89,6 +100,11 @@ expect 2 "--trace '$tmp/good.npy' names the same file as --input '$tmp/good.npy'
   -- "$kiln" profile "$m" --input "image=$tmp/good.npy" --trace "$tmp/good.npy"
 expect 2 "--dot '$m' names the same file as MODEL '$m'" -- "$kiln" inspect "$m" --dot "$m"
 same "$m" "$tmp/orig.onnx"; absent "$tmp/t.json"
+
+# a kiln::QConv whose zero point does not fit its input's type: refused,
+# naming the node, by inference (compile) and by the evaluator alike
+expect 1 "node 'QConv_0' (QConv): x_zero_point is outside the range of X's type" -- "$kiln" compile "$tmp/badzp.onnx" -o "$tmp/badzp.so"
+absent "$tmp/badzp.so"
 
 # an output path that is a FIFO (as /dev/null is a device): renaming the
 # finished file over it would replace the node itself, so it is refused
