@@ -307,44 +307,40 @@ kn_attr *kn_fuse_add_list(kn_node *n, const char *name, kn_attr_kind kind, int n
     return a;
 }
 
-static int add_posts(kn_node *n, const kn_fuse_chain *ch)
+int kn_fuse_set_posts(kn_node *n, const kn_abi_post *post, int np)
 {
-    int np = ch->n_post;
     if (np == 0) return KN_OK;
     void *items;
     kn_attr *a = kn_fuse_add_list(n, "post_ops", KN_ATTR_STRINGS, np, sizeof(char *), &items);
     if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
     a->strings = items;
-    for (int i = 0; i < np; i++) a->strings[i] = kn_fused_post_name(ch->post[i].kind);
+    for (int i = 0; i < np; i++) a->strings[i] = kn_fused_post_name(post[i].kind);
     if (!(a = kn_fuse_add_list(n, "post_alpha", KN_ATTR_FLOATS, np, sizeof(float), &items)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     a->floats = items;
-    for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].alpha;
+    for (int i = 0; i < np; i++) a->floats[i] = post[i].alpha;
     if (!(a = kn_fuse_add_list(n, "post_beta", KN_ATTR_FLOATS, np, sizeof(float), &items)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     a->floats = items;
-    for (int i = 0; i < np; i++) a->floats[i] = ch->post[i].beta;
+    for (int i = 0; i < np; i++) a->floats[i] = post[i].beta;
     return KN_OK;
 }
 
-int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, kn_value *const *ins, int n_ins,
-                   const char *const *drop)
+kn_node *kn_fuse_replace(kn_pass_ctx *ctx, kn_graph *g, kn_node *head, kn_node *const *nodes, int n_nodes,
+                         kn_value *out, kn_op op, kn_value *const *ins, int n_ins, const char *const *drop)
 {
-    kn_node *head = ch->head;
-    kn_value *in[4] = {0};
-    for (int i = 0; i < n_ins && i < 2; i++) in[i] = ins[i];
-    in[2] = ch->bias;
-    in[3] = ch->residual;
-    int n_in = ch->residual ? 4 : ch->bias ? 3 : 2;
-    /* the fused node takes the head's name (names are unique, so the head
-     * goes first); the chain's nodes go last to first, each output then
+    /* the new node takes the head's name (names are unique, so the head
+     * goes first); the replaced nodes go last to first, each output then
      * unread */
     int at = 0;
     while (at < g->n_nodes && g->nodes[at] != head) at++;
-    for (int i = ch->n_nodes - 1; i >= 0; i--) kn_node_remove(ch->nodes[i]);
+    for (int i = n_nodes - 1; i >= 0; i--) kn_node_remove(nodes[i]);
     const kn_op_info *oi = kn_op_get(op);
-    kn_node *n = kn_node_create_named(g, oi->name, oi->domain, head->name, n_in, in, 1, NULL);
-    if (!n) return kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_node *n = kn_node_create_named(g, oi->name, oi->domain, head->name, n_ins, ins, 1, NULL);
+    if (!n) {
+        kn_error(KN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     /* where the head was, so that printed graphs keep their order (the
      * stable sort in kn_pass_finish moves it only if a residual comes later) */
     if (at < g->n_nodes - 1) {
@@ -352,20 +348,34 @@ int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, k
         g->nodes[at] = n;
     }
     /* the result keeps its name and users: it may be a graph output */
-    n->outputs[0] = ch->out;
-    ch->out->producer = n;
-    ch->out->producer_index = 0;
+    n->outputs[0] = out;
+    out->producer = n;
+    out->producer_index = 0;
     for (int i = 0; i < head->n_attrs; i++) {
         const kn_attr *src = &head->attrs[i];
         if (dropped(src->name, drop)) continue;
         kn_attr *a = kn_node_add_attr(n, src->name, src->kind);
-        if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+        if (!a) {
+            kn_error(KN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
         const char *name = a->name;
         *a = *src; /* lists and strings live in the model's arena, like the head's */
         a->name = name;
     }
-    int st = add_posts(n, ch);
-    if (!st && kn_model_opset(g->model, oi->domain) == 0) st = kn_model_set_opset(g->model, oi->domain, 1);
-    ctx->rewrites += ch->n_nodes - 1;
-    return st;
+    if (kn_model_opset(g->model, oi->domain) == 0 && kn_model_set_opset(g->model, oi->domain, 1)) return NULL;
+    ctx->rewrites += n_nodes - 1;
+    return n;
+}
+
+int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, kn_value *const *ins, int n_ins,
+                   const char *const *drop)
+{
+    kn_value *in[4] = {0};
+    for (int i = 0; i < n_ins && i < 2; i++) in[i] = ins[i];
+    in[2] = ch->bias;
+    in[3] = ch->residual;
+    int n_in = ch->residual ? 4 : ch->bias ? 3 : 2;
+    kn_node *n = kn_fuse_replace(ctx, g, ch->head, ch->nodes, ch->n_nodes, ch->out, op, in, n_in, drop);
+    return n ? kn_fuse_set_posts(n, ch->post, ch->n_post) : KN_ERR_NOMEM;
 }

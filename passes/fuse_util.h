@@ -73,6 +73,17 @@ void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch);
 int kn_fuse_commit(kn_pass_ctx *ctx, kn_graph *g, kn_fuse_chain *ch, kn_op op, kn_value *const *ins, int n_ins,
                    const char *const *drop);
 
+/* Replaces nodes[0..n_nodes) (head first, each read only by the next) by
+ * one node of op (its domain's opset declared) named like the head, at the
+ * head's place, with inputs ins, the head's attributes but those named in
+ * drop, and output `out` (keeping its name and users). NULL when out of
+ * memory (kn_last_error says so). */
+kn_node *kn_fuse_replace(kn_pass_ctx *ctx, kn_graph *g, kn_node *head, kn_node *const *nodes, int n_nodes,
+                         kn_value *out, kn_op op, kn_value *const *ins, int n_ins, const char *const *drop);
+
+/* Writes post_ops/post_alpha/post_beta of n from post[0..np) (none if np 0). */
+int kn_fuse_set_posts(kn_node *n, const kn_abi_post *post, int np);
+
 /* Adds list attribute `name` of kind with np elements of elem bytes, in the
  * model's arena (*out_items: where to write them); NULL when out of memory. */
 kn_attr *kn_fuse_add_list(kn_node *n, const char *name, kn_attr_kind kind, int np, size_t elem, void **out_items);

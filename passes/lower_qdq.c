@@ -369,68 +369,26 @@ static int set_int(kn_node *n, const char *name, int64_t v)
     return KN_OK;
 }
 
-/* Adds post_ops/post_alpha/post_beta from q (in output units). */
-static int set_posts(kn_node *n, const qgroup *q, float ys)
-{
-    if (q->n_post == 0) return KN_OK;
-    void *items;
-    kn_attr *a = kn_fuse_add_list(n, "post_ops", KN_ATTR_STRINGS, q->n_post, sizeof(char *), &items);
-    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
-    a->strings = items;
-    for (int i = 0; i < q->n_post; i++) a->strings[i] = kn_fused_post_name(q->post[i].kind);
-    float *al, *be;
-    if (!(a = kn_fuse_add_list(n, "post_alpha", KN_ATTR_FLOATS, q->n_post, sizeof(float), &items)))
-        return kn_error(KN_ERR_NOMEM, "out of memory");
-    a->floats = al = items;
-    if (!(a = kn_fuse_add_list(n, "post_beta", KN_ATTR_FLOATS, q->n_post, sizeof(float), &items)))
-        return kn_error(KN_ERR_NOMEM, "out of memory");
-    a->floats = be = items;
-    for (int i = 0; i < q->n_post; i++) {
-        const kn_abi_post *p = &q->post[i];
-        al[i] = p->alpha, be[i] = p->beta;
-        if (p->kind == KN_POST_CLIP) al[i] = p->alpha / ys, be[i] = p->beta / ys; /* ±inf stays */
-        if (p->kind == KN_POST_SUM) al[i] = p->alpha / ys;                       /* beta: r's zero point */
-    }
-    return KN_OK;
-}
-
 /* Replaces q by one node of op with inputs (X, W, B, R, S), the head's
- * attributes but `drop`, and the quantization attributes. */
+ * attributes but `drop`, the quantization attributes, and the post-ops in
+ * output units (fused_q.h: Clip bounds and the sum's scale over y_scale). */
 static int commit(kn_pass_ctx *ctx, kn_graph *g, qgroup *q, kn_op op, kn_value *x, const qparam *xq, kn_value *w,
                   kn_value *bias, kn_value *scale, const char *const *drop)
 {
-    kn_node *head = q->head;
     kn_value *in[5] = {x, w, bias, q->residual, scale};
-    int at = 0;
-    while (at < g->n_nodes && g->nodes[at] != head) at++;
-    for (int i = q->n_nodes - 1; i >= 0; i--) kn_node_remove(q->nodes[i]);
-    const kn_op_info *oi = kn_op_get(op);
-    kn_node *n = kn_node_create_named(g, oi->name, oi->domain, head->name, 5, in, 1, NULL);
-    if (!n) return kn_error(KN_ERR_NOMEM, "out of memory");
-    if (at < g->n_nodes - 1) {
-        memmove(&g->nodes[at + 1], &g->nodes[at], sizeof(kn_node *) * (size_t)(g->n_nodes - 1 - at));
-        g->nodes[at] = n;
-    }
-    n->outputs[0] = q->out;
-    q->out->producer = n;
-    q->out->producer_index = 0;
-    for (int i = 0; i < head->n_attrs; i++) {
-        const kn_attr *src = &head->attrs[i];
-        bool skip = false;
-        for (int k = 0; drop && drop[k]; k++) skip |= !strcmp(drop[k], src->name);
-        if (skip) continue;
-        kn_attr *a = kn_node_add_attr(n, src->name, src->kind);
-        if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
-        const char *name = a->name;
-        *a = *src;
-        a->name = name;
+    kn_node *n = kn_fuse_replace(ctx, g, q->head, q->nodes, q->n_nodes, q->out, op, in, 5, drop);
+    if (!n) return KN_ERR_NOMEM;
+    float ys = q->quantized ? q->y.scale : 1.0f;
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    for (int i = 0; i < q->n_post; i++) {
+        post[i] = q->post[i];
+        if (post[i].kind == KN_POST_CLIP) post[i].alpha /= ys, post[i].beta /= ys; /* ±inf stays */
+        if (post[i].kind == KN_POST_SUM) post[i].alpha /= ys;                      /* beta: r's zero point */
     }
     int st = set_int(n, "x_zero_point", xq->zp);
     if (!st) st = set_int(n, "y_zero_point", q->quantized ? q->y.zp : 0);
     if (!st) st = set_int(n, "y_dtype", kn_q_onnx_elem(q->quantized ? q->y.dt : KN_F32));
-    if (!st) st = set_posts(n, q, q->quantized ? q->y.scale : 1.0f);
-    if (!st && kn_model_opset(g->model, oi->domain) == 0) st = kn_model_set_opset(g->model, oi->domain, 1);
-    ctx->rewrites += q->n_nodes;
+    if (!st) st = kn_fuse_set_posts(n, post, q->n_post);
     return st;
 }
 

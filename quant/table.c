@@ -169,41 +169,11 @@ int kn_calib_table_format(const kn_calib_table *t, char **out_text)
 int kn_calib_table_write(const char *path, const kn_calib_table *t)
 {
     char *text;
-    int st = kn_output_path_check(path);
+    int st = kn_output_path_check(path); /* before the work of formatting */
     if (!st) st = kn_calib_table_format(t, &text);
     if (st) return st;
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (!tmp) {
-        free(text);
-        return kn_error(KN_ERR_NOMEM, "out of memory");
-    }
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = kn_error(KN_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(text), free(tmp);
-        return st;
-    }
-    /* mkstemp makes 0600; a table is an ordinary file */
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    bool ok = off == len && fsync(fd) == 0;
-    if (close(fd) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        st = kn_error(KN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        unlink(tmp);
-    }
-    free(text), free(tmp);
+    st = kn_write_file_atomic(path, text, strlen(text));
+    free(text);
     return st;
 }
 

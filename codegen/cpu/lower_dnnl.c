@@ -148,9 +148,11 @@ static bool posts_collide(const kn_abi_post *post, int np)
     return false;
 }
 
-/* The post-ops of a fused node into r, and its residual input (NULL when
- * there is none); KN_ERR_UNSUPPORTED when the residual is not usable. */
-static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_res)
+/* The post-ops of a fused or integer node into r, and its residual input
+ * (NULL when there is none); KN_ERR_UNSUPPORTED when the residual is not
+ * usable: oneDNN's sum reads it from dst, so it has the output's shape and
+ * dtype, 8-bit when res_8bit (a static QConv/QMatMul), else f32. */
+static int fused_posts(const kn_cg *cg, const kn_node *n, bool res_8bit, kn_abi_dnnl *r, const kn_value **out_res)
 {
     *out_res = NULL;
     kn_opdesc d;
@@ -167,8 +169,8 @@ static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
                                             "parameters (oneDNN 2.x would apply the first one's to both)");
     const kn_value *res = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
     if (kn_fused_has_sum(post, np) != (res != NULL)) return KN_ERR_UNSUPPORTED;
-    if (res && (!usable(cg, res) || res->shape.rank != y->shape.rank ||
-                memcmp(res->shape.dims, y->shape.dims, sizeof(int64_t) * (size_t)y->shape.rank)))
+    if (res && (!placed(cg, res) || res->dtype != y->dtype || (res_8bit ? !is_8bit(res->dtype) : res->dtype != KN_F32) ||
+                !kn_shape_same(&res->shape, &y->shape)))
         return KN_ERR_UNSUPPORTED;
     r->n_post = np;
     memcpy(r->post, post, sizeof post);
@@ -182,7 +184,7 @@ static int fused_posts(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
 static int q_fields(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, int64_t chans, const kn_value **out_res)
 {
     *out_res = NULL;
-    const kn_value *s = kn_node_input(n, KN_Q_S), *res = kn_node_input(n, KN_Q_R), *y = n->outputs[0];
+    const kn_value *s = kn_node_input(n, KN_Q_S);
     if (!usable(cg, s) || !is_const(cg, s) || (kn_cg_numel(s) != 1 && kn_cg_numel(s) != chans))
         return KN_ERR_UNSUPPORTED;
     r->n_scale = (int32_t)kn_cg_numel(s);
@@ -190,25 +192,8 @@ static int q_fields(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, int64_t c
     int64_t xz = kn_attr_int(n, "x_zero_point", 0), yz = kn_attr_int(n, "y_zero_point", 0);
     if (xz < -128 || xz > 255 || yz < -128 || yz > 255) return KN_ERR_UNSUPPORTED;
     r->src_zp = (int32_t)xz, r->dst_zp = (int32_t)yz;
-    kn_opdesc d;
-    bool has[1];
-    kn_node_opdesc(n, &d, has);
-    kn_abi_post post[KN_FUSED_MAX_POST];
-    int np;
-    if (kn_fused_posts(&d, post, &np)) {
-        kn_error_clear(); /* the runtime kernel reports it, naming the node */
-        return KN_ERR_UNSUPPORTED;
-    }
-    if (kn_fused_has_sum(post, np) != (res != NULL) || posts_collide(post, np)) return KN_ERR_UNSUPPORTED;
-    /* oneDNN's sum reads the residual from dst: the same type (8-bit, or f32
-     * in the dynamic form), the same shape */
-    bool dyn = kn_node_input(n, KN_Q_X)->dtype == KN_F32;
-    if (res && (!placed(cg, res) || !(is_8bit(res->dtype) || dyn) || res->dtype != y->dtype || !kn_shape_same(&res->shape, &y->shape)))
-        return KN_ERR_UNSUPPORTED;
-    r->n_post = np;
-    memcpy(r->post, post, sizeof post);
-    *out_res = res;
-    return KN_OK;
+    bool dyn = kn_node_input(n, KN_Q_X)->dtype == KN_F32; /* its residual is f32, in real units */
+    return fused_posts(cg, n, !dyn, r, out_res);
 }
 
 /* The record of a Conv, or of a FusedConv (then with its post-ops and
@@ -237,7 +222,7 @@ static int conv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const 
     r->spatial = rank - 2;
     r->conv_algo = cg->conv_algo;
     int st = conv_geometry(n, r, x, w, y);
-    if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, r, out_res);
+    if (!st && n->op == KN_OP_FusedConv) st = fused_posts(cg, n, false, r, out_res);
     if (!st && q) st = q_fields(cg, n, r, O, out_res);
     return st;
 }
@@ -463,7 +448,7 @@ static int lower_fused_matmul(kn_cg *cg, const kn_node *n)
     r.trans_a = ta, r.trans_b = tb;
     r.alpha = alpha;
     const kn_value *res = NULL;
-    int st = fused_posts(cg, n, &r, &res);
+    int st = fused_posts(cg, n, false, &r, &res);
     if (st) return st;
     return emit(cg, &r, a, b, c, y, res);
 }

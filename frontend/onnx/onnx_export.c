@@ -372,56 +372,18 @@ int kn_onnx_save_bytes(const kn_model *m, uint8_t **out_data, size_t *out_len)
 }
 
 /* Writes len bytes to fd, retrying short writes; false with errno set. */
-static bool write_all(int fd, const uint8_t *p, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = EIO;
-            return false;
-        }
-        p += w, len -= (size_t)w;
-    }
-    return true;
-}
-
 int kn_onnx_save_file(const kn_model *m, const char *path)
 {
     uint8_t *data = NULL;
     size_t len = 0;
-    int st = kn_output_path_check(path);
+    int st = kn_output_path_check(path); /* before the work of serializing */
     if (st) return st;
     st = kn_onnx_save_bytes(m, &data, &len);
     if (st) {
         kn_error_prefix("%s: ", path);
         return st;
     }
-    size_t tlen = strlen(path) + 16;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(data);
-        return oom();
-    }
-    /* beside path, since rename() cannot cross file systems */
-    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = kn_error(KN_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(data), free(tmp);
-        return st;
-    }
-    /* mkstemp makes 0600; a model is an ordinary file */
-    mode_t um = umask(0);
-    umask(um);
-    bool ok = fchmod(fd, 0666 & ~um) == 0 && write_all(fd, data, len) && fsync(fd) == 0;
-    int e = ok ? 0 : errno;
-    if (close(fd) != 0 && ok) ok = false, e = errno;
-    if (ok && rename(tmp, path) != 0) ok = false, e = errno;
-    if (!ok) {
-        unlink(tmp);
-        st = kn_error(KN_ERR_IO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
-    }
-    free(data), free(tmp);
+    st = kn_write_file_atomic(path, data, len);
+    free(data);
     return st;
 }

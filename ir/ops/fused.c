@@ -16,8 +16,9 @@
 #include "nn_int.h"
 
 /* Checks the post_ops list and the residual input against output 0, which
- * inference has just set. */
-static int check_posts(kn_node *n)
+ * inference has just set; the residual's dtype too when same_dtype (the
+ * integer ops have their own rule). */
+static int check_posts(kn_node *n, bool same_dtype)
 {
     kn_opdesc d;
     bool has[1];
@@ -32,9 +33,32 @@ static int check_posts(kn_node *n)
                                                     : "input R is given but post_ops has no 'Add'");
     if (r && y && r->shape.rank >= 0 && y->shape.rank >= 0 && !kn_shape_same(&r->shape, &y->shape))
         return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
-    if (r && y && r->dtype != KN_DT_UNDEFINED && r->dtype != y->dtype)
+    if (same_dtype && r && y && r->dtype != KN_DT_UNDEFINED && r->dtype != y->dtype)
         return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, the output %s", kn_dtype_name(r->dtype),
                              kn_dtype_name(y->dtype));
+    return KN_OK;
+}
+
+/* The output shape of a convolution of x by w (unknown while x's rank is),
+ * from the node's Conv attributes. */
+static int conv_out_shape(kn_node *n, const kn_value *x, const kn_value *w, kn_shape *s)
+{
+    *s = kn_shape_unknown();
+    if (x->shape.rank < 0) return KN_OK;
+    if (w->shape.rank >= 0 && w->shape.rank != x->shape.rank)
+        return kn_node_error(n, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->shape.rank,
+                             x->shape.rank);
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_nn_window win;
+    int64_t group, od[KN_MAX_RANK];
+    int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL, &win,
+                                 &group, od);
+    if (st) return st;
+    s->rank = x->shape.rank;
+    for (int i = 0; i < s->rank; i++) s->dims[i] = od[i] < 0 ? -1 : od[i];
+    if (s->dims[0] < 0) s->sym[0] = x->shape.sym[0]; /* the batch dim keeps its name */
     return KN_OK;
 }
 
@@ -42,25 +66,11 @@ static int infer_fused_conv(kn_node *n)
 {
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
     if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
-    kn_shape s = kn_shape_unknown();
-    if (x->shape.rank >= 0) {
-        if (w->shape.rank >= 0 && w->shape.rank != x->shape.rank)
-            return kn_node_error(n, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->shape.rank,
-                                 x->shape.rank);
-        kn_opdesc d;
-        bool has[1];
-        kn_node_opdesc(n, &d, has);
-        kn_nn_window win;
-        int64_t group, od[KN_MAX_RANK];
-        int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
-                                     &win, &group, od);
-        if (st) return st;
-        s.rank = x->shape.rank;
-        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
-        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0]; /* the batch dim keeps its name */
-    }
+    kn_shape s;
+    int st = conv_out_shape(n, x, w, &s);
+    if (st) return st;
     kn_infer_set_shape(n, 0, x->dtype, &s);
-    return check_posts(n);
+    return check_posts(n, true);
 }
 
 /* The matmul's output dims with symbolic names: batch dims and M from A
@@ -107,7 +117,7 @@ static int infer_fused_matmul(kn_node *n)
         if (!row) return kn_node_error(n, KN_ERR_INVALID, "C must be [N] or [1, N] (one value per column)");
     }
     kn_infer_set_shape(n, 0, a->dtype, &s);
-    return check_posts(n);
+    return check_posts(n, true);
 }
 
 /* QConv / QMatMul (fused_q.h): output dtype from y_dtype; the residual is
@@ -133,21 +143,12 @@ static int infer_q_common(kn_node *n, const kn_shape *s)
         if (bad) return kn_node_error(n, KN_ERR_INVALID, "%s", bad);
     }
     kn_infer_set_shape(n, 0, dt, s);
-    kn_opdesc d;
-    bool has[1];
-    kn_node_opdesc(n, &d, has);
-    kn_abi_post post[KN_FUSED_MAX_POST];
-    int np, st = kn_fused_posts(&d, post, &np);
+    int st = check_posts(n, false);
     if (st) return st;
     const kn_value *r = kn_node_input(n, KN_Q_R);
-    if (kn_fused_has_sum(post, np) != (r != NULL))
-        return kn_node_error(n, KN_ERR_INVALID, r ? "input R is given but post_ops has no 'Add'"
-                                                  : "post_ops adds a residual but input R is missing");
     if (r && r->dtype != KN_DT_UNDEFINED && (dyn ? r->dtype != KN_F32 : r->dtype != KN_U8 && r->dtype != KN_I8))
         return kn_node_error(n, KN_ERR_INVALID, "residual R has dtype %s, expected %s", kn_dtype_name(r->dtype),
                              dyn ? "f32" : "u8 or s8");
-    if (r && r->shape.rank >= 0 && s->rank >= 0 && !kn_shape_same(&r->shape, s))
-        return kn_node_error(n, KN_ERR_INVALID, "residual R must have the output's shape");
     return KN_OK;
 }
 
@@ -155,21 +156,9 @@ static int infer_qconv(kn_node *n)
 {
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
     if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
-    kn_shape s = kn_shape_unknown();
-    if (x->shape.rank >= 0) {
-        kn_opdesc d;
-        bool has[1];
-        kn_node_opdesc(n, &d, has);
-        kn_nn_window win;
-        int64_t group, od[KN_MAX_RANK];
-        int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
-                                     &win, &group, od);
-        if (st) return st;
-        s.rank = x->shape.rank;
-        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
-        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0];
-    }
-    return infer_q_common(n, &s);
+    kn_shape s;
+    int st = conv_out_shape(n, x, w, &s);
+    return st ? st : infer_q_common(n, &s);
 }
 
 static int infer_qmatmul(kn_node *n)

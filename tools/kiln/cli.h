@@ -59,6 +59,10 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, struc
  * --quantize` does: cp->quantize, cp->calib (checked against path's bytes),
  * cp->keep_float and cp->per_channel; KN_QUANT_PREPASSES run first. */
 int kn_cli_quantize(const char *path, const kn_cli_passes *cp, kn_model *m);
+/* A tensor name as a file name (kiln run --output-dir, kiln calibrate's
+ * data folders): '_' for anything but [A-Za-z0-9_.-], and for a leading '.'
+ * or an empty name (run.c). */
+void kn_cli_safe_name(const char *name, char *buf, size_t len);
 /* True if path names a compiled artifact (ELF shared object) rather than ONNX. */
 bool kn_cli_is_artifact(const char *path);
 

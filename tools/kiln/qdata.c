@@ -34,19 +34,6 @@ struct kn_samples {
     int64_t n;
 };
 
-/* File names use safe_name's rule of kiln run --output-dir. */
-static void safe_name(const char *name, char *buf, size_t len)
-{
-    size_t i = 0;
-    for (; name[i] && i + 1 < len; i++) {
-        char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '-' || c == '.';
-        buf[i] = ok ? c : '_';
-    }
-    buf[i] = '\0';
-}
-
 /* ---- DIR mode ------------------------------------------------------------------ */
 
 typedef struct dir_entry {
@@ -80,7 +67,7 @@ static int open_dir(const char *dir, int n, const char *const *names, kn_samples
         size_t best_len = 0;
         long long idx = -1;
         for (int k = 0; k < n; k++) {
-            safe_name(names[k], safe, sizeof safe);
+            kn_cli_safe_name(names[k], safe, sizeof safe);
             size_t sl = strlen(safe);
             if (sl + 6 > fl || strncmp(f, safe, sl) || f[sl] != '_') continue;
             const char *p = f + sl + 1;
@@ -109,7 +96,7 @@ static int open_dir(const char *dir, int n, const char *const *names, kn_samples
     }
     closedir(d);
     if (!st && ne == 0) {
-        safe_name(names[0], safe, sizeof safe);
+        kn_cli_safe_name(names[0], safe, sizeof safe);
         st = kn_error(KN_ERR_INVALID, "--data %s: no <input>_<index>.npy files for this model's inputs (e.g. %s_0.npy)",
                       dir, safe);
     }
@@ -123,7 +110,7 @@ static int open_dir(const char *dir, int n, const char *const *names, kn_samples
     while (!st && i < ne) {
         long long index = ents[i].index;
         for (int k = 0; k < n && !st; k++) {
-            safe_name(names[k], safe, sizeof safe);
+            kn_cli_safe_name(names[k], safe, sizeof safe);
             if (i < ne && ents[i].index == index && ents[i].input == k) {
                 s->paths[s->n * n + k] = ents[i].path;
                 ents[i++].path = NULL;

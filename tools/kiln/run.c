@@ -33,7 +33,7 @@ static void run_usage(FILE *f)
 }
 
 /* Output names may hold '/' or ':'; file names get '_' for anything odd. */
-static void safe_name(const char *name, char *buf, size_t len)
+void kn_cli_safe_name(const char *name, char *buf, size_t len)
 {
     size_t i = 0;
     for (; name[i] && i + 1 < len; i++) {
@@ -113,16 +113,16 @@ static void target_close(run_target *t)
     kn_model_free(t->m);
 }
 
-/* Each output's file in out_dir: its name through safe_name, plus .npy; a
+/* Each output's file in out_dir: its name through kn_cli_safe_name, plus .npy; a
  * file name an earlier output already took gets "~<output index>" before
- * .npy (safe_name never makes a '~', so these cannot collide with another
+ * .npy (kn_cli_safe_name never makes a '~', so these cannot collide with another
  * output's plain name). Two outputs named "a/b" and "a_b" used to share
  * a_b.npy, the second silently replacing the first. */
 static int output_paths(const char *out_dir, const run_target *t, char **out_paths)
 {
     for (int i = 0; i < t->n_out; i++) {
         char fname[512];
-        safe_name(t->out_names[i], fname, sizeof fname);
+        kn_cli_safe_name(t->out_names[i], fname, sizeof fname);
         if (asprintf(&out_paths[i], "%s/%s.npy", out_dir, fname) < 0) {
             out_paths[i] = NULL;
             return kn_error(KN_ERR_NOMEM, "out of memory");

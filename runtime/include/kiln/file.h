@@ -8,7 +8,9 @@
  * are refused instead.
  *
  *     if (kn_output_path_check(path)) return ...;   // error names the path
+ *     if (kn_write_file_atomic(path, bytes, n)) ...;  // the whole file or none
  */
+#include <stddef.h>
 #ifndef KILN_FILE_H
 #define KILN_FILE_H
 
@@ -19,6 +21,12 @@ extern "C" {
 /* KN_OK if path does not exist or is a regular file or a symbolic link;
  * otherwise KN_ERR_INVALID naming the path and what it is. */
 int kn_output_path_check(const char *path);
+
+/* Writes len bytes to path whole: a temporary file beside it (mode 0666
+ * less the umask), synced, renamed into place. On failure no temporary is
+ * left and an existing path is untouched; the error names the path. Checks
+ * path with kn_output_path_check first. */
+int kn_write_file_atomic(const char *path, const void *data, size_t len);
 
 #ifdef __cplusplus
 }
