@@ -13,6 +13,8 @@
 
 static int infer_subgraphs(kn_node *n)
 {
+    const kn_graph *taken = kn_if_taken_branch(n);
+    if (taken) return kn_graph_infer((kn_graph *)taken);
     for (int i = 0; i < n->n_attrs; i++) {
         kn_attr *at = &n->attrs[i];
         if (at->kind == KN_ATTR_GRAPH && at->g) {

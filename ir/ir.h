@@ -277,6 +277,12 @@ static inline kn_value *kn_node_input(const kn_node *n, int i)
     return i < n->n_inputs ? n->inputs[i] : NULL;
 }
 
+/* The branch an If node takes when its condition is known at compile time
+ * (a constant, or data inference's value of one computed from pinned
+ * shapes): its then_branch or else_branch graph; NULL when the condition is
+ * only known at run time. */
+const kn_graph *kn_if_taken_branch(const kn_node *n);
+
 /* Records "node 'NAME' (OpType): <message>" and returns code. */
 int kn_node_error(const kn_node *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -33,13 +33,14 @@ static const kn_pass_info pass_table[] = {
  *   - fuse-elementwise after fuse-conv/fuse-matmul, which take activations
  *     and bias Adds into their primitives first;
  *   - dce last, to drop what the rewrites left unread.
- * -O0 folds only: code generation needs static shapes. */
+ * -O0 folds only (and inlines the If branches a known condition takes):
+ * code generation needs static shapes. */
 static const char *const default_pipeline[4] = {
-    /* -O0 */ "fold-constants",
-    /* -O1 */ "fold-constants,fold-shapes,freeze,simplify,dce",
-    /* -O2 */ "recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O0 */ "inline-if,fold-constants",
+    /* -O1 */ "inline-if,fold-constants,fold-shapes,freeze,simplify,dce",
+    /* -O2 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
-    /* -O3 */ "recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O3 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 

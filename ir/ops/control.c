@@ -41,6 +41,20 @@ static int need_graph(const kn_node *n, const char *name, const kn_graph **out)
 
 /* ---- If ------------------------------------------------------------------ */
 
+const kn_graph *kn_if_taken_branch(const kn_node *n)
+{
+    const kn_value *c = n && n->op == KN_OP_If ? kn_node_input(n, 0) : NULL;
+    /* data of a varying shape is one instance of it, not a constant */
+    if (!c || !c->const_data || (c->flags & KN_VALUE_VARYING_SHAPE)) return NULL;
+    const kn_tensor *t = c->const_data;
+    if (t->dtype != KN_BOOL || kn_tensor_numel(t) != 1 || !t->data) return NULL;
+    return graph_attr(n, *(const uint8_t *)t->data ? "then_branch" : "else_branch");
+}
+
+/* With a known condition, the outputs are the taken branch's (the other one
+ * is not inferred: it may not even be valid for these shapes, as exported
+ * models with shape-dependent Ifs have). Otherwise a dim both branches
+ * agree on is kept. */
 static int infer_if(kn_node *n)
 {
     const kn_graph *th, *el;
@@ -50,6 +64,12 @@ static int infer_if(kn_node *n)
     if (th->n_outputs != n->n_outputs || el->n_outputs != n->n_outputs)
         return kn_node_error(n, KN_ERR_INVALID, "has %d outputs but its branches give %d and %d",
                              n->n_outputs, th->n_outputs, el->n_outputs);
+    const kn_graph *taken = kn_if_taken_branch(n);
+    if (taken) {
+        for (int i = 0; i < n->n_outputs; i++)
+            kn_infer_set_shape(n, i, taken->outputs[i]->dtype, &taken->outputs[i]->shape);
+        return KN_OK;
+    }
     for (int i = 0; i < n->n_outputs; i++) {
         const kn_value *a = th->outputs[i], *b = el->outputs[i];
         kn_shape s = a->shape;

@@ -6,7 +6,7 @@ set(KILN_DYN_DIR ${CMAKE_BINARY_DIR}/dyn_models)
 add_test(NAME dyn/generate
          COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/dyn/gen_dyn_models.py ${KILN_DYN_DIR})
 set_tests_properties(dyn/generate PROPERTIES FIXTURES_SETUP dyn_models LABELS dyn TIMEOUT 300)
-foreach(case convnet encoder refusals header two_dims)
+foreach(case convnet encoder refusals header two_dims yolo_head if_fold)
   add_test(NAME dyn/${case}
            COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/dyn/run_dyn_test.py $<TARGET_FILE:kiln> ${KILN_DYN_DIR}
                    ${CMAKE_SOURCE_DIR}/runtime/include $<TARGET_FILE:kiln_rt> ${case} ${KILN_SANITIZE})

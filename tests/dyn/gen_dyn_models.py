@@ -11,6 +11,16 @@
             Shape at run time), LayerNormalization, an erf GELU; dynamic dim
             `seq`.
 
+  yolo_head/ a YOLO-style detection head over 3 scales, input x [batch,3,64,64]:
+            per scale a 1x1 Conv, a Reshape whose shape is Concat(Shape(x)[0],
+            constants), Transpose, Sigmoid and an anchor grid made of Range,
+            Expand, Unsqueeze and Concat pieces that fold to constants; the
+            scales are concatenated; dynamic dim `batch` (once a crash in
+            kn_run with a dynamic batch).
+  if_fold/  input x [1,3,H,5] and an If on Shape(x)[2] == 1 whose then branch
+            squeezes axis 2 (invalid when H > 1) and whose else branch
+            reduces it; compiled with H pinned, for H = 1 and H = 2.
+
 For each model, inputs at several sizes (in_<n>_<name>.npy) and
 onnxruntime's outputs for them (out_<n>_<name>.npy).
 Usage: gen_dyn_models.py OUT_DIR
@@ -136,11 +146,73 @@ def encoder():
     return g, feeds, [5, 17, 32]
 
 
+def yolo_head():
+    b = Builder(3)
+    na, no = 3, 7
+    outs = []
+    for i, st in enumerate([8, 16, 32]):
+        s = 64 // st
+        f = b.node("Conv", [b.node("AveragePool", ["x"], kernel_shape=[st, st], strides=[st, st]),
+                            b.weight([na * no, 3, 1, 1])])
+        bs = b.node("Gather", [b.node("Shape", [f]), b.const(np.array([0], np.int64))], axis=0)
+        v = b.node("Reshape", [f, b.node("Concat", [bs, b.const(np.array([na, no, s, s], np.int64))], axis=0)])
+        v = b.node("Sigmoid", [b.node("Transpose", [v], perm=[0, 1, 3, 4, 2])])  # [batch,na,s,s,no]
+        r = b.node("Range", [b.const(np.float32(0)), b.const(np.float32(s)), b.const(np.float32(1))])
+        yv = b.node("Expand", [b.node("Unsqueeze", [r, b.const(np.array([1], np.int64))]),
+                               b.const(np.array([s, s], np.int64))])
+        xv = b.node("Expand", [b.node("Unsqueeze", [r, b.const(np.array([0], np.int64))]),
+                               b.const(np.array([s, s], np.int64))])
+        grid = b.node("Concat", [b.node("Unsqueeze", [xv, b.const(np.array([2], np.int64))]),
+                                 b.node("Unsqueeze", [yv, b.const(np.array([2], np.int64))])], axis=2)
+        grid = b.node("Expand", [b.node("Reshape", [grid, b.const(np.array([1, 1, s, s, 2], np.int64))]),
+                                 b.const(np.array([1, na, s, s, 2], np.int64))])
+        grid = b.node("Sub", [grid, b.const(np.float32(0.5))])
+
+        def part(lo, hi):
+            return b.node("Slice", [v, b.const(np.array([lo], np.int64)), b.const(np.array([hi], np.int64)),
+                                    b.const(np.array([4], np.int64))])
+        xy = b.node("Mul", [b.node("Add", [b.node("Mul", [part(0, 2), b.const(np.float32(2))]), grid]),
+                            b.const(np.float32(st))])
+        wh = part(2, 4)
+        wh = b.node("Mul", [b.node("Mul", [wh, b.const(np.float32(2))]), wh])
+        y = b.node("Concat", [xy, wh, part(4, no)], axis=4)
+        outs.append(b.node("Reshape", [y, b.node("Concat", [bs, b.const(np.array([-1, no], np.int64))], axis=0)]))
+    b.nodes.append(helper.make_node("Concat", outs, ["boxes"], name="boxes", axis=1))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 64, 64])]
+    outputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", na * 84, no])]
+    g = helper.make_graph(b.nodes, "yolo_head", inputs, outputs, b.inits)
+
+    def feeds(n, rng):
+        return {"x": rng.standard_normal((n, 3, 64, 64)).astype(np.float32)}
+    return g, feeds, [1, 3, 4]
+
+
+def if_fold():
+    b = Builder(4)
+    then_g = helper.make_graph([helper.make_node("Squeeze", ["x", "axes2"], ["t"], name="squeeze")], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+                               [numpy_helper.from_array(np.array([2], np.int64), "axes2")])
+    scale = b.weight([1, 3, 5])  # an outer value the else branch reads
+    else_g = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e0"], name="reduce", axes=[2], keepdims=0),
+                                helper.make_node("Mul", ["e0", scale[:]], ["e"], name="scale")], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    h = b.node("Gather", [b.node("Shape", ["x"]), b.const(np.int64(2))], axis=0)
+    cond = b.node("Equal", [h, b.const(np.int64(1))])
+    b.nodes.append(helper.make_node("If", [cond], ["y"], name="if_h1", then_branch=then_g, else_branch=else_g))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", 5])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 5])]
+    g = helper.make_graph(b.nodes, "if_fold", inputs, outputs, b.inits)
+
+    def feeds(n, rng):
+        return {"x": rng.standard_normal((1, 3, n, 5)).astype(np.float32)}
+    return g, feeds, [1, 2]
+
+
 def write(out_dir, name, make):
     g, feeds, sizes = make()
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
+    onnx.checker.check_model(model, full_check=name != "if_fold")
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -161,6 +233,8 @@ def main():
         return 2
     write(sys.argv[1], "convnet", convnet)
     write(sys.argv[1], "encoder", encoder)
+    write(sys.argv[1], "yolo_head", yolo_head)
+    write(sys.argv[1], "if_fold", if_fold)
     return 0
 
 

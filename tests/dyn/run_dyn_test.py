@@ -5,7 +5,7 @@ asserts the refusals (too large, inconsistent, wrong dtype/rank/fixed dim,
 non-affine dims, unbounded dims) by their messages.
 
 Usage: run_dyn_test.py KILN MODELS_DIR RUNTIME_INCLUDE_DIR LIBKILN_RT CASE [SANITIZE]
-CASE: convnet | encoder | refusals | header | two_dims | mobilenetv2
+CASE: convnet | encoder | refusals | header | two_dims | mobilenetv2 | yolo_head | if_fold
 (mobilenetv2 reads tests/models' MobileNetV2 from MODELS_DIR/../models)
 SANITIZE: ON when libkiln_rt is a sanitizer build (the header case's app
 must then be built with the same runtime)
@@ -284,10 +284,37 @@ def case_mobilenetv2(tmp):
               f"batch {n}: matches onnxruntime ({se.strip()[-300:]})")
 
 
+def case_yolo_head(tmp):
+    """The anchor grid folds to constants while the batch varies: once a
+    segfault in kn_run (memcpy), at every -O level."""
+    d = os.path.join(MODELS, "yolo_head")
+    for level in ["-O0", "-O1", "-O3"]:
+        art = os.path.join(tmp, f"yolo{level}.so")
+        compile_model(os.path.join(d, "model.onnx"), art, "--max", "batch=4", level)
+        compare_sizes(tmp, art, d, [1, 3, 4])
+
+
+def case_if_fold(tmp):
+    """An If whose condition follows from the pinned shapes runs its taken
+    branch only; the other one (a Squeeze of a dim of size 2 when H = 2)
+    is never compiled."""
+    d = os.path.join(MODELS, "if_fold")
+    for h, branch in [(1, "then"), (2, "else")]:
+        for level in ["-O0", "-O3"]:
+            art = os.path.join(tmp, f"if_{h}{level}.so")
+            report = compile_model(os.path.join(d, "model.onnx"), art, "--shape", f"H={h}", "--report", level)
+            check(f"If 'if_h1': the condition is {'true' if h == 1 else 'false'} at compile time; its {branch} "
+                  f"branch" in report, f"H={h} {level}: --report says the {branch} branch is inlined")
+            check(not any(line.split()[1:2] == ["If"] for line in report.splitlines() if ":" not in line),
+                  f"H={h} {level}: no If node is left")
+            compare_sizes(tmp, art, d, [h])
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         {"convnet": case_convnet, "encoder": case_encoder, "refusals": case_refusals, "header": case_header,
-         "two_dims": case_two_dims, "mobilenetv2": case_mobilenetv2}[CASE](tmp)
+         "two_dims": case_two_dims, "mobilenetv2": case_mobilenetv2, "yolo_head": case_yolo_head,
+         "if_fold": case_if_fold}[CASE](tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
