@@ -115,15 +115,32 @@ static int step_medians(const int64_t *ns, int runs, int n, double *out_ms)
 }
 
 /* Output buffers in the compiled sizes (data-dependent ones are ignored by
- * the run: a byte each). */
-static int alloc_outputs(const kn_artifact *art, void **out)
+ * the run: a byte each); *dynamic tells whether there is such an output. */
+static int alloc_outputs(const kn_artifact *art, void **out, bool *dynamic)
 {
+    *dynamic = false;
     for (int i = 0; i < kn_artifact_num_outputs(art); i++) {
         kn_io_info info;
         kn_artifact_output_info(art, i, &info);
+        for (int d = 0; d < info.rank; d++) *dynamic |= info.dims[d] < 0;
         if (!(out[i] = malloc(info.nbytes ? info.nbytes : 1))) return kn_error(KN_ERR_NOMEM, "out of memory");
     }
     return KN_OK;
+}
+
+/* The plain run beside each profiled one: kn_session_run, or for outputs
+ * whose shape depends on data kn_session_run_tensors (outputs freed). */
+static int plain_run(kn_session *s, const kn_artifact *art, bool dynamic, const kn_tensor *in, const void **in_ptrs,
+                     void **out)
+{
+    if (!dynamic) return kn_session_run(s, in_ptrs, out);
+    int n_out = kn_artifact_num_outputs(art);
+    kn_tensor *t = calloc((size_t)n_out + 1, sizeof *t);
+    if (!t) return kn_error(KN_ERR_NOMEM, "out of memory");
+    int st = kn_session_run_tensors(s, kn_artifact_num_inputs(art), in, n_out, t);
+    for (int i = 0; !st && i < n_out; i++) kn_tensor_free(&t[i]);
+    free(t);
+    return st;
 }
 
 static int64_t now_ns(void)
@@ -146,12 +163,13 @@ static int measure(kn_session *s, const kn_artifact *art, const prof_args *a, in
     int st = in && in_ptrs && out && scratch ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st && !(st = kn_cli_artifact_inputs(art, a->n_specs, a->specs, in))) {
         for (int i = 0; i < n_in; i++) in_ptrs[i] = in[i].data;
-        st = alloc_outputs(art, out);
+        bool dynamic;
+        st = alloc_outputs(art, out, &dynamic);
         for (int r = 0; !st && r < a->warmup; r++) st = kn_session_profile(s, in_ptrs, out, n, scratch);
         for (int r = 0; !st && r < a->runs; r++) {
             st = kn_session_profile(s, in_ptrs, out, n, ns + (size_t)r * (size_t)n);
             int64_t t0 = now_ns();
-            if (!st) st = kn_session_run(s, in_ptrs, out);
+            if (!st) st = plain_run(s, art, dynamic, in, in_ptrs, out);
             run_ns[r] = now_ns() - t0;
         }
         for (int i = 0; i < n_in; i++) kn_tensor_free(&in[i]);
