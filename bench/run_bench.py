@@ -15,7 +15,10 @@ and p90 latency of both, the ratio kiln/onnxruntime, kiln's achieved GFLOP/s
 machine's FP32 FMA peak measured by `kiln bench --peak --threads T` (before
 and after the runs, the higher of the two).
 
-Models come from tests/models/gen_models.py (random weights, fixed seed),
+Models come from tests/models/gen_models.py (the four synthetic ones:
+resnet50, mobilenetv2, bert, vit) and tests/models/gen_real_models.py
+(architectures of real users' models: dbnet, crnn, yolov8n, mobilenetv3,
+audio_rnn), random weights, fixed seed,
 generated once per (model, batch) into BUILD/bench-models/<model>-b<batch>/
 with their inputs; each is compiled once per (model, batch) with
 `kiln compile --shape NAME=<shape of its input>` into BUILD/bench/artifacts/.
@@ -46,9 +49,15 @@ least 3) so that kiln's side takes about a minute ("runs" in results.json
 says how many), and none if 3 would take over two minutes (n/a, with the
 time of the one run, and kiln's accuracy from it).
 
+Under load (BENCH_LOAD=N, N >= 1): every FP32 row is measured a second
+time with N busy processes (one Python loop each, ended after the row and
+bounded to 10 minutes) beside both sides, as on a shared machine; a third
+table gives each row's quiet and loaded kiln/onnxruntime ratios, their
+quotient, and kiln's and onnxruntime's p90/median under load.
+
 Environment (each also a flag): BENCH_MODELS=resnet50,mobilenetv2,bert,vit,
-resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk  BENCH_BATCHES=1,8
-BENCH_THREADS=1,2  BENCH_RUNS=20  BENCH_WARMUP=3.
+dbnet,crnn,yolov8n,mobilenetv3,audio_rnn,resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk  BENCH_BATCHES=1,8
+BENCH_THREADS=1,2  BENCH_RUNS=20  BENCH_WARMUP=3  BENCH_LOAD=0.
 No timing here is ever a pass/fail criterion; the exit status is non-zero
 only when a model could not be generated, compiled or run (for INT8 rows:
 only generated).
@@ -69,11 +78,16 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN_MODELS = os.path.join(ROOT, "tests", "models", "gen_models.py")
 GEN_QUANT = os.path.join(ROOT, "tests", "models", "gen_quant_models.py")
+GEN_REAL = os.path.join(ROOT, "tests", "models", "gen_real_models.py")
 ORT_BENCH = os.path.join(ROOT, "scripts", "ort_bench.py")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qaccuracy  # noqa: E402
 
-FP32_MODELS = ["resnet50", "mobilenetv2", "bert", "vit"]
+# The four models kiln was tuned on, then real architectures users bring
+# (tests/models/gen_real_models.py): a speed-up must hold on both.
+SYNTHETIC_MODELS = ["resnet50", "mobilenetv2", "bert", "vit"]
+REAL_MODELS = ["dbnet", "crnn", "yolov8n", "mobilenetv3", "audio_rnn"]
+FP32_MODELS = SYNTHETIC_MODELS + REAL_MODELS
 # INT8 rows: the FP32 model they are measured against, the quantized model
 # onnxruntime runs (gen_quant_models.py), and what kiln compiles: that model
 # ("quantized") or the FP32 one with `kiln compile --quantize ...`.
@@ -114,6 +128,8 @@ def parse_args():
     ap.add_argument("--threads", default=env("BENCH_THREADS", "1,2"))
     ap.add_argument("--runs", type=int, default=int(env("BENCH_RUNS", "20")))
     ap.add_argument("--warmup", type=int, default=int(env("BENCH_WARMUP", "3")))
+    ap.add_argument("--load", type=int, default=int(env("BENCH_LOAD", "0")),
+                    help="also measure every FP32 row beside this many busy processes")
     a = ap.parse_args()
     a.models = [m.strip() for m in a.models.split(",") if m.strip()]
     unknown = [m for m in a.models if m not in ALL_MODELS]
@@ -122,8 +138,8 @@ def parse_args():
     a.batches, a.threads = int_list(a.batches), int_list(a.threads)
     if not a.batches or min(a.batches) < 1 or not a.threads or min(a.threads) < 1:
         ap.error("batches and threads must be lists of positive integers")
-    if a.runs < 1 or a.warmup < 0:
-        ap.error("--runs must be at least 1 and --warmup at least 0")
+    if a.runs < 1 or a.warmup < 0 or a.load < 0:
+        ap.error("--runs must be at least 1, --warmup and --load at least 0")
     a.build = os.path.abspath(a.build)
     a.kiln = os.path.abspath(a.kiln or os.path.join(a.build, "kiln"))
     if not os.access(a.kiln, os.X_OK):
@@ -175,7 +191,8 @@ def prepare(a, model, batch, art_dir, cache=None):
         return cache[(model, batch)]
     mdir = os.path.join(a.build, "bench-models", f"{model}-b{batch}")
     log(f"{model} batch {batch}: generating {mdir}")
-    run([sys.executable, GEN_MODELS, "--model", model, "--batch", str(batch), mdir])
+    gen = GEN_REAL if model in REAL_MODELS else GEN_MODELS
+    run([sys.executable, gen, "--model", model, "--batch", str(batch), mdir])
     onnx_path = os.path.join(mdir, "model.onnx")
     inputs = model_inputs(mdir)
     flops_line = re.search(r"^FLOPs: (\S+)", run([a.kiln, "inspect", onnx_path]), re.M)
@@ -206,6 +223,35 @@ def bench_one(a, prep, threads, runs=None):
     got = json.loads(run(cmd, env=env).strip().splitlines()[-1])
     got["artifact"] = got.pop("model")  # kiln bench names the file it ran
     return got
+
+
+BUSY_LOOP = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
+
+
+class BusyLoad:
+    """N busy processes (bounded to 10 minutes each) while the block runs."""
+
+    def __init__(self, n):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(self.n)]
+        time.sleep(0.5)  # let the scheduler see them
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        return False
+
+
+def bench_loaded(a, prep, threads):
+    """The row again beside a.load busy processes: its figures under load."""
+    with BusyLoad(a.load):
+        got = bench_one(a, prep, threads)
+    return {k: got[k] for k in ("median_ms", "p90_ms", "ort_median_ms", "ort_p90_ms", "ratio") if k in got}
 
 
 def prepare_int8(a, model, batch, art_dir, fp32_prep):
@@ -432,6 +478,24 @@ def report(a, meta, peaks, rows):
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         lines += [fmt_int8_row(r) for r in int8]
+    loaded = [r for r in fp32 if "load" in r]
+    if loaded:
+        lines += [
+            "",
+            f"Under load: each FP32 row again with {a.load} busy process(es) beside both sides. "
+            "loaded/quiet = the loaded kiln/ORT ratio over the quiet one (above 1: kiln suffers more from "
+            "the load than onnxruntime); p90/median of each side's timed runs under load.",
+            "",
+            "| model | batch | threads | kiln loaded median | ORT loaded median | kiln/ORT quiet | kiln/ORT loaded "
+            "| loaded/quiet | kiln p90/median | ORT p90/median |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in loaded:
+            ld = r["load"]
+            ort_tail = f"{ld['ort_p90_ms'] / ld['ort_median_ms']:.2f}" if "ort_p90_ms" in ld else "?"
+            lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {ld['median_ms']:.2f} | "
+                         f"{ld['ort_median_ms']:.2f} | {r['ratio']:.2f} | {ld['ratio']:.2f} | "
+                         f"{ld['ratio'] / r['ratio']:.2f} | {ld['p90_ms'] / ld['median_ms']:.2f} | {ort_tail} |")
     return "\n".join(lines) + "\n"
 
 
@@ -444,7 +508,7 @@ def main():
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git_commit(), "onnxruntime": onnxruntime.__version__, "cpu": cpu_model(),
             "cpus": os.cpu_count(), "runs": a.runs, "warmup": a.warmup,
-            "loadavg_start": round(os.getloadavg()[0], 2)}
+            "loadavg_start": round(os.getloadavg()[0], 2), "load_processes": a.load}
     n = len(a.models) * len(a.batches) * len(a.threads)
     log(f"{n} rows: models {a.models}, batches {a.batches}, threads {a.threads}, {a.runs} runs each")
     peaks = measure_peaks(a, {})
@@ -494,6 +558,11 @@ def main():
                     row.update(bench_one(a, prep, t))
                     log(f"{model} b{batch} t{t}: kiln {row['median_ms']:.2f} ms, "
                         f"onnxruntime {row['ort_median_ms']:.2f} ms, ratio {row['ratio']:.2f}")
+                    if a.load:
+                        row["load"] = bench_loaded(a, prep, t)
+                        log(f"{model} b{batch} t{t} beside {a.load} busy process(es): kiln "
+                            f"{row['load']['median_ms']:.2f} ms (p90 {row['load']['p90_ms']:.2f}), onnxruntime "
+                            f"{row['load']['ort_median_ms']:.2f} ms, ratio {row['load']['ratio']:.2f}")
                 except (RuntimeError, ValueError, KeyError) as e:
                     log(f"{model} b{batch} t{t}: {e}")
                     row["error"] = str(e)

@@ -370,11 +370,18 @@ BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert"
 
 # ------------------------------------------------------------------- driver --
 
+# The scripts the generated files depend on (gen_real_models.py adds itself).
+STAMP_FILES = [os.path.abspath(__file__)]
+
+
 def stamp_of(model_name, batch):
-    """What the generated files depend on: this script and the library versions."""
+    """What the generated files depend on: the scripts and the library versions."""
     import onnxruntime
-    with open(os.path.abspath(__file__), "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    h = hashlib.sha256()
+    for path in STAMP_FILES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()
     return (f"{model_name} batch={batch} {digest} onnx={onnx.__version__} "
             f"onnxruntime={onnxruntime.__version__} numpy={np.__version__}\n")
 

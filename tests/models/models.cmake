@@ -19,6 +19,20 @@ foreach(model resnet50 mobilenetv2 bert vit)
     FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
 endforeach()
 
+# Architectures of real users' models (gen_real_models.py, also in make
+# bench): the evaluator and the compiled artifact against onnxruntime.
+foreach(model dbnet crnn yolov8n mobilenetv3 audio_rnn)
+  set(dir ${CMAKE_BINARY_DIR}/models/${model})
+  add_test(NAME models/${model}_generate
+           COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/gen_real_models.py --model ${model} ${dir})
+  set_tests_properties(models/${model}_generate PROPERTIES
+    FIXTURES_SETUP model_${model} LABELS models TIMEOUT 900)
+  add_test(NAME models/${model}_compiled
+           COMMAND ${KILN_MODELS_SRC}/run_model_test.sh $<TARGET_FILE:kiln> ${KILN_PYTHON} ${dir} --compiled)
+  set_tests_properties(models/${model}_compiled PROPERTIES
+    FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
+endforeach()
+
 # The demo: the bundled digits model must reach its known accuracy (>= 290/300)
 # through the evaluator, the compiled artifact and the embedding application,
 # and the script must exit 0 (expect_output.sh checks both).
