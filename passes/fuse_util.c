@@ -209,6 +209,11 @@ static bool take_residual(kn_pass_ctx *ctx, kn_fuse_chain *ch, kn_node *u)
     char why_buf[200];
     if (!r) why = "adds the output to itself";
     else if (ch->residual) why = "a residual Add is fused already (oneDNN takes one sum)";
+    else if (!strcmp(ch->what, "Conv") && ch->n_post > 0)
+        /* oneDNN 2.x's optimized convolutions take [sum, eltwise], not
+         * [eltwise, sum]: the primitive would run its reference kernel,
+         * a hundred times slower than an Add of its own */
+        why = "a residual after an activation makes oneDNN run its reference convolution";
     else if (r->dtype != cur->dtype || !kn_shape_same(&r->shape, &cur->shape) || !u->outputs[0] ||
              !kn_shape_same(&u->outputs[0]->shape, &cur->shape)) {
         char rs[80], ys[80];
@@ -255,10 +260,51 @@ static bool merge_clamp(kn_fuse_chain *ch, const kn_abi_post *p)
     return true;
 }
 
+/* The SiLU exporters write as Mul(x, Sigmoid(x)): v read by exactly a
+ * Sigmoid s and a Mul m of v and s's output, which m alone reads, with m's
+ * output of v's shape. Returns m (and s in *sig), or NULL. */
+static kn_node *swish_of(const kn_value *v, kn_node **sig)
+{
+    if (v->n_users != 2 || (v->flags & KN_VALUE_GRAPH_OUTPUT)) return NULL;
+    kn_node *s = NULL, *m = NULL;
+    for (int i = 0; i < 2; i++) {
+        kn_node *u = v->users[i].node;
+        if (u->graph != v->graph) return NULL;
+        if (u->op == KN_OP_Sigmoid) s = u;
+        else if (u->op == KN_OP_Mul) m = u;
+    }
+    if (!s || !m || s->n_inputs != 1 || m->n_inputs != 2 || !s->outputs[0] || !m->outputs[0]) return NULL;
+    const kn_value *so = s->outputs[0];
+    if (so->n_users != 1 || (so->flags & KN_VALUE_GRAPH_OUTPUT)) return NULL;
+    if (!((m->inputs[0] == v && m->inputs[1] == so) || (m->inputs[0] == so && m->inputs[1] == v))) return NULL;
+    if (!kn_shape_same(&m->outputs[0]->shape, &v->shape) || m->outputs[0]->dtype != v->dtype) return NULL;
+    *sig = s;
+    return m;
+}
+
+/* Takes x * sigmoid(x) after the chain as one Swish post-op, if it is there. */
+static bool take_swish(kn_pass_ctx *ctx, kn_fuse_chain *ch)
+{
+    kn_node *s, *m = swish_of(ch->out, &s);
+    if (!m) return false;
+    if (ch->n_post == KN_FUSED_MAX_POST || ch->n_nodes + 2 > KN_FUSE_MAX_NODES) {
+        kn_pass_remark(ctx, "%s '%s' + Sigmoid '%s' * Mul '%s': %d post-ops fused already (the most one primitive "
+                       "takes)", ch->what, ch->head->name, s->name, m->name, ch->n_post);
+        return false;
+    }
+    ch->post[ch->n_post++] = (kn_abi_post){.kind = KN_POST_SWISH};
+    ch->nodes[ch->n_nodes++] = s;
+    ch->nodes[ch->n_nodes++] = m;
+    ch->out = m->outputs[0];
+    return true;
+}
+
 void kn_fuse_take_posts(kn_pass_ctx *ctx, kn_fuse_chain *ch)
 {
     kn_node *u;
-    while ((u = user_of(ch->out, is_post)) && u->outputs[0] && kn_fuse_can_extend(ctx, ch, u)) {
+    for (;;) {
+        if (take_swish(ctx, ch)) continue;
+        if (!(u = user_of(ch->out, is_post)) || !u->outputs[0] || !kn_fuse_can_extend(ctx, ch, u)) return;
         kn_abi_post p;
         const char *why;
         if (u->op != KN_OP_Add && ch->n_nodes < KN_FUSE_MAX_NODES && kn_fuse_post_of(u, &p, &why) && merge_clamp(ch, &p)) {

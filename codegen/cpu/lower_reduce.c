@@ -711,21 +711,36 @@ static void softmax_rows(kn_cg *cg, bool lg, kn_dtype dt, LLVMValueRef px, LLVMV
     (void)flt;
 }
 
-/* Softmax over a strided axis: per-column max/sum rows, inner axis innermost. */
+/* Columns of a strided softmax taken at once: their running max and sum
+ * (two arrays on the stack) stay in L1 while the rows stream past. */
+#define SOFTMAX_COL_BLOCK 1024
+
+/* The largest divisor of inner that is at most SOFTMAX_COL_BLOCK. */
+static int64_t col_block(int64_t inner)
+{
+    for (int64_t b = inner < SOFTMAX_COL_BLOCK ? inner : SOFTMAX_COL_BLOCK; b > 1; b--)
+        if (inner % b == 0) return b;
+    return 1;
+}
+
+/* Softmax over a strided axis: per-column max/sum rows, inner axis innermost,
+ * the columns in blocks of blk (a divisor of inner). */
 static void softmax_cols(kn_cg *cg, bool lg, kn_dtype dt, LLVMValueRef px, LLVMValueRef py, int64_t outer, int64_t len,
                          int64_t inner)
 {
     LLVMTypeRef t = kn_cg_compute_type(cg, dt);
-    LLVMValueRef mr = entry_alloca(cg, t, inner), sr = entry_alloca(cg, t, inner);
-    kn_cg_loop lo, lk, li;
+    int64_t blk = col_block(inner);
+    LLVMValueRef mr = entry_alloca(cg, t, blk), sr = entry_alloca(cg, t, blk);
+    kn_cg_loop lo, lb, lk, li;
     LLVMValueRef base = LLVMBuildMul(cg->b, kn_cg_loop_begin(cg, &lo, outer, "o"), kn_cg_i64(cg, len * inner), "");
-    LLVMValueRef i = kn_cg_loop_begin(cg, &li, inner, "i");
+    base = madd(cg, base, kn_cg_loop_begin(cg, &lb, inner / blk, "b"), blk);
+    LLVMValueRef i = kn_cg_loop_begin(cg, &li, blk, "i");
     st(cg, fconst(t, -INFINITY), at(cg, t, mr, i));
     st(cg, fconst(t, 0.0), at(cg, t, sr, i));
     kn_cg_loop_end(cg, &li);
     for (int pass = 0; pass < 3; pass++) {
         LLVMValueRef row = madd(cg, base, kn_cg_loop_begin(cg, &lk, len, "k"), inner);
-        i = kn_cg_loop_begin(cg, &li, inner, "i");
+        i = kn_cg_loop_begin(cg, &li, blk, "i");
         LLVMValueRef idx = LLVMBuildAdd(cg->b, row, i, "");
         LLVMValueRef pm = at(cg, t, mr, i), ps = at(cg, t, sr, i);
         LLVMValueRef x = kn_cg_load(cg, dt, px, idx);
@@ -744,12 +759,13 @@ static void softmax_cols(kn_cg *cg, bool lg, kn_dtype dt, LLVMValueRef px, LLVMV
         kn_cg_loop_end(cg, &li);
         kn_cg_loop_end(cg, &lk);
         if (pass == 1) { /* sums → reciprocal (softmax) or log (logsoftmax) */
-            i = kn_cg_loop_begin(cg, &li, inner, "i");
+            i = kn_cg_loop_begin(cg, &li, blk, "i");
             LLVMValueRef ps = at(cg, t, sr, i), s = ld(cg, t, ps);
             st(cg, lg ? intrin1(cg, "llvm.log", s) : LLVMBuildFDiv(cg->b, fconst(t, 1.0), s, ""), ps);
             kn_cg_loop_end(cg, &li);
         }
     }
+    kn_cg_loop_end(cg, &lb);
     kn_cg_loop_end(cg, &lo);
 }
 
@@ -768,7 +784,6 @@ static int lower_softmax(kn_cg *cg, const kn_node *n)
         len = x->shape.dims[a];
         inner = span(x, a + 1, x->shape.rank);
     }
-    if (inner > ROW_MAX) return KN_ERR_UNSUPPORTED;
     bool lg = n->op == KN_OP_LogSoftmax;
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
     if (kn_cg_numel(x) == 0) return KN_OK;

@@ -27,6 +27,7 @@ static const struct {
     {KN_POST_SUM, "Add"},          {KN_POST_RELU, "Relu"},       {KN_POST_LEAKY_RELU, "LeakyRelu"},
     {KN_POST_CLIP, "Clip"},        {KN_POST_SIGMOID, "Sigmoid"}, {KN_POST_TANH, "Tanh"},
     {KN_POST_HARDSWISH, "HardSwish"}, {KN_POST_GELU_ERF, "Gelu"}, {KN_POST_GELU_TANH, "GeluTanh"},
+    {KN_POST_SWISH, "Swish"},
 };
 
 const char *kn_fused_post_name(int kind)
@@ -83,6 +84,17 @@ static int post_unary(kn_unary_op op, double alpha, kn_tensor *y)
     return kn_k_unary(op, &p, y, y);
 }
 
+/* y * sigmoid(y) in place, with the kernels the unfused Sigmoid and Mul run. */
+static int post_swish(kn_tensor *y)
+{
+    kn_tensor s = {0};
+    int st = kn_tensor_copy(&s, y);
+    if (!st) st = post_unary(KN_UN_SIGMOID, 0, &s);
+    if (!st) st = kn_k_binary(KN_BIN_MUL, y, &s, y);
+    kn_tensor_free(&s);
+    return st;
+}
+
 /* Applies one step to y in place, with the kernel the unfused op runs. */
 int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
 {
@@ -93,6 +105,7 @@ int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
     case KN_POST_SIGMOID: return post_unary(KN_UN_SIGMOID, 0, y);
     case KN_POST_TANH: return post_unary(KN_UN_TANH, 0, y);
     case KN_POST_HARDSWISH: return post_unary(KN_UN_HARDSWISH, 0, y);
+    case KN_POST_SWISH: return post_swish(y);
     case KN_POST_GELU_ERF: return post_unary(KN_UN_GELU, 0, y);
     case KN_POST_GELU_TANH: return post_unary(KN_UN_GELU_TANH, 0, y);
     case KN_POST_CLIP: {

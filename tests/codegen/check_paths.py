@@ -156,6 +156,10 @@ def cases():
         c.append(Case(op, R, op, [("x", f32([256, 256]))], attrs={"axis": 1}, exact=True))
     for op in ["Softmax", "LogSoftmax"]:
         c.append(Case(op, R, op, [("x", f32(lo=-10, hi=10))], attrs={"axis": -1}, tol=(1e-6, 1e-4)))
+        # over a non-last axis with more columns than fit on the stack at once
+        # (YOLOv8's DFL: [N,16,4,8400] over axis 1): in blocks of columns
+        c.append(Case(op + "_axis1", R, op, [("x", f32([2, 16, 4, 2100], lo=-10, hi=10))], attrs={"axis": 1},
+                      tol=(1e-6, 1e-4)))
     c.append(Case("LayerNormalization", R, "LayerNormalization", [("x", f32())],
                   consts=[("g", f32([COLS])), ("bb", f32([COLS]))], attrs={"axis": -1}, tol=(1e-5, 1e-4)))
     ch = IMG[1]

@@ -233,6 +233,48 @@ static void test_conv_near_misses(void **state)
            remarks);
 }
 
+/* SiLU as exporters write it, Mul(x, Sigmoid(x)), is one Swish post-op; a
+ * residual Add after an activation stays an Add (oneDNN's optimized
+ * convolutions take a sum only before activations); a Sigmoid read twice
+ * is no SiLU. */
+static void test_conv_swish(void **state)
+{
+    (void)state;
+    static const char *const remarks[] = {
+        "Conv 'c1' + Add 'a1': a residual after an activation makes oneDNN run its reference convolution",
+        "Conv 'c2' + Sigmoid 's2': Conv output has 2 users",
+        NULL,
+    };
+    golden("kiln-ir v1\n"
+           "opset \"\" 17\n"
+           "graph main(%x: f32[1,2,2,2]) {\n"
+           "  %w = const f32[2,2,1,1] [1.0, 2.0, 3.0, 4.0]\n"
+           "  %c1: f32[1,2,2,2] = Conv(%x, %w) #\"c1\"\n"
+           "  %s1: f32[1,2,2,2] = Sigmoid(%c1) #\"s1\"\n"
+           "  %m1: f32[1,2,2,2] = Mul(%s1, %c1) #\"m1\"\n"
+           "  %a1: f32[1,2,2,2] = Add(%m1, %x) #\"a1\"\n"
+           "  %c2: f32[1,2,2,2] = Conv(%x, %w) #\"c2\"\n"
+           "  %s2: f32[1,2,2,2] = Sigmoid(%c2) #\"s2\"\n"
+           "  %m2: f32[1,2,2,2] = Mul(%c2, %s2) #\"m2\"\n"
+           "  return %a1, %m2, %s2\n"
+           "}\n",
+           "fuse-conv",
+           "kiln-ir v1\n"
+           "opset \"\" 17\n"
+           "opset \"kiln\" 1\n"
+           "graph main(%x: f32[1,2,2,2]) {\n"
+           "  %w = const f32[2,2,1,1] [1.0, 2.0, 3.0, 4.0]\n"
+           "  %m1: f32[1,2,2,2] = kiln::FusedConv(%x, %w) {post_ops=[\"Swish\"], post_alpha=[0.0], post_beta=[0.0]} "
+           "#\"c1\"\n"
+           "  %a1: f32[1,2,2,2] = Add(%m1, %x) #\"a1\"\n"
+           "  %c2: f32[1,2,2,2] = Conv(%x, %w) #\"c2\"\n"
+           "  %s2: f32[1,2,2,2] = Sigmoid(%c2) #\"s2\"\n"
+           "  %m2: f32[1,2,2,2] = Mul(%c2, %s2) #\"m2\"\n"
+           "  return %a1, %m2, %s2\n"
+           "}\n",
+           remarks);
+}
+
 /* Bias Adds in a row sum into one bias, at most KN_FUSE_MAX_BIAS_ADDS of
  * them; the chain stops at the next one, which says why. */
 static void test_bias_adds_bounded(void **state)
@@ -491,8 +533,11 @@ static void test_eval_conv_chains(void **state)
                       "  %l: f32[1,8,4,4] = LeakyRelu(%e) {alpha=0.2} #\"lr\"\n"
                       "  %t: f32[1,8,4,4] = Tanh(%l) #\"tanh\"\n"
                       "  %z: f32[1,8,4,4] = Sigmoid(%t) #\"sig\"\n"
-                      "  return %z\n}\n",
-                      3);
+                      "  %f: f32[1,8,4,4] = Conv(%z, %wd) {group=8, pads=[1,1,1,1]} #\"dw3\"\n"
+                      "  %fs: f32[1,8,4,4] = Sigmoid(%f) #\"silu.sig\"\n"
+                      "  %fm: f32[1,8,4,4] = Mul(%f, %fs) #\"silu\"\n"
+                      "  return %fm\n}\n",
+                      4);
 }
 
 static void test_eval_matmul_chains(void **state)
@@ -522,6 +567,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bias_residual_relu),
+        cmocka_unit_test(test_conv_swish),
         cmocka_unit_test(test_conv_bias_sum_clip),
         cmocka_unit_test(test_conv_near_misses),
         cmocka_unit_test(test_bias_adds_bounded),

@@ -141,6 +141,7 @@ enum {
     KN_POST_LEAKY_RELU = 7, /* alpha = slope */
     KN_POST_TANH = 8,
     KN_POST_HARDSWISH = 9,  /* x * clip(x / 6 + 1/2, 0, 1), ONNX HardSwish */
+    KN_POST_SWISH = 10,     /* x * sigmoid(x) (SiLU), exported as Mul(x, Sigmoid(x)) */
 };
 
 /* How a oneDNN record's activation is laid out in memory. */
