@@ -1031,16 +1031,26 @@ def _maybe_epilogue(b):
         y = b.node("Add", [y, c], [T(None, F32, y.shape, small=y.small)], "arith")
     # one or two activations: two clamps in a row merge into one post-op, and
     # two of one oneDNN algorithm with different parameters must not reach it
-    for _ in range(b.choice([0, 1, 1, 2])):
-        op = b.choice(["Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh"])
+    acts = b.choice([0, 1, 1, 2])
+    for _ in range(acts):
+        op = b.choice(["Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU"])
         out = [T(None, F32, y.shape, small=True)]
-        if op == "Clip":
+        if op == "SiLU":  # as exporters write it: one Swish post-op
+            s = b.node("Sigmoid", [y], [T(None, F32, y.shape, small=True)], "transc")
+            y = b.node("Mul", [y, s] if b.chance(0.5) else [s, y], out, "transc")
+        elif op == "Clip":
             lo, hi = b.choice([(0.0, 6.0), (-0.5, 1.5), (-1.0, 0.25), (2.0, 1.0)])
             y = b.node("Clip", [y, b.const(np.array(lo, np.float32)), b.const(np.array(hi, np.float32))], out, "exact")
         elif op == "LeakyRelu":
             y = b.node(op, [y], out, "arith", alpha=b.choice([0.01, 0.1, 0.5]))
         else:
             y = b.node(op, [y], out, "exact" if op == "Relu" else "transc")
+    # a residual after the activations (a CSP/C2f bottleneck's shortcut):
+    # the fusion must leave it out of a convolution (oneDNN's reference kernel)
+    if acts and b.chance(0.3):
+        cands = [t for t in b.pool if t.dtype == F32 and t.shape == y.shape and t is not y]
+        if cands:
+            y = b.node("Add", [y, b.choice(cands)], [T(None, F32, y.shape, small=y.small)], "arith")
 
 
 def g_matmul(b):
