@@ -7,6 +7,7 @@
  *   dnnl.c      sessions, the layout probe, primitives' life (create,
  *               rebuild for a thread count, free), small helpers
  *   conv.c      convolutions: the table of algorithms and its rows
+ *   deconv.c    transposed convolutions (ConvTranspose)
  *   im2col.c    the im2col row of that table
  *   matmul.c    matmuls (and 2-D products run as 1x1 convolutions)
  *   pool.c      poolings
@@ -199,6 +200,10 @@ int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, 
                           int64_t chans, int out_dim);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
+/* attr's post-ops from rec with the residual sum as a binary add of res_md
+ * (*out_idx: its index among the post-ops, -1 when rec has none). */
+int kn_dnnl_set_post_ops_add(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md,
+                             int *out_idx);
 bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
                      const dnnl_memory_desc_t *dst, char *impl, size_t n);
 int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
@@ -215,6 +220,10 @@ int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primi
 
 int kn_dnnl_create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                         dnnl_primitive_attr_t attr);
+/* A transposed convolution (deconv.c): oneDNN's deconvolution, then its
+ * bias and post-ops as one binary primitive over dst. */
+int kn_dnnl_create_deconv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                          dnnl_primitive_attr_t attr);
 int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr);
 int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr);
