@@ -35,6 +35,11 @@ typedef struct deconv_post {
     prim_run run;
     dnnl_memory_t m_dst, m_bias, m_res;
     int res_arg;          /* the residual's argument, when there is one */
+    /* a residual in another layout than dst's: reordered into dst's (the
+     * session's buffer 2) before the deconvolution, since the binary add
+     * reading another layout is oneDNN's reference kernel */
+    prim_run res_ro;
+    dnnl_memory_t m_res_user;
     const void *bias;     /* the constant bias, or zeros when the record has none */
     float *zeros;
     size_t dst_bytes, res_bytes;
@@ -46,7 +51,8 @@ static void post_free(void *state)
     deconv_post *d = state;
     if (!d) return;
     kn_dnnl_run_free(&d->run);
-    dnnl_memory_t mems[] = {d->m_dst, d->m_bias, d->m_res};
+    kn_dnnl_run_free(&d->res_ro);
+    dnnl_memory_t mems[] = {d->m_dst, d->m_bias, d->m_res, d->m_res_user};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     free(d->zeros);
@@ -130,6 +136,19 @@ static int post_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     if ((st = kn_dnnl_plain_md(&bias_md, nd, bd, what)) ||
         (st = kn_dnnl_act_md(s, rec->post_layout, KN_F32, &res_md, nd, dd, "the deconv residual")))
         goto out;
+    /* a bias [1, O, 1..] read as plain beside a blocked dst gets oneDNN's
+     * reference binary kernel; in dst's own layout it is the same bytes
+     * (one pixel, whole channel blocks) and gets the jit one */
+    dnnl_memory_desc_t bias_dst;
+    dnnl_format_tag_t tag = kn_dnnl_native_tag(kn_dnnl_native_layout(s), nd);
+    if (rec->dst_layout == KN_LAYOUT_NATIVE &&
+        dnnl_memory_desc_init_by_tag(&bias_dst, nd, bd, dnnl_f32, tag) == dnnl_success &&
+        dnnl_memory_desc_get_size(&bias_dst) == (size_t)O * sizeof(float)) {
+        dnnl_memory_desc_t dst_native;
+        if (dnnl_memory_desc_init_by_tag(&dst_native, nd, dd, dnnl_f32, tag) == dnnl_success &&
+            dnnl_memory_desc_equal(&dst_native, dst_md))
+            bias_md = bias_dst;
+    }
     if (hb) {
         if ((st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &d->bias))) goto out;
     } else if (!(d->zeros = calloc((size_t)O, sizeof(float)))) {
@@ -142,7 +161,8 @@ static int post_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
         st = kn_error(KN_ERR_NOMEM, "oneDNN: creating attributes failed");
         goto out;
     }
-    if ((st = kn_dnnl_set_post_ops_add(rec, attr, &res_md, &idx))) goto out;
+    bool res_ro = kn_dnnl_has_sum(rec) && !dnnl_memory_desc_equal(&res_md, dst_md);
+    if ((st = kn_dnnl_set_post_ops_add(rec, attr, res_ro ? dst_md : &res_md, &idx))) goto out;
     what = "creating the deconv bias and post-ops";
     if ((ds = dnnl_binary_desc_init(&bdesc, dnnl_binary_add, dst_md, &bias_md, dst_md)) ||
         (ds = dnnl_primitive_desc_create(&pd, &bdesc, attr, s->engine, NULL)))
@@ -160,9 +180,15 @@ static int post_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
     if (idx >= 0) {
         d->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
         d->res_bytes = dnnl_memory_desc_get_size(&res_md);
-        if ((ds = dnnl_memory_create(&d->m_res, &res_md, s->engine, DNNL_MEMORY_NONE))) goto out;
+        if ((ds = dnnl_memory_create(&d->m_res, res_ro ? dst_md : &res_md, s->engine, DNNL_MEMORY_NONE))) goto out;
+        if (res_ro) {
+            what = "creating the deconv residual reorder";
+            if ((ds = dnnl_memory_create(&d->m_res_user, &res_md, s->engine, DNNL_MEMORY_NONE)) ||
+                (st = kn_dnnl_make_reorder(s, &res_md, dst_md, &d->res_ro, what)))
+                goto out;
+        }
         /* a residual that overlaps dst is moved aside first (run) */
-        st = kn_dnnl_reserve(s, 2, d->res_bytes);
+        st = kn_dnnl_reserve(s, 2, d->res_bytes > d->dst_bytes ? d->res_bytes : d->dst_bytes);
     }
 out:
     if (ds != dnnl_success && !st) st = kn_dnnl_fail(ds, what);
@@ -180,8 +206,14 @@ static int deconv_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     int rc;
     if (d && d->m_res) {
         if (!post_src) return kn_error(KN_ERR_INVALID, "oneDNN: the deconvolution's residual add has no input");
-        /* the deconvolution writes dst before the add reads the residual */
-        if (kn_dnnl_overlap(post_src, d->res_bytes, dst, d->dst_bytes)) {
+        if (d->res_ro.prim) { /* into dst's layout, aside */
+            KN_DN(dnnl_memory_set_data_handle(d->m_res_user, (void *)post_src), "binding the residual");
+            KN_DN(dnnl_memory_set_data_handle(d->m_res, s->act[2]), "binding the residual");
+            dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, d->m_res_user}, {DNNL_ARG_TO, d->m_res}};
+            if ((rc = kn_dnnl_run_exec(s, &d->res_ro, ra, 2, "reordering the deconvolution's residual"))) return rc;
+            post_src = s->act[2];
+        } else if (kn_dnnl_overlap(post_src, d->res_bytes, dst, d->dst_bytes)) {
+            /* the deconvolution writes dst before the add reads the residual */
             if ((rc = kn_dnnl_copy_parallel(s->act[2], post_src, d->res_bytes, threads))) return rc;
             post_src = s->act[2];
         }
