@@ -44,7 +44,7 @@
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
     .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
     .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
-    .xdw_min_bytes = 4 << 20
+    .thin_im2col_max_pixels = 256, .thin_min_height = 1, .xdw_min_bytes = 4 << 20
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_ZEN5] = {.name = "zen5", .measured_on = "AMD Zen 5, one core (docs/benchmarks.md)", ZEN5_FIGURES},
@@ -69,13 +69,15 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
             /* against jit:avx2's direct kernel at batch 1, one thread and
              * two: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28 0.9x */
             .im2col_max_pixels = 256,
+            .thin_im2col_max_pixels = 256,
+            .thin_min_height = 1,
             .xdw_min_bytes = 4 << 20,
         },
 };
 
 static const char *const ALGO_NAMES[KN_ALGO_COUNT] = {
     [KN_ALGO_WINOGRAD] = "winograd", [KN_ALGO_POINTWISE] = "pointwise", [KN_ALGO_IM2COL] = "im2col",
-    [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
+    [KN_ALGO_THIN] = "thin",         [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
     [KN_ALGO_DNNL] = "dnnl",
 };
 
@@ -154,7 +156,7 @@ int kn_config_check(void)
     if (env_algo() == KN_ALGO_COUNT)
         return kn_error(KN_ERR_INVALID,
                         "KILN_CONV_ALGO='%s': not a convolution algorithm "
-                        "(auto, winograd, pointwise, im2col, xdw, matmul, direct, dnnl)",
+                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl)",
                         getenv("KILN_CONV_ALGO"));
     return KN_OK;
 }

@@ -52,6 +52,8 @@ class Case:
     def __init__(self, name, inputs, consts, nodes, outputs, want="oneDNN", remark=None, ops=("ConvTranspose",)):
         self.name, self.inputs, self.consts, self.nodes, self.outputs = name, inputs, consts, nodes, outputs
         self.want, self.remark, self.ops = want, remark, ops
+        self.thin = False  # a conv the thin row takes when forced (a unit spatial dim it can drop)
+        self.chain = False  # between blocked activations
 
 
 def rng_for(name):
@@ -176,15 +178,23 @@ def deconv_cases():
     return c
 
 
-def conv_case(name, x_shape, w_shape, attrs=None, bias=True, post=()):
+def conv_case(name, x_shape, w_shape, attrs=None, bias=True, post=(), chain=False):
+    """One Conv (+ bias, post chain); with chain, a second one of the same
+    kernel reads it, so that the first one's output is in the session's
+    blocked layout (where im2col may run it)."""
     r = rng_for(name)
     inputs = [("x", r.uniform(-1, 1, x_shape).astype(np.float32))]
     consts = [("w", r.uniform(-0.1, 0.1, w_shape).astype(np.float32))]
     ins = ["x", "w"]
+    nodes = []
+    if chain:  # a 1x1 conv before it: its src in the blocked layout too
+        consts.append(("w0", r.uniform(-0.3, 0.3, [x_shape[1], x_shape[1], 1, 1]).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", ["x", "w0"], ["c0"], name="thin_prev"))
+        ins[0] = "c0"
     if bias:
         consts.append(("b", r.uniform(-0.5, 0.5, [w_shape[0]]).astype(np.float32)))
         ins.append("b")
-    nodes = [helper.make_node("Conv", ins, ["c"], name="thin", **(attrs or {}))]
+    nodes.append(helper.make_node("Conv", ins, ["c"], name="thin", **(attrs or {})))
     cur = "c"
     for i, p in enumerate(post):
         o = f"p{i}"
@@ -194,8 +204,17 @@ def conv_case(name, x_shape, w_shape, attrs=None, bias=True, post=()):
             inputs.append(("res", None))
             nodes.append(helper.make_node("Add", [cur, "res"], [o], name=f"add{i}"))
         cur = o
+    if chain:
+        consts.append(("w2", r.uniform(-0.1, 0.1, [w_shape[0], w_shape[0] // (attrs or {}).get("group", 1)] +
+                                       list(w_shape[2:])).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", [cur, "w2"], ["c2"], name="thin_next", **(attrs or {})))
+        cur = "c2"
     nodes.append(helper.make_node("Identity", [cur], ["y"], name="out"))
-    return Case(name, inputs, consts, nodes, ["y"], ops=("Conv",))
+    c = Case(name, inputs, consts, nodes, ["y"], ops=("Conv",))
+    c.chain = chain
+    pads = (attrs or {}).get("pads", [0, 0, 0, 0])
+    c.thin = any(x_shape[2 + d] == 1 and w_shape[2 + d] == 1 and pads[d] == 0 and pads[2 + d] == 0 for d in (0, 1))
+    return c
 
 
 def thin_cases():
@@ -211,6 +230,11 @@ def thin_cases():
     c.append(conv_case("k5x1_w1_residual", [1, 128, 32, 1], [128, 128, 5, 1], {"pads": [2, 0, 2, 0]},
                        post=("add", "relu")))
     c.append(conv_case("k1x3_h1_odd", [1, 20, 1, 37], [24, 20, 1, 3], {"pads": [0, 1, 0, 1]}))
+    # between two thin convs: blocked activations (im2col's and the 1-D form's)
+    c.append(conv_case("k5x1_w1_chain", [1, 64, 48, 1], [64, 64, 5, 1], {"pads": [2, 0, 2, 0]}, post=("relu",),
+                       chain=True))
+    c.append(conv_case("k5x1_w1_chain_tall", [1, 32, 600, 1], [32, 32, 5, 1], {"pads": [2, 0, 2, 0]}, chain=True))
+    c.append(conv_case("k1x3_h1_chain", [1, 32, 1, 40], [32, 32, 1, 3], {"pads": [0, 1, 0, 1]}, chain=True))
     # k x 1 on a wider image: thin kernel, not a thin image
     c.append(conv_case("k5x1_w8", [1, 64, 32, 8], [64, 64, 5, 1], {"pads": [2, 0, 2, 0]}))
     return c
@@ -312,7 +336,7 @@ def check(kiln, out_dir, case, algos):
     rows = [ln for ln in rep.splitlines() if re.match(r"^\S+\s+(" + ops + r")\s{2,}", ln)]
     if not rows:
         return f"the report has no {'/'.join(case.ops)} node:\n{rep}"
-    heads = [r for r in rows if not r.startswith("conv_before") and not r.startswith("conv_after")]
+    heads = [r for r in rows if r.split()[0] in ("deconv", "thin")]
     for ln in heads:
         label = re.split(r"\s{2,}", ln.strip(), maxsplit=2)[-1]
         ok = label in COMPILED if case.want == "oneDNN" else label == case.want
@@ -345,6 +369,12 @@ def check(kiln, out_dir, case, algos):
             return f"[{algo}] kiln profile has no step '{head}': {ks}"
         if k.startswith("ref") or " ref" in k:
             return f"[{algo}] '{head}' ran oneDNN's reference kernel ({k})"
+        if algo == "thin" and k.startswith("1-D") != case.thin:
+            return f"[{algo}] '{head}' ran {k}: {'not ' if case.thin else ''}the 1-D form forced"
+        if algo == "im2col" and case.chain and not k.startswith("im2col"):
+            return f"[{algo}] '{head}' between blocked activations ran {k}, not im2col"
+        if algo == "direct" and k.startswith(("1-D", "im2col", "winograd", "kiln")):
+            return f"[{algo}] '{head}' ran {k}, not oneDNN's direct convolution"
         notes.append(f"{algo}={k}")
     return "ok " + ", ".join(notes)
 

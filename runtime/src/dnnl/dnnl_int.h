@@ -232,6 +232,9 @@ bool kn_dnnl_has_sum(const kn_abi_dnnl *rec);
 /* True if rec may run by one of kiln's own algorithms: the record allows
  * it, and its activations (the residual too) are in the session's layout. */
 bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec);
+/* The spatial dim (0: H, 1: W) of size 1 that a 2-D conv record can drop
+ * to run as a 1-D conv (conv.c's thin row), or -1. */
+int kn_dnnl_thin_dim(const kn_abi_dnnl *rec);
 /* After p's kiln 1x1 or matmul kernel was made (status st). */
 int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st);
 extern const kn_dnnl_algo kn_dnnl_algo_im2col;
