@@ -54,6 +54,7 @@ class Case:
         self.want, self.remark, self.ops = want, remark, ops
         self.thin = False  # a conv the thin row takes when forced (a unit spatial dim it can drop)
         self.chain = False  # between blocked activations
+        self.fused = False  # every post step must fuse into the FusedConvTranspose
 
 
 def rng_for(name):
@@ -109,7 +110,9 @@ def ct_case(name, x_shape, w_shape, attrs=None, bias=True, post=(), residual=Fal
         nodes.append(helper.make_node("Conv", [cur, "wa"], ["post"], name="conv_after", pads=[1] * (2 * (rank - 2))))
         cur = "post"
     nodes.append(helper.make_node("Identity", [cur], ["y"], name="out"))
-    return Case(name, inputs, consts, nodes, ["y"], want, remark)
+    c = Case(name, inputs, consts, nodes, ["y"], want, remark)
+    c.fused = bool(post) and want == "oneDNN"
+    return c
 
 
 def deconv_cases():
@@ -342,6 +345,12 @@ def check(kiln, out_dir, case, algos):
         ok = label in COMPILED if case.want == "oneDNN" else label == case.want
         if not ok:
             return f"{ln.split()[0]} took '{label}', expected {case.want}:\n{rep}"
+    if case.fused:
+        # bias, BatchNorm, activations and residual all inside the one deconvolution step
+        left = [ln.split()[1] for ln in rep.splitlines()
+                if re.match(r"^\S+\s+(Relu|Clip|Sigmoid|LeakyRelu|Add|BatchNormalization)\s{2,}", ln)]
+        if left or not any(ln.split()[1] == "FusedConvTranspose" for ln in heads):
+            return f"the chain was not fused into one FusedConvTranspose (left: {left}):\n{rep}"
     if case.remark and not re.search(case.remark, rep):
         return f"the report has no remark matching /{case.remark}/:\n{rep}"
     if case.want != "oneDNN":
