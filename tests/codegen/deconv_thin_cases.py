@@ -55,6 +55,7 @@ class Case:
         self.thin = False  # a conv the thin row takes when forced (a unit spatial dim it can drop)
         self.chain = False  # between blocked activations
         self.fused = False  # every post step must fuse into the FusedConvTranspose
+        self.thin_w = False  # a k x 1 conv over width 1
 
 
 def rng_for(name):
@@ -216,7 +217,9 @@ def conv_case(name, x_shape, w_shape, attrs=None, bias=True, post=(), chain=Fals
     c = Case(name, inputs, consts, nodes, ["y"], ops=("Conv",))
     c.chain = chain
     pads = (attrs or {}).get("pads", [0, 0, 0, 0])
-    c.thin = any(x_shape[2 + d] == 1 and w_shape[2 + d] == 1 and pads[d] == 0 and pads[2 + d] == 0 for d in (0, 1))
+    unit = [x_shape[2 + d] == 1 and w_shape[2 + d] == 1 and pads[d] == 0 and pads[2 + d] == 0 for d in (0, 1)]
+    c.thin = any(unit)
+    c.thin_w = unit[1]  # width 1: auto must not leave it to oneDNN's 2-D kernel
     return c
 
 
@@ -380,6 +383,8 @@ def check(kiln, out_dir, case, algos):
             return f"[{algo}] '{head}' ran oneDNN's reference kernel ({k})"
         if algo == "thin" and k.startswith("1-D") != case.thin:
             return f"[{algo}] '{head}' ran {k}: {'not ' if case.thin else ''}the 1-D form forced"
+        if algo == "auto" and case.thin_w and not k.startswith(("1-D", "im2col")):
+            return f"[{algo}] '{head}' over a width-1 image ran {k}: oneDNN's 2-D kernel, one output per block"
         if algo == "im2col" and case.chain and not k.startswith("im2col"):
             return f"[{algo}] '{head}' between blocked activations ran {k}, not im2col"
         if algo == "direct" and k.startswith(("1-D", "im2col", "winograd", "kiln")):
