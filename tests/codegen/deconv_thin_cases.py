@@ -56,6 +56,7 @@ class Case:
         self.chain = False  # between blocked activations
         self.fused = False  # every post step must fuse into the FusedConvTranspose
         self.thin_w = False  # a k x 1 conv over width 1
+        self.max_act_reorders = None  # activation reorders a run may have (None: not checked)
 
 
 def rng_for(name):
@@ -168,9 +169,11 @@ def deconv_cases():
     # between convolutions: activations in the session's layout on both sides
     c.append(ct_case("between_convs", [1, 16, 20, 20], [16, 16, 2, 2], {"strides": [2, 2]}, post=("bn", "relu"),
                      before=16, after=16))
+    c[-1].max_act_reorders = 2  # the input into the first conv, the last conv's output
     c.append(ct_case("between_convs_residual", [1, 16, 10, 10], [16, 16, 3, 3],
                      {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, post=("add", "relu"),
                      before=32, after=8))
+    c[-1].max_act_reorders = 3  # and the residual, a graph input
     c.append(ct_case("between_convs_odd_ch", [1, 12, 10, 10], [12, 6, 2, 2], {"strides": [2, 2]}, post=("relu",),
                      before=12, after=8))
     # what oneDNN cannot express: the runtime kernel, with a remark saying why
@@ -364,6 +367,16 @@ def check(kiln, out_dir, case, algos):
         if rc != 0:
             return f"kiln run --reference exited {rc}:\n{out}"
         expected = {n: np.load(os.path.join(ref_dir, n + ".npy")).astype(np.float64) for n in case.outputs}
+    if case.max_act_reorders is not None:
+        # between convolutions the deconvolution reads and writes the session's layout: the only
+        # activation reorders are at the graph's edges (oneDNN's verbose log of one run)
+        env = dict(os.environ, ONEDNN_VERBOSE="1")
+        rc, out = run([kiln, "run", os.path.join(d, "case.so"), *args, "--output-dir", os.path.join(d, "verbose")], env)
+        acts = [ln for ln in out.splitlines() if ln.startswith("onednn_verbose,exec,cpu,reorder") and
+                re.search(r",1x\d+x\d+x\d+,", ln)]
+        if rc != 0 or len(acts) > case.max_act_reorders:
+            return (f"{len(acts)} activation reorders, at most {case.max_act_reorders} expected (the graph's edges):\n" +
+                    "\n".join(acts))
     notes = []
     for algo in algos:
         env = dict(os.environ, KILN_CONV_ALGO=algo)
