@@ -1023,8 +1023,8 @@ def g_conv_transpose(b):
     output_padding, output_shape. Avoided (onnxruntime 1.18 places the
     output otherwise than the ONNX reference and kiln; docs/testing.md):
     output_shape with explicit pads or below the natural size without
-    SAME, output_shape more than stride - 1 past it, and SAME with a
-    negative total padding."""
+    SAME, output_shape more than one past the natural size (2-D), or
+    together with output_padding, and SAME with a negative total padding."""
     x = b.pick(lambda t: flt(t) and t.rank in (3, 4) and t.numel <= 100000 and all(d >= 1 for d in t.shape))
     sp = x.rank - 2
     n, c = x.shape[:2]
@@ -1043,8 +1043,12 @@ def g_conv_transpose(b):
     if b.chance(0.3):
         opad = [b.rint(0, max(s, d) - 1) for s, d in zip(st, dil)]
         attrs["output_padding"] = opad
-    full = [s * (i - 1) + op + e for s, i, op, e in zip(st, x.shape[2:], opad, ext)]
     mode = b.choice(["pads", "pads", "none", "SAME_UPPER", "SAME_LOWER", "VALID", "output_shape"])
+    if mode == "output_shape" or (mode.startswith("SAME") and b.chance(0.4)):
+        opad = [0] * sp  # onnxruntime 1.18 places output_shape with output_padding its own way
+        attrs.pop("output_padding", None)
+        attrs["output_shape"] = []
+    full = [s * (i - 1) + op + e for s, i, op, e in zip(st, x.shape[2:], opad, ext)]
     if mode == "pads":
         pads = [b.rint(0, e - 1) for e in ext] * 2
         pads[sp:] = [b.rint(0, e - 1) for e in ext]
@@ -1052,7 +1056,7 @@ def g_conv_transpose(b):
         out = [f - pads[i] - pads[i + sp] for i, f in enumerate(full)]
     elif mode in ("SAME_UPPER", "SAME_LOWER"):
         o = [i * s for i, s in zip(x.shape[2:], st)]
-        if b.chance(0.4):
+        if "output_shape" in attrs:
             o = [max(1, f - b.rint(0, 2)) for f in full]  # output_shape at or below the natural size
             attrs["output_shape"] = o
         if any(f < oo for f, oo in zip(full, o)):
@@ -1060,7 +1064,7 @@ def g_conv_transpose(b):
         attrs["auto_pad"] = mode
         out = o
     elif mode == "output_shape":
-        out = [f + b.rint(0, s - 1) for f, s in zip(full, st)]
+        out = [f + b.rint(0, min(1, s - 1)) for f, s in zip(full, st)]  # onnxruntime shifts 2 past it (2-D)
         attrs["output_shape"] = out
     else:
         if mode == "VALID":
@@ -1305,6 +1309,15 @@ def generate(seed, max_nodes=30, only=None):
         # its node must stay: the report's "folded" path
         x = b.pool[0]
         b.node("Shape", [x], [T(None, I64, (x.rank - 1,), exact=True)], "exact", start=1)
+    if want_dyn and rng.random() < 0.3 and not only:
+        # a oneDNN node (a convolution, a transposed one, a product) over the
+        # dynamic dim: the report's "oneDNN, in rows" path, otherwise rare
+        # enough (1 graph in 400) that a fixed batch may miss it
+        mark = (len(b.nodes), len(b.inits), len(b.inputs), len(b.pool))
+        try:
+            OPS[b.choice(["Conv", "ConvTranspose", "MatMul"])](b)
+        except Reject:
+            del b.nodes[mark[0]:], b.inits[mark[1]:], b.inputs[mark[2]:], b.pool[mark[3]:]
     tries = 0
     while len(b.nodes) < target and tries < target * 20:
         tries += 1
