@@ -38,7 +38,7 @@ static double conv_macs(const kn_node *n, int w_index, int64_t out)
     if (!w || !kn_shape_is_static(&w->shape) || w->shape.rank < 2) return -1;
     int64_t per = 1;
     for (int i = 1; i < w->shape.rank; i++) per *= w->shape.dims[i];
-    if (n->op != KN_OP_ConvTranspose) return (double)out * (double)per;
+    if (n->op != KN_OP_ConvTranspose && n->op != KN_OP_FusedConvTranspose) return (double)out * (double)per;
     int64_t x = numel_of(kn_node_input(n, 0));
     return x < 0 ? -1 : (double)x * (double)per;
 }
@@ -73,7 +73,7 @@ static double pool_ops(const kn_node *n, int64_t out)
  * (activations, residual Add). */
 static double fused_flops(const kn_node *n, int64_t out)
 {
-    bool conv = n->op == KN_OP_FusedConv || n->op == KN_OP_QConv;
+    bool conv = n->op == KN_OP_FusedConv || n->op == KN_OP_FusedConvTranspose || n->op == KN_OP_QConv;
     double macs = conv ? conv_macs(n, 1, out) : matmul_macs(n, 0, out);
     if (macs < 0) return -1;
     const kn_attr *posts = kn_node_attr(n, "post_ops");
@@ -97,6 +97,7 @@ double kn_node_flops(const kn_node *n)
     case KN_OP_Gemm:
     case KN_OP_QLinearMatMul: macs = matmul_macs(n, 0, out); break;
     case KN_OP_FusedConv:
+    case KN_OP_FusedConvTranspose:
     case KN_OP_FusedMatMul:
     case KN_OP_QConv: /* integer multiply-adds, counted as FLOPs are: 2 per product */
     case KN_OP_QMatMul: return fused_flops(n, out);

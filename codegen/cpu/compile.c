@@ -551,6 +551,18 @@ static int emit_whole(compile_state *s, int i, const char *fname, kn_cg_lower_fn
     return st;
 }
 
+/* Node i through its runtime kernel, the reason its lowering declined
+ * (still kn_last_error) kept for --report. */
+static int emit_runtime(compile_state *s, int i, const char *fname)
+{
+    note_fallback(s, i);
+    kn_error_clear();
+    LLVMValueRef fn = kn_cg_begin_function(&s->cg, fname, true);
+    s->node_fns[i] = fn;
+    s->how[i] = KN_LOWERED_RUNTIME;
+    return emit_fallback(s, s->g->nodes[i]);
+}
+
 static int emit_node(compile_state *s, int i)
 {
     kn_cg *cg = &s->cg;
@@ -563,8 +575,9 @@ static int emit_node(compile_state *s, int i)
     int st;
     if (lower && table == 0) { /* a oneDNN primitive, parallel by itself: never cut into row units */
         if ((st = emit_whole(s, i, fname, lower)) != KN_ERR_UNSUPPORTED) return st;
-        kn_error_clear();
         lower = find_lowering_from(n->op, 1, &table); /* a pooling's generated lowering */
+        if (!lower) return emit_runtime(s, i, fname); /* the report says why oneDNN declined */
+        kn_error_clear();
     }
     st = lower ? kn_par_emit(cg, n, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
     if (st == KN_OK) {
@@ -575,12 +588,7 @@ static int emit_node(compile_state *s, int i)
     kn_error_clear();
     st = lower ? emit_whole(s, i, fname, lower) : KN_ERR_UNSUPPORTED;
     if (st != KN_ERR_UNSUPPORTED) return st;
-    note_fallback(s, i);
-    kn_error_clear();
-    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
-    s->node_fns[i] = fn;
-    s->how[i] = KN_LOWERED_RUNTIME;
-    return emit_fallback(s, n);
+    return emit_runtime(s, i, fname);
 }
 
 /* The copies at the end of `run` of outputs that are not computed in place

@@ -244,7 +244,7 @@ static bool op_rows_ok(const kn_node *n, int rd, bool data_dynamic, bool *bcast)
     case KN_OP_ReduceMax: case KN_OP_ReduceMean: case KN_OP_ReduceMin: case KN_OP_ReduceProd:
     case KN_OP_ReduceSum: case KN_OP_ReduceSumSquare:
         return true; /* reducing or padding the row dim changes its form: refused by the operand rules */
-    case KN_OP_Conv: case KN_OP_FusedConv: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
+    case KN_OP_Conv: case KN_OP_FusedConv: case KN_OP_ConvTranspose: case KN_OP_FusedConvTranspose: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_LpPool:
     case KN_OP_GlobalAveragePool: case KN_OP_GlobalMaxPool: case KN_OP_GlobalLpPool:
     case KN_OP_BatchNormalization: case KN_OP_InstanceNormalization: case KN_OP_GroupNormalization:
     case KN_OP_DepthToSpace: case KN_OP_SpaceToDepth:

@@ -13,6 +13,9 @@
  * bias, dynamic shapes) returns KN_ERR_UNSUPPORTED and the node falls back to
  * its runtime kernel.
  *
+ * ConvTranspose and kiln::FusedConvTranspose become oneDNN deconvolution
+ * records (KN_DNNL_DECONV), with the same layouts and post-ops as a Conv.
+ *
  * kiln::FusedConv and kiln::FusedMatMul (runtime/ops/fused_int.h) are the
  * same primitives with their post_ops list as oneDNN post-ops (eltwise, sum
  * for the residual), so a Conv + bias + Relu + residual Add is one call.
@@ -29,6 +32,7 @@
 #include "eval.h"
 #include "fused_int.h"
 #include "fused_q.h"
+#include "nn_int.h"
 
 /* True if v has a static shape and a place in the memory plan. */
 static bool placed(const kn_cg *cg, const kn_value *v)
@@ -232,6 +236,76 @@ static bool is_conv(const kn_node *n)
     return n && (n->op == KN_OP_Conv || n->op == KN_OP_FusedConv || n->op == KN_OP_QConv);
 }
 
+/* ---- ConvTranspose ----------------------------------------------------------------- */
+
+/* The record of a ConvTranspose or FusedConvTranspose (then with its
+ * post-ops and residual *out_res): oneDNN's deconvolution (runtime/src/
+ * dnnl/deconv.c). The geometry is the reference kernel's
+ * (kn_nn_convt_geometry: auto_pad, output_padding and output_shape
+ * resolved into the begin pads and the output size, at compile time);
+ * the end pad is what makes the sizes agree, negative where the output
+ * reaches past the last input's window (output_padding). What oneDNN
+ * cannot express (a negative begin pad, an output more than a stride past
+ * the windows) declines with a message, which `kiln compile --report`
+ * shows, and runs the reference kernel. */
+static int deconv_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_res)
+{
+    *out_res = NULL;
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2);
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!usable(cg, x) || !usable(cg, w) || !usable(cg, y) || (b && !usable(cg, b))) return KN_ERR_UNSUPPORTED;
+    int rank = x->shape.rank, sp = rank - 2;
+    if (rank < 3 || rank > 5 || w->shape.rank != rank || y->shape.rank != rank)
+        return kn_error(KN_ERR_UNSUPPORTED, "oneDNN's deconvolution takes 1 to 3 spatial dims, not %d", sp);
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_nn_window win;
+    int64_t g, od[KN_MAX_RANK];
+    if (kn_nn_convt_geometry(&d, rank, x->shape.dims, w->shape.dims, &win, &g, od)) {
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return KN_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < rank; i++)
+        if (od[i] != y->shape.dims[i]) return KN_ERR_UNSUPPORTED;
+    int64_t C = x->shape.dims[1], O = y->shape.dims[1];
+    if (g < 1 || g > INT32_MAX || C % g || w->shape.dims[0] != C || w->shape.dims[1] * g != O)
+        return KN_ERR_UNSUPPORTED;
+    if (b && (b->shape.rank != 1 || b->shape.dims[0] != O)) return KN_ERR_UNSUPPORTED;
+    record_init(cg, r, KN_DNNL_DECONV, x, w, b, y);
+    r->groups = (int32_t)g;
+    r->spatial = sp;
+    for (int i = 0; i < sp; i++) {
+        int64_t in = x->shape.dims[2 + i], k = w->shape.dims[2 + i], s = win.strides[i], dl = win.dilations[i];
+        if (win.kernel[i] != k || s < 1 || dl < 1) return KN_ERR_UNSUPPORTED;
+        int64_t pb = win.pads[i], pe = (in - 1) * s + dl * (k - 1) + 1 - pb - od[2 + i];
+        if (pb < 0)
+            return kn_error(KN_ERR_UNSUPPORTED, "spatial dim %d starts %lld before the first window (negative "
+                                                "padding; oneDNN's deconvolution has none)", i, (long long)-pb);
+        if (pe <= -s)
+            return kn_error(KN_ERR_UNSUPPORTED, "spatial dim %d reaches %lld past the last window (oneDNN's "
+                                                "deconvolution reaches at most stride - 1 = %lld)",
+                            i, (long long)-pe, (long long)(s - 1));
+        r->strides[i] = s, r->dilations[i] = dl, r->pads_begin[i] = pb, r->pads_end[i] = pe;
+    }
+    if (n->op == KN_OP_FusedConvTranspose) return fused_posts(cg, n, false, r, out_res);
+    return KN_OK;
+}
+
+static bool is_deconv(const kn_node *n) { return n && (n->op == KN_OP_ConvTranspose || n->op == KN_OP_FusedConvTranspose); }
+
+/* True if n runs as a oneDNN convolution or deconvolution (the nodes that
+ * hand each other activations in the session's layout). */
+static bool conv_like_lowerable(const kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *res;
+    if (!is_deconv(n)) return is_conv(n) && conv_record(cg, n, &r, &res) == KN_OK;
+    int st = deconv_record(cg, n, &r, &res);
+    if (st) kn_error_clear(); /* asked about a neighbour: its own lowering reports it */
+    return st == KN_OK;
+}
+
 /* ---- pooling --------------------------------------------------------------------- */
 
 /* The record of a 2-D MaxPool (no Indices output), AveragePool (floor
@@ -309,12 +383,7 @@ static bool pool_lowerable(const kn_cg *cg, const kn_node *n)
     return n && pool_record(cg, n, &r) == KN_OK;
 }
 
-static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
-{
-    kn_abi_dnnl r;
-    const kn_value *res;
-    return is_conv(n) && conv_record(cg, n, &r, &res) == KN_OK;
-}
+static bool conv_lowerable(const kn_cg *cg, const kn_node *n) { return conv_like_lowerable(cg, n); }
 
 /* The layout of activation v of a convolution. Convolutions hand each other
  * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
@@ -331,7 +400,8 @@ static int32_t act_layout(const kn_cg *cg, const kn_value *v)
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];
         bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL &&
-                                      (u->node->op == KN_OP_FusedConv || u->node->op == KN_OP_QConv));
+                                      (u->node->op == KN_OP_FusedConv || u->node->op == KN_OP_QConv ||
+                                       u->node->op == KN_OP_FusedConvTranspose));
         if (!role || (!conv_lowerable(cg, u->node) && !pool_lowerable(cg, u->node))) return KN_LAYOUT_PLAIN;
     }
     return KN_LAYOUT_NATIVE;
@@ -368,6 +438,19 @@ static int lower_conv_common(kn_cg *cg, const kn_node *n)
 }
 
 static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n); }
+
+static int lower_deconv(kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *res;
+    int st = deconv_record(cg, n, &r, &res);
+    if (st) return st;
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2), *y = n->outputs[0];
+    r.src_layout = act_layout(cg, x);
+    r.dst_layout = act_layout(cg, y);
+    r.post_layout = act_layout(cg, res);
+    return emit(cg, &r, x, w, b, y, res);
+}
 
 /* ---- MatMul and Gemm --------------------------------------------------------- */
 
@@ -484,6 +567,8 @@ const kn_cg_lowering kn_cg_lower_dnnl[] = {
     {KN_OP_Conv, lower_conv},
     {KN_OP_FusedConv, lower_conv},
     {KN_OP_QConv, lower_conv},
+    {KN_OP_ConvTranspose, lower_deconv},
+    {KN_OP_FusedConvTranspose, lower_deconv},
     {KN_OP_FusedMatMul, lower_fused_matmul},
     {KN_OP_MatMul, lower_matmul},
     {KN_OP_Gemm, lower_gemm},

@@ -1,6 +1,7 @@
 /*
  * Type/shape inference of kiln's fused ops (domain "kiln"; see
- * runtime/ops/fused_int.h for what they compute): FusedConv and FusedMatMul.
+ * runtime/ops/fused_int.h for what they compute): FusedConv, FusedConvTranspose
+ * and FusedMatMul.
  * Execution lives in runtime/ops/fused.c.
  *
  * The output is shaped like the unfused Conv or MatMul/Gemm; the post_ops
@@ -69,6 +70,33 @@ static int infer_fused_conv(kn_node *n)
     kn_shape s;
     int st = conv_out_shape(n, x, w, &s);
     if (st) return st;
+    kn_infer_set_shape(n, 0, x->dtype, &s);
+    return check_posts(n, true);
+}
+
+/* ConvTranspose's output shape (kn_nn_convt_geometry: pads, output_padding,
+ * output_shape and auto_pad as the unfused op has them), then the post_ops. */
+static int infer_fused_convt(kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
+    if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
+    kn_shape s = kn_shape_unknown();
+    if (x->shape.rank >= 0) {
+        if (w->shape.rank >= 0 && w->shape.rank != x->shape.rank)
+            return kn_node_error(n, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->shape.rank,
+                                 x->shape.rank);
+        kn_opdesc d;
+        bool has[1];
+        kn_node_opdesc(n, &d, has);
+        kn_nn_window win;
+        int64_t group, od[KN_MAX_RANK];
+        int st = kn_nn_convt_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
+                                      &win, &group, od);
+        if (st) return st;
+        s.rank = x->shape.rank;
+        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
+        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0];
+    }
     kn_infer_set_shape(n, 0, x->dtype, &s);
     return check_posts(n, true);
 }
@@ -180,6 +208,7 @@ const kn_op_impl kn_ops_fused[] = {
     {KN_OP_QConv, infer_qconv, NULL},
     {KN_OP_QMatMul, infer_qmatmul, NULL},
     {KN_OP_FusedConv, infer_fused_conv, NULL},
+    {KN_OP_FusedConvTranspose, infer_fused_convt, NULL},
     {KN_OP_FusedMatMul, infer_fused_matmul, NULL},
     {KN_OP_UNKNOWN, NULL, NULL},
 };

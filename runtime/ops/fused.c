@@ -1,6 +1,6 @@
 /*
  * Execution of kiln's fused ops (see fused_int.h): the reference kernel of
- * FusedConv and FusedMatMul, used by the reference evaluator and by compiled
+ * FusedConv, FusedConvTranspose and FusedMatMul, used by the reference evaluator and by compiled
  * artifacts for a node oneDNN does not take. It runs the same kernels as
  * the unfused graph (Conv, MatMul/Gemm, the unary ops, Clip, Add), in
  * place on the output, so fusing never changes what the evaluator computes
@@ -157,6 +157,27 @@ static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_te
     return run_posts(d, in, &out[0]);
 }
 
+/* ConvTranspose's kernel, then the post-ops: what the unfused graph runs. */
+static int exec_fused_convt(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+{
+    const kn_tensor *x = kn_op_input(d, in, 0), *w = kn_op_input(d, in, 1), *b = kn_op_input(d, in, 2);
+    if (!x || !w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
+    if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
+    if (w->rank != x->rank)
+        return kn_op_error(d, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->rank, x->rank);
+    int64_t od[KN_MAX_RANK], group;
+    kn_nn_window win;
+    int st = kn_nn_convt_geometry(d, x->rank, x->dims, w->dims, &win, &group, od);
+    if (st) return st;
+    if (b && (b->rank != 1 || b->dims[0] != od[1]))
+        return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
+                           (long long)kn_tensor_numel(b), (long long)od[1]);
+    if ((st = kn_tensor_alloc(&out[0], x->dtype, x->rank, od))) return kn_op_fail(d, st);
+    if ((st = kn_k_conv_transpose(x, w, b, &win, group, &out[0]))) return kn_op_fail(d, st);
+    return run_posts(d, in, &out[0]);
+}
+
 static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     const kn_tensor *a = kn_op_input(d, in, 0), *b = kn_op_input(d, in, 1), *c = kn_op_input(d, in, 2);
@@ -301,6 +322,7 @@ static int exec_fused_elementwise(const kn_opdesc *d, const kn_tensor *const *in
 
 const kn_exec_impl kn_exec_fused[] = {
     {KN_OP_FusedConv, exec_fused_conv},
+    {KN_OP_FusedConvTranspose, exec_fused_convt},
     {KN_OP_FusedMatMul, exec_fused_matmul},
     {KN_OP_FusedElementwise, exec_fused_elementwise},
     {KN_OP_UNKNOWN, NULL},

@@ -4,6 +4,8 @@
  * by the fusion passes (passes/fuse_conv.c, passes/fuse_matmul.c).
  *
  *   FusedConv(X, W, B?, R?)    Conv's attributes, then post_ops
+ *   FusedConvTranspose(X, W, B?, R?)  ConvTranspose's attributes (B: one
+ *                              value per output channel), then post_ops
  *   FusedMatMul(A, B, C?, R?)  transA, transB (2-D only), alpha; then
  *                              Y = alpha * op(A) x op(B) + C, C holding N
  *                              values ([N] or [1, N]), then post_ops
@@ -59,7 +61,7 @@ extern "C" {
 
 #define KN_FUSED_MAX_POST 4
 
-/* Index of input R (the residual) in both fused ops. */
+/* Index of input R (the residual) in every fused op above. */
 #define KN_FUSED_RESIDUAL 3
 
 /* The post_ops name of a kn_abi_post kind ("Add" for KN_POST_SUM); NULL if

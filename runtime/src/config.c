@@ -11,7 +11,7 @@
  *    threads, layer by layer against oneDNN 2.6's brgconv/brgemm kernels;
  *  - avx2: an AMD Zen 2 core (AVX2+FMA), Winograd's 6x16 product kernel
  *    against oneDNN's jit:avx2 direct kernel, and im2col against it on 7x7,
- *    14x14 and 28x28 outputs.
+ *    14x14 and 28x28 outputs; an AMD Zen 3 core for thin (k x 1) convs.
  * Unmeasured rows copy a measured row (its name in `inherits`) until
  * someone measures them: Zen 4 and Intel's Sapphire/Emerald Rapids run the
  * same AVX-512 kernels as Zen 5, at other rates.
@@ -39,12 +39,14 @@
  *    batch 1, 0-6% at batch 8; ViT-Tiny's (0.6 MB) stay on oneDNN;
  *  - im2col runs only on blocked layouts (oneDNN held to AVX2 on these
  *    CPUs): the AVX2 row's figure;
- *  - MobileNetV2's expansions: paired from 4 MB of output up. */
+ *  - MobileNetV2's expansions: paired from 4 MB of output up;
+ *  - thin k x 1 convs: the AVX2 row's figures (Zen 3), not measured on an
+ *    AVX-512 CPU (the 1-D form is oneDNN's own kernel there too). */
 #define ZEN5_FIGURES                                                                                               \
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
     .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
     .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
-    .xdw_min_bytes = 4 << 20
+    .thin_im2col_max_pixels = 0, .thin_min_height = 1, .xdw_min_bytes = 4 << 20
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_ZEN5] = {.name = "zen5", .measured_on = "AMD Zen 5, one core (docs/benchmarks.md)", ZEN5_FIGURES},
@@ -54,7 +56,7 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_AVX2] =
         {
             .name = "avx2",
-            .measured_on = "AMD Zen 2, one core (AVX2+FMA)",
+            .measured_on = "AMD Zen 2, one core (AVX2+FMA); thin convs: AMD Zen 3, one core",
             /* 6x16 AVX2 products against jit:avx2 */
             .wino = {60e9, 70e9, 8e9, 7e9, 0},
             .wino_min_gain = 0.8,
@@ -69,13 +71,23 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
             /* against jit:avx2's direct kernel at batch 1, one thread and
              * two: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28 0.9x */
             .im2col_max_pixels = 256,
+            /* k x 1 convs over width-1 images (256 -> 256 channels, 5x1,
+             * 32 to 2048 rows), measured on an AMD Zen 3 core (EPYC, 2
+             * vCPUs), one thread: oneDNN's 2-D jit:avx2 kernel 0.83 ms at
+             * 32 rows to 81 ms at 2048 (13-26 GFLOP/s), as a 1-D conv 0.24
+             * to 14.9 ms (45-72 GFLOP/s), im2col 2-5% slower than the 1-D
+             * form at every height: the 1-D form at every height, im2col
+             * never (two threads: too noisy on that shared machine to
+             * order them, 1-D at least as fast as direct) */
+            .thin_im2col_max_pixels = 0,
+            .thin_min_height = 1,
             .xdw_min_bytes = 4 << 20,
         },
 };
 
 static const char *const ALGO_NAMES[KN_ALGO_COUNT] = {
     [KN_ALGO_WINOGRAD] = "winograd", [KN_ALGO_POINTWISE] = "pointwise", [KN_ALGO_IM2COL] = "im2col",
-    [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
+    [KN_ALGO_THIN] = "thin",         [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
     [KN_ALGO_DNNL] = "dnnl",
 };
 
@@ -154,7 +166,7 @@ int kn_config_check(void)
     if (env_algo() == KN_ALGO_COUNT)
         return kn_error(KN_ERR_INVALID,
                         "KILN_CONV_ALGO='%s': not a convolution algorithm "
-                        "(auto, winograd, pointwise, im2col, xdw, matmul, direct, dnnl)",
+                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl)",
                         getenv("KILN_CONV_ALGO"));
     return KN_OK;
 }

@@ -13,7 +13,7 @@
  * Two overrides, read from the environment at each call (tests set them
  * per process; kn_config_check reports a bad value as an error):
  *   KILN_TUNE_FAMILY=zen5|zen4|intel-spr|avx512|avx2  the row to use
- *   KILN_CONV_ALGO=auto|winograd|pointwise|im2col|xdw|matmul|direct|dnnl
+ *   KILN_CONV_ALGO=auto|winograd|pointwise|im2col|thin|xdw|matmul|direct|dnnl
  *       the algorithm every convolution that it supports takes (the
  *       others take oneDNN's direct kernel); xdw forms every 1x1 +
  *       depthwise pair it supports; dnnl: oneDNN only (no kiln kernel,
@@ -47,6 +47,8 @@ typedef struct kn_tuning {
     int64_t pw_min_filter_bytes; /* ... against at least this filter */
     int64_t pw_matmul_min_filter_bytes; /* kiln's matmul: filters at least this large */
     int64_t im2col_max_pixels;   /* im2col: output images of at most this many pixels */
+    int64_t thin_im2col_max_pixels; /* ... of width 1 (k x 1 convs): at most this many */
+    int64_t thin_min_height;     /* a k x 1 conv over width 1 as 1-D: outputs at least this tall */
     int64_t xdw_min_bytes;       /* 1x1 + depthwise pairs: expansions at least this large */
 } kn_tuning;
 
@@ -66,6 +68,7 @@ typedef enum kn_conv_algo {
     KN_ALGO_WINOGRAD,  /* kiln's Winograd F(4x4)/F(2x2), 3x3 stride 1 */
     KN_ALGO_POINTWISE, /* kiln's AVX-512 1x1 (and constant-weight matmul) */
     KN_ALGO_IM2COL,    /* im2col + oneDNN's 1x1 kernel, blocked layouts */
+    KN_ALGO_THIN,      /* a k x 1 conv over width 1 as oneDNN's 1-D conv */
     KN_ALGO_MATMUL,    /* a plain 1x1 conv as oneDNN's matmul */
     KN_ALGO_DIRECT,    /* oneDNN's convolution primitive */
     KN_ALGO_XDW,       /* kiln's fused 1x1 + depthwise pair (not a table row) */

@@ -499,7 +499,7 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
         if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind == KN_DNNL_MATMUL))
             return r_bad(what, "activation layout %d", l);
     }
-    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL)
+    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL && d->kind != KN_DNNL_DECONV)
         return r_bad(what, "unknown kind %d", d->kind);
     if (d->n_post < 0 || d->n_post > 4) return r_bad(what, "%d post-ops (at most 4)", d->n_post);
     if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)

@@ -251,6 +251,14 @@ def cases():
                   consts=[("w", f32([32, 32, 3, 3], lo=-0.2, hi=0.2)), ("bb", f32([32]))],
                   nodes=[helper.make_node("Conv", ["x", "w", "bb"], ["t0"], name="n_conv", pads=[1, 1, 1, 1]),
                          helper.make_node("Relu", ["t0"], ["out"], name="n_relu")], tol=dtol))
+    c.append(Case("ConvTranspose", D, "ConvTranspose", [("x", f32([2, 32, 16, 16], lo=-1, hi=1))],
+                  consts=[("w", f32([32, 16, 3, 3], lo=-0.2, hi=0.2)), ("bb", f32([16]))],
+                  attrs={"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, tol=dtol))
+    c.append(Case("FusedConvTranspose", D, None, [("x", f32([2, 32, 16, 16], lo=-1, hi=1))],
+                  domain_op="FusedConvTranspose",
+                  consts=[("w", f32([32, 16, 2, 2], lo=-0.2, hi=0.2)), ("bb", f32([16]))],
+                  nodes=[helper.make_node("ConvTranspose", ["x", "w", "bb"], ["t0"], name="n_convt", strides=[2, 2]),
+                         helper.make_node("Relu", ["t0"], ["out"], name="n_relu")], tol=dtol))
     c.append(Case("MatMul", D, "MatMul", [("a", f32([256, 256], lo=-1, hi=1))],
                   consts=[("w", f32([256, 256], lo=-0.2, hi=0.2))], tol=dtol))
     c.append(Case("MatMul_runtime_b", D, "MatMul", [("a", f32([256, 256], lo=-1, hi=1)),

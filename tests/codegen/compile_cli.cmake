@@ -50,6 +50,19 @@ foreach(group elementwise reduce movement dnnl)
   set_tests_properties(codegen/paths_${group} PROPERTIES TIMEOUT 900 LABELS codegen)
 endforeach()
 
+# ConvTranspose through oneDNN's deconvolution (strides, pads,
+# output_padding, output_shape, auto_pad, groups, dilations, fused bias,
+# activations, residual, BatchNorm; between convolutions) and thin k x 1 /
+# 1 x k convolutions under every KILN_CONV_ALGO row, against onnxruntime
+# within 1e-4, each asserting the oneDNN path in the report and a
+# non-reference kernel in `kiln profile` (deconv_thin_cases.py).
+foreach(group deconv thin)
+  add_test(NAME codegen/${group}_cases
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/deconv_thin_cases.py
+                   $<TARGET_FILE:kiln> ${KILN_CG_OUT}/${group}_cases ${group})
+  set_tests_properties(codegen/${group}_cases PROPERTIES TIMEOUT 600 LABELS codegen)
+endforeach()
+
 # The integer lowering end to end (passes/lower_qdq.c, oneDNN int8): a small
 # CNN quantized by onnxruntime (static QDQ) compiles with every Conv/Gemm as
 # an int8 primitive and agrees with onnxruntime within one output step.

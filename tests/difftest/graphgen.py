@@ -1017,6 +1017,76 @@ def g_conv(b):
     _maybe_epilogue(b)
 
 
+def g_conv_transpose(b):
+    """ConvTranspose over its whole spec: strides, dilations, groups,
+    explicit pads or auto_pad (SAME_UPPER, SAME_LOWER, VALID),
+    output_padding, output_shape. Avoided (onnxruntime 1.18 places the
+    output otherwise than the ONNX reference and kiln; docs/testing.md):
+    output_shape with explicit pads or below the natural size without
+    SAME, output_shape more than one past the natural size (2-D), or
+    together with output_padding, and SAME with a negative total padding."""
+    x = b.pick(lambda t: flt(t) and t.rank in (3, 4) and t.numel <= 100000 and all(d >= 1 for d in t.shape))
+    sp = x.rank - 2
+    n, c = x.shape[:2]
+    group = 1
+    if c > 1 and b.chance(0.3):
+        group = c if b.chance(0.4) else b.choice([g for g in (2, 4, 8) if c % g == 0] or [1])
+    oc = b.choice([4, 8, 16, 24, 32]) if group == 1 else group * b.choice([1, 1, 2])
+    ks = [b.choice([1, 2, 2, 3, 3, 4, 5]) for _ in range(sp)]
+    st = [b.choice([1, 2, 2, 3]) for _ in ks]
+    dil = [b.choice([1, 1, 1, 2]) for _ in ks]
+    attrs = dict(kernel_shape=ks, strides=st)
+    if any(d != 1 for d in dil) or b.chance(0.3):
+        attrs["dilations"] = dil
+    ext = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
+    opad = [0] * sp
+    if b.chance(0.3):
+        opad = [b.rint(0, max(s, d) - 1) for s, d in zip(st, dil)]
+        attrs["output_padding"] = opad
+    mode = b.choice(["pads", "pads", "none", "SAME_UPPER", "SAME_LOWER", "VALID", "output_shape"])
+    if mode == "output_shape" or (mode.startswith("SAME") and b.chance(0.4)):
+        opad = [0] * sp  # onnxruntime 1.18 places output_shape with output_padding its own way
+        attrs.pop("output_padding", None)
+        attrs["output_shape"] = []
+    full = [s * (i - 1) + op + e for s, i, op, e in zip(st, x.shape[2:], opad, ext)]
+    if mode == "pads":
+        pads = [b.rint(0, e - 1) for e in ext] * 2
+        pads[sp:] = [b.rint(0, e - 1) for e in ext]
+        attrs["pads"] = pads
+        out = [f - pads[i] - pads[i + sp] for i, f in enumerate(full)]
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        o = [i * s for i, s in zip(x.shape[2:], st)]
+        if "output_shape" in attrs:
+            o = [max(1, f - b.rint(0, 2)) for f in full]  # output_shape at or below the natural size
+            attrs["output_shape"] = o
+        if any(f < oo for f, oo in zip(full, o)):
+            raise Reject()
+        attrs["auto_pad"] = mode
+        out = o
+    elif mode == "output_shape":
+        out = [f + b.rint(0, min(1, s - 1)) for f, s in zip(full, st)]  # onnxruntime shifts 2 past it (2-D)
+        attrs["output_shape"] = out
+    else:
+        if mode == "VALID":
+            attrs["auto_pad"] = "VALID"
+        out = list(full)
+    if any(o < 1 for o in out):
+        raise Reject()
+    out = [n, oc] + out
+    k_red = c // group * int(np.prod(ks))
+    if np.prod(out) * max(1, k_red // int(np.prod(st))) > 20e6 or np.prod(out) > 600000:
+        raise Reject()  # keep each case fast in the reference evaluator
+    w = b.rand_const(F32, [c, oc // group] + ks, "normal")
+    b.inits[-1]["values"] = [v / math.sqrt(k_red) for v in b.inits[-1]["values"]]
+    ins = [x, w]
+    if b.chance(0.7):
+        ins.append(b.rand_const(F32, (oc,), "normal"))
+    if group > 1:
+        attrs["group"] = group
+    b.node("ConvTranspose", ins, [T(None, F32, out, small=x.small)], ("linalg", k_red), **attrs)
+    _maybe_epilogue(b)
+
+
 def _maybe_epilogue(b):
     """Conv/MatMul + Add + Relu/Clip chains that the fusion passes fuse."""
     y = b.pool[-1]
@@ -1205,7 +1275,7 @@ OPS.update({
     "Resize": g_resize, "Scatter*": g_scatter, "ArgMax/ArgMin": g_argmax, "Softmax/LogSoftmax": g_softmax,
     "LayerNormalization": g_layernorm, "BatchNormalization": g_batchnorm,
     "InstanceNormalization": g_instnorm, "GroupNormalization": g_groupnorm, "LpNormalization": g_lpnorm,
-    "Conv": g_conv, "MatMul": g_matmul, "Gemm": g_gemm, "CumSum": g_cumsum, "TopK": g_topk,
+    "Conv": g_conv, "ConvTranspose": g_conv_transpose, "MatMul": g_matmul, "Gemm": g_gemm, "CumSum": g_cumsum, "TopK": g_topk,
     "QuantizeLinear/DequantizeLinear": g_qdq,
 })
 
@@ -1249,6 +1319,15 @@ def generate(seed, max_nodes=30, only=None):
         # its node must stay: the report's "folded" path
         x = b.pool[0]
         b.node("Shape", [x], [T(None, I64, (x.rank - 1,), exact=True)], "exact", start=1)
+    if want_dyn and rng.random() < 0.3 and not only:
+        # a oneDNN node (a convolution, a transposed one, a product) over the
+        # dynamic dim: the report's "oneDNN, in rows" path, otherwise rare
+        # enough (1 graph in 400) that a fixed batch may miss it
+        mark = (len(b.nodes), len(b.inits), len(b.inputs), len(b.pool))
+        try:
+            OPS[b.choice(["Conv", "ConvTranspose", "MatMul"])](b)
+        except Reject:
+            del b.nodes[mark[0]:], b.inits[mark[1]:], b.inputs[mark[2]:], b.pool[mark[3]:]
     tries = 0
     while len(b.nodes) < target and tries < target * 20:
         tries += 1

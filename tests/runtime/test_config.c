@@ -59,6 +59,8 @@ static void test_rows(void **st)
         assert_true(t->pw_min_sum_bytes > 0 && t->pw_max_pixels > 0 && t->pw_min_filter_bytes > 0);
         assert_true(t->pw_matmul_min_filter_bytes > 0 && t->im2col_max_pixels > 0 && t->xdw_min_bytes > 0);
         assert_true(t->wino_block_max_u > 0 && t->wino_block_vm_bytes > 0);
+        /* 0 is a figure here: im2col never takes a width-1 conv (the 1-D form does) */
+        assert_true(t->thin_min_height > 0 && t->thin_im2col_max_pixels >= 0);
     }
 }
 

@@ -54,8 +54,9 @@ extern "C" {
 /* 3: control flow (opnode captures), dynamic dims, profiling step table,
  * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
  * step's oneDNN record; 6: weights_hash is kn_weights_hash (was FNV-1a)
- * and embedded weights are checked against it too */
-#define KN_ABI_VERSION 7u
+ * and embedded weights are checked against it too; 8: KN_DNNL_DECONV
+ * records (ConvTranspose) */
+#define KN_ABI_VERSION 8u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -124,6 +125,13 @@ enum {
     KN_DNNL_MATMUL = 1, /* dst[b,M,N] = src[b,M,K] x wei[b,K,N] (+ bias[N]) */
     KN_DNNL_CONV = 2,   /* N-D convolution, NCHW-family plain layouts */
     KN_DNNL_POOL = 3,   /* N-D pooling (pool_alg, kernel): src → dst, no weights */
+    /* N-D transposed convolution (ONNX ConvTranspose): src [N, C, in..], wei
+     * in ONNX layout [C, O/g, k..], dst [N, O, out..]; strides, dilations
+     * and groups as a conv's; pads_begin is ONNX's begin padding (>= 0)
+     * and pads_end what makes out = (in-1)*s + (k-1)*d + 1 - begin - end,
+     * which output_padding and output_shape may make negative (down to
+     * 1 - s). Bias and post-ops as a conv's; conv_algo is ignored. */
+    KN_DNNL_DECONV = 4,
 };
 
 /* A pooling record's algorithm (kn_abi_dnnl.pool_alg). */

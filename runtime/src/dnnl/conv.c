@@ -20,6 +20,9 @@
  *             batch 8 (the tuning table says where);
  *  im2col     a small output image between blocked activations: patches
  *             copied, then oneDNN's 1x1 kernel (im2col.c);
+ *  thin       a k x 1 conv over width-1 images (1 x k over height-1 rows
+ *             when forced) as oneDNN's 1-D convolution: the same bytes in
+ *             every layout, and the kernel blocks along the long dim;
  *  matmul     a plain NC(D)HW 1x1 stride-1 conv as oneDNN's matmul
  *             W[O, C] x X[C, HW] (no reorders);
  *  direct     oneDNN's convolution primitive.
@@ -340,10 +343,79 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
                                "creating the convolution");
 }
 
+/* ---- thin: a k x 1 conv over width-1 images as a 1-D conv ---------------- */
+
+/* The spatial dim (0: H, 1: W) a 2-D conv can drop: size 1 in the input,
+ * the output and the kernel, no padding along it; -1 for none (or a 1x1
+ * conv, which the 1x1 rows take). Its activations, in any of the session's
+ * layouts (NCHW, nChw8c/16c, NHWC), are then the same bytes as those of
+ * the 1-D conv along the other dim (NCW, nCw8c/16c, NWC). */
+int kn_dnnl_thin_dim(const kn_abi_dnnl *rec)
+{
+    if (rec->kind != KN_DNNL_CONV || rec->spatial != 2 || kn_dnnl_is_pointwise(rec)) return -1;
+    for (int d = 1; d >= 0; d--)
+        if (rec->src.dims[2 + d] == 1 && rec->dst.dims[2 + d] == 1 && rec->wei.dims[2 + d] == 1 &&
+            rec->pads_begin[d] == 0 && rec->pads_end[d] == 0)
+            return d;
+    return -1;
+}
+
+static bool thin_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s;
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && kn_dnnl_thin_dim(rec) >= 0;
+}
+
+/* oneDNN's 2-D kernels block along the output width: over a width-1 image
+ * one output per block (Zen 3, a 5x1 conv of 256 channels over 64 rows:
+ * 19 GFLOP/s in 2-D, 52-58 as 1-D; the tuning table's thin_min_height).
+ * Height-1 rows are blocked well either way. */
+static bool thin_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+{
+    (void)s, (void)threads;
+    return kn_dnnl_thin_dim(rec) == 1 && rec->dst.dims[2] >= kn_config_tuning()->thin_min_height;
+}
+
+/* The record as a 1-D conv: the thin dim dropped from every tensor and
+ * every window field. */
+static void thin_record(const kn_abi_dnnl *rec, int drop, kn_abi_dnnl *out)
+{
+    *out = *rec;
+    out->spatial = 1;
+    int keep = 1 - drop;
+    kn_abi_tensor *ts[3] = {&out->src, &out->wei, &out->dst};
+    for (int i = 0; i < 3; i++) {
+        ts[i]->rank = 3;
+        ts[i]->dims[2] = ts[i]->dims[2 + keep];
+        ts[i]->dims[3] = 0;
+    }
+    out->strides[0] = rec->strides[keep], out->dilations[0] = rec->dilations[keep];
+    out->pads_begin[0] = rec->pads_begin[keep], out->pads_end[0] = rec->pads_end[keep];
+    for (int i = 1; i < 3; i++) out->strides[i] = out->dilations[i] = 1, out->pads_begin[i] = out->pads_end[i] = 0;
+}
+
+static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                         dnnl_primitive_attr_t attr);
+
+static int thin_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                       dnnl_primitive_attr_t attr)
+{
+    kn_abi_dnnl one;
+    thin_record(rec, kn_dnnl_thin_dim(rec), &one);
+    int st = direct_create(s, &one, weights, p, attr);
+    if (!st) {
+        char impl[sizeof p->impl];
+        snprintf(impl, sizeof impl, "1-D %s", p->impl);
+        memcpy(p->impl, impl, sizeof impl);
+    }
+    return st;
+}
+
 static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports, wino_worth, wino_create,
                                       wino_run,         wino_free, wino_keeps,    wino_impl};
 static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
                                        pw_free,           pw_keeps, pw_impl};
+static const kn_dnnl_algo THIN = {KN_ALGO_THIN, KN_F32, thin_supports, thin_worth, thin_create, NULL, NULL, NULL, NULL};
 static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, always_worth, matmul_create, NULL, NULL,
                                     NULL,           NULL};
 static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, any_record, always_worth, direct_create,
@@ -355,7 +427,7 @@ static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, any_record, always
                                        NULL,           NULL,  NULL,       NULL};
 
 /* The table, in the order rows are tried. */
-static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &MATMUL, &DIRECT,
+static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
                                              &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether

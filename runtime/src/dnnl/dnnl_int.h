@@ -7,6 +7,7 @@
  *   dnnl.c      sessions, the layout probe, primitives' life (create,
  *               rebuild for a thread count, free), small helpers
  *   conv.c      convolutions: the table of algorithms and its rows
+ *   deconv.c    transposed convolutions (ConvTranspose)
  *   im2col.c    the im2col row of that table
  *   matmul.c    matmuls (and 2-D products run as 1x1 convolutions)
  *   pool.c      poolings
@@ -199,6 +200,10 @@ int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, 
                           int64_t chans, int out_dim);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
+/* attr's post-ops from rec with the residual sum as a binary add of res_md
+ * (*out_idx: its index among the post-ops, -1 when rec has none). */
+int kn_dnnl_set_post_ops_add(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md,
+                             int *out_idx);
 bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr,
                      const dnnl_memory_desc_t *dst, char *impl, size_t n);
 int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec, const void *op_desc,
@@ -215,6 +220,10 @@ int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primi
 
 int kn_dnnl_create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                         dnnl_primitive_attr_t attr);
+/* A transposed convolution (deconv.c): oneDNN's deconvolution, then its
+ * bias and post-ops as one binary primitive over dst. */
+int kn_dnnl_create_deconv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                          dnnl_primitive_attr_t attr);
 int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr);
 int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr);
@@ -223,6 +232,9 @@ bool kn_dnnl_has_sum(const kn_abi_dnnl *rec);
 /* True if rec may run by one of kiln's own algorithms: the record allows
  * it, and its activations (the residual too) are in the session's layout. */
 bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec);
+/* The spatial dim (0: H, 1: W) of size 1 that a 2-D conv record can drop
+ * to run as a 1-D conv (conv.c's thin row), or -1. */
+int kn_dnnl_thin_dim(const kn_abi_dnnl *rec);
 /* After p's kiln 1x1 or matmul kernel was made (status st). */
 int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st);
 extern const kn_dnnl_algo kn_dnnl_algo_im2col;

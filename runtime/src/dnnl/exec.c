@@ -159,7 +159,9 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         }
     }
     if ((rc = kn_dnnl_run_exec(s, run, args, n,
-                               p->kind == KN_DNNL_CONV ? "running the convolution" : "running the matmul")))
+                               p->kind == KN_DNNL_CONV     ? "running the convolution"
+                               : p->kind == KN_DNNL_DECONV ? "running the deconvolution"
+                                                           : "running the matmul")))
         return rc;
     return finish_run(s, p, dst);
 }

@@ -89,7 +89,9 @@ static bool im2col_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
 static bool im2col_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
 {
     (void)s, (void)threads;
-    return rec->dst.dims[2] * rec->dst.dims[3] <= kn_config_tuning()->im2col_max_pixels;
+    const kn_tuning *t = kn_config_tuning();
+    int64_t pixels = rec->dst.dims[2] * rec->dst.dims[3];
+    return pixels <= (kn_dnnl_thin_dim(rec) == 1 ? t->thin_im2col_max_pixels : t->im2col_max_pixels);
 }
 
 /* Builds p as im2col + oneDNN's 1x1 kernel; KN_ERR_UNSUPPORTED (p

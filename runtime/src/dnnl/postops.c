@@ -96,6 +96,13 @@ int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, con
     return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
 }
 
+int kn_dnnl_set_post_ops_add(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md,
+                             int *out_idx)
+{
+    bool has_sum;
+    return set_post_ops_res(rec, attr, NULL, res_md, &has_sum, out_idx);
+}
+
 int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
                           int64_t chans, int out_dim)
 {
