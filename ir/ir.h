@@ -237,8 +237,9 @@ kn_node *kn_node_create_named(kn_graph *g, const char *op_type, const char *doma
                               int n_outputs, const char *const *output_names);
 /* Replaces input i of n, keeping users lists right. */
 void kn_node_set_input(kn_node *n, int i, kn_value *v);
-/* Removes n from its graph and from its inputs' users lists. Its outputs
- * must have no users left. */
+/* Removes n from its graph and from its inputs' users lists, and the nodes
+ * of its subgraphs (which go with it) from the users lists of the outer
+ * values they read. Its outputs must have no users left. */
 void kn_node_remove(kn_node *n);
 /* True if n has at least one output and every output it has holds its data
  * (const_data): evaluated at compile time, nothing left to run. */

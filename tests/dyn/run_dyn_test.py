@@ -302,7 +302,8 @@ def case_if_fold(tmp):
     for h, branch in [(1, "then"), (2, "else")]:
         for level in ["-O0", "-O3"]:
             art = os.path.join(tmp, f"if_{h}{level}.so")
-            report = compile_model(os.path.join(d, "model.onnx"), art, "--shape", f"H={h}", "--report", level)
+            report = compile_model(os.path.join(d, "model.onnx"), art, "--shape", f"H={h}", "--report", "--verify-each",
+                                   level)
             check(f"If 'if_h1': the condition is {'true' if h == 1 else 'false'} at compile time; its {branch} "
                   f"branch" in report, f"H={h} {level}: --report says the {branch} branch is inlined")
             check(not any(line.split()[1:2] == ["If"] for line in report.splitlines() if ":" not in line),
