@@ -75,7 +75,9 @@ static void write_dim(FILE *f, const kn_meta *m, const kn_abi_tensor *t, int d)
     const kn_abi_sym *s = &m->syms[k - 1];
     long long a = (long long)t->dim_a[d], b = (long long)(t->dims[d] - t->dim_a[d] * s->max);
     /* the name stands for the dim (A*n): a*n = (a/A)*name when A divides a */
-    if (s->align > 1 && a % s->align != 0) {
+    if (s->align > 1 && a > 0 && s->align % a == 0) {
+        fprintf(f, "%s/%lld", s->name, (long long)(s->align / a)); /* a stride-8 map of H: H/8 */
+    } else if (s->align > 1 && a % s->align != 0) {
         fprintf(f, "%lld*(%s/%lld)", a, s->name, (long long)s->align);
     } else {
         if (a / s->align != 1) fprintf(f, "%lld*", a / s->align);
