@@ -239,16 +239,24 @@ extern const kn_cg_lowering kn_cg_lower_dnnl[];        /* lower_dnnl.c: Conv, Ma
 
 /* ---- the compiler ----------------------------------------------------------- */
 
-/* A dynamic dim (`kiln compile --max NAME=N`). The model given to
- * kn_compile_cpu is inferred with every such dim at its maximum; probe[0]
- * and probe[1] are the same model imported again and inferred with this dim
- * at 1 and at 2 (the others at their maximum), owned by the caller. The
- * compiler compares them value by value to find each dim's affine form. */
+/* A dynamic dim (`kiln compile --max NAME=N`, `--shape x=1x3x[32..640%32]`).
+ * Its value n is the dim divided by its alignment A (the dim is A*n; A = 1
+ * without alignment), from min to max (values of n; min 0 stands for 1,
+ * align 0 for 1). The model given to kn_compile_cpu is inferred with every
+ * such dim at its maximum; probe[0] and probe[1] are the same model
+ * imported again and inferred with this dim at n = min and min + 1 (the
+ * others at their maximum), owned by the caller. The compiler compares them
+ * value by value to find each dim's affine form in n. */
 typedef struct kn_compile_sym {
     const char *name;
     int64_t max;
+    int64_t min;
+    int64_t align;
     kn_model *probe[2];
 } kn_compile_sym;
+
+static inline int64_t kn_compile_sym_min(const kn_compile_sym *s) { return s->min > 0 ? s->min : 1; }
+static inline int64_t kn_compile_sym_align(const kn_compile_sym *s) { return s->align > 0 ? s->align : 1; }
 
 typedef struct kn_compile_opts {
     const char *output;      /* ART.so path (required unless static_output only) */

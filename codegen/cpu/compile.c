@@ -143,6 +143,8 @@ static int check_dynamic(const kn_graph *g)
 #define LOWERED_ROWS_DNNL ((kn_lowered_as)6)
 /* ... and of a generated node whose units run on the session's threads (par.h) */
 #define LOWERED_PARALLEL ((kn_lowered_as)7)
+/* ... and of a conv or pooling over dynamic spatial dims run by oneDNN at the run's shape (dynconv.c) */
+#define LOWERED_DYN_DNNL ((kn_lowered_as)8)
 
 
 /* Code generation needs static shapes, and folding is what makes shapes
@@ -319,7 +321,9 @@ static int init_meta(compile_state *s)
     if ((mt->n_syms = s->o->n_syms) > 0 && !(mt->syms = calloc((size_t)mt->n_syms, sizeof *mt->syms)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int k = 0; k < mt->n_syms; k++)
-        mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max};
+        mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max,
+                                   .min = kn_compile_sym_min(&s->o->syms[k]),
+                                   .align = kn_compile_sym_align(&s->o->syms[k])};
     mt->n_slots = s->plan.n_slots;
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;
@@ -444,9 +448,10 @@ static LLVMValueRef ptr_array(kn_cg *cg, kn_value *const *vals, int n, const cha
     return arr;
 }
 
-/* The runtime kernel of n, called through kn_rt_opnode_exec; the outer
- * values its subgraphs read are passed after its own inputs. */
-static int emit_fallback(compile_state *s, const kn_node *n)
+/* The runtime kernel of n, called through `entry` (kn_rt_opnode_exec, or
+ * kn_rt_dynconv_exec for oneDNN at the run's shape); the outer values its
+ * subgraphs read are passed after its own inputs. */
+static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entry)
 {
     kn_cg *cg = &s->cg;
     if (!kn_op_exec(n->op))
@@ -469,11 +474,32 @@ static int emit_fallback(compile_state *s, const kn_node *n)
     LLVMValueRef out = ptr_array(cg, n->outputs, n->n_outputs, "out");
     LLVMTypeRef params[4] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 4, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_opnode_exec");
-    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_opnode_exec", fty);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, entry);
+    if (!fn) fn = LLVMAddFunction(cg->mod, entry, fty);
     LLVMValueRef args[4] = {cg->a_exec, kn_cg_i32(cg, index), in, out};
     LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, fty, fn, args, 4, ""));
     return KN_OK;
+}
+
+static int emit_fallback(compile_state *s, const kn_node *n) { return emit_opnode_call(s, n, "kn_rt_opnode_exec"); }
+
+static bool is_const(const kn_value *v) { return !v || v->const_data; }
+
+/* A 2-D f32 Conv/FusedConv (constant weights and bias), MaxPool (no
+ * indices) or AveragePool (no ceil_mode) that oneDNN can run at the run's
+ * shape (runtime/src/dnnl/dynconv.c). */
+static bool dynconv_ok(const kn_node *n)
+{
+    const kn_value *x = n->n_inputs > 0 ? n->inputs[0] : NULL, *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!x || !y || x->dtype != KN_F32 || y->dtype != KN_F32 || x->shape.rank != 4 || y->shape.rank != 4) return false;
+    switch (n->op) {
+    case KN_OP_Conv: case KN_OP_FusedConv:
+        return n->n_inputs >= 2 && is_const(n->inputs[1]) && (n->n_inputs < 3 || is_const(n->inputs[2]));
+    case KN_OP_MaxPool:
+        return (n->n_outputs < 2 || !n->outputs[1]) && kn_attr_int(n, "storage_order", 0) == 0;
+    case KN_OP_AveragePool: return kn_attr_int(n, "ceil_mode", 0) == 0;
+    default: return false;
+    }
 }
 
 /* Records, for --report, why node i runs its runtime kernel although its op
@@ -523,6 +549,12 @@ static int emit_dynamic_node(compile_state *s, int i, const char *fname)
         s->how[i] = KN_LOWERED_GENERATED;
         return KN_OK;
     }
+    if (!touches_dynamic(&s->plan, n) && dynconv_ok(n)) {
+        s->how[i] = LOWERED_DYN_DNNL;
+        free(s->fallback_why[i]);
+        s->fallback_why[i] = NULL;
+        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
+    }
     s->how[i] = KN_LOWERED_RUNTIME;
     return emit_fallback(s, n);
 }
@@ -555,12 +587,19 @@ static int emit_whole(compile_state *s, int i, const char *fname, kn_cg_lower_fn
  * (still kn_last_error) kept for --report. */
 static int emit_runtime(compile_state *s, int i, const char *fname)
 {
+    const kn_node *n = s->g->nodes[i];
     note_fallback(s, i);
     kn_error_clear();
     LLVMValueRef fn = kn_cg_begin_function(&s->cg, fname, true);
     s->node_fns[i] = fn;
+    if (!touches_dynamic(&s->plan, n) && dynconv_ok(n)) {
+        s->how[i] = LOWERED_DYN_DNNL;
+        free(s->fallback_why[i]);
+        s->fallback_why[i] = NULL;
+        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
+    }
     s->how[i] = KN_LOWERED_RUNTIME;
-    return emit_fallback(s, s->g->nodes[i]);
+    return emit_fallback(s, n);
 }
 
 static int emit_node(compile_state *s, int i)
@@ -865,8 +904,9 @@ static int write_weights_file(compile_state *s, kn_outset *outs, char *base, siz
 static void print_report(const compile_state *s)
 {
     static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded",
-                                        "generated, in rows", "oneDNN, in rows", "generated, parallel"};
-    int counts[8] = {0};
+                                        "generated, in rows", "oneDNN, in rows", "generated, parallel",
+                                        "oneDNN, run-time shape"};
+    int counts[9] = {0};
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
@@ -877,7 +917,7 @@ static void print_report(const compile_state *s)
     }
     printf("%d nodes: %d generated (%d parallel), %d oneDNN, %d runtime kernel, %d alias, %d folded; arena %lld bytes "
            "(%lld without reuse), weights %lld bytes, target %s\n",
-           s->g->n_nodes, counts[0] + counts[5] + counts[7], counts[7], counts[1] + counts[6], counts[2], counts[3],
+           s->g->n_nodes, counts[0] + counts[5] + counts[7], counts[7], counts[1] + counts[6] + counts[8], counts[2], counts[3],
            counts[4],
            (long long)s->meta.arena_bytes,
            (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
@@ -942,7 +982,8 @@ static int prepare_probes(const kn_compile_opts *o)
             kn_model *m = o->syms[k].probe[p];
             int st = m ? prepare(m, m->graph) : KN_OK;
             if (st) {
-                kn_error_prefix("with %s=%d: ", o->syms[k].name, p + 1);
+                kn_error_prefix("with %s=%lld: ", o->syms[k].name,
+                                (long long)((kn_compile_sym_min(&o->syms[k]) + p) * kn_compile_sym_align(&o->syms[k])));
                 return st;
             }
         }

@@ -45,14 +45,16 @@ static bool same_tensor(const kn_tensor *x, const kn_tensor *y)
 
 static int not_affine(const kn_value *v, int d, const kn_compile_sym *s, const int64_t *sizes)
 {
+    long long A = (long long)kn_compile_sym_align(s), lo = (long long)kn_compile_sym_min(s);
     return kn_error(KN_ERR_UNSUPPORTED,
-                    "value '%s': dim %d is %lld for %s=1, %lld for %s=2 and %lld for %s=%lld, which is not affine "
-                    "in %s (a strided conv or pooling over a dynamic dim?): pin it with --shape %s=N",
-                    v->name, d, (long long)sizes[0], s->name, (long long)sizes[1], s->name, (long long)sizes[2],
-                    s->name, (long long)s->max, s->name, s->name);
+                    "value '%s': dim %d is %lld for %s=%lld, %lld for %s=%lld and %lld for %s=%lld, which is not "
+                    "affine in %s (a strided conv or pooling over a dynamic dim?): align it to the product of the "
+                    "strides (--align %s=32, or [MIN..MAX%%32] in --shape) or pin it with --shape %s=N",
+                    v->name, d, (long long)sizes[0], s->name, lo * A, (long long)sizes[1], s->name, (lo + 1) * A,
+                    (long long)sizes[2], s->name, (long long)s->max * A, s->name, s->name, s->name);
 }
 
-/* Dims of v that follow symbol k, from its counterparts p1 (k = 1) and p2 (k = 2). */
+/* Dims of v that follow symbol k, from its counterparts p1 (n = min) and p2 (n = min + 1). */
 static int fit_value(kn_dyn *dy, int k, const kn_value *v, const kn_value *p1, const kn_value *p2)
 {
     const kn_compile_sym *s = &dy->syms[k];
@@ -68,7 +70,7 @@ static int fit_value(kn_dyn *dy, int k, const kn_value *v, const kn_value *p1, c
     kn_dyn_value *dv = &dy->v[v->id];
     for (int d = 0; d < v->shape.rank; d++) {
         int64_t sizes[3] = {p1->shape.dims[d], p2->shape.dims[d], v->shape.dims[d]};
-        int64_t a = sizes[1] - sizes[0], b = sizes[0] - a;
+        int64_t a = sizes[1] - sizes[0], b = sizes[0] - a * kn_compile_sym_min(s);
         if (a * s->max + b != sizes[2]) return not_affine(v, d, s, sizes);
         if (a == 0) continue;
         if (dv->sym[d])

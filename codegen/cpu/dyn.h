@@ -3,7 +3,8 @@
  * --max NAME=N`), private to the CPU compiler driver.
  *
  * The model is compiled at every dynamic dim's maximum; the same model
- * inferred with one dim at 1 and at 2 (kn_compile_sym.probe) shows how each
+ * inferred with one dim at its minimum and the next value (kn_compile_sym
+ * .probe; with an alignment A the symbol n is dim / A) shows how each
  * value's dims follow it. Every dim must be affine in at most one symbol,
  * a*n + b (checked again at the maximum); anything else is refused, naming
  * the value and the symbol. Folded constants whose data differs between the
@@ -19,6 +20,8 @@
  *     function calls it n times; kn_cg_ptr advances each dynamic operand by
  *     its bytes per row, the others stay put (oneDNN primitives are then
  *     created once for one row);
+ *   - a 2-D Conv/FusedConv/MaxPool/AveragePool that cannot run in rows:
+ *     oneDNN at the run's shape (kn_rt_dynconv_exec, compile.c);
  *   - otherwise the node's runtime kernel, which sees the run-time shapes.
  *
  *     kn_dyn d;

@@ -74,8 +74,15 @@ static void write_dim(FILE *f, const kn_meta *m, const kn_abi_tensor *t, int d)
     }
     const kn_abi_sym *s = &m->syms[k - 1];
     long long a = (long long)t->dim_a[d], b = (long long)(t->dims[d] - t->dim_a[d] * s->max);
-    if (a != 1) fprintf(f, "%lld*", a);
-    fprintf(f, "%s", s->name);
+    /* the name stands for the dim (A*n): a*n = (a/A)*name when A divides a */
+    if (s->align > 1 && a > 0 && s->align % a == 0) {
+        fprintf(f, "%s/%lld", s->name, (long long)(s->align / a)); /* a stride-8 map of H: H/8 */
+    } else if (s->align > 1 && a % s->align != 0) {
+        fprintf(f, "%lld*(%s/%lld)", a, s->name, (long long)s->align);
+    } else {
+        if (a / s->align != 1) fprintf(f, "%lld*", a / s->align);
+        fprintf(f, "%s", s->name);
+    }
     if (b) fprintf(f, "%+lld", b);
 }
 
@@ -106,8 +113,9 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
     for (int i = 0; i < m->n_inputs; i++) write_tensor_doc(f, m, "input ", i, &m->inputs[i]);
     for (int i = 0; i < m->n_outputs; i++) write_tensor_doc(f, m, "output", i, &m->outputs[i]);
     for (int k = 0; k < m->n_syms; k++)
-        fprintf(f, " *   dynamic dim %s: 1 to %lld (the run function takes its value)\n", m->syms[k].name,
-                (long long)m->syms[k].max);
+        fprintf(f, " *   dynamic dim %s: %lld to %lld%s%.0lld (the run function takes its value)\n", m->syms[k].name,
+                (long long)(m->syms[k].min * m->syms[k].align), (long long)(m->syms[k].max * m->syms[k].align),
+                m->syms[k].align > 1 ? " in steps of " : "", m->syms[k].align > 1 ? (long long)m->syms[k].align : 0LL);
     fprintf(f, " *\n *     kn_artifact *art; kn_session *s;\n");
     fprintf(f, " *     if (%s_open(%s&art) || kn_session_create(art, &s)) ... kn_last_error() ...\n", m->name,
             static_desc ? "" : "\"path/to/artifact.so\", ");

@@ -108,6 +108,8 @@ uint64_t kn_meta_io_hash(const kn_meta *m)
     for (int k = 0; k < m->n_syms; k++) {
         h = hash_str(h, m->syms[k].name);
         h = hash_i64(h, m->syms[k].max);
+        h = hash_i64(h, m->syms[k].min);
+        h = hash_i64(h, m->syms[k].align);
     }
     return h;
 }

@@ -208,6 +208,8 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
     for (int i = 0; i < m->n_syms; i++) {
         w_str(&w, m->syms[i].name);
         w_i64(&w, m->syms[i].max);
+        w_i64(&w, m->syms[i].min);
+        w_i64(&w, m->syms[i].align);
     }
     for (int i = 0; i < m->n_inputs; i++) w_tensor(&w, &m->inputs[i]);
     for (int i = 0; i < m->n_outputs; i++) w_tensor(&w, &m->outputs[i]);
@@ -366,7 +368,7 @@ static int check_dynamic(const kn_abi_tensor *t, int mode, int n_slots, const ch
 }
 
 /* Dims that follow a symbol: the symbol exists, the coefficient is not 0
- * and the size stays >= 0 down to the symbol's smallest value, 1. */
+ * and the size stays >= 0 down to the symbol's smallest value. */
 static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *what)
 {
     for (int i = 0; i < 8; i++) {
@@ -374,7 +376,7 @@ static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *wha
         if (k == 0) continue;
         if (k < 0 || k > r->n_syms || i >= t->rank || t->slot != 0)
             return r_bad(what, "dim %d follows symbol %d (the artifact has %d)", i, k, r->n_syms);
-        int64_t a = t->dim_a[i], span = r->syms[k - 1].max - 1, low;
+        int64_t a = t->dim_a[i], span = r->syms[k - 1].max - r->syms[k - 1].min, low;
         /* size at the smallest value: dims - a * span, which a damaged
          * artifact can push past int64 (and UB) with a huge or negative dim */
         if (a == 0 || a > INT32_MAX || a < -INT32_MAX || __builtin_mul_overflow(a, span, &low) ||
@@ -597,8 +599,14 @@ static int r_syms(rbuf *r, kn_meta *m)
     for (int i = 0; i < m->n_syms; i++) {
         RD(r_str(r, &m->syms[i].name, "dynamic dims"));
         RD(r_i64(r, &m->syms[i].max, "dynamic dims"));
+        RD(r_i64(r, &m->syms[i].min, "dynamic dims"));
+        RD(r_i64(r, &m->syms[i].align, "dynamic dims"));
         if (!m->syms[i].name || m->syms[i].max < 1 || m->syms[i].max > INT32_MAX)
             return r_bad("dynamic dims", "symbol %d: no name or maximum %lld", i, (long long)m->syms[i].max);
+        if (m->syms[i].min < 1 || m->syms[i].min > m->syms[i].max || m->syms[i].align < 1 ||
+            m->syms[i].align > INT32_MAX || m->syms[i].align * m->syms[i].max > INT32_MAX)
+            return r_bad("dynamic dims", "symbol %d: minimum %lld, maximum %lld, alignment %lld", i,
+                         (long long)m->syms[i].min, (long long)m->syms[i].max, (long long)m->syms[i].align);
     }
     r->n_syms = m->n_syms;
     r->syms = m->syms;

@@ -160,12 +160,17 @@ struct kn_exec {
 void kn_rt_tensor_dims(const kn_exec *ex, const kn_abi_tensor *t, int64_t *dims);
 size_t kn_rt_tensor_nbytes(const kn_exec *ex, const kn_abi_tensor *t);
 
+/* Per-node oneDNN primitives for run-time shapes (dnnl/dynconv.c). */
+typedef struct kn_dynconv kn_dynconv;
+void kn_dynconv_free(kn_dynconv *c);
+
 struct kn_session {
     const kn_artifact *art;
     kn_exec exec;
     char *arena;                   /* 64-byte aligned, meta.arena_bytes */
     kn_dnnl_session *dnnl;
     kn_dnnl_prim **prims;          /* meta.n_dnnl */
+    kn_dynconv *dynconv;           /* convs/poolings at run-time shapes (dnnl/dynconv.c), or NULL */
     int threads;
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
     atomic_int running;            /* 1 while a run is in progress (session.c: one thread at a time) */

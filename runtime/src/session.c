@@ -215,11 +215,15 @@ int kn_session_set_dim(kn_session *s, const char *name, int64_t value)
     if (!s || !name) return kn_error(KN_ERR_INVALID, "kn_session_set_dim: NULL argument");
     const kn_meta *m = &s->art->meta;
     for (int k = 0; k < m->n_syms; k++) {
-        if (strcmp(m->syms[k].name, name) != 0) continue;
-        if (value < 1 || value > m->syms[k].max)
-            return kn_error(KN_ERR_INVALID, "%s: dynamic dim '%s' set to %lld, the artifact was compiled for 1 to %lld",
-                            label_of(s->art), name, (long long)value, (long long)m->syms[k].max);
-        s->exec.syms[k] = value;
+        const kn_abi_sym *y = &m->syms[k];
+        if (strcmp(y->name, name) != 0) continue;
+        /* the value is the dim's (a multiple of the alignment); the symbol holds dim / align */
+        if (value % y->align != 0 || value < y->min * y->align || value > y->max * y->align)
+            return kn_error(KN_ERR_INVALID, "%s: dynamic dim '%s' set to %lld, the artifact was compiled for %lld to "
+                            "%lld%s%.0lld", label_of(s->art), name, (long long)value, (long long)(y->min * y->align),
+                            (long long)(y->max * y->align), y->align > 1 ? " in steps of " : "",
+                            y->align > 1 ? (long long)y->align : 0LL);
+        s->exec.syms[k] = value / y->align;
         return KN_OK;
     }
     return kn_error(KN_ERR_INVALID, "%s: the artifact has no dynamic dim named '%s'", label_of(s->art), name);
@@ -243,7 +247,9 @@ static char *sig_str(const kn_meta *m, int dtype, int rank, const int64_t *dims,
 
 /* The value of a dynamic dim that an input's size `got` implies
  * (size = dims[d] + a * (n - max)), or a message. seen[k]: the input that
- * set symbol k first in this run (-1: none yet). */
+ * set symbol k first in this run (-1: none yet). The range is said in the
+ * dim's own units when the dim is the symbol's (A*n: `x.2` from 32 to 256
+ * in steps of 32), else in the symbol's. */
 static int derive_sym(kn_session *s, int input, int d, int64_t got, int *seen)
 {
     const kn_meta *m = &s->art->meta;
@@ -252,19 +258,27 @@ static int derive_sym(kn_session *s, int input, int d, int64_t got, int *seen)
     const kn_abi_sym *sym = &m->syms[k];
     int64_t a = t->dim_a[d], diff = got - t->dims[d];
     int64_t n = sym->max + diff / a;
-    if (diff % a != 0 || n < 1) {
-        if (a == 1 && t->dims[d] == sym->max)
-            return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, it must be at least 1", t->name, d,
-                            sym->name, (long long)got);
-        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, which no value of %s from 1 to %lld gives",
-                        t->name, d, sym->name, (long long)got, sym->name, (long long)sym->max);
-    }
+    bool own = a == sym->align && t->dims[d] == sym->max * sym->align; /* the dim is A*n */
+    long long lo = (long long)(own ? sym->min * a : t->dims[d] - a * (sym->max - sym->min));
+    long long hi = (long long)t->dims[d];
+    if (own && diff % a != 0)
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, not a multiple of %lld (the artifact was "
+                        "compiled for %s = %lld to %lld in steps of %lld)", t->name, d, sym->name, (long long)got,
+                        (long long)a, sym->name, lo, hi, (long long)a);
+    if (diff % a != 0)
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, which no value of %s from %lld to %lld gives",
+                        t->name, d, sym->name, (long long)got, sym->name, (long long)(sym->min * sym->align),
+                        (long long)(sym->max * sym->align));
+    if (n < sym->min)
+        return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, the artifact was compiled for at least %lld",
+                        t->name, d, sym->name, (long long)got, lo);
     if (n > sym->max)
         return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, the artifact was compiled for at most %lld",
-                        t->name, d, sym->name, (long long)got, (long long)(t->dims[d]));
+                        t->name, d, sym->name, (long long)got, hi);
     if (seen[k] >= 0 && s->exec.syms[k] != n)
         return kn_error(KN_ERR_INVALID, "input '%s': dim %d (%s) is %lld, but input '%s' gave %s = %lld", t->name, d,
-                        sym->name, (long long)got, m->inputs[seen[k]].name, sym->name, (long long)s->exec.syms[k]);
+                        sym->name, (long long)got, m->inputs[seen[k]].name, sym->name,
+                        (long long)(s->exec.syms[k] * sym->align));
     s->exec.syms[k] = n;
     seen[k] = input;
     return KN_OK;
@@ -396,6 +410,7 @@ void kn_session_free(kn_session *s)
         for (int i = 0; i < s->art->meta.n_dnnl; i++)
             if (s->prims[i]) kn_dnnl_prim_free(s->prims[i]);
     free(s->prims);
+    kn_dynconv_free(s->dynconv); /* before the oneDNN session its primitives use */
     if (s->dnnl) kn_dnnl_session_free(s->dnnl);
     for (int i = 0; s->slots && i < s->art->meta.n_slots; i++) kn_tensor_free(&s->slots[i]);
     free(s->slots);

@@ -110,7 +110,7 @@ def case_convnet(tmp):
     expect_refusal(tmp, art, {"x": x(9, 3, 16, 16), "y": x(9, 10)},
                    "input 'x': dim 0 (batch) is 9, the artifact was compiled for at most 8", "batch 9")
     expect_refusal(tmp, art, {"x": x(0, 3, 16, 16), "y": x(0, 10)},
-                   "input 'x': dim 0 (batch) is 0, it must be at least 1", "batch 0")
+                   "input 'x': dim 0 (batch) is 0, the artifact was compiled for at least 1", "batch 0")
     expect_refusal(tmp, art, {"x": x(3, 3, 16, 16), "y": x(2, 10)},
                    "input 'y': dim 0 (batch) is 2, but input 'x' gave batch = 3", "inconsistent batch")
     expect_refusal(tmp, art, {"x": x(3, 3, 16, 16).astype(np.float64), "y": x(3, 10)},

@@ -28,7 +28,15 @@ onnxruntime references):
                inputs; an LSTM (hidden 128), then a GRU (hidden 128), a
                classifier per frame; outputs the logits and both states
 
-Usage: gen_real_models.py --model NAME OUT_DIR [--batch N] [--force]
+With --dynamic, each model is written as torch.onnx.export writes it with
+dynamic_axes (OUT_DIR/NAME_dyn.onnx, no inputs or references): dbnet and
+yolov8n with dynamic height and width (multiples of 32; YOLOv8's anchor
+points and strides computed in the graph from Shape with Range, as the
+exporter does), crnn with a dynamic width (multiple of 4: T = width / 4),
+mobilenetv3 with a dynamic batch, audio_rnn with a dynamic number of
+frames T. Reshape targets are 0/-1, never a size.
+
+Usage: gen_real_models.py --model NAME OUT_DIR [--batch N] [--force] [--dynamic]
 """
 import os
 import sys
@@ -41,6 +49,7 @@ import gen_models as gm  # noqa: E402
 from gen_models import conv_bn  # noqa: E402
 
 f32 = np.float32
+DYNAMIC = False  # --dynamic: the exporter's dynamic_axes form (see above)
 
 
 def i64(*v):
@@ -112,8 +121,9 @@ def build_dbnet(b):
             h = b.node("Relu", [h], "head.relu2")
     b.node("Sigmoid", [h], "head.sigmoid", out="maps")
     n = b.batch
-    m = b.model("dbnet", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [n, 3, 640, 640])],
-                [helper.make_tensor_value_info("maps", TensorProto.FLOAT, [n, 1, 640, 640])])
+    hw = ["height", "width"] if DYNAMIC else [640, 640]
+    m = b.model("dbnet", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [n, 3, *hw])],
+                [helper.make_tensor_value_info("maps", TensorProto.FLOAT, [n, 1, *hw])])
     return m, image(b, 3, 640, 640)
 
 
@@ -129,7 +139,8 @@ def lstm(b, x, t, n, cin, hid, base, bidir=True):
     y = b.node("LSTM", [x, w, r, bias], base, n_out=3, hidden_size=hid,
                direction="bidirectional" if bidir else "forward")[0]
     y = b.node("Transpose", [y], base + ".transpose", perm=[0, 2, 1, 3])
-    return b.node("Reshape", [y, b.const(base + ".shape", i64(t, n, d * hid))], base + ".reshape")
+    shape = i64(0, 0, -1) if DYNAMIC else i64(t, n, d * hid)
+    return b.node("Reshape", [y, b.const(base + ".shape", shape)], base + ".reshape")
 
 
 def build_crnn(b):
@@ -149,8 +160,9 @@ def build_crnn(b):
     w = (b.rng.standard_normal((256, 97)) * np.sqrt(1.0 / 256)).astype(f32)
     y = b.node("MatMul", [x, b.init("fc.weight", w)], "fc.matmul")
     b.node("Add", [y, b.init("fc.bias", (0.01 * b.rng.standard_normal(97)).astype(f32))], "fc", out="logits")
-    m = b.model("crnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [n, 1, 32, 320])],
-                [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [t, n, 97])])
+    m = b.model("crnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                       [n, 1, 32, "width" if DYNAMIC else 320])],
+                [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["steps" if DYNAMIC else t, n, 97])])
     return m, image(b, 1, 32, 320)
 
 
@@ -210,34 +222,74 @@ def build_yolov8n(b):
         cl = conv_bn_act(b, cl, 80, 80, 3, act="SiLU", base=f"model.22.cv3.{i}.1")
         cl = conv_bias(b, cl, 80, nc, 1, f"model.22.cv3.{i}.2")
         h = b.node("Concat", [bx, cl], f"model.22.cat{i}", axis=1)
-        heads.append(b.node("Reshape", [h, b.const(f"model.22.view{i}", i64(n, 4 * reg + nc, -1))],
+        heads.append(b.node("Reshape", [h, b.const(f"model.22.view{i}", i64(0 if DYNAMIC else n, 4 * reg + nc, -1))],
                             f"model.22.view{i}"))
     x = b.node("Concat", heads, "model.22.cat", axis=2)  # [N,144,8400]
     box, cls = b.node("Split", [x, b.const("model.22.split", i64(4 * reg, nc))], "model.22.split", n_out=2, axis=1)
     # DFL: softmax over the 16 bins of each side, then their expectation (a 1x1 Conv of arange)
-    d = b.node("Reshape", [box, b.const("dfl.view", i64(n, 4, reg, 8400))], "dfl.view")
+    d = b.node("Reshape", [box, b.const("dfl.view", i64(0, 4, reg, -1) if DYNAMIC else i64(n, 4, reg, 8400))],
+               "dfl.view")
     d = b.node("Softmax", [b.node("Transpose", [d], "dfl.transpose", perm=[0, 2, 1, 3])], "dfl.softmax", axis=1)
     d = b.node("Conv", [d, b.init("dfl.conv.weight", np.arange(reg, dtype=f32).reshape(1, reg, 1, 1))], "dfl.conv",
                kernel_shape=[1, 1])
-    d = b.node("Reshape", [d, b.const("dfl.out", i64(n, 4, 8400))], "dfl.reshape")
+    d = b.node("Reshape", [d, b.const("dfl.out", i64(0, 4, -1) if DYNAMIC else i64(n, 4, 8400))], "dfl.reshape")
     lt, rb = b.node("Split", [d, b.const("dist.split", i64(2, 2))], "dist.split", n_out=2, axis=1)
-    anchors, strides = [], []
-    for s in (8, 16, 32):
-        g = 640 // s
-        sx, sy = np.meshgrid(np.arange(g, dtype=f32) + 0.5, np.arange(g, dtype=f32) + 0.5)
-        anchors.append(np.stack([sx.ravel(), sy.ravel()]))
-        strides.append(np.full((1, g * g), s, f32))
-    anc = b.init("anchors", np.concatenate(anchors, axis=1)[None])  # [1,2,8400]
+    if DYNAMIC:
+        anc, strd = dyn_anchors(b, [o3, o4, o5])
+    else:
+        anchors, strides = [], []
+        for s in (8, 16, 32):
+            g = 640 // s
+            sx, sy = np.meshgrid(np.arange(g, dtype=f32) + 0.5, np.arange(g, dtype=f32) + 0.5)
+            anchors.append(np.stack([sx.ravel(), sy.ravel()]))
+            strides.append(np.full((1, g * g), s, f32))
+        anc = b.init("anchors", np.concatenate(anchors, axis=1)[None])  # [1,2,8400]
+        strd = b.init("strides", np.concatenate(strides, axis=1)[None])
     x1y1 = b.node("Sub", [anc, lt], "dist.x1y1")
     x2y2 = b.node("Add", [anc, rb], "dist.x2y2")
     cxy = b.node("Div", [b.node("Add", [x1y1, x2y2], "dist.sum"), b.const("two", np.array(2, f32))], "dist.cxy")
     wh = b.node("Sub", [x2y2, x1y1], "dist.wh")
-    dbox = b.node("Mul", [b.node("Concat", [cxy, wh], "dist.cat", axis=1),
-                          b.init("strides", np.concatenate(strides, axis=1)[None])], "dist.scale")
+    dbox = b.node("Mul", [b.node("Concat", [cxy, wh], "dist.cat", axis=1), strd], "dist.scale")
     b.node("Concat", [dbox, b.node("Sigmoid", [cls], "cls.sigmoid")], "output", out="output0", axis=1)
-    m = b.model("yolov8n", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [n, 3, 640, 640])],
-                [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [n, 84, 8400])])
+    hw = ["height", "width"] if DYNAMIC else [640, 640]
+    m = b.model("yolov8n", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [n, 3, *hw])],
+                [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [n, 84, "anchors" if DYNAMIC else 8400])])
     return m, image(b, 3, 640, 640)
+
+
+def dyn_anchors(b, feats):
+    """make_anchors as torch.onnx.export writes it: each level's grid from
+    Shape of its feature map, Range, and broadcasting; [1,2,A] and [1,1,A]."""
+    anchors, strides = [], []
+    for i, (f, s) in enumerate(zip(feats, (8, 16, 32))):
+        shp = b.node("Shape", [f], f"anchors.{i}.shape")
+        hw = []
+        for k in (2, 3):
+            dim = b.node("Gather", [shp, b.const(f"anchors.{i}.idx{k}", np.array(k, np.int64))], f"anchors.{i}.dim{k}",
+                         axis=0)
+            r = b.node("Range", [b.const(f"anchors.{i}.zero{k}", np.array(0, np.int64)), dim,
+                                 b.const(f"anchors.{i}.one{k}", np.array(1, np.int64))], f"anchors.{i}.range{k}")
+            r = b.node("Cast", [r], f"anchors.{i}.cast{k}", to=TensorProto.FLOAT)
+            hw.append(b.node("Add", [r, b.const(f"anchors.{i}.half{k}", np.array(0.5, f32))], f"anchors.{i}.off{k}"))
+        sy, sx = hw
+        sy = b.node("Unsqueeze", [sy, b.const(f"anchors.{i}.ax1", i64(1))], f"anchors.{i}.sy")  # [h,1]
+        sx = b.node("Unsqueeze", [sx, b.const(f"anchors.{i}.ax0", i64(0))], f"anchors.{i}.sx")  # [1,w]
+        gx = b.node("Add", [sx, b.node("Mul", [sy, b.const(f"anchors.{i}.zy", np.array(0, f32))], f"anchors.{i}.zy")],
+                    f"anchors.{i}.gx")  # [h,w]
+        gy = b.node("Add", [sy, b.node("Mul", [sx, b.const(f"anchors.{i}.zx", np.array(0, f32))], f"anchors.{i}.zx")],
+                    f"anchors.{i}.gy")
+        flat = b.const(f"anchors.{i}.flat", i64(1, -1))
+        gx = b.node("Reshape", [gx, flat], f"anchors.{i}.fx")
+        gy = b.node("Reshape", [gy, flat], f"anchors.{i}.fy")
+        anchors.append(b.node("Concat", [gx, gy], f"anchors.{i}.xy", axis=0))  # [2,h*w]
+        strides.append(b.node("Add", [b.node("Mul", [gx, b.const(f"anchors.{i}.z", np.array(0, f32))],
+                                             f"anchors.{i}.zs"), b.const(f"anchors.{i}.s", np.array(s, f32))],
+                              f"anchors.{i}.stride"))  # [1,h*w]
+    anc = b.node("Concat", anchors, "anchors.cat", axis=1)
+    anc = b.node("Unsqueeze", [anc, b.const("anchors.ax", i64(0))], "anchors")
+    strd = b.node("Concat", strides, "strides.cat", axis=1)
+    strd = b.node("Unsqueeze", [strd, b.const("strides.ax", i64(0))], "strides")
+    return anc, strd
 
 
 # ------------------------------------------------------------ MobileNetV3 --
@@ -277,13 +329,13 @@ def build_mobilenetv3(b):
     w2 = (b.rng.standard_normal((1000, 1280)) * np.sqrt(1.0 / 1280)).astype(f32)
     b.node("Gemm", [x, b.init("classifier.3.weight", w2), b.init("classifier.3.bias", np.zeros(1000, f32))],
            "classifier.3", out="output", transB=1)
-    return b.model("mobilenetv3", *gm.image_io(b.batch)), gm.image_input(b)
+    return b.model("mobilenetv3", *gm.image_io("batch" if DYNAMIC else b.batch)), gm.image_input(b)
 
 
 # -------------------------------------------------------------- audio RNN --
 
 def build_audio_rnn(b):
-    t, n, feat, hid = 100, b.batch, 64, 128
+    t, n, feat, hid = "frames" if DYNAMIC else 100, b.batch, 64, 128
     s = 1.0 / np.sqrt(hid)
 
     def u(*shape):
@@ -305,7 +357,7 @@ def build_audio_rnn(b):
                               vi("c0", TensorProto.FLOAT, [1, n, hid]), vi("g0", TensorProto.FLOAT, [1, n, hid])],
                 [vi("logits", TensorProto.FLOAT, [t, n, 12]), vi("lstm_h", TensorProto.FLOAT, [1, n, hid]),
                  vi("lstm_c", TensorProto.FLOAT, [1, n, hid]), vi("gru_h", TensorProto.FLOAT, [1, n, hid])])
-    feeds = {"features": b.rng.standard_normal((t, n, feat)).astype(f32)}
+    feeds = {"features": b.rng.standard_normal((100, n, feat)).astype(f32)}
     for k in ("h0", "c0", "g0"):
         feeds[k] = (0.1 * b.rng.standard_normal((1, n, hid))).astype(f32)
     return m, feeds
@@ -314,7 +366,28 @@ def build_audio_rnn(b):
 REAL = {"dbnet": build_dbnet, "crnn": build_crnn, "yolov8n": build_yolov8n, "mobilenetv3": build_mobilenetv3,
         "audio_rnn": build_audio_rnn}
 
+def write_dynamic(name, out_dir):
+    """OUT_DIR/NAME_dyn.onnx in the dynamic_axes form; returns its path."""
+    global DYNAMIC
+    import onnx
+    DYNAMIC = True
+    try:
+        b = gm.Builder({"dbnet": 640, "crnn": 32, "yolov8n": 8, "mobilenetv3": 3, "audio_rnn": 100}[name])
+        m, _ = REAL[name](b)
+    finally:
+        DYNAMIC = False
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name + "_dyn.onnx")
+    onnx.save(m, path)
+    return path
+
+
 if __name__ == "__main__":
+    if "--dynamic" in sys.argv:
+        args = [a for a in sys.argv[1:] if a != "--dynamic"]
+        i = args.index("--model")
+        print(write_dynamic(args[i + 1], [a for k, a in enumerate(args) if k not in (i, i + 1)][0]))
+        sys.exit(0)
     gm.BUILDERS.update(REAL)
     gm.SEED.update({"dbnet": 640, "crnn": 32, "yolov8n": 8, "mobilenetv3": 3, "audio_rnn": 100})
     gm.STAMP_FILES.append(os.path.abspath(__file__))

@@ -28,7 +28,8 @@ static void compile_usage(FILE *f)
     fprintf(f,
             "usage: kiln compile MODEL.onnx -o ART.so [--emit-header ART.h] [--static ART.a]\n"
             "        [--target native|x86-64-v2|x86-64-v3|x86-64-v4] [-O0..-O3]\n"
-            "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--weights embed|external]\n"
+            "        [--shape NAME=1x3x224x224 | --shape DIM=N] [--max DIM=N] [--min DIM=N] [--align DIM=A]\n"
+            "        [--weights embed|external]\n"
             "        [--layout auto|nchw] [--conv-algo auto|direct] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
             "        [--quantize dynamic-int8|static-int8] [--calib TABLE.json] [--keep-float LIST] [--per-channel]\n"
@@ -47,6 +48,13 @@ static void compile_usage(FILE *f)
             "  --shape DIM=N         pin every symbolic dim named DIM (e.g. batch=1)\n"
             "  --max DIM=N           keep symbolic dim DIM dynamic, up to N (memory is planned for N;\n"
             "                        each run takes it from the input shapes); repeatable\n"
+            "  --min DIM=N           the smallest value of dynamic dim DIM (default: 1, or its alignment);\n"
+            "                        shapes are checked at the minimum\n"
+            "  --align DIM=A         dynamic dim DIM is a multiple of A (strided convs and poolings over\n"
+            "                        it need A = the product of their strides, e.g. 32)\n"
+            "  --shape NAME=1x3x[32..640%%32]x[32..640%%32]  a dim as a range [MIN..MAX] or\n"
+            "                        [MIN..MAX%%ALIGN]: dynamic, named after the model's dim, or\n"
+            "                        NAME.D (e.g. x.2) when the model leaves it unnamed (?, -1)\n"
             "  --weights external    weights in ART.so.weights, mmapped at open (models > 2 GiB)\n"
             "  --layout auto|nchw    auto (default): convolutions hand each other activations in\n"
             "                        oneDNN's preferred layout; nchw: every value stays plain\n"
@@ -83,20 +91,70 @@ static void compile_usage(FILE *f)
  * products of a few of them must not overflow the planner's byte counts. */
 #define KN_CLI_MAX_DIM INT32_MAX
 
-static int parse_dims(const char *s, int64_t *dims, int *rank)
+/* A dim of --shape given as a range, [MIN..MAX] or [MIN..MAX%ALIGN]
+ * (MIN may be left out: the alignment, or 1). */
+typedef struct dim_range {
+    int64_t min, max, align; /* max 0: a plain dim */
+} dim_range;
+
+static int parse_range(const char *s, const char **out_end, dim_range *r)
+{
+    char *end;
+    errno = 0;
+    r->min = 0, r->align = 1;
+    if (*s >= '0' && *s <= '9') {
+        r->min = strtoll(s, &end, 10);
+        s = end;
+    }
+    if (strncmp(s, "..", 2) != 0) return -1;
+    s += 2;
+    if (*s < '0' || *s > '9') return -1;
+    r->max = strtoll(s, &end, 10);
+    s = end;
+    if (*s == '%') {
+        if (s[1] < '0' || s[1] > '9') return -1;
+        r->align = strtoll(s + 1, &end, 10);
+        s = end;
+    }
+    if (*s != ']' || errno) return -1;
+    *out_end = s + 1;
+    return 0;
+}
+
+/* NxMx... where a dim may be a range (ranges: one per dim, NULL: refused). */
+static int parse_dims_ranges(const char *s, int64_t *dims, int *rank, dim_range *ranges)
 {
     *rank = 0;
     while (*s) {
+        if (*rank == KN_MAX_RANK) return -1;
         char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (*s < '0' || *s > '9' || end == s || errno || v < 0 || *rank == KN_MAX_RANK) return -1;
-        dims[(*rank)++] = v;
+        if (ranges) ranges[*rank] = (dim_range){0};
+        if (*s == '[') {
+            const char *e;
+            if (!ranges || parse_range(s + 1, &e, &ranges[*rank])) return -1;
+            dims[(*rank)++] = -1;
+            end = (char *)e;
+        } else {
+            errno = 0;
+            long long v = strtoll(s, &end, 10);
+            if (*s < '0' || *s > '9' || end == s || errno || v < 0) return -1;
+            dims[(*rank)++] = v;
+        }
         if (*end == 'x' || *end == 'X' || *end == ',') end++;
         else if (*end) return -1;
         s = end;
     }
     return *rank > 0 ? 0 : -1;
+}
+
+
+/* The name a ranged dim d of input `in` goes by: the model's, else "in.d"
+ * (written into buf). */
+static const char *range_name(const kn_value *in, int d, char *buf, size_t len)
+{
+    if (d < in->shape.rank && in->shape.sym[d]) return in->shape.sym[d];
+    snprintf(buf, len, "%s.%d", in->name, d);
+    return buf;
 }
 
 /* After --shape pins: every input with a static shape must have a byte
@@ -135,9 +193,11 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
             if (!strncmp(specs[j], specs[k], (size_t)(eq - specs[k]) + 1))
                 return kn_error(KN_ERR_INVALID, "--shape %s is given twice ('%s' and '%s')", name, specs[j], specs[k]);
         int64_t dims[KN_MAX_RANK];
+        dim_range ranges[KN_MAX_RANK];
         int rank;
-        if (parse_dims(eq + 1, dims, &rank))
-            return kn_error(KN_ERR_INVALID, "--shape '%s': '%s' is not a shape like 1x3x224x224", specs[k], eq + 1);
+        if (parse_dims_ranges(eq + 1, dims, &rank, ranges))
+            return kn_error(KN_ERR_INVALID, "--shape '%s': '%s' is not a shape like 1x3x224x224 or "
+                            "1x3x[32..640%%32]x[32..640%%32]", specs[k], eq + 1);
         for (int d = 0; d < rank; d++)
             if (dims[d] > KN_CLI_MAX_DIM)
                 return kn_error(KN_ERR_INVALID, "--shape '%s': dim %lld is too large (at most %d)", specs[k],
@@ -149,12 +209,25 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
                                 in->shape.rank, rank);
             for (int d = 0; d < in->shape.rank; d++)
                 if (in->shape.dims[d] >= 0 && in->shape.dims[d] != dims[d])
-                    return kn_error(KN_ERR_INVALID, "--shape %s: dim %d is %lld in the model, not %lld", name, d,
-                                    (long long)in->shape.dims[d], (long long)dims[d]);
+                    return kn_error(KN_ERR_INVALID, "--shape %s: dim %d is %lld in the model, not %lld%s", name, d,
+                                    (long long)in->shape.dims[d], (long long)dims[d],
+                                    ranges[d].max ? " (a range needs a dim the model leaves open)" : "");
+            /* a ranged dim stays symbolic under its name (apply_max gives it its value) */
+            const char *keep[KN_MAX_RANK] = {0};
+            for (int d = 0; d < rank; d++) {
+                if (!ranges[d].max) continue;
+                char buf[300];
+                const char *nm = range_name(in, d, buf, sizeof buf);
+                if (!(keep[d] = kn_arena_strdup(&m->arena, nm))) return kn_error(KN_ERR_NOMEM, "out of memory");
+            }
             kn_shape_set(&in->shape, rank, dims);
+            for (int d = 0; d < rank; d++)
+                if (keep[d]) in->shape.sym[d] = keep[d];
             continue;
         }
-        if (rank != 1) return kn_error(KN_ERR_INVALID, "--shape %s: no input of that name", name);
+        if (rank != 1 || ranges[0].max)
+            return kn_error(KN_ERR_INVALID, "--shape %s: no input of that name%s", name,
+                            ranges[0].max ? " (a named dim's range is given with --min/--max/--align)" : "");
         bool found = false;
         for (int i = 0; i < g->n_inputs; i++) {
             kn_shape *s = &g->inputs[i]->shape;
@@ -166,26 +239,94 @@ int kn_cli_apply_shapes(kn_model *m, int n, char **specs)
     return n ? check_input_sizes(g) : KN_OK;
 }
 
-/* Parses --max DIM=N into opts->syms (names point into argv). */
-static int parse_max(const char *spec, kn_compile_opts *o)
+/* The symbol named name[0..len) in o, added (without bounds) if new. */
+static int find_sym(kn_compile_opts *o, const char *name, size_t len, const char *flag, const char *spec,
+                    kn_compile_sym **out)
+{
+    for (int k = 0; k < o->n_syms; k++)
+        if (strlen(o->syms[k].name) == len && !strncmp(o->syms[k].name, name, len)) {
+            *out = &o->syms[k];
+            return KN_OK;
+        }
+    if (o->n_syms == KN_MAX_SYMS)
+        return kn_error(KN_ERR_INVALID, "%s '%s': at most %d dynamic dims", flag, spec, KN_MAX_SYMS);
+    char *copy = malloc(len + 1);
+    if (!copy) return kn_error(KN_ERR_NOMEM, "out of memory");
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    *out = &o->syms[o->n_syms++];
+    **out = (kn_compile_sym){.name = copy};
+    return KN_OK;
+}
+
+/* Parses --max/--min/--align DIM=N into opts->syms, in the dim's units
+ * (resolve_syms turns them into the symbol's once every flag is read). */
+static int parse_bound(const char *flag, const char *spec, kn_compile_opts *o)
 {
     const char *eq = strchr(spec, '=');
     char *end = NULL;
     errno = 0;
     long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
     if (!eq || eq == spec || end == eq + 1 || *end || errno || v < 1 || v > INT32_MAX)
-        return kn_error(KN_ERR_INVALID, "--max '%s': expected DIM=N with N >= 1", spec);
-    if (o->n_syms == KN_MAX_SYMS)
-        return kn_error(KN_ERR_INVALID, "--max '%s': at most %d dynamic dims", spec, KN_MAX_SYMS);
-    for (int k = 0; k < o->n_syms; k++)
-        if (strlen(o->syms[k].name) == (size_t)(eq - spec) && !strncmp(o->syms[k].name, spec, (size_t)(eq - spec)))
-            return kn_error(KN_ERR_INVALID, "--max '%s': %s is given twice", spec, o->syms[k].name);
-    char *name = malloc((size_t)(eq - spec) + 1);
-    if (!name) return kn_error(KN_ERR_NOMEM, "out of memory");
-    memcpy(name, spec, (size_t)(eq - spec));
-    name[eq - spec] = '\0';
-    o->syms[o->n_syms++] = (kn_compile_sym){.name = name, .max = v};
+        return kn_error(KN_ERR_INVALID, "%s '%s': expected DIM=N with N >= 1", flag, spec);
+    kn_compile_sym *y;
+    int st = find_sym(o, spec, (size_t)(eq - spec), flag, spec, &y);
+    if (st) return st;
+    int64_t *field = !strcmp(flag, "--max") ? &y->max : !strcmp(flag, "--min") ? &y->min : &y->align;
+    if (*field) return kn_error(KN_ERR_INVALID, "%s '%s': %s is given twice", flag, spec, y->name);
+    *field = v;
     return KN_OK;
+}
+
+
+/* Every range of --shape becomes a symbol (named after the model's dim, or
+ * INPUT.D for an unnamed one), then every symbol's bounds are checked and
+ * turned into the symbol's units: n = dim / alignment. */
+static int resolve_syms(const char *path, int n_shapes, char **shapes, kn_compile_opts *o)
+{
+    kn_model *m = NULL;
+    int st = KN_OK;
+    for (int k = 0; k < n_shapes && !st; k++) {
+        const char *eq = strchr(shapes[k], '=');
+        if (!eq || !strchr(eq, '[')) continue;
+        if (!m && (st = kn_cli_load_model(path, true, &m))) break;
+        int64_t dims[KN_MAX_RANK];
+        dim_range ranges[KN_MAX_RANK];
+        int rank;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - shapes[k]), shapes[k]);
+        if (parse_dims_ranges(eq + 1, dims, &rank, ranges)) break; /* kn_cli_apply_shapes says why */
+        const kn_value *in = kn_graph_lookup_local(m->graph, name);
+        if (!in || !(in->flags & KN_VALUE_GRAPH_INPUT)) break;
+        for (int d = 0; d < rank && !st; d++) {
+            if (!ranges[d].max) continue;
+            char buf[300];
+            const char *nm = range_name(in, d, buf, sizeof buf);
+            kn_compile_sym *y;
+            st = find_sym(o, nm, strlen(nm), "--shape", shapes[k], &y);
+            const dim_range *r = &ranges[d];
+            if (!st && ((y->max && y->max != r->max) || (y->min && r->min && y->min != r->min) ||
+                        (y->align && y->align != r->align)))
+                st = kn_error(KN_ERR_INVALID, "--shape '%s': dim %d (%s) has other bounds from another flag", shapes[k],
+                              d, nm);
+            if (!st) y->max = r->max, y->align = r->align, y->min = r->min ? r->min : y->min;
+        }
+    }
+    kn_model_free(m);
+    for (int k = 0; k < o->n_syms && !st; k++) {
+        kn_compile_sym *y = &o->syms[k];
+        int64_t A = y->align ? y->align : 1, lo = y->min ? y->min : A;
+        if (!y->max)
+            st = kn_error(KN_ERR_INVALID, "dynamic dim %s: --min/--align without --max %s=N", y->name, y->name);
+        else if (y->max % A || lo % A)
+            st = kn_error(KN_ERR_INVALID, "dynamic dim %s: the bounds %lld..%lld must be multiples of its alignment %lld",
+                          y->name, (long long)lo, (long long)y->max, (long long)A);
+        else if (lo > y->max)
+            st = kn_error(KN_ERR_INVALID, "dynamic dim %s: minimum %lld is above the maximum %lld", y->name,
+                          (long long)lo, (long long)y->max);
+        else y->max /= A, y->min = lo / A, y->align = A;
+    }
+    return st;
 }
 
 /* Gives every input dim named like a --max symbol its value for one
@@ -199,7 +340,7 @@ static int apply_max(kn_model *m, const kn_compile_opts *o, int probe, int64_t v
             kn_shape *s = &g->inputs[i]->shape;
             for (int d = 0; d < s->rank; d++)
                 if (s->sym[d] && !strcmp(s->sym[d], o->syms[k].name)) {
-                    s->dims[d] = k == probe ? value : o->syms[k].max;
+                    s->dims[d] = (k == probe ? value : o->syms[k].max) * kn_compile_sym_align(&o->syms[k]);
                     s->sym[d] = NULL;
                     g->inputs[i]->flags |= KN_VALUE_VARYING_SHAPE;
                     found = true;
@@ -223,7 +364,9 @@ static int load_inferred(const char *path, int n_shapes, char **shapes, const kn
         st = kn_graph_infer((*out)->graph);
         if (st) kn_error_prefix("%s: type/shape inference: ", path);
     }
-    if (st && probe >= 0) kn_error_prefix("with %s=%lld: ", o->syms[probe].name, (long long)value);
+    if (st && probe >= 0)
+        kn_error_prefix("with %s=%lld: ", o->syms[probe].name,
+                        (long long)(value * kn_compile_sym_align(&o->syms[probe])));
     return st;
 }
 
@@ -253,7 +396,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const kn_
              o->external_weights, o->layout, o->conv_algo, passes ? passes : "");
     h = kn_fnv1a(h, opts, strlen(opts));
     for (int k = 0; k < o->n_syms; k++) {
-        snprintf(opts, sizeof opts, "|max %s=%lld", o->syms[k].name, (long long)o->syms[k].max);
+        snprintf(opts, sizeof opts, "|max %s=%lld min %lld align %lld", o->syms[k].name, (long long)o->syms[k].max,
+                 (long long)kn_compile_sym_min(&o->syms[k]), (long long)kn_compile_sym_align(&o->syms[k]));
         h = kn_fnv1a(h, opts, strlen(opts));
     }
     if (cp->quantize) {
@@ -418,7 +562,8 @@ int kn_cli_compile_model_ex(const char *path, int n_shapes, char **shapes, kn_co
      * through the same passes so that their graphs stay node for node alike */
     for (int k = 0; k < opts->n_syms && !st; k++)
         for (int p = 0; p < 2 && !st; p++) {
-            st = load_inferred(path, n_shapes, shapes, opts, k, p + 1, &opts->syms[k].probe[p]);
+            st = load_inferred(path, n_shapes, shapes, opts, k, kn_compile_sym_min(&opts->syms[k]) + p,
+                               &opts->syms[k].probe[p]);
             if (!st && cp->quantize) st = apply_quant(path, cp, &q, opts->syms[k].probe[p]);
         }
     if (!st) st = run_passes(path, m, opts, cp, &log);
@@ -488,7 +633,8 @@ int kn_cmd_compile(int argc, char **argv)
     if (!shapes) return 1;
     static const char *const k_value_flags[] = {"-o", "--static", "--emit-header", "--target", "--name", "--shape",
                                                 "--passes", "--print-after", "--layout", "--conv-algo", "--weights",
-                                                "--max", "--quantize", "--calib", "--keep-float"};
+                                                "--max", "--min", "--align", "--quantize", "--calib",
+                                                "--keep-float"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
@@ -558,8 +704,8 @@ int kn_cmd_compile(int argc, char **argv)
                 free_max(&o, shapes);
                 return 2;
             }
-        } else if (!strcmp(a, "--max") && has_next) {
-            if (parse_max(argv[++i], &o)) {
+        } else if ((!strcmp(a, "--max") || !strcmp(a, "--min") || !strcmp(a, "--align")) && has_next) {
+            if (parse_bound(a, argv[++i], &o)) {
                 kn_cli_report(NULL);
                 free_max(&o, shapes);
                 return 2;
@@ -591,7 +737,7 @@ int kn_cmd_compile(int argc, char **argv)
         return 2;
     }
     if (cp.quantize) cp.weight_bits = kn_cli_weight_bits(&cp, o.target);
-    if (check_paths(model, &o, cp.calib)) {
+    if (check_paths(model, &o, cp.calib) || resolve_syms(model, n_shapes, shapes, &o)) {
         kn_cli_report(NULL);
         free_max(&o, shapes);
         return 2;

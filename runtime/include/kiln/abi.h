@@ -55,7 +55,8 @@ extern "C" {
  * conv activation layouts, Tanh/HardSwish post-ops; 4: conv_algo, each
  * step's oneDNN record; 6: weights_hash is kn_weights_hash (was FNV-1a)
  * and embedded weights are checked against it too; 8: KN_DNNL_DECONV
- * records (ConvTranspose) */
+ * records (ConvTranspose), and a dynamic dim has a minimum and an
+ * alignment (kn_abi_sym.min, align) */
 #define KN_ABI_VERSION 8u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
@@ -99,10 +100,16 @@ typedef struct kn_abi_tensor {
     int64_t dim_a[8];   /* the coefficient of the symbol (non-zero when dim_sym[d] > 0) */
 } kn_abi_tensor;
 
-/* A dynamic dim of the model: its name and the largest value compiled for. */
+/* A dynamic dim of the model: its name, and the values compiled for. With
+ * alignment `align` (A) the symbol's value n is the dim divided by A (the
+ * dim is A*n), which keeps dims through strided convs and poolings affine
+ * in n; min and max are values of n (the dim runs from A*min to A*max in
+ * steps of A). Without alignment A = 1 and n is the dim itself. */
 typedef struct kn_abi_sym {
     const char *name;
     int64_t max;
+    int64_t min;   /* >= 1 */
+    int64_t align; /* >= 1 */
 } kn_abi_sym;
 
 /* Where a tensor lives while the model runs. */
@@ -345,6 +352,11 @@ int64_t kn_rt_sym(kn_exec *ex, int32_t index);
  * they are read from the session's slot, and a dynamic output's tensor, as
  * the kernel sized it, replaces what the slot held. */
 int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs);
+
+/* Runs opnode #index, a Conv, kiln::FusedConv, MaxPool or AveragePool over
+ * plain NCHW f32 tensors with dynamic spatial dims, through a oneDNN
+ * primitive made for this run's shape (kept per node for a few shapes). */
+int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, void *const *out_ptrs);
 
 /* A generated chunk function: computes units [lo, hi) of a node's loop nest
  * (args: what its node function passed). Returns a status. */
