@@ -98,6 +98,12 @@ typedef struct kn_cg {
     bool plain_layout;        /* --layout nchw: no value in oneDNN's native layout */
     int32_t conv_algo;        /* KN_CONV_ALGO_* for every convolution record */
     const struct kn_dyn *dyn; /* the dynamic dims (dyn.h), or NULL */
+    /* KN_LAYOUT_* + 1 of each activation by value id (0: not a oneDNN
+     * activation), decided once for the whole graph before any node is
+     * emitted (kn_cg_plan_layouts): row mode gives a node's operands their
+     * row shapes while it is emitted, and a neighbour looked at then would
+     * see half a graph and could choose another layout than its producer. */
+    int8_t *layouts;
     int cap_dnnl, cap_opnodes;
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
@@ -235,6 +241,10 @@ typedef struct kn_cg_lowering {
 extern const kn_cg_lowering kn_cg_lower_elementwise[]; /* lower_elementwise.c */
 extern const kn_cg_lowering kn_cg_lower_reduce[];      /* lower_reduce.c: reductions, softmax, norms, pooling */
 extern const kn_cg_lowering kn_cg_lower_movement[];    /* lower_movement.c */
+/* Decides the layout of every activation oneDNN hands over (lower_dnnl.c):
+ * fills cg->layouts (the caller frees it), after the plan and cg->dyn are
+ * set and before any node is emitted. */
+int kn_cg_plan_layouts(kn_cg *cg);
 extern const kn_cg_lowering kn_cg_lower_dnnl[];        /* lower_dnnl.c: Conv, MatMul, Gemm */
 
 /* ---- the compiler ----------------------------------------------------------- */

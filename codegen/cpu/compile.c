@@ -1002,7 +1002,7 @@ static int compile(compile_state *s, kn_outset *outs)
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
     init_cg(s);
-    if ((st = init_meta(s)) || (st = emit_all(s))) return st;
+    if ((st = kn_cg_plan_layouts(&s->cg)) || (st = init_meta(s)) || (st = emit_all(s))) return st;
     if (s->o->external_weights && (st = write_weights_file(s, outs, wbase, sizeof wbase))) return st;
     if ((st = emit_descriptor(s)) || (st = optimize(s)) || (st = write_outputs(s, outs))) return st;
     return kn_outset_commit(outs);
@@ -1027,6 +1027,7 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     free(s.node_dnnl);
     kn_plan_free(&s.plan);
     kn_dyn_free(&s.dyn);
+    free(s.cg.layouts);
     if (s.cg.b) LLVMDisposeBuilder(s.cg.b);
     if (s.cg.mod) LLVMDisposeModule(s.cg.mod);
     if (s.cg.tm) LLVMDisposeTargetMachine(s.cg.tm);

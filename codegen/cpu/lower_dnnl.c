@@ -25,6 +25,7 @@
  * a network of fused convolutions then reorders only at its edges.
  * kn_compile_opts.layout = KN_CG_LAYOUT_NCHW keeps every value plain.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cg.h"
@@ -377,13 +378,23 @@ static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
     return KN_OK;
 }
 
+/* A node with a dynamic dim that cannot run in rows runs at its run-time
+ * shape on plain tensors (kn_rt_dynconv_exec) or its runtime kernel. */
+static bool runs_at_runtime_shape(const kn_cg *cg, const kn_node *n)
+{
+    return cg->dyn && kn_dyn_node_is_dynamic(cg->dyn, n) && kn_dyn_row_sym(cg->dyn, n) < 0;
+}
+
 static bool pool_lowerable(const kn_cg *cg, const kn_node *n)
 {
     kn_abi_dnnl r;
-    return n && pool_record(cg, n, &r) == KN_OK;
+    return n && !runs_at_runtime_shape(cg, n) && pool_record(cg, n, &r) == KN_OK;
 }
 
-static bool conv_lowerable(const kn_cg *cg, const kn_node *n) { return conv_like_lowerable(cg, n); }
+static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
+{
+    return n && !runs_at_runtime_shape(cg, n) && conv_like_lowerable(cg, n);
+}
 
 /* The layout of activation v of a convolution. Convolutions hand each other
  * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
@@ -392,7 +403,7 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n) { return conv_like
  * convolution oneDNN runs and read only by such convolutions, as src or as
  * residual. Any channel count: where the session's layout would pad it (24
  * channels in nChw16c), the runtime keeps the value plain on both sides. */
-static int32_t act_layout(const kn_cg *cg, const kn_value *v)
+static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
     if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
@@ -405,6 +416,26 @@ static int32_t act_layout(const kn_cg *cg, const kn_value *v)
         if (!role || (!conv_lowerable(cg, u->node) && !pool_lowerable(cg, u->node))) return KN_LAYOUT_PLAIN;
     }
     return KN_LAYOUT_NATIVE;
+}
+
+int kn_cg_plan_layouts(kn_cg *cg)
+{
+    free(cg->layouts);
+    cg->layouts = calloc((size_t)cg->plan->n_where + 1, 1);
+    if (!cg->layouts) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < cg->g->n_values; i++) {
+        const kn_value *v = cg->g->values[i];
+        if (v->id >= 0 && v->id < cg->plan->n_where) cg->layouts[v->id] = (int8_t)(decide_layout(cg, v) + 1);
+    }
+    return KN_OK;
+}
+
+/* The layout planned for v (kn_cg_plan_layouts); plain for a value the plan
+ * did not see. */
+static int32_t act_layout(const kn_cg *cg, const kn_value *v)
+{
+    if (!v || v->id < 0 || !cg->layouts || v->id >= cg->plan->n_where || !cg->layouts[v->id]) return KN_LAYOUT_PLAIN;
+    return cg->layouts[v->id] - 1;
 }
 
 static int lower_pool(kn_cg *cg, const kn_node *n)

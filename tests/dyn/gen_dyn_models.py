@@ -17,6 +17,10 @@
             Expand, Unsqueeze and Concat pieces that fold to constants; the
             scales are concatenated; dynamic dim `batch` (once a crash in
             kn_run with a dynamic batch).
+  conv_residual/ input x [batch,8,8,8]: Conv, Relu, Conv, then the residual
+            Add of a Relu of x: two convolutions in rows hand each other their
+            activation in oneDNN's layout (once decided differently by the
+            two, which gave wrong answers at every batch).
   if_fold/  input x [1,3,H,5] and an If on Shape(x)[2] == 1 whose then branch
             squeezes axis 2 (invalid when H > 1) and whose else branch
             reduces it; compiled with H pinned, for H = 1 and H = 2.
@@ -187,6 +191,21 @@ def yolo_head():
     return g, feeds, [1, 3, 4]
 
 
+def conv_residual():
+    b = Builder(5)
+    t = b.node("Relu", ["x"])
+    h = b.node("Relu", [b.node("Conv", [t, b.weight([8, 8, 3, 3])], pads=[1, 1, 1, 1])])
+    h = b.node("Add", [t, b.node("Conv", [h, b.weight([8, 8, 1, 1])])])
+    b.nodes.append(helper.make_node("Relu", [h], ["y"], name="out"))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 8, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 8, 8])]
+    g = helper.make_graph(b.nodes, "conv_residual", inputs, outputs, b.inits)
+
+    def feeds(n, rng):
+        return {"x": rng.standard_normal((n, 8, 8, 8)).astype(np.float32)}
+    return g, feeds, [1, 2, 3]
+
+
 def if_fold():
     b = Builder(4)
     then_g = helper.make_graph([helper.make_node("Squeeze", ["x", "axes2"], ["t"], name="squeeze")], "then", [],
@@ -235,6 +254,7 @@ def main():
     write(sys.argv[1], "encoder", encoder)
     write(sys.argv[1], "yolo_head", yolo_head)
     write(sys.argv[1], "if_fold", if_fold)
+    write(sys.argv[1], "conv_residual", conv_residual)
     return 0
 
 

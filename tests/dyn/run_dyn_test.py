@@ -5,7 +5,7 @@ asserts the refusals (too large, inconsistent, wrong dtype/rank/fixed dim,
 non-affine dims, unbounded dims) by their messages.
 
 Usage: run_dyn_test.py KILN MODELS_DIR RUNTIME_INCLUDE_DIR LIBKILN_RT CASE [SANITIZE]
-CASE: convnet | encoder | refusals | header | two_dims | mobilenetv2 | yolo_head | if_fold
+CASE: convnet | encoder | refusals | header | two_dims | mobilenetv2 | yolo_head | if_fold | conv_residual
 (mobilenetv2 reads tests/models' MobileNetV2 from MODELS_DIR/../models)
 SANITIZE: ON when libkiln_rt is a sanitizer build (the header case's app
 must then be built with the same runtime)
@@ -294,6 +294,16 @@ def case_yolo_head(tmp):
         compare_sizes(tmp, art, d, [1, 3, 4])
 
 
+def case_conv_residual(tmp):
+    """Two fused convolutions in rows with a residual: the activation between
+    them in oneDNN's layout on both sides."""
+    d = os.path.join(MODELS, "conv_residual")
+    art = os.path.join(tmp, "conv_residual.so")
+    report = compile_model(os.path.join(d, "model.onnx"), art, "--max", "batch=3", "--report")
+    check(report.count("oneDNN, in rows") == 2, "--report: both convolutions on oneDNN, in rows")
+    compare_sizes(tmp, art, d, [1, 2, 3])
+
+
 def case_if_fold(tmp):
     """An If whose condition follows from the pinned shapes runs its taken
     branch only; the other one (a Squeeze of a dim of size 2 when H = 2)
@@ -314,7 +324,7 @@ def case_if_fold(tmp):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         {"convnet": case_convnet, "encoder": case_encoder, "refusals": case_refusals, "header": case_header,
-         "two_dims": case_two_dims, "mobilenetv2": case_mobilenetv2, "yolo_head": case_yolo_head,
+         "two_dims": case_two_dims, "mobilenetv2": case_mobilenetv2, "yolo_head": case_yolo_head, "conv_residual": case_conv_residual,
          "if_fold": case_if_fold}[CASE](tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
