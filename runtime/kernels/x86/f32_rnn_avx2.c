@@ -1,0 +1,224 @@
+/*
+ * runtime/kernels/x86/f32_rnn_avx2.c — the recurrent layers' kernels
+ * (runtime/src/rnn.h) for AVX2+FMA: the input projection (6 rows x 16
+ * columns, register-blocked), the recurrent product of one h row by a
+ * block's gates (up to 4 panels of 16 columns), and the gates' activations
+ * 8 lanes at a time. kn_rnn_kern_avx512 is the same with the projection by
+ * AVX-512's 8x32 kernel (f32_gemm_8x32_avx512.c); the recurrent product
+ * streams R from the caches and gains nothing from wider vectors.
+ *
+ * exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-5
+ * polynomial; about 1 ulp on [-87, 88]), sigmoid 1 / (1 + exp(-x)) with a
+ * true division, tanh Cephes' tanhf (an odd polynomial below |x| = 0.625,
+ * 1 - 2 / (exp(2|x|) + 1) above): within a few ulp, so that a layer's
+ * outputs stay within 1e-5 relative of the reference kernel's (double)
+ * after a hundred steps. The rare activations (Softplus) run the reference
+ * kernel's formula element by element.
+ */
+#include <stdint.h>
+
+#include "f32_gemm_avx512.h"
+#include "rnn.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+AVX2 INLINE __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+AVX2 INLINE __m256 sigmoid8(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+AVX2 INLINE __m256 tanh8(__m256 x)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    /* |x| >= 0.625: 1 - 2 / (exp(2|x|) + 1), the sign put back */
+    __m256 e = exp8(_mm256_add_ps(ax, ax));
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    /* below: x + x^3 P(x^2) */
+    __m256 z = _mm256_mul_ps(x, x), p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+}
+
+AVX2 static void act_avx2(kn_rnn_act a, float alpha, float beta, float *x, int n)
+{
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), zero = _mm256_setzero_ps(),
+           one = _mm256_set1_ps(1.0f);
+    for (int i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), r;
+        switch (a) {
+        case KN_ACT_SIGMOID: r = sigmoid8(v); break;
+        case KN_ACT_TANH: r = tanh8(v); break;
+        case KN_ACT_RELU: r = _mm256_max_ps(v, zero); break;
+        case KN_ACT_AFFINE: r = _mm256_fmadd_ps(va, v, vb); break;
+        case KN_ACT_LEAKYRELU:
+            r = _mm256_blendv_ps(_mm256_mul_ps(va, v), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+            break;
+        case KN_ACT_THRESHOLDEDRELU: r = _mm256_and_ps(v, _mm256_cmp_ps(v, va, _CMP_GT_OQ)); break;
+        case KN_ACT_SCALEDTANH: r = _mm256_mul_ps(va, tanh8(_mm256_mul_ps(vb, v))); break;
+        case KN_ACT_HARDSIGMOID: r = _mm256_max_ps(zero, _mm256_min_ps(one, _mm256_fmadd_ps(va, v, vb))); break;
+        case KN_ACT_ELU:
+            r = _mm256_blendv_ps(_mm256_mul_ps(va, _mm256_sub_ps(exp8(v), one)), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+            break;
+        case KN_ACT_SOFTSIGN:
+            r = _mm256_div_ps(v, _mm256_add_ps(one, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)));
+            break;
+        default:
+            for (int l = 0; l < 8; l++) x[i + l] = (float)kn_k_rnn_act(a, x[i + l], alpha, beta);
+            continue;
+        }
+        _mm256_storeu_ps(x + i, r);
+    }
+}
+
+/* ---- the input projection ------------------------------------------------------------------ */
+
+/* Rows [0, R) of one 16-column panel over the whole K; R constant when inlined. */
+AVX2 INLINE void gemm_rows(const int R, const float *A, int64_t lda, int64_t K, const float *p, const float *bias,
+                           float *C, int64_t ldc)
+{
+    __m256 c[6][2];
+    __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps(),
+           b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) c[r][0] = b0, c[r][1] = b1;
+    for (int64_t k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(p + k * KN_RNN_LANES), w1 = _mm256_load_ps(p + k * KN_RNN_LANES + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            c[r][0] = _mm256_fmadd_ps(a, w0, c[r][0]);
+            c[r][1] = _mm256_fmadd_ps(a, w1, c[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(C + r * ldc, c[r][0]);
+        _mm256_storeu_ps(C + r * ldc + 8, c[r][1]);
+    }
+}
+
+AVX2 static void gemm_avx2(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t np,
+                           const float *bias, float *C, int64_t ldc)
+{
+    for (int64_t j = 0; j < np; j++) {
+        const float *p = P + j * K * KN_RNN_LANES, *bj = bias ? bias + j * KN_RNN_LANES : NULL;
+        float *cj = C + j * KN_RNN_LANES;
+        int64_t m = 0;
+        for (; m + 6 <= M; m += 6) gemm_rows(6, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc);
+        switch (M - m) {
+        case 5: gemm_rows(5, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 4: gemm_rows(4, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 3: gemm_rows(3, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 2: gemm_rows(2, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 1: gemm_rows(1, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        default: break;
+        }
+    }
+}
+
+/* The same by AVX-512's 8x32 kernel, two panels at a time. */
+static void gemm_avx512(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t np,
+                        const float *bias, float *C, int64_t ldc)
+{
+    for (int64_t j = 0; j < np; j += 2) {
+        int n = np - j >= 2 ? 2 : 1;
+        const float *p = P + j * K * KN_RNN_LANES;
+        kn_gemm512_epi e = {.bias = bias ? bias + j * KN_RNN_LANES : NULL};
+        for (int64_t m = 0; m < M; m += KN_GEMM512_ROWS) {
+            int rows = M - m >= KN_GEMM512_ROWS ? KN_GEMM512_ROWS : (int)(M - m);
+            kn_gemm512_rows(rows, n, A + m * lda, lda, p, K * KN_RNN_LANES, K, p, C + m * ldc + j * KN_RNN_LANES,
+                            ldc, bias ? &e : NULL);
+        }
+    }
+}
+
+/* ---- the recurrent product ------------------------------------------------------------------- */
+
+/* acc[0..16 NP) += sum_k h[k] P[k ldp ..]. With one or two panels, U
+ * independent sets of accumulators over interleaved k (added in a fixed
+ * order at the end) keep the FMA units busy: 2 NP accumulators alone wait
+ * on each FMA's latency. */
+AVX2 INLINE void gemv_np(const int NP, const float *h, int64_t K, const float *P, int64_t ldp, float *acc)
+{
+    enum { MAXV = 8 };
+    const int V = 2 * NP, U = NP == 1 ? 4 : NP == 2 ? 2 : 1;
+    __m256 c[4][MAXV];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+#pragma GCC unroll 8
+        for (int v = 0; v < V; v++) c[u][v] = u ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8 * v);
+    }
+    int64_t k = 0;
+    for (; k + U <= K; k += U) {
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) {
+            __m256 hk = _mm256_broadcast_ss(h + k + u);
+            const float *row = P + (k + u) * ldp;
+#pragma GCC unroll 8
+            for (int v = 0; v < V; v++) c[u][v] = _mm256_fmadd_ps(hk, _mm256_load_ps(row + 8 * v), c[u][v]);
+        }
+    }
+    for (; k < K; k++) {
+        __m256 hk = _mm256_broadcast_ss(h + k);
+#pragma GCC unroll 8
+        for (int v = 0; v < V; v++) c[0][v] = _mm256_fmadd_ps(hk, _mm256_load_ps(P + k * ldp + 8 * v), c[0][v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; v++) {
+        __m256 s = c[0][v];
+#pragma GCC unroll 8
+        for (int u = 1; u < U; u++) s = _mm256_add_ps(s, c[u][v]);
+        _mm256_storeu_ps(acc + 8 * v, s);
+    }
+}
+
+AVX2 static void gemv_avx2(const float *h, int64_t K, const float *P, int64_t ldp, int np, float *acc)
+{
+    switch (np) {
+    case 1: gemv_np(1, h, K, P, ldp, acc); break;
+    case 2: gemv_np(2, h, K, P, ldp, acc); break;
+    case 3: gemv_np(3, h, K, P, ldp, acc); break;
+    default: gemv_np(4, h, K, P, ldp, acc); break;
+    }
+}
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2};
+
+#else
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL};
+
+#endif

@@ -1,0 +1,452 @@
+/*
+ * runtime/src/rnn.c — LSTM, GRU and RNN in compiled artifacts: weights
+ * packed once per session, the input projection of all time steps as one
+ * product, then per step the recurrent product with the gates fused
+ * (rnn.h says how; docs/kernels.md why kiln's own kernel and not oneDNN's
+ * RNN primitives).
+ *
+ * Why not oneDNN's LSTM/GRU/vanilla RNN: its gate orders differ from
+ * ONNX's (a reorder of W, R and B), it has no per-batch sequence lengths
+ * (ONNX's sequence_lens), no peepholes or input_forget, no clip, one
+ * activation for a vanilla RNN and none to choose for LSTM/GRU, and
+ * linear_before_reset only as a distinct primitive; an ONNX layer would run
+ * on it only in its plainest form. The recurrent step at batch 1 is a
+ * matrix-vector product that streams R from the caches: a short kernel of
+ * our own does it at the memory's speed and takes every ONNX feature.
+ *
+ * The packed weights are kept in the node's kn_op_session: made at the
+ * first run, remade only when W, R, B or P are not the artifact's constants
+ * (their bytes may change between runs) or come at another address.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "rnn.h"
+#include "rt_internal.h"
+
+enum { L = KN_RNN_LANES };
+
+/* A step splits its blocks across threads from this many multiply-adds on:
+ * below, waking the other threads costs more than they save (measured on
+ * an AMD Zen 3 with 2 threads: H 128 LSTM steps, 64K products, gain 1.3x). */
+#define RNN_PAR_MIN_MACS 32768
+
+typedef struct rnn_state {
+    const kn_rnn_kern *k;
+    kn_rnn_kind kind;
+    bool lbr;
+    int64_t D, G, H, Hp, I, nblk, GHp;
+    const void *src[4]; /* W, R, B, P the packing was made from */
+    bool packed;        /* from constants: kept for the next runs */
+    float *wp;          /* D panels-sets of the projection: [D*GHp/16][I][16] */
+    float *rp;          /* D x nblk blocks of R: [H][G*16] each */
+    float *bx;          /* D*GHp: Wb + Rb (GRU's h gate: Wb only), added to the projection */
+    float *bh;          /* D*Hp: GRU's Rb of the h gate (it goes inside r ⊙ (...) or after r ⊙ h) */
+    float *peep;        /* D*3*Hp: LSTM's P (i, o, f) */
+    float *xw;          /* the projection, [T*B][D*GHp] */
+    size_t xw_cap;
+    float *scr; /* per direction: h (two), c, z, r ⊙ h, each [B][Hp] */
+    size_t scr_cap;
+} rnn_state;
+
+static void state_free(void *v)
+{
+    rnn_state *st = v;
+    if (!st) return;
+    free(st->wp), free(st->rp), free(st->bx), free(st->bh), free(st->peep), free(st->xw), free(st->scr);
+    free(st);
+}
+
+static float *alloc_f(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float))) return NULL;
+    memset(p, 0, (n ? n : 1) * sizeof(float));
+    return p;
+}
+
+/* Grows a scratch buffer to n floats (contents not kept). */
+static int reserve(float **buf, size_t *cap, size_t n)
+{
+    if (*cap >= n) return KN_OK;
+    free(*buf);
+    *cap = 0;
+    if (!(*buf = alloc_f(n))) return kn_error(KN_ERR_NOMEM, "recurrent layer: out of memory (%zu floats)", n);
+    *cap = n;
+    return KN_OK;
+}
+
+static bool is_const(const kn_op_session *os, const kn_tensor *t)
+{
+    if (!t) return true;
+    const unsigned char *p = t->data;
+    return os->weights && p >= os->weights && t->nbytes <= os->weights_len &&
+           (size_t)(p - os->weights) <= os->weights_len - t->nbytes;
+}
+
+/* The packed column of gate g of unit j. */
+static int64_t packed_col(const rnn_state *st, int64_t g, int64_t j)
+{
+    return (j / L) * st->G * L + g * L + j % L;
+}
+
+static void pack(rnn_state *st, const float *W, const float *R, const float *Bv, const float *Pv)
+{
+    int64_t D = st->D, G = st->G, H = st->H, Hp = st->Hp, I = st->I, GHp = st->GHp, GH = G * H;
+    memset(st->wp, 0, sizeof(float) * (size_t)(D * GHp * I));
+    memset(st->rp, 0, sizeof(float) * (size_t)(D * GHp * H));
+    memset(st->bx, 0, sizeof(float) * (size_t)(D * GHp));
+    memset(st->bh, 0, sizeof(float) * (size_t)(D * Hp));
+    memset(st->peep, 0, sizeof(float) * (size_t)(D * 3 * Hp));
+    bool gru = st->kind == KN_RNN_GRU;
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t j = 0; j < H; j++) {
+                int64_t pc = packed_col(st, g, j), row = d * GH + g * H + j;
+                float *wp = st->wp + d * GHp * I + (pc / L) * I * L + pc % L;
+                for (int64_t k = 0; k < I; k++) wp[k * L] = W[row * I + k];
+                float *rp = st->rp + d * GHp * H + (j / L) * H * G * L + g * L + j % L;
+                for (int64_t k = 0; k < H; k++) rp[k * G * L] = R[row * H + k];
+                if (!Bv) continue;
+                const float *bd = Bv + d * 2 * GH;
+                st->bx[d * GHp + pc] = bd[g * H + j] + (gru && g == 2 ? 0.0f : bd[GH + g * H + j]);
+                if (gru && g == 2) st->bh[d * Hp + j] = bd[GH + g * H + j];
+            }
+    for (int64_t d = 0; Pv && d < D; d++)
+        for (int64_t q = 0; q < 3; q++)
+            for (int64_t j = 0; j < H; j++) st->peep[(d * 3 + q) * Hp + j] = Pv[(d * 3 + q) * H + j];
+}
+
+/* The node's state for these shapes, packed from these weights. */
+static int prepare(kn_op_session *os, const kn_rnn_kern *k, const kn_rnn_params *p, int64_t I, const kn_tensor *W,
+                   const kn_tensor *R, const kn_tensor *B, const kn_tensor *P, rnn_state **out)
+{
+    rnn_state *st = os->state;
+    int64_t G = p->kind == KN_RNN_SIMPLE ? 1 : p->kind == KN_RNN_GRU ? 3 : 4, H = p->hidden;
+    bool same = st && st->kind == p->kind && st->lbr == p->linear_before_reset && st->D == p->num_dir &&
+                st->H == H && st->I == I && st->k == k;
+    if (!same) {
+        state_free(st);
+        os->state = st = calloc(1, sizeof *st);
+        os->free_state = state_free;
+        if (!st) return kn_error(KN_ERR_NOMEM, "recurrent layer: out of memory");
+        st->k = k, st->kind = p->kind, st->lbr = p->linear_before_reset, st->D = p->num_dir, st->G = G, st->H = H;
+        st->I = I, st->Hp = (H + L - 1) / L * L, st->nblk = st->Hp / L, st->GHp = G * st->Hp;
+        size_t D = (size_t)st->D;
+        st->wp = alloc_f(D * (size_t)(st->GHp * I));
+        st->rp = alloc_f(D * (size_t)(st->GHp * H));
+        st->bx = alloc_f(D * (size_t)st->GHp);
+        st->bh = alloc_f(D * (size_t)st->Hp);
+        st->peep = alloc_f(D * 3 * (size_t)st->Hp);
+        if (!st->wp || !st->rp || !st->bx || !st->bh || !st->peep) {
+            state_free(st);
+            os->state = NULL;
+            return kn_error(KN_ERR_NOMEM, "recurrent layer: out of memory for its packed weights");
+        }
+    }
+    const void *src[4] = {W->data, R->data, B ? B->data : NULL, P ? P->data : NULL};
+    if (!st->packed || memcmp(src, st->src, sizeof src)) {
+        pack(st, W->data, R->data, B ? B->data : NULL, P ? P->data : NULL);
+        memcpy(st->src, src, sizeof src);
+        st->packed = is_const(os, W) && is_const(os, R) && is_const(os, B) && is_const(os, P);
+    }
+    *out = st;
+    return KN_OK;
+}
+
+/* ---- one direction --------------------------------------------------------------------- */
+
+typedef struct dir_run {
+    const rnn_state *st;
+    const kn_rnn_params *p;
+    int d;
+    bool rev;
+    int threads;
+    int64_t T, Bn, maxlen;
+    const int64_t *lens;
+    const float *xw; /* this direction's columns at row 0 */
+    int64_t ldx;
+    float *h[2], *c, *z, *rh;
+    int cur;   /* h[cur]: the previous step's */
+    int64_t s; /* the step */
+    int phase; /* GRU without linear_before_reset: 0 gates z and r, 1 the h gate */
+    float *Y;
+} dir_run;
+
+static void clip16(const kn_rnn_params *p, float *x, int n)
+{
+    if (!(p->clip > 0)) return;
+    float c = (float)p->clip;
+    for (int i = 0; i < n; i++) x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
+}
+
+static void act(const dir_run *r, int which, float *x, int n)
+{
+    const kn_rnn_params *p = r->p;
+    r->st->k->act(p->act[r->d][which], (float)p->alpha[r->d][which], (float)p->beta[r->d][which], x, n);
+}
+
+/* Units [u L, u L + n) of batch row b at time t: h_new into hn, and into Y. */
+static void put_h(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *hnew)
+{
+    const rnn_state *st = r->st;
+    float *hn = r->h[r->cur ^ 1] + b * st->Hp + u * L;
+    memcpy(hn, hnew, sizeof(float) * L);
+    if (!r->Y) return;
+    int64_t H = st->H, n = H - u * L < L ? H - u * L : L, D = st->D;
+    int64_t yo = r->p->layout ? ((b * r->T + t) * D + r->d) * H : ((t * D + r->d) * r->Bn + b) * H;
+    memcpy(r->Y + yo + u * L, hnew, sizeof(float) * (size_t)n);
+}
+
+static void lstm_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+{
+    const rnn_state *st = r->st;
+    const kn_rnn_params *p = r->p;
+    int64_t Hp = st->Hp, H = st->H;
+    float acc[4 * L], hnew[L];
+    memcpy(acc, x + u * 4 * L, sizeof acc);
+    st->k->gemv(r->h[r->cur] + b * Hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
+    float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + b * Hp + u * L;
+    const float *pe = st->peep + r->d * 3 * Hp + u * L;
+    bool peep = p->kind == KN_RNN_LSTM && st->src[3];
+    if (peep)
+        for (int l = 0; l < L; l++) gi[l] += pe[l] * c[l], gf[l] += pe[2 * Hp + l] * c[l];
+    clip16(p, gi, L);
+    clip16(p, gf, 2 * L); /* f and c */
+    act(r, 0, gi, L);
+    if (p->input_forget)
+        for (int l = 0; l < L; l++) gf[l] = 1.0f - gi[l];
+    else act(r, 0, gf, L);
+    act(r, 1, gc, L);
+    for (int l = 0; l < L; l++) c[l] = gf[l] * c[l] + gi[l] * gc[l];
+    if (peep)
+        for (int l = 0; l < L; l++) go[l] += pe[Hp + l] * c[l];
+    clip16(p, go, L);
+    act(r, 0, go, L);
+    memcpy(hnew, c, sizeof hnew);
+    act(r, 2, hnew, L);
+    for (int l = 0; l < L; l++) hnew[l] *= go[l];
+    put_h(r, b, t, u, hnew);
+}
+
+static void rnn_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+{
+    const rnn_state *st = r->st;
+    float acc[L];
+    memcpy(acc, x + u * L, sizeof acc);
+    st->k->gemv(r->h[r->cur] + b * st->Hp, st->H, st->rp + r->d * st->GHp * st->H + u * st->H * L, L, 1, acc);
+    clip16(r->p, acc, L);
+    act(r, 0, acc, L);
+    put_h(r, b, t, u, acc);
+}
+
+/* GRU: with linear_before_reset all three gates in one pass; without, phase
+ * 0 computes z and r ⊙ h_prev for the block's units and phase 1 (once every
+ * block has done phase 0) the h gate from r ⊙ h_prev. */
+static void gru_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+{
+    const rnn_state *st = r->st;
+    const kn_rnn_params *p = r->p;
+    int64_t Hp = st->Hp, H = st->H;
+    const float *hp = r->h[r->cur] + b * Hp, *rp = st->rp + r->d * st->GHp * H + u * H * 3 * L;
+    const float *xh = x + u * 3 * L + 2 * L, *bh = st->bh + r->d * Hp + u * L;
+    float acc[3 * L], hnew[L], *z = r->z + b * Hp + u * L;
+    if (st->lbr || r->phase == 0) {
+        memcpy(acc, x + u * 3 * L, sizeof(float) * 2 * L);
+        memcpy(acc + 2 * L, bh, sizeof(float) * L);
+        st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
+        clip16(p, acc, 2 * L);
+        act(r, 0, acc, 2 * L);
+        memcpy(z, acc, sizeof(float) * L);
+        if (!st->lbr) {
+            for (int l = 0; l < L; l++) r->rh[b * Hp + u * L + l] = acc[L + l] * hp[u * L + l];
+            return;
+        }
+        for (int l = 0; l < L; l++) hnew[l] = xh[l] + acc[L + l] * acc[2 * L + l];
+    } else {
+        memcpy(acc, bh, sizeof(float) * L);
+        st->k->gemv(r->rh + b * Hp, H, rp + 2 * L, 3 * L, 1, acc);
+        for (int l = 0; l < L; l++) hnew[l] = xh[l] + acc[l];
+    }
+    clip16(p, hnew, L);
+    act(r, 1, hnew, L);
+    for (int l = 0; l < L; l++) hnew[l] = (1.0f - z[l]) * hnew[l] + z[l] * hp[u * L + l];
+    put_h(r, b, t, u, hnew);
+}
+
+/* Blocks [u0, u1) of step r->s for every batch row still in its sequence. */
+static int step_blocks(void *args, int64_t u0, int64_t u1)
+{
+    const dir_run *r = args;
+    for (int64_t b = 0; b < r->Bn; b++) {
+        int64_t len = r->lens ? r->lens[b] : r->T;
+        if (r->s >= len) continue;
+        int64_t t = r->rev ? len - 1 - r->s : r->s;
+        int64_t row = r->p->layout ? b * r->T + t : t * r->Bn + b;
+        const float *x = r->xw + row * r->ldx;
+        for (int64_t u = u0; u < u1; u++) {
+            if (r->st->kind == KN_RNN_LSTM) lstm_block(r, b, t, u, x);
+            else if (r->st->kind == KN_RNN_GRU) gru_block(r, b, t, u, x);
+            else rnn_block(r, b, t, u, x);
+        }
+    }
+    return KN_OK;
+}
+
+static int run_direction(dir_run *r)
+{
+    const rnn_state *st = r->st;
+    int64_t active_max = r->Bn, macs = active_max * st->G * st->H * st->H;
+    bool par = r->threads > 1 && st->nblk > 1 && macs >= RNN_PAR_MIN_MACS;
+    int phases = st->kind == KN_RNN_GRU && !st->lbr ? 2 : 1;
+    for (r->s = 0; r->s < r->maxlen; r->s++) {
+        for (r->phase = 0; r->phase < phases; r->phase++) {
+            int rc = par ? kn_rt_parallel_for_threads(r->threads, step_blocks, r, st->nblk)
+                         : step_blocks(r, 0, st->nblk);
+            if (rc) return rc;
+        }
+        /* rows past their length keep their state */
+        for (int64_t b = 0; r->lens && b < r->Bn; b++)
+            if (r->s >= r->lens[b])
+                memcpy(r->h[r->cur ^ 1] + b * st->Hp, r->h[r->cur] + b * st->Hp, sizeof(float) * (size_t)st->Hp);
+        r->cur ^= 1;
+    }
+    return KN_OK;
+}
+
+static int dir_chunk(void *args, int64_t lo, int64_t hi)
+{
+    dir_run *runs = args;
+    for (int64_t d = lo; d < hi; d++) {
+        int st = run_direction(&runs[d]);
+        if (st) return st;
+    }
+    return KN_OK;
+}
+
+/* ---- the projection ------------------------------------------------------------------------ */
+
+typedef struct proj_run {
+    const rnn_state *st;
+    const float *X;
+    int64_t M;
+} proj_run;
+
+static int proj_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const proj_run *pr = args;
+    const rnn_state *st = pr->st;
+    st->k->gemm(pr->X, st->I, pr->M, st->I, st->wp + lo * st->I * L, hi - lo, st->bx + lo * L, st->xw + lo * L,
+                st->D * st->GHp);
+    return KN_OK;
+}
+
+/* ---- the entry point ------------------------------------------------------------------------- */
+
+static bool f32_or_absent(const kn_tensor *t) { return !t || t->dtype == KN_F32; }
+
+static const kn_rnn_kern *pick_kernels(void)
+{
+    if (kn_config_rnn_path() == KN_RNN_PATH_PORTABLE) return &kn_rnn_kern_portable;
+    uint64_t f = kn_cpu_features(), need = KN_CPU_AVX2 | KN_CPU_FMA;
+    if ((f & need) != need || !kn_rnn_kern_avx2.gemm) return &kn_rnn_kern_portable;
+    return f & KN_CPU_AVX512F ? &kn_rnn_kern_avx512 : &kn_rnn_kern_avx2;
+}
+
+static const char *impl_name(kn_rnn_kind kind, const kn_rnn_kern *k)
+{
+    static const char *const names[3][3] = {
+        {"kiln rnn:portable", "kiln rnn:avx2", "kiln rnn:avx512"},
+        {"kiln gru:portable", "kiln gru:avx2", "kiln gru:avx512"},
+        {"kiln lstm:portable", "kiln lstm:avx2", "kiln lstm:avx512"},
+    };
+    int i = k == &kn_rnn_kern_avx2 ? 1 : k == &kn_rnn_kern_avx512 ? 2 : 0;
+    return names[kind == KN_RNN_SIMPLE ? 0 : kind == KN_RNN_GRU ? 1 : 2][i];
+}
+
+/* Shapes as kn_k_rnn wants them; false sends the node to kn_k_rnn, which
+ * says what is wrong. */
+static bool shapes_ok(const kn_rnn_params *p, const kn_tensor *X, const kn_tensor *W, const kn_tensor *R,
+                      const kn_tensor *B, const kn_tensor *P, const kn_tensor *h0, const kn_tensor *c0, int64_t G)
+{
+    int64_t D = p->num_dir, H = p->hidden, T = X->dims[p->layout ? 1 : 0], Bn = X->dims[p->layout ? 0 : 1];
+    int64_t I = X->dims[2], s0 = p->layout ? Bn : D, s1 = p->layout ? D : Bn;
+    if (X->rank != 3 || H <= 0 || T <= 0 || Bn <= 0 || I <= 0) return false;
+    if (W->rank != 3 || W->dims[0] != D || W->dims[1] != G * H || W->dims[2] != I) return false;
+    if (R->rank != 3 || R->dims[0] != D || R->dims[1] != G * H || R->dims[2] != H) return false;
+    if (B && (B->rank != 2 || B->dims[0] != D || B->dims[1] != 2 * G * H)) return false;
+    if (P && (P->rank != 2 || P->dims[0] != D || P->dims[1] != 3 * H)) return false;
+    for (const kn_tensor *s = h0; s; s = s == h0 ? c0 : NULL)
+        if (s->rank != 3 || s->dims[0] != s0 || s->dims[1] != s1 || s->dims[2] != H) return false;
+    return true;
+}
+
+int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, const kn_tensor *W,
+                const kn_tensor *R, const kn_tensor *B, const kn_tensor *seq_lens, const kn_tensor *init_h,
+                const kn_tensor *init_c, const kn_tensor *P, kn_tensor *Y, kn_tensor *Y_h, kn_tensor *Y_c)
+{
+    if (!os || kn_config_rnn_path() == KN_RNN_PATH_REF) return KN_ERR_UNSUPPORTED;
+    int64_t G = p->kind == KN_RNN_SIMPLE ? 1 : p->kind == KN_RNN_GRU ? 3 : 4;
+    if (!f32_or_absent(X) || !f32_or_absent(W) || !f32_or_absent(R) || !f32_or_absent(B) || !f32_or_absent(P) ||
+        !f32_or_absent(init_h) || !f32_or_absent(init_c) || !f32_or_absent(Y) || !f32_or_absent(Y_h) ||
+        !f32_or_absent(Y_c) || X->rank != 3 || !shapes_ok(p, X, W, R, B, P, init_h, init_c, G))
+        return KN_ERR_UNSUPPORTED;
+    int64_t D = p->num_dir, H = p->hidden, T = X->dims[p->layout ? 1 : 0], Bn = X->dims[p->layout ? 0 : 1];
+    int64_t *lens = NULL, maxlen = T;
+    if (seq_lens) {
+        if (kn_tensor_numel(seq_lens) != Bn) return KN_ERR_UNSUPPORTED;
+        if (!(lens = malloc(sizeof *lens * (size_t)Bn))) return kn_error(KN_ERR_NOMEM, "out of memory");
+        maxlen = 0;
+        for (int64_t b = 0; b < Bn; b++) {
+            lens[b] = kn_load_i64(seq_lens->dtype, seq_lens->data, (size_t)b);
+            if (lens[b] < 0 || lens[b] > T) {
+                free(lens);
+                return KN_ERR_UNSUPPORTED;
+            }
+            maxlen = lens[b] > maxlen ? lens[b] : maxlen;
+        }
+    }
+    const kn_rnn_kern *k = pick_kernels();
+    rnn_state *st = NULL;
+    int rc = prepare(os, k, p, X->dims[2], W, R, B, P, &st);
+    int64_t Hp = st ? st->Hp : 0, ldx = D * (st ? st->GHp : 0), M = T * Bn, threads = os->threads;
+    if (!rc) rc = reserve(&st->xw, &st->xw_cap, (size_t)(M * ldx));
+    if (!rc) rc = reserve(&st->scr, &st->scr_cap, (size_t)(D * 5 * Bn * Hp));
+    if (!rc) {
+        /* rows of X in its memory order: (t, b) for layout 0, (b, t) for 1 */
+        proj_run pr = {st, X->data, M};
+        rc = kn_rt_parallel_for_threads((int)threads, proj_chunk, &pr, ldx / L);
+    }
+    dir_run runs[2];
+    for (int d = 0; d < D && !rc; d++) {
+        float *s = st->scr + (size_t)(d * 5 * Bn * Hp);
+        memset(s, 0, sizeof(float) * (size_t)(5 * Bn * Hp));
+        dir_run *r = &runs[d];
+        *r = (dir_run){.st = st, .p = p, .d = d, .rev = D == 2 ? d == 1 : p->reverse, .threads = (int)threads,
+                       .T = T, .Bn = Bn, .maxlen = maxlen, .lens = lens, .xw = st->xw + d * st->GHp, .ldx = ldx,
+                       .h = {s, s + Bn * Hp}, .c = s + 2 * Bn * Hp, .z = s + 3 * Bn * Hp, .rh = s + 4 * Bn * Hp,
+                       .Y = Y ? Y->data : NULL};
+        for (int64_t b = 0; b < Bn; b++) {
+            int64_t so = p->layout ? (b * D + d) * H : (d * Bn + b) * H;
+            if (init_h) memcpy(r->h[0] + b * Hp, (const float *)init_h->data + so, sizeof(float) * (size_t)H);
+            if (init_c && p->kind == KN_RNN_LSTM)
+                memcpy(r->c + b * Hp, (const float *)init_c->data + so, sizeof(float) * (size_t)H);
+        }
+    }
+    if (!rc && D == 2 && threads >= 2) {
+        runs[0].threads = runs[1].threads = 1; /* one direction per thread */
+        rc = kn_rt_parallel_for_threads(2, dir_chunk, runs, 2);
+    } else if (!rc) {
+        rc = dir_chunk(runs, 0, D);
+    }
+    for (int d = 0; d < D && !rc; d++)
+        for (int64_t b = 0; b < Bn; b++) {
+            int64_t so = p->layout ? (b * D + d) * H : (d * Bn + b) * H;
+            if (Y_h) memcpy((float *)Y_h->data + so, runs[d].h[runs[d].cur] + b * Hp, sizeof(float) * (size_t)H);
+            if (Y_c) memcpy((float *)Y_c->data + so, runs[d].c + b * Hp, sizeof(float) * (size_t)H);
+        }
+    free(lens);
+    if (!rc) os->impl = impl_name(p->kind, k);
+    return rc;
+}
