@@ -18,6 +18,7 @@
  * first run, remade only when W, R, B or P are not the artifact's constants
  * (their bytes may change between runs) or come at another address.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,12 +168,19 @@ typedef struct dir_run {
     const int64_t *lens;
     const float *xw; /* this direction's columns at row 0 */
     int64_t ldx;
-    float *h[2], *c, *z, *rh;
-    int cur;   /* h[cur]: the previous step's */
-    int64_t s; /* the step */
-    int phase; /* GRU without linear_before_reset: 0 gates z and r, 1 the h gate */
+    float *h[2], *c, *z, *rh; /* step s reads h[s & 1], writes h[(s + 1) & 1] */
     float *Y;
+    /* the team running the steps (run_team): work items claimed, done */
+    int64_t next, done;
+    int parts;
 } dir_run;
+
+/* Where a block's work reads and writes in step s. */
+typedef struct blk {
+    int64_t b, t, u;
+    const float *x, *hp; /* the projection's row, h_prev's row */
+    float *hn;           /* h_next's row */
+} blk;
 
 static void clip16(const kn_rnn_params *p, float *x, int n)
 {
@@ -187,73 +195,77 @@ static void act(const dir_run *r, int which, float *x, int n)
     r->st->k->act(p->act[r->d][which], (float)p->alpha[r->d][which], (float)p->beta[r->d][which], x, n);
 }
 
-/* Units [u L, u L + n) of batch row b at time t: h_new into hn, and into Y. */
-static void put_h(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *hnew)
+/* The block's units of h_next, and of Y at its time. */
+static void put_h(const dir_run *r, const blk *k, const float *hnew)
 {
-    const rnn_state *st = r->st;
-    float *hn = r->h[r->cur ^ 1] + b * st->Hp + u * L;
-    memcpy(hn, hnew, sizeof(float) * L);
+    memcpy(k->hn + k->u * L, hnew, sizeof(float) * L);
     if (!r->Y) return;
-    int64_t H = st->H, n = H - u * L < L ? H - u * L : L, D = st->D;
+    int64_t H = r->st->H, n = H - k->u * L < L ? H - k->u * L : L, D = r->st->D, b = k->b, t = k->t;
     int64_t yo = r->p->layout ? ((b * r->T + t) * D + r->d) * H : ((t * D + r->d) * r->Bn + b) * H;
-    memcpy(r->Y + yo + u * L, hnew, sizeof(float) * (size_t)n);
+    memcpy(r->Y + yo + k->u * L, hnew, sizeof(float) * (size_t)n);
 }
 
-static void lstm_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+static void lstm_block(const dir_run *r, const blk *k)
 {
     const rnn_state *st = r->st;
     const kn_rnn_params *p = r->p;
-    int64_t Hp = st->Hp, H = st->H;
+    int64_t Hp = st->Hp, H = st->H, u = k->u;
     float acc[4 * L], hnew[L];
-    memcpy(acc, x + u * 4 * L, sizeof acc);
-    st->k->gemv(r->h[r->cur] + b * Hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
-    float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + b * Hp + u * L;
+    memcpy(acc, k->x + u * 4 * L, sizeof acc);
+    st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
+    float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + k->b * Hp + u * L;
     const float *pe = st->peep + r->d * 3 * Hp + u * L;
-    bool peep = p->kind == KN_RNN_LSTM && st->src[3];
-    if (peep)
+    bool peep = st->src[3] != NULL;
+    clip16(p, gc, L);
+    act(r, 1, gc, L);
+    if (peep) {
         for (int l = 0; l < L; l++) gi[l] += pe[l] * c[l], gf[l] += pe[2 * Hp + l] * c[l];
-    clip16(p, gi, L);
-    clip16(p, gf, 2 * L); /* f and c */
-    act(r, 0, gi, L);
+        clip16(p, gi, L);
+        clip16(p, gf, L);
+        act(r, 0, gi, L);
+        act(r, 0, gf, L);
+    } else {
+        clip16(p, acc, 3 * L);
+        act(r, 0, acc, 3 * L); /* i, o and f at once (o needs no peephole here) */
+    }
     if (p->input_forget)
         for (int l = 0; l < L; l++) gf[l] = 1.0f - gi[l];
-    else act(r, 0, gf, L);
-    act(r, 1, gc, L);
     for (int l = 0; l < L; l++) c[l] = gf[l] * c[l] + gi[l] * gc[l];
-    if (peep)
+    if (peep) {
         for (int l = 0; l < L; l++) go[l] += pe[Hp + l] * c[l];
-    clip16(p, go, L);
-    act(r, 0, go, L);
+        clip16(p, go, L);
+        act(r, 0, go, L);
+    }
     memcpy(hnew, c, sizeof hnew);
     act(r, 2, hnew, L);
     for (int l = 0; l < L; l++) hnew[l] *= go[l];
-    put_h(r, b, t, u, hnew);
+    put_h(r, k, hnew);
 }
 
-static void rnn_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+static void rnn_block(const dir_run *r, const blk *k)
 {
     const rnn_state *st = r->st;
     float acc[L];
-    memcpy(acc, x + u * L, sizeof acc);
-    st->k->gemv(r->h[r->cur] + b * st->Hp, st->H, st->rp + r->d * st->GHp * st->H + u * st->H * L, L, 1, acc);
+    memcpy(acc, k->x + k->u * L, sizeof acc);
+    st->k->gemv(k->hp, st->H, st->rp + r->d * st->GHp * st->H + k->u * st->H * L, L, 1, acc);
     clip16(r->p, acc, L);
     act(r, 0, acc, L);
-    put_h(r, b, t, u, acc);
+    put_h(r, k, acc);
 }
 
 /* GRU: with linear_before_reset all three gates in one pass; without, phase
  * 0 computes z and r ⊙ h_prev for the block's units and phase 1 (once every
  * block has done phase 0) the h gate from r ⊙ h_prev. */
-static void gru_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const float *x)
+static void gru_block(const dir_run *r, const blk *k, int phase)
 {
     const rnn_state *st = r->st;
     const kn_rnn_params *p = r->p;
-    int64_t Hp = st->Hp, H = st->H;
-    const float *hp = r->h[r->cur] + b * Hp, *rp = st->rp + r->d * st->GHp * H + u * H * 3 * L;
-    const float *xh = x + u * 3 * L + 2 * L, *bh = st->bh + r->d * Hp + u * L;
+    int64_t Hp = st->Hp, H = st->H, u = k->u, b = k->b;
+    const float *hp = k->hp, *rp = st->rp + r->d * st->GHp * H + u * H * 3 * L;
+    const float *xh = k->x + u * 3 * L + 2 * L, *bh = st->bh + r->d * Hp + u * L;
     float acc[3 * L], hnew[L], *z = r->z + b * Hp + u * L;
-    if (st->lbr || r->phase == 0) {
-        memcpy(acc, x + u * 3 * L, sizeof(float) * 2 * L);
+    if (st->lbr || phase == 0) {
+        memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
         memcpy(acc + 2 * L, bh, sizeof(float) * L);
         st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
         clip16(p, acc, 2 * L);
@@ -272,24 +284,59 @@ static void gru_block(const dir_run *r, int64_t b, int64_t t, int64_t u, const f
     clip16(p, hnew, L);
     act(r, 1, hnew, L);
     for (int l = 0; l < L; l++) hnew[l] = (1.0f - z[l]) * hnew[l] + z[l] * hp[u * L + l];
-    put_h(r, b, t, u, hnew);
+    put_h(r, k, hnew);
 }
 
-/* Blocks [u0, u1) of step r->s for every batch row still in its sequence. */
-static int step_blocks(void *args, int64_t u0, int64_t u1)
+/* Blocks [u0, u1) of step s (GRU without linear_before_reset: of its
+ * phase) for every batch row; a row past its length carries its state. */
+static void step_blocks(const dir_run *r, int64_t s, int phase, int64_t u0, int64_t u1)
 {
-    const dir_run *r = args;
+    const rnn_state *st = r->st;
     for (int64_t b = 0; b < r->Bn; b++) {
         int64_t len = r->lens ? r->lens[b] : r->T;
-        if (r->s >= len) continue;
-        int64_t t = r->rev ? len - 1 - r->s : r->s;
-        int64_t row = r->p->layout ? b * r->T + t : t * r->Bn + b;
-        const float *x = r->xw + row * r->ldx;
-        for (int64_t u = u0; u < u1; u++) {
-            if (r->st->kind == KN_RNN_LSTM) lstm_block(r, b, t, u, x);
-            else if (r->st->kind == KN_RNN_GRU) gru_block(r, b, t, u, x);
-            else rnn_block(r, b, t, u, x);
+        blk k = {.b = b, .hp = r->h[s & 1] + b * st->Hp, .hn = r->h[(s + 1) & 1] + b * st->Hp};
+        if (s >= len) {
+            if (phase == 0) memcpy(k.hn + u0 * L, k.hp + u0 * L, sizeof(float) * (size_t)((u1 - u0) * L));
+            continue;
         }
+        k.t = r->rev ? len - 1 - s : s;
+        k.x = r->xw + (r->p->layout ? b * r->T + k.t : k.t * r->Bn + b) * r->ldx;
+        for (k.u = u0; k.u < u1; k.u++) {
+            if (st->kind == KN_RNN_LSTM) lstm_block(r, &k);
+            else if (st->kind == KN_RNN_GRU) gru_block(r, &k, phase);
+            else rnn_block(r, &k);
+        }
+    }
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int phases_of(const rnn_state *st) { return st->kind == KN_RNN_GRU && !st->lbr ? 2 : 1; }
+
+/* One thread of a team running a direction's steps: each stage (a step,
+ * or a GRU step's phase) is cut in r->parts items, claimed in order by
+ * whichever thread is free; an item waits until every item of the stages
+ * before it is done. Items are claimed in order and a claimed item is
+ * being run, so this never waits forever, whatever number of threads
+ * OpenMP gives (one thread runs every item in order). One parallel region
+ * per layer instead of one per step. */
+static int team_member(void *args, int64_t lo, int64_t hi)
+{
+    (void)lo, (void)hi;
+    dir_run *r = args;
+    int64_t nblk = r->st->nblk, phases = phases_of(r->st), n = r->maxlen * phases * r->parts;
+    for (int64_t i; (i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED)) < n;) {
+        int64_t stage = i / r->parts, q = i % r->parts;
+        for (int spins = 0; __atomic_load_n(&r->done, __ATOMIC_ACQUIRE) < stage * r->parts; spins++)
+            if (spins > 4000) sched_yield(); /* the other thread's vCPU was taken away */
+            else cpu_relax();
+        step_blocks(r, stage / phases, (int)(stage % phases), q * nblk / r->parts, (q + 1) * nblk / r->parts);
+        __atomic_fetch_add(&r->done, 1, __ATOMIC_RELEASE);
     }
     return KN_OK;
 }
@@ -297,21 +344,15 @@ static int step_blocks(void *args, int64_t u0, int64_t u1)
 static int run_direction(dir_run *r)
 {
     const rnn_state *st = r->st;
-    int64_t active_max = r->Bn, macs = active_max * st->G * st->H * st->H;
-    bool par = r->threads > 1 && st->nblk > 1 && macs >= RNN_PAR_MIN_MACS;
-    int phases = st->kind == KN_RNN_GRU && !st->lbr ? 2 : 1;
-    for (r->s = 0; r->s < r->maxlen; r->s++) {
-        for (r->phase = 0; r->phase < phases; r->phase++) {
-            int rc = par ? kn_rt_parallel_for_threads(r->threads, step_blocks, r, st->nblk)
-                         : step_blocks(r, 0, st->nblk);
-            if (rc) return rc;
-        }
-        /* rows past their length keep their state */
-        for (int64_t b = 0; r->lens && b < r->Bn; b++)
-            if (r->s >= r->lens[b])
-                memcpy(r->h[r->cur ^ 1] + b * st->Hp, r->h[r->cur] + b * st->Hp, sizeof(float) * (size_t)st->Hp);
-        r->cur ^= 1;
+    int64_t macs = r->Bn * st->G * st->H * st->H;
+    int phases = phases_of(st);
+    if (r->threads > 1 && st->nblk > 1 && macs >= RNN_PAR_MIN_MACS) {
+        r->parts = r->threads < st->nblk ? r->threads : (int)st->nblk;
+        r->next = r->done = 0;
+        return kn_rt_parallel_for_threads(r->parts, team_member, r, r->parts);
     }
+    for (int64_t s = 0; s < r->maxlen; s++)
+        for (int ph = 0; ph < phases; ph++) step_blocks(r, s, ph, 0, st->nblk);
     return KN_OK;
 }
 
@@ -407,7 +448,8 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
             maxlen = lens[b] > maxlen ? lens[b] : maxlen;
         }
     }
-    const kn_rnn_kern *k = pick_kernels();
+    /* cpuid is slow under a hypervisor: the kernels are picked once */
+    const kn_rnn_kern *k = os->state ? ((const rnn_state *)os->state)->k : pick_kernels();
     rnn_state *st = NULL;
     int rc = prepare(os, k, p, X->dims[2], W, R, B, P, &st);
     int64_t Hp = st ? st->Hp : 0, ldx = D * (st ? st->GHp : 0), M = T * Bn, threads = os->threads;
@@ -443,7 +485,7 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
     for (int d = 0; d < D && !rc; d++)
         for (int64_t b = 0; b < Bn; b++) {
             int64_t so = p->layout ? (b * D + d) * H : (d * Bn + b) * H;
-            if (Y_h) memcpy((float *)Y_h->data + so, runs[d].h[runs[d].cur] + b * Hp, sizeof(float) * (size_t)H);
+            if (Y_h) memcpy((float *)Y_h->data + so, runs[d].h[maxlen & 1] + b * Hp, sizeof(float) * (size_t)H);
             if (Y_c) memcpy((float *)Y_c->data + so, runs[d].c + b * Hp, sizeof(float) * (size_t)H);
         }
     free(lens);
