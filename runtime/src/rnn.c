@@ -18,9 +18,9 @@
  * first run, remade only when W, R, B or P are not the artifact's constants
  * (their bytes may change between runs) or come at another address.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "rnn.h"
@@ -170,9 +170,10 @@ typedef struct dir_run {
     int64_t ldx;
     float *h[2], *c, *z, *rh; /* step s reads h[s & 1], writes h[(s + 1) & 1] */
     float *Y;
-    /* the team running the steps (run_team): work items claimed, done */
+    /* the team running the steps (team_member): work items claimed, done;
+     * solo: a member waited so long for another that it runs the rest alone */
     int64_t next, done;
-    int parts;
+    int parts, solo;
 } dir_run;
 
 /* Where a block's work reads and writes in step s. */
@@ -216,6 +217,12 @@ static void lstm_block(const dir_run *r, const blk *k)
     float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + k->b * Hp + u * L;
     const float *pe = st->peep + r->d * 3 * Hp + u * L;
     bool peep = st->src[3] != NULL;
+    const kn_rnn_act *a = p->act[r->d];
+    if (st->k->lstm16 && a[0] == KN_ACT_SIGMOID && a[1] == KN_ACT_TANH && a[2] == KN_ACT_TANH) {
+        st->k->lstm16(acc, c, peep ? pe : NULL, Hp, p->clip > 0 ? (float)p->clip : 0.0f, p->input_forget, hnew);
+        put_h(r, k, hnew);
+        return;
+    }
     clip16(p, gc, L);
     act(r, 1, gc, L);
     if (peep) {
@@ -318,6 +325,19 @@ static inline void cpu_relax(void)
 
 static int phases_of(const rnn_state *st) { return st->kind == KN_RNN_GRU && !st->lbr ? 2 : 1; }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A member that waits this long for another one's part of a step takes
+ * over the layer's remaining work: the other one has lost its CPU (steps
+ * take microseconds). Without it, a machine whose other core was busy made
+ * every step wait for a scheduler time slice: 40 ms runs instead of 0.5. */
+#define RNN_TEAM_MAX_WAIT_NS 100000
+
 /* One thread of a team running a direction's steps: each stage (a step,
  * or a GRU step's phase) is cut in r->parts items, claimed in order by
  * whichever thread is free; an item waits until every item of the stages
@@ -330,11 +350,18 @@ static int team_member(void *args, int64_t lo, int64_t hi)
     (void)lo, (void)hi;
     dir_run *r = args;
     int64_t nblk = r->st->nblk, phases = phases_of(r->st), n = r->maxlen * phases * r->parts;
-    for (int64_t i; (i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED)) < n;) {
-        int64_t stage = i / r->parts, q = i % r->parts;
-        for (int spins = 0; __atomic_load_n(&r->done, __ATOMIC_ACQUIRE) < stage * r->parts; spins++)
-            if (spins > 4000) sched_yield(); /* the other thread's vCPU was taken away */
-            else cpu_relax();
+    bool leader = false; /* the member that took over, when one did */
+    for (int64_t i; (leader || !__atomic_load_n(&r->solo, __ATOMIC_RELAXED)) &&
+                    (i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED)) < n;) {
+        int64_t stage = i / r->parts, q = i % r->parts, t0 = 0;
+        for (int spins = 0; __atomic_load_n(&r->done, __ATOMIC_ACQUIRE) < stage * r->parts; spins++) {
+            cpu_relax();
+            if (spins % 64 || leader) continue;
+            int64_t t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > RNN_TEAM_MAX_WAIT_NS && !__atomic_exchange_n(&r->solo, 1, __ATOMIC_RELAXED))
+                leader = true;
+        }
         step_blocks(r, stage / phases, (int)(stage % phases), q * nblk / r->parts, (q + 1) * nblk / r->parts);
         __atomic_fetch_add(&r->done, 1, __ATOMIC_RELEASE);
     }
@@ -349,6 +376,7 @@ static int run_direction(dir_run *r)
     if (r->threads > 1 && st->nblk > 1 && macs >= RNN_PAR_MIN_MACS) {
         r->parts = r->threads < st->nblk ? r->threads : (int)st->nblk;
         r->next = r->done = 0;
+        r->solo = 0;
         return kn_rt_parallel_for_threads(r->parts, team_member, r, r->parts);
     }
     for (int64_t s = 0; s < r->maxlen; s++)

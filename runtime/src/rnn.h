@@ -26,6 +26,7 @@
 #ifndef KILN_RT_RNN_H
 #define KILN_RT_RNN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "k_misc.h"
@@ -53,6 +54,13 @@ typedef struct kn_rnn_kern {
     void (*gemv)(const float *h, int64_t K, const float *P, int64_t ldp, int np, float *acc);
     /* x[i] = act(x[i]) for i < n (n a multiple of 8), alpha and beta as ONNX's. */
     void (*act)(kn_rnn_act a, float alpha, float beta, float *x, int n);
+    /* The LSTM cell of 16 units with the default activations (sigmoid,
+     * tanh, tanh) in registers: acc holds the pre-activations i, o, f, c
+     * (16 each), c the cell state (updated), peep P's i, o, f rows at these
+     * units or NULL, clip > 0 clips; h gets the new state. NULL: the
+     * caller composes it from `act`. */
+    void (*lstm16)(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
+                   bool input_forget, float *h);
 } kn_rnn_kern;
 
 /* Plain C (rnn_kern_c.c): runs anywhere. */

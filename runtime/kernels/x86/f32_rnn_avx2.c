@@ -113,6 +113,41 @@ AVX2 static void act_avx2(kn_rnn_act a, float alpha, float beta, float *x, int n
     }
 }
 
+/* The LSTM cell of 8 units (lstm16's half): x = gate pre-activations
+ * i, o, f, c at a stride of 16 floats. */
+AVX2 INLINE void lstm8(const float *x, float *c, const float *pe, int64_t ps, __m256 lo, __m256 hi, bool clip,
+                       bool input_forget, float *h)
+{
+    __m256 gi = _mm256_loadu_ps(x), go = _mm256_loadu_ps(x + 16), gf = _mm256_loadu_ps(x + 32),
+           gc = _mm256_loadu_ps(x + 48), cp = _mm256_loadu_ps(c);
+    if (pe) {
+        gi = _mm256_fmadd_ps(_mm256_loadu_ps(pe), cp, gi);
+        gf = _mm256_fmadd_ps(_mm256_loadu_ps(pe + 2 * ps), cp, gf);
+    }
+    if (clip) {
+        gi = _mm256_min_ps(_mm256_max_ps(gi, lo), hi);
+        gf = _mm256_min_ps(_mm256_max_ps(gf, lo), hi);
+        gc = _mm256_min_ps(_mm256_max_ps(gc, lo), hi);
+    }
+    gi = sigmoid8(gi);
+    gf = input_forget ? _mm256_sub_ps(_mm256_set1_ps(1.0f), gi) : sigmoid8(gf);
+    __m256 cn = _mm256_fmadd_ps(gf, cp, _mm256_mul_ps(gi, tanh8(gc)));
+    _mm256_storeu_ps(c, cn);
+    if (pe) go = _mm256_fmadd_ps(_mm256_loadu_ps(pe + ps), cn, go);
+    if (clip) go = _mm256_min_ps(_mm256_max_ps(go, lo), hi);
+    _mm256_storeu_ps(h, _mm256_mul_ps(sigmoid8(go), tanh8(cn)));
+}
+
+AVX2 static void lstm16_avx2(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
+                             bool input_forget, float *h)
+{
+    __m256 lo = _mm256_set1_ps(-clip), hi = _mm256_set1_ps(clip);
+    bool cl = clip > 0;
+    for (int half = 0; half < 2; half++)
+        lstm8(acc + 8 * half, c + 8 * half, peep ? peep + 8 * half : NULL, peep_stride, lo, hi, cl, input_forget,
+              h + 8 * half);
+}
+
 /* ---- the input projection ------------------------------------------------------------------ */
 
 /* Rows [0, R) of one 16-column panel over the whole K; R constant when inlined. */
@@ -225,12 +260,12 @@ AVX2 static void gemv_avx2(const float *h, int64_t K, const float *P, int64_t ld
     }
 }
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2, lstm16_avx2};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2, lstm16_avx2};
 
 #else
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL};
 
 #endif
