@@ -196,6 +196,18 @@ static void act(const dir_run *r, int which, float *x, int n)
     r->st->k->act(p->act[r->d][which], (float)p->alpha[r->d][which], (float)p->beta[r->d][which], x, n);
 }
 
+/* 1 - f(x) for the 16 pre-activations x, f being the gates' activation:
+ * sigmoid(-x) when f is the sigmoid, as 1 - sigmoid(x) in float32 keeps
+ * nothing of a gate near 1 (GRU's (1 - z) h~ and LSTM's input_forget gave
+ * -2.4e-7 for -1.1e-7 in ONNX's test_gru_seq_length); else filled by the
+ * caller from f(x). */
+static void one_minus_f(const dir_run *r, const float *x, float *out)
+{
+    if (r->p->act[r->d][0] != KN_ACT_SIGMOID) return;
+    for (int l = 0; l < L; l++) out[l] = -x[l];
+    act(r, 0, out, L);
+}
+
 /* The block's units of h_next, and of Y at its time. */
 static void put_h(const dir_run *r, const blk *k, const float *hnew)
 {
@@ -211,7 +223,7 @@ static void lstm_block(const dir_run *r, const blk *k)
     const rnn_state *st = r->st;
     const kn_rnn_params *p = r->p;
     int64_t Hp = st->Hp, H = st->H, u = k->u;
-    float acc[4 * L], hnew[L];
+    float acc[4 * L], hnew[L], gi_pre[L];
     memcpy(acc, k->x + u * 4 * L, sizeof acc);
     st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
     float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + k->b * Hp + u * L;
@@ -229,14 +241,19 @@ static void lstm_block(const dir_run *r, const blk *k)
         for (int l = 0; l < L; l++) gi[l] += pe[l] * c[l], gf[l] += pe[2 * Hp + l] * c[l];
         clip16(p, gi, L);
         clip16(p, gf, L);
+        memcpy(gi_pre, gi, sizeof gi_pre);
         act(r, 0, gi, L);
         act(r, 0, gf, L);
     } else {
         clip16(p, acc, 3 * L);
+        memcpy(gi_pre, gi, sizeof gi_pre);
         act(r, 0, acc, 3 * L); /* i, o and f at once (o needs no peephole here) */
     }
-    if (p->input_forget)
-        for (int l = 0; l < L; l++) gf[l] = 1.0f - gi[l];
+    if (p->input_forget) {
+        one_minus_f(r, gi_pre, gf);
+        if (a[0] != KN_ACT_SIGMOID)
+            for (int l = 0; l < L; l++) gf[l] = 1.0f - gi[l];
+    }
     for (int l = 0; l < L; l++) c[l] = gf[l] * c[l] + gi[l] * gc[l];
     if (peep) {
         for (int l = 0; l < L; l++) go[l] += pe[Hp + l] * c[l];
@@ -270,14 +287,18 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
     int64_t Hp = st->Hp, H = st->H, u = k->u, b = k->b;
     const float *hp = k->hp, *rp = st->rp + r->d * st->GHp * H + u * H * 3 * L;
     const float *xh = k->x + u * 3 * L + 2 * L, *bh = st->bh + r->d * Hp + u * L;
-    float acc[3 * L], hnew[L], *z = r->z + b * Hp + u * L;
+    /* 1 - z kept apart (in c, which GRU has no use for) */
+    float acc[3 * L], hnew[L], *z = r->z + b * Hp + u * L, *zc = r->c + b * Hp + u * L;
     if (st->lbr || phase == 0) {
         memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
         memcpy(acc + 2 * L, bh, sizeof(float) * L);
         st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
         clip16(p, acc, 2 * L);
+        one_minus_f(r, acc, zc);
         act(r, 0, acc, 2 * L);
         memcpy(z, acc, sizeof(float) * L);
+        if (p->act[r->d][0] != KN_ACT_SIGMOID)
+            for (int l = 0; l < L; l++) zc[l] = 1.0f - z[l];
         if (!st->lbr) {
             for (int l = 0; l < L; l++) r->rh[b * Hp + u * L + l] = acc[L + l] * hp[u * L + l];
             return;
@@ -290,7 +311,7 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
     }
     clip16(p, hnew, L);
     act(r, 1, hnew, L);
-    for (int l = 0; l < L; l++) hnew[l] = (1.0f - z[l]) * hnew[l] + z[l] * hp[u * L + l];
+    for (int l = 0; l < L; l++) hnew[l] = zc[l] * hnew[l] + z[l] * hp[u * L + l];
     put_h(r, k, hnew);
 }
 

@@ -129,8 +129,9 @@ AVX2 INLINE void lstm8(const float *x, float *c, const float *pe, int64_t ps, __
         gf = _mm256_min_ps(_mm256_max_ps(gf, lo), hi);
         gc = _mm256_min_ps(_mm256_max_ps(gc, lo), hi);
     }
+    /* input_forget: 1 - sigmoid(i) as sigmoid(-i), which keeps its digits near 1 */
+    gf = sigmoid8(input_forget ? _mm256_sub_ps(_mm256_setzero_ps(), gi) : gf);
     gi = sigmoid8(gi);
-    gf = input_forget ? _mm256_sub_ps(_mm256_set1_ps(1.0f), gi) : sigmoid8(gf);
     __m256 cn = _mm256_fmadd_ps(gf, cp, _mm256_mul_ps(gi, tanh8(gc)));
     _mm256_storeu_ps(c, cn);
     if (pe) go = _mm256_fmadd_ps(_mm256_loadu_ps(pe + ps), cn, go);
