@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "misc_int.h"
+#include "rnn.h"
 
 /* Fails naming the node if one of its first k inputs is missing (an empty
  * name in the model), so no function below dereferences a NULL input. */
@@ -276,6 +277,15 @@ static int exec_rnn(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     const kn_tensor *opt[8] = {0};
     for (int i = 3; i < d->n_inputs && i < 8; i++) opt[i] = kn_op_input(d, in, i);
     bool lstm = p.kind == KN_RNN_LSTM;
+    /* compiled artifacts: kiln's packed kernel (runtime/src/rnn.c), unless it
+     * declines (dtypes, KILN_RNN=ref); the reference evaluator: the plain C
+     * kernel, the oracle */
+    if (d->sess) {
+        st = kn_rnn_fast(d->sess, &p, x, in[1], in[2], opt[3], opt[4], opt[5], lstm ? opt[6] : NULL,
+                         lstm ? opt[7] : NULL, outs[0], outs[1], lstm ? outs[2] : NULL);
+        if (st != KN_ERR_UNSUPPORTED) return kn_op_fail(d, st);
+        d->sess->impl = NULL;
+    }
     return kn_op_fail(d, kn_k_rnn(&p, x, in[1], in[2], opt[3], opt[4], opt[5], lstm ? opt[6] : NULL,
                                  lstm ? opt[7] : NULL, outs[0], outs[1], lstm ? outs[2] : NULL));
 }

@@ -93,6 +93,22 @@ typedef struct kn_body_runner {
     void *ctx;
 } kn_body_runner;
 
+/* What a compiled artifact's session keeps for one node run by its runtime
+ * kernel, from run to run (kn_opdesc.sess; NULL in the reference evaluator
+ * and in the bodies of control-flow ops, which run the plain C kernels). An
+ * op with a faster path than its plain C kernel (LSTM, GRU, RNN:
+ * runtime/src/rnn.c) keeps what it prepared once (packed weights) here. */
+typedef struct kn_op_session {
+    void *state;                /* the op's; NULL until it sets it */
+    void (*free_state)(void *); /* what frees state when the session goes */
+    int threads;                /* the session's thread count */
+    /* the artifact's weights: an input whose bytes lie inside is a constant,
+     * the same at every run */
+    const unsigned char *weights;
+    size_t weights_len;
+    const char *impl; /* what ran the node last (static string), for kiln profile; NULL: its plain C kernel */
+} kn_op_session;
+
 /* What an op's execution knows of its node. */
 typedef struct kn_opdesc {
     kn_op op;
@@ -106,6 +122,7 @@ typedef struct kn_opdesc {
     const kn_attr *attrs;
     int n_attrs;
     const kn_body_runner *body; /* ops with graph attributes only; NULL elsewhere */
+    kn_op_session *sess;        /* compiled artifacts' runtime-kernel nodes only; NULL elsewhere */
 } kn_opdesc;
 
 /* Computes the node's outputs. in[i] is NULL for an omitted optional input.

@@ -156,6 +156,32 @@ kn_conv_algo kn_config_conv_algo(void)
     return a == KN_ALGO_COUNT ? KN_ALGO_AUTO : (kn_conv_algo)a;
 }
 
+static const char *const RNN_PATHS[KN_RNN_PATH_COUNT] = {"auto", "portable", "ref"};
+
+/* KILN_RNN's value, KN_RNN_PATH_COUNT when invalid. */
+static int env_rnn(void)
+{
+    const char *v = getenv("KILN_RNN");
+    if (!v || !*v) return KN_RNN_PATH_AUTO;
+    for (int a = 0; a < KN_RNN_PATH_COUNT; a++)
+        if (!strcmp(v, RNN_PATHS[a])) return a;
+    return KN_RNN_PATH_COUNT;
+}
+
+kn_rnn_path kn_config_rnn_path(void)
+{
+    int a = env_rnn();
+    return a == KN_RNN_PATH_COUNT ? KN_RNN_PATH_AUTO : (kn_rnn_path)a;
+}
+
+int kn_config_check_rnn(void)
+{
+    if (env_rnn() == KN_RNN_PATH_COUNT)
+        return kn_error(KN_ERR_INVALID, "KILN_RNN='%s': not a recurrent-layer path (auto, portable, ref)",
+                        getenv("KILN_RNN"));
+    return KN_OK;
+}
+
 int kn_config_check(void)
 {
     if (env_family() == -2)

@@ -101,4 +101,14 @@ const char *kn_config_algo_name(kn_conv_algo a);
  * values when KILN_TUNE_FAMILY or KILN_CONV_ALGO is set to something else. */
 int kn_config_check(void);
 
+/* How compiled artifacts run LSTM, GRU and RNN (rnn.c): KILN_RNN=auto
+ * (default: kiln's kernel with the best ISA the CPU has), portable (kiln's
+ * kernel in plain C, no SIMD), ref (the reference evaluator's plain C
+ * kernel, kernels/ref/misc_rnn_dft.c). */
+typedef enum kn_rnn_path { KN_RNN_PATH_AUTO, KN_RNN_PATH_PORTABLE, KN_RNN_PATH_REF, KN_RNN_PATH_COUNT } kn_rnn_path;
+/* KILN_RNN (AUTO when unset or invalid). */
+kn_rnn_path kn_config_rnn_path(void);
+/* KN_OK, or an error naming KILN_RNN's value and the accepted ones. */
+int kn_config_check_rnn(void);
+
 #endif

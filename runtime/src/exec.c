@@ -183,7 +183,7 @@ static void free_dead_slots(kn_session *s, int index)
 
 /* Runs the kernel of a node; a control-flow node's bodies find the outer
  * values they read among its captures, the inputs after the op's own. */
-static int run_kernel(const kn_rt_opnode *rt, const kn_tensor **in, kn_tensor *outs)
+static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs)
 {
     int n_caps = rt->abi->n_captures, first = rt->abi->n_inputs - n_caps;
     const char **names = calloc((size_t)n_caps + 1, sizeof *names);
@@ -193,6 +193,7 @@ static int run_kernel(const kn_rt_opnode *rt, const kn_tensor **in, kn_tensor *o
     kn_body_runner body = kn_sg_body_runner(&scope);
     kn_opdesc d = rt->desc;
     d.body = &body;
+    d.sess = sess;
     int st = kn_op_exec(d.op)(&d, in, outs);
     free(names);
     return st;
@@ -213,7 +214,7 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
-    if (!st) st = run_kernel(rt, in, outs);
+    if (!st) st = run_kernel(rt, s->opsess ? &s->opsess[index] : NULL, in, outs);
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);

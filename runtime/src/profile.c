@@ -23,8 +23,19 @@ static int64_t now_ns(void)
 const char *kn_session_step_impl(const kn_session *s, int step)
 {
     if (!s || step < 0 || step >= s->art->meta.n_steps) return NULL;
-    int d = s->art->meta.steps[step].dnnl;
-    if (d < 0 || d >= s->art->meta.n_dnnl || !s->prims || !s->prims[d]) return NULL;
+    const kn_meta *m = &s->art->meta;
+    int d = m->steps[step].dnnl;
+    if (d < 0) {
+        /* a node run by its runtime kernel names what ran it when that is not
+         * its plain C kernel (the recurrent ops' fast path, rnn.c); steps
+         * carry their node's name */
+        const char *name = m->steps[step].name;
+        for (int i = 0; name && s->opsess && i < m->n_opnodes; i++)
+            if (s->opsess[i].impl && s->art->opnodes[i].desc.name && !strcmp(s->art->opnodes[i].desc.name, name))
+                return s->opsess[i].impl;
+        return NULL;
+    }
+    if (d >= m->n_dnnl || !s->prims || !s->prims[d]) return NULL;
     return kn_dnnl_prim_impl(s->prims[d]);
 }
 

@@ -173,6 +173,7 @@ struct kn_session {
     kn_dynconv *dynconv;           /* convs/poolings at run-time shapes (dnnl/dynconv.c), or NULL */
     int threads;
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
+    kn_op_session *opsess;         /* meta.n_opnodes: what runtime kernels keep across runs (opdesc.h) */
     atomic_int running;            /* 1 while a run is in progress (session.c: one thread at a time) */
 };
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "rt_internal.h"
 
 #define KN_RUNTIME_VERSION "0.1.0"
@@ -100,6 +101,28 @@ static int create_prims(kn_session *s)
     return fuse_prims(s);
 }
 
+/* What the runtime-kernel nodes keep across runs (opdesc.h); the recurrent
+ * ops' fast path (rnn.c) reads KILN_RNN, checked here so that a bad value
+ * fails the session's creation rather than its first run. */
+static int create_opsess(kn_session *s)
+{
+    const kn_artifact *a = s->art;
+    int n = a->meta.n_opnodes;
+    if (n <= 0) return KN_OK;
+    if (!(s->opsess = calloc((size_t)n, sizeof *s->opsess))) return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
+    bool recurrent = false;
+    for (int i = 0; i < n; i++) {
+        s->opsess[i].threads = s->threads;
+        s->opsess[i].weights = a->weights;
+        s->opsess[i].weights_len = a->weights && a->meta.weights_bytes > 0 ? (size_t)a->meta.weights_bytes : 0;
+        kn_op op = a->opnodes[i].desc.op;
+        recurrent |= op == KN_OP_LSTM || op == KN_OP_GRU || op == KN_OP_RNN;
+    }
+    int st = recurrent ? kn_config_check_rnn() : KN_OK;
+    if (st) kn_error_prefix("%s: ", label_of(a));
+    return st;
+}
+
 int kn_session_create(const kn_artifact *a, kn_session **out)
 {
     if (out) *out = NULL;
@@ -133,7 +156,8 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
         return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
     }
     for (int i = 0; i < n_slots; i++) s->slots[i].rank = -1; /* not computed yet */
-    int st = create_prims(s);
+    int st = create_opsess(s);
+    if (!st) st = create_prims(s);
     if (st) {
         kn_session_free(s);
         return st;
@@ -152,6 +176,7 @@ int kn_session_set_threads(kn_session *s, int threads)
         if (st) return st;
     }
     s->threads = threads;
+    for (int i = 0; s->opsess && i < s->art->meta.n_opnodes; i++) s->opsess[i].threads = threads;
     return KN_OK;
 }
 
@@ -413,6 +438,9 @@ void kn_session_free(kn_session *s)
     kn_dynconv_free(s->dynconv); /* before the oneDNN session its primitives use */
     if (s->dnnl) kn_dnnl_session_free(s->dnnl);
     for (int i = 0; s->slots && i < s->art->meta.n_slots; i++) kn_tensor_free(&s->slots[i]);
+    for (int i = 0; s->opsess && i < s->art->meta.n_opnodes; i++)
+        if (s->opsess[i].free_state) s->opsess[i].free_state(s->opsess[i].state);
+    free(s->opsess);
     free(s->slots);
     free(s->arena);
     free(s);

@@ -475,9 +475,11 @@ static void bitwise_diff(const difftest_case *c, const kn_tensor *base, const kn
             snprintf(msg, len, "output %d differs bitwise between T=%d and T=%d", j, t_base, t);
 }
 
-/* Appends to DIR/<case>/kernels_O<o>.txt the kernel each oneDNN step runs
- * with t threads ("t2 step 3 winograd F(4x4,3x3)"): the session picks
- * them on the machine, after the compile's report was written. */
+/* Appends to DIR/<case>/kernels_O<o>.txt the kernel each oneDNN step (and
+ * each runtime-kernel step that is not the plain C kernel: "kiln
+ * lstm:avx2") ran with t threads ("t2 step 3 winograd F(4x4,3x3)"): the
+ * session picks them on the machine, after the compile's report was
+ * written. */
 static void note_kernels(const difftest_case *c, int o, int t, const kn_artifact *art, const kn_session *sess)
 {
     char p[4200];
@@ -521,8 +523,9 @@ static void check_level(difftest_case *c, int o)
         kn_tensor got[MAX_IO] = {0};
         snprintf(check, sizeof check, "O%d t%d", o, t);
         st = kn_session_set_threads(sess, t);
-        if (!st) note_kernels(c, o, t, art, sess);
         if (!st) st = kn_session_run_tensors(sess, kn_artifact_num_inputs(art), ordered, c->n_out, got);
+        /* after the run: a runtime kernel names what ran it once it has run */
+        if (!st) note_kernels(c, o, t, art, sess);
         if (st) {
             record_status(c, check, st);
             continue;

@@ -407,8 +407,9 @@ static int profile_artifact(const char *art_file, const prof_args *a)
     double *ms = calloc(n + 1, sizeof *ms), run_ms = 0;
     const char **impl = calloc(n + 1, sizeof *impl);
     if (!st && (!ns || !live || !run_ns || !ms || !impl)) st = kn_error(KN_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !st && i < n; i++) impl[i] = kn_session_step_impl(s, (int)i);
     if (!st) st = measure(s, art, a, ns, run_ns);
+    /* after the runs: a runtime kernel names what ran it only once it has run */
+    for (size_t i = 0; !st && i < n; i++) impl[i] = kn_session_step_impl(s, (int)i);
     if (!st) st = step_medians(ns, a->runs, (int)n, ms);
     if (!st) st = step_medians(run_ns, a->runs, 1, &run_ms);
     kn_prof p = {.path = a->path, .m = m, .threads = a->threads, .runs = a->runs, .warmup = a->warmup,

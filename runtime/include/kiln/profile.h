@@ -43,8 +43,11 @@ int kn_session_profile(kn_session *s, const void *const *inputs, void *const *ou
 /* What runs step `step` when it is a oneDNN record: oneDNN's implementation
  * ("jit:avx2", "jit_1x1:avx2", "brg:avx512_core", ...) or kiln's own
  * ("winograd F(4x4,3x3)", "kiln 1x1:avx512"), as chosen when the session
- * was created or last changed its thread count; NULL for other steps
- * (generated code, runtime kernels) and out-of-range arguments. A step
+ * was created or last changed its thread count; for a node run by a
+ * runtime kernel, what ran it in the last run when that was not its plain
+ * C kernel ("kiln lstm:avx2", ...: the recurrent ops, docs/kernels.md);
+ * NULL for other steps (generated code, plain C runtime kernels) and
+ * out-of-range arguments. A step
  * whose work the runtime does within the next step (a 1x1 convolution run
  * fused with the depthwise convolution after it, "kiln 1x1+dw:avx512")
  * names KN_IMPL_IN_NEXT_STEP: its time is then counted in the next step's. */

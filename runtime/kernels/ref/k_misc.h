@@ -125,6 +125,9 @@ typedef struct kn_rnn_params {
     double alpha[2][3], beta[2][3];
 } kn_rnn_params;
 
+/* One activation of a recurrent op, in double (alpha and beta as ONNX's). */
+double kn_k_rnn_act(kn_rnn_act a, double x, double alpha, double beta);
+
 /* RNN / GRU / LSTM as ONNX defines them (gate orders z,r,h and i,o,f,c).
  * B, seq_lens, init_h, init_c and P may be NULL; Y, Y_h, Y_c may be NULL
  * (not wanted) or preallocated zeroed with the ONNX shapes for p->layout. */

@@ -9,7 +9,7 @@
 
 /* ---- recurrent networks ----------------------------------------------------------------- */
 
-static double rnn_act(kn_rnn_act a, double x, double alpha, double beta)
+double kn_k_rnn_act(kn_rnn_act a, double x, double alpha, double beta)
 {
     switch (a) {
     case KN_ACT_SIGMOID: return 1 / (1 + exp(-x));
@@ -64,18 +64,18 @@ static void rnn_step(rnn_run *r, int d)
     const double *al = p->alpha[d], *be = p->beta[d];
     int64_t H = r->H;
     if (p->kind == KN_RNN_SIMPLE) {
-        for (int64_t j = 0; j < H; j++) r->h[j] = rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j]), al[0], be[0]);
+        for (int64_t j = 0; j < H; j++) r->h[j] = kn_k_rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j]), al[0], be[0]);
         return;
     }
     if (p->kind == KN_RNN_GRU) {
         /* r->rh holds (r ⊙ H_prev) R_h^T + Rb_h when linear_before_reset is off. */
         for (int64_t j = 0; j < H; j++) {
-            double rg = rnn_act(a[0], clipv(p, r->xw[H + j] + r->hr[H + j]), al[0], be[0]);
+            double rg = kn_k_rnn_act(a[0], clipv(p, r->xw[H + j] + r->hr[H + j]), al[0], be[0]);
             r->rh[j] = rg; /* reset gate, consumed below */
         }
         double *hn = r->c; /* scratch for the new state */
         for (int64_t j = 0; j < H; j++) {
-            double z = rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j]), al[0], be[0]);
+            double z = kn_k_rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j]), al[0], be[0]);
             double pre;
             if (p->linear_before_reset) {
                 pre = r->xw[2 * H + j] + r->rh[j] * r->hr[2 * H + j];
@@ -85,7 +85,7 @@ static void rnn_step(rnn_run *r, int d)
                 for (int64_t k = 0; k < H; k++) s += r->rh[k] * r->h[k] * at(r->R, (d * GH + 2 * H + j) * H + k);
                 pre = r->xw[2 * H + j] + s;
             }
-            double hh = rnn_act(a[1], clipv(p, pre), al[1], be[1]);
+            double hh = kn_k_rnn_act(a[1], clipv(p, pre), al[1], be[1]);
             hn[j] = (1 - z) * hh + z * r->h[j];
         }
         memcpy(r->h, hn, sizeof *hn * (size_t)H);
@@ -96,14 +96,14 @@ static void rnn_step(rnn_run *r, int d)
         double pi = r->P ? at(r->P, d * 3 * H + j) : 0, po = r->P ? at(r->P, d * 3 * H + H + j) : 0;
         double pf = r->P ? at(r->P, d * 3 * H + 2 * H + j) : 0;
         double cp = r->c[j];
-        double i = rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j] + pi * cp), al[0], be[0]);
-        double f = rnn_act(a[0], clipv(p, r->xw[2 * H + j] + r->hr[2 * H + j] + pf * cp), al[0], be[0]);
+        double i = kn_k_rnn_act(a[0], clipv(p, r->xw[j] + r->hr[j] + pi * cp), al[0], be[0]);
+        double f = kn_k_rnn_act(a[0], clipv(p, r->xw[2 * H + j] + r->hr[2 * H + j] + pf * cp), al[0], be[0]);
         if (p->input_forget) f = 1 - i;
-        double cc = rnn_act(a[1], clipv(p, r->xw[3 * H + j] + r->hr[3 * H + j]), al[1], be[1]);
+        double cc = kn_k_rnn_act(a[1], clipv(p, r->xw[3 * H + j] + r->hr[3 * H + j]), al[1], be[1]);
         double cn = f * cp + i * cc;
-        double o = rnn_act(a[0], clipv(p, r->xw[H + j] + r->hr[H + j] + po * cn), al[0], be[0]);
+        double o = kn_k_rnn_act(a[0], clipv(p, r->xw[H + j] + r->hr[H + j] + po * cn), al[0], be[0]);
         r->c[j] = cn;
-        r->rh[j] = o * rnn_act(a[2], cn, al[2], be[2]); /* new h, copied after the loop */
+        r->rh[j] = o * kn_k_rnn_act(a[2], cn, al[2], be[2]); /* new h, copied after the loop */
     }
     memcpy(r->h, r->rh, sizeof *r->h * (size_t)H);
 }

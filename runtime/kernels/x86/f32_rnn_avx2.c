@@ -1,0 +1,279 @@
+/*
+ * runtime/kernels/x86/f32_rnn_avx2.c — the recurrent layers' kernels
+ * (runtime/src/rnn.h) for AVX2+FMA: the input projection (6 rows x 16
+ * columns, register-blocked), the recurrent product of one h row by a
+ * block's gates (up to 4 panels of 16 columns), and the gates' activations
+ * 8 lanes at a time. kn_rnn_kern_avx512 is the same with the projection by
+ * AVX-512's 8x32 kernel (f32_gemm_8x32_avx512.c); the recurrent product
+ * streams R from the caches and gains nothing from wider vectors.
+ *
+ * exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-5
+ * polynomial; about 1 ulp on [-87, 88]), sigmoid 1 / (1 + exp(-x)) with
+ * the reciprocal to 2e-7 (recip8), tanh Eigen's rational approximation
+ * (tanh8): within a few ulp, so that a layer's
+ * outputs stay within 1e-5 relative of the reference kernel's (double)
+ * after a hundred steps. The rare activations (Softplus) run the reference
+ * kernel's formula element by element.
+ */
+#include <stdint.h>
+
+#include "f32_gemm_avx512.h"
+#include "rnn.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+AVX2 INLINE __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* 1 / d by the 12-bit estimate and one Newton step (about 2e-7 relative,
+ * d >= 1 here): a third of a division's time, which the gates' activations
+ * would otherwise spend most of theirs on. */
+AVX2 INLINE __m256 recip8(__m256 d)
+{
+    __m256 r = _mm256_rcp_ps(d);
+    return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+}
+
+AVX2 INLINE __m256 sigmoid8(__m256 x)
+{
+    return recip8(_mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+/* tanh as Eigen's rational approximation (odd degree 13 over even degree
+ * 6, on x clamped to +-7.9053, where tanh is 1 to float precision): a
+ * third of exp's cost plus a division; |x| < 4e-4 returns x itself. */
+AVX2 INLINE __m256 tanh8(__m256 x)
+{
+    static const float a[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                               5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                               4.89352455891786e-03f};
+    static const float b[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                               4.89352518554385e-03f};
+    __m256 c = _mm256_set1_ps(7.90531110763549805f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), c)), c);
+    __m256 x2 = _mm256_mul_ps(xc, xc), p = _mm256_set1_ps(a[0]), q = _mm256_set1_ps(b[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(a[i]));
+#pragma GCC unroll 8
+    for (int i = 1; i < 4; i++) q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(b[i]));
+    __m256 r = _mm256_div_ps(_mm256_mul_ps(p, xc), q);
+    __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.0004f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(r, x, tiny);
+}
+
+AVX2 static void act_avx2(kn_rnn_act a, float alpha, float beta, float *x, int n)
+{
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), zero = _mm256_setzero_ps(),
+           one = _mm256_set1_ps(1.0f);
+    for (int i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), r;
+        switch (a) {
+        case KN_ACT_SIGMOID: r = sigmoid8(v); break;
+        case KN_ACT_TANH: r = tanh8(v); break;
+        case KN_ACT_RELU: r = _mm256_max_ps(v, zero); break;
+        case KN_ACT_AFFINE: r = _mm256_fmadd_ps(va, v, vb); break;
+        case KN_ACT_LEAKYRELU:
+            r = _mm256_blendv_ps(_mm256_mul_ps(va, v), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+            break;
+        case KN_ACT_THRESHOLDEDRELU: r = _mm256_and_ps(v, _mm256_cmp_ps(v, va, _CMP_GT_OQ)); break;
+        case KN_ACT_SCALEDTANH: r = _mm256_mul_ps(va, tanh8(_mm256_mul_ps(vb, v))); break;
+        case KN_ACT_HARDSIGMOID: r = _mm256_max_ps(zero, _mm256_min_ps(one, _mm256_fmadd_ps(va, v, vb))); break;
+        case KN_ACT_ELU:
+            r = _mm256_blendv_ps(_mm256_mul_ps(va, _mm256_sub_ps(exp8(v), one)), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+            break;
+        case KN_ACT_SOFTSIGN:
+            r = _mm256_div_ps(v, _mm256_add_ps(one, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)));
+            break;
+        default:
+            for (int l = 0; l < 8; l++) x[i + l] = (float)kn_k_rnn_act(a, x[i + l], alpha, beta);
+            continue;
+        }
+        _mm256_storeu_ps(x + i, r);
+    }
+}
+
+/* The LSTM cell of 8 units (lstm16's half): x = gate pre-activations
+ * i, o, f, c at a stride of 16 floats. */
+AVX2 INLINE void lstm8(const float *x, float *c, const float *pe, int64_t ps, __m256 lo, __m256 hi, bool clip,
+                       bool input_forget, float *h)
+{
+    __m256 gi = _mm256_loadu_ps(x), go = _mm256_loadu_ps(x + 16), gf = _mm256_loadu_ps(x + 32),
+           gc = _mm256_loadu_ps(x + 48), cp = _mm256_loadu_ps(c);
+    if (pe) {
+        gi = _mm256_fmadd_ps(_mm256_loadu_ps(pe), cp, gi);
+        gf = _mm256_fmadd_ps(_mm256_loadu_ps(pe + 2 * ps), cp, gf);
+    }
+    if (clip) {
+        gi = _mm256_min_ps(_mm256_max_ps(gi, lo), hi);
+        gf = _mm256_min_ps(_mm256_max_ps(gf, lo), hi);
+        gc = _mm256_min_ps(_mm256_max_ps(gc, lo), hi);
+    }
+    /* input_forget: 1 - sigmoid(i) as sigmoid(-i), which keeps its digits near 1 */
+    gf = sigmoid8(input_forget ? _mm256_sub_ps(_mm256_setzero_ps(), gi) : gf);
+    gi = sigmoid8(gi);
+    __m256 cn = _mm256_fmadd_ps(gf, cp, _mm256_mul_ps(gi, tanh8(gc)));
+    _mm256_storeu_ps(c, cn);
+    if (pe) go = _mm256_fmadd_ps(_mm256_loadu_ps(pe + ps), cn, go);
+    if (clip) go = _mm256_min_ps(_mm256_max_ps(go, lo), hi);
+    _mm256_storeu_ps(h, _mm256_mul_ps(sigmoid8(go), tanh8(cn)));
+}
+
+AVX2 static void lstm16_avx2(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
+                             bool input_forget, float *h)
+{
+    __m256 lo = _mm256_set1_ps(-clip), hi = _mm256_set1_ps(clip);
+    bool cl = clip > 0;
+    for (int half = 0; half < 2; half++)
+        lstm8(acc + 8 * half, c + 8 * half, peep ? peep + 8 * half : NULL, peep_stride, lo, hi, cl, input_forget,
+              h + 8 * half);
+}
+
+/* ---- the input projection ------------------------------------------------------------------ */
+
+/* Rows [0, R) of one 16-column panel over the whole K; R constant when inlined. */
+AVX2 INLINE void gemm_rows(const int R, const float *A, int64_t lda, int64_t K, const float *p, const float *bias,
+                           float *C, int64_t ldc)
+{
+    __m256 c[6][2];
+    __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps(),
+           b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) c[r][0] = b0, c[r][1] = b1;
+    for (int64_t k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(p + k * KN_RNN_LANES), w1 = _mm256_load_ps(p + k * KN_RNN_LANES + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            c[r][0] = _mm256_fmadd_ps(a, w0, c[r][0]);
+            c[r][1] = _mm256_fmadd_ps(a, w1, c[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(C + r * ldc, c[r][0]);
+        _mm256_storeu_ps(C + r * ldc + 8, c[r][1]);
+    }
+}
+
+AVX2 static void gemm_avx2(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t np,
+                           const float *bias, float *C, int64_t ldc)
+{
+    for (int64_t j = 0; j < np; j++) {
+        const float *p = P + j * K * KN_RNN_LANES, *bj = bias ? bias + j * KN_RNN_LANES : NULL;
+        float *cj = C + j * KN_RNN_LANES;
+        int64_t m = 0;
+        for (; m + 6 <= M; m += 6) gemm_rows(6, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc);
+        switch (M - m) {
+        case 5: gemm_rows(5, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 4: gemm_rows(4, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 3: gemm_rows(3, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 2: gemm_rows(2, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        case 1: gemm_rows(1, A + m * lda, lda, K, p, bj, cj + m * ldc, ldc); break;
+        default: break;
+        }
+    }
+}
+
+/* The same by AVX-512's 8x32 kernel, two panels at a time. */
+static void gemm_avx512(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t np,
+                        const float *bias, float *C, int64_t ldc)
+{
+    for (int64_t j = 0; j < np; j += 2) {
+        int n = np - j >= 2 ? 2 : 1;
+        const float *p = P + j * K * KN_RNN_LANES;
+        kn_gemm512_epi e = {.bias = bias ? bias + j * KN_RNN_LANES : NULL};
+        for (int64_t m = 0; m < M; m += KN_GEMM512_ROWS) {
+            int rows = M - m >= KN_GEMM512_ROWS ? KN_GEMM512_ROWS : (int)(M - m);
+            kn_gemm512_rows(rows, n, A + m * lda, lda, p, K * KN_RNN_LANES, K, p, C + m * ldc + j * KN_RNN_LANES,
+                            ldc, bias ? &e : NULL);
+        }
+    }
+}
+
+/* ---- the recurrent product ------------------------------------------------------------------- */
+
+/* acc[0..16 NP) += sum_k h[k] P[k ldp ..]. With one or two panels, U
+ * independent sets of accumulators over interleaved k (added in a fixed
+ * order at the end) keep the FMA units busy: 2 NP accumulators alone wait
+ * on each FMA's latency. */
+/* R's rows are prefetched this many k ahead: the product streams R from L2
+ * (or L3), and the hardware's prefetch alone left an H=128 GRU 13% slower
+ * (8 and 16 rows ahead measured alike on Zen 3, 32 worse). */
+enum { PF_ROWS = 8 };
+
+AVX2 INLINE void gemv_np(const int NP, const float *h, int64_t K, const float *P, int64_t ldp, float *acc)
+{
+    enum { MAXV = 8 };
+    const int V = 2 * NP, U = NP == 1 ? 4 : NP == 2 ? 2 : 1;
+    __m256 c[4][MAXV];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+#pragma GCC unroll 8
+        for (int v = 0; v < V; v++) c[u][v] = u ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8 * v);
+    }
+    int64_t k = 0;
+    for (; k + U <= K; k += U) {
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) {
+            __m256 hk = _mm256_broadcast_ss(h + k + u);
+            const float *row = P + (k + u) * ldp;
+#pragma GCC unroll 4
+            for (int v = 0; v < NP; v++) _mm_prefetch((const char *)(row + PF_ROWS * ldp + 16 * v), _MM_HINT_T0);
+#pragma GCC unroll 8
+            for (int v = 0; v < V; v++) c[u][v] = _mm256_fmadd_ps(hk, _mm256_load_ps(row + 8 * v), c[u][v]);
+        }
+    }
+    for (; k < K; k++) {
+        __m256 hk = _mm256_broadcast_ss(h + k);
+#pragma GCC unroll 8
+        for (int v = 0; v < V; v++) c[0][v] = _mm256_fmadd_ps(hk, _mm256_load_ps(P + k * ldp + 8 * v), c[0][v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; v++) {
+        __m256 s = c[0][v];
+#pragma GCC unroll 8
+        for (int u = 1; u < U; u++) s = _mm256_add_ps(s, c[u][v]);
+        _mm256_storeu_ps(acc + 8 * v, s);
+    }
+}
+
+AVX2 static void gemv_avx2(const float *h, int64_t K, const float *P, int64_t ldp, int np, float *acc)
+{
+    switch (np) {
+    case 1: gemv_np(1, h, K, P, ldp, acc); break;
+    case 2: gemv_np(2, h, K, P, ldp, acc); break;
+    case 3: gemv_np(3, h, K, P, ldp, acc); break;
+    default: gemv_np(4, h, K, P, ldp, acc); break;
+    }
+}
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2, lstm16_avx2};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2, lstm16_avx2};
+
+#else
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL};
+
+#endif
