@@ -980,9 +980,6 @@ static int lower_cast(kn_cg *cg, const kn_node *n)
         return KN_ERR_UNSUPPORTED;
     }
     c.n_ops = 1;
-    /* f32 → bf16 truncates (ONNX semantics), unlike every other bf16 store:
-     * the runtime kernel has the one implementation */
-    if (c.dt == KN_F32 && c.out_dt == KN_BF16) return KN_ERR_UNSUPPORTED;
     /* the kernel converts a negative or huge float to u64 through C casts
      * whose results are not portable */
     if (is_float_dt(c.dt) && c.out_dt == KN_U64) return KN_ERR_UNSUPPORTED;

@@ -1194,13 +1194,17 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     LLVMTypeRef t = kn_cg_compute_type(cg, dt);
     const int64_t *in = x->shape.dims + 2;
     int64_t in_prod = span(x, 2, r), out_prod = span(y, 2, r), k_prod = 1;
-    bool check[KN_NN_MAXSP];
+    bool check[KN_NN_MAXSP], past_pads = false;
     for (int i = 0; i < nsp; i++) {
         k_prod *= w.kernel[i];
         int64_t hi = (od[2 + i] - 1) * w.strides[i] - w.pads[i] + (w.kernel[i] - 1) * w.dilations[i];
         check[i] = w.pads[i] > 0 || hi >= in[i];
+        past_pads |= hi >= in[i] + w.pads[nsp + i]; /* ceil_mode's last window */
     }
-    bool rows = nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0 && !yi_v;
+    /* count_include_pad divides by the taps inside the explicitly padded
+     * input: the row path's k[0] * k[1] only when no window reaches past it */
+    bool rows = nsp <= 2 && od[r - 1] <= ROW_MAX && w.kernel[nsp - 1] <= 64 && k_prod > 0 && !yi_v &&
+                !(cip && past_pads);
     bool col_major = kn_attr_int(n, "storage_order", 0) == 1;
     if (i8 && !rows) return KN_ERR_UNSUPPORTED; /* only the row path handles 8-bit integers */
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y);
@@ -1214,6 +1218,7 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         return KN_OK;
     }
     LLVMValueRef acc = entry_alloca(cg, t, 1), cnt = entry_alloca(cg, cg->t_i64, 1);
+    LLVMValueRef cntp = entry_alloca(cg, cg->t_i64, 1); /* taps inside the padded input */
     LLVMValueRef arg = entry_alloca(cg, cg->t_i64, 1), pyi = yi_v ? kn_cg_ptr(cg, yi_v) : NULL;
     kn_cg_loop lpl, lo[KN_NN_MAXSP], lk[KN_NN_MAXSP];
     LLVMValueRef pl = kn_cg_loop_begin(cg, &lpl, span(x, 0, 2), "pl");
@@ -1228,7 +1233,9 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     }
     st(cg, fold_init(cg, mx ? F_MAX : F_SUM, dt), acc);
     st(cg, kn_cg_i64(cg, 0), cnt);
+    st(cg, kn_cg_i64(cg, 0), cntp);
     st(cg, kn_cg_i64(cg, -1), arg);
+    LLVMValueRef in_pads = LLVMConstInt(cg->t_i1, 1, 0);
     LLVMValueRef inside = LLVMConstInt(cg->t_i1, 1, 0), xi = kn_cg_i64(cg, 0), xc = kn_cg_i64(cg, 0);
     int64_t xs = in_prod, cs = 1;
     for (int i = 0; i < nsp; i++) {
@@ -1237,6 +1244,11 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         pos = madd(cg, pos, k, w.dilations[i]);
         if (check[i])
             inside = LLVMBuildAnd(cg->b, inside, LLVMBuildICmp(cg->b, LLVMIntULT, pos, kn_cg_i64(cg, in[i]), ""), "");
+        if (cip && past_pads)
+            in_pads = LLVMBuildAnd(cg->b, in_pads,
+                                   LLVMBuildICmp(cg->b, LLVMIntULT, addc(cg, pos, w.pads[i]),
+                                                 kn_cg_i64(cg, in[i] + w.pads[i] + w.pads[nsp + i]), ""),
+                                   "");
         xs /= in[i];
         xi = madd(cg, xi, pos, xs);
         xc = madd(cg, xc, pos, cs); /* column-major flat index (storage_order 1) */
@@ -1260,6 +1272,7 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         st(cg, LLVMBuildSelect(cg->b, inside, fold(cg, F_SUM, true, a, lp_map(cg, v, lp)), a, ""), acc);
     }
     st(cg, LLVMBuildAdd(cg->b, ld(cg, cg->t_i64, cnt), LLVMBuildZExt(cg->b, inside, cg->t_i64, ""), ""), cnt);
+    st(cg, LLVMBuildAdd(cg->b, ld(cg, cg->t_i64, cntp), LLVMBuildZExt(cg->b, in_pads, cg->t_i64, ""), ""), cntp);
     for (int i = nsp - 1; i >= 0; i--) kn_cg_loop_end(cg, &lk[i]);
     LLVMValueRef c = ld(cg, cg->t_i64, cnt), res = ld(cg, t, acc);
     LLVMValueRef none = LLVMBuildICmp(cg->b, LLVMIntEQ, c, kn_cg_i64(cg, 0), "");
@@ -1267,9 +1280,12 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
         res = lp_finish(cg, res, lp);
         none = LLVMConstInt(cg->t_i1, 0, 0);
     } else if (!mx) {
-        LLVMValueRef dv = cip ? fconst(t, (double)k_prod) : LLVMBuildSIToFP(cg->b, c, t, "");
+        LLVMValueRef cp = ld(cg, cg->t_i64, cntp);
+        LLVMValueRef dv = !cip ? LLVMBuildSIToFP(cg->b, c, t, "") : past_pads ? LLVMBuildSIToFP(cg->b, cp, t, "")
+                                                                            : fconst(t, (double)k_prod);
         res = LLVMBuildFDiv(cg->b, res, dv, "");
-        if (cip && k_prod == 0) none = LLVMConstInt(cg->t_i1, 1, 0);
+        if (cip && past_pads) none = LLVMBuildICmp(cg->b, LLVMIntEQ, cp, kn_cg_i64(cg, 0), "");
+        else if (cip && k_prod == 0) none = LLVMConstInt(cg->t_i1, 1, 0);
         else if (cip) none = LLVMConstInt(cg->t_i1, 0, 0);
     }
     res = LLVMBuildSelect(cg->b, none, fconst(t, 0.0), res, "");

@@ -3,7 +3,7 @@
  * of runtime/ops/ops.def may carry: name, ONNX AttributeType, and the
  * opsets [first, last] that define it (last 0: still defined).
  *
- * Written from onnx 1.15.0's schemas by tests/frontend/gen_attr_schema.py;
+ * Written from onnx 1.22.0's schemas by tests/frontend/gen_attr_schema.py;
  * the test frontend/attr_schema checks that it still matches them. Sorted
  * by (op, attribute) in strcmp order for binary search.
  */
@@ -23,6 +23,13 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"ArgMin", "axis", 2 /* INT */, 1, 0},
     {"ArgMin", "keepdims", 2 /* INT */, 1, 0},
     {"ArgMin", "select_last_index", 2 /* INT */, 12, 0},
+    {"Attention", "is_causal", 2 /* INT */, 1, 0},
+    {"Attention", "kv_num_heads", 2 /* INT */, 1, 0},
+    {"Attention", "q_num_heads", 2 /* INT */, 1, 0},
+    {"Attention", "qk_matmul_output_mode", 2 /* INT */, 1, 0},
+    {"Attention", "scale", 1 /* FLOAT */, 1, 0},
+    {"Attention", "softcap", 1 /* FLOAT */, 1, 0},
+    {"Attention", "softmax_precision", 2 /* INT */, 1, 0},
     {"AveragePool", "auto_pad", 3 /* STRING */, 1, 0},
     {"AveragePool", "ceil_mode", 2 /* INT */, 10, 0},
     {"AveragePool", "count_include_pad", 2 /* INT */, 7, 0},
@@ -39,9 +46,11 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"BitShift", "direction", 3 /* STRING */, 1, 0},
     {"BlackmanWindow", "output_datatype", 2 /* INT */, 1, 0},
     {"BlackmanWindow", "periodic", 2 /* INT */, 1, 0},
+    {"Cast", "round_mode", 3 /* STRING */, 24, 0},
     {"Cast", "saturate", 2 /* INT */, 19, 0},
     {"Cast", "to", 2 /* INT */, 6, 0},
     {"Cast", "to", 3 /* STRING */, 1, 5},
+    {"CastLike", "round_mode", 3 /* STRING */, 24, 0},
     {"CastLike", "saturate", 2 /* INT */, 19, 0},
     {"Ceil", "consumed_inputs", 7 /* INTS */, 1, 5},
     {"Celu", "alpha", 1 /* FLOAT */, 1, 0},
@@ -97,6 +106,8 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"DepthToSpace", "blocksize", 2 /* INT */, 1, 0},
     {"DepthToSpace", "mode", 3 /* STRING */, 11, 0},
     {"DequantizeLinear", "axis", 2 /* INT */, 13, 0},
+    {"DequantizeLinear", "block_size", 2 /* INT */, 21, 0},
+    {"DequantizeLinear", "output_dtype", 2 /* INT */, 23, 0},
     {"Div", "axis", 2 /* INT */, 1, 6},
     {"Div", "broadcast", 2 /* INT */, 1, 6},
     {"Div", "consumed_inputs", 7 /* INTS */, 1, 5},
@@ -141,6 +152,7 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"GridSample", "padding_mode", 3 /* STRING */, 1, 0},
     {"GroupNormalization", "epsilon", 1 /* FLOAT */, 1, 0},
     {"GroupNormalization", "num_groups", 2 /* INT */, 1, 0},
+    {"GroupNormalization", "stash_type", 2 /* INT */, 21, 0},
     {"HammingWindow", "output_datatype", 2 /* INT */, 1, 0},
     {"HammingWindow", "periodic", 2 /* INT */, 1, 0},
     {"HannWindow", "output_datatype", 2 /* INT */, 1, 0},
@@ -230,7 +242,13 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"QLinearConv", "pads", 7 /* INTS */, 1, 0},
     {"QLinearConv", "strides", 7 /* INTS */, 1, 0},
     {"QuantizeLinear", "axis", 2 /* INT */, 13, 0},
+    {"QuantizeLinear", "block_size", 2 /* INT */, 21, 0},
+    {"QuantizeLinear", "output_dtype", 2 /* INT */, 21, 0},
+    {"QuantizeLinear", "precision", 2 /* INT */, 23, 0},
     {"QuantizeLinear", "saturate", 2 /* INT */, 19, 0},
+    {"RMSNormalization", "axis", 2 /* INT */, 1, 0},
+    {"RMSNormalization", "epsilon", 1 /* FLOAT */, 1, 0},
+    {"RMSNormalization", "stash_type", 2 /* INT */, 1, 0},
     {"RNN", "activation_alpha", 6 /* FLOATS */, 1, 0},
     {"RNN", "activation_beta", 6 /* FLOATS */, 1, 0},
     {"RNN", "activations", 8 /* STRINGS */, 1, 0},
@@ -239,6 +257,7 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"RNN", "hidden_size", 2 /* INT */, 1, 0},
     {"RNN", "layout", 2 /* INT */, 14, 0},
     {"RNN", "output_sequence", 2 /* INT */, 1, 6},
+    {"Range", "stash_type", 2 /* INT */, 27, 0},
     {"Reciprocal", "consumed_inputs", 7 /* INTS */, 1, 5},
     {"ReduceL1", "axes", 7 /* INTS */, 1, 17},
     {"ReduceL1", "keepdims", 2 /* INT */, 1, 0},
@@ -291,6 +310,9 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"RoiAlign", "output_width", 2 /* INT */, 1, 0},
     {"RoiAlign", "sampling_ratio", 2 /* INT */, 1, 0},
     {"RoiAlign", "spatial_scale", 1 /* FLOAT */, 1, 0},
+    {"RotaryEmbedding", "interleaved", 2 /* INT */, 1, 0},
+    {"RotaryEmbedding", "num_heads", 2 /* INT */, 1, 0},
+    {"RotaryEmbedding", "rotary_embedding_dim", 2 /* INT */, 1, 0},
     {"STFT", "onesided", 2 /* INT */, 1, 0},
     {"Scan", "body", 5 /* GRAPH */, 1, 0},
     {"Scan", "directions", 7 /* INTS */, 1, 8},

@@ -58,7 +58,7 @@ int kn_onnx_check_node_attrs(const kn_node *n, int64_t opset);
 /* The default-domain opsets kiln imports: those onnx 1.15 defines plus 21
  * (whose 4-bit types kiln supports), as onnxruntime 1.18 does. */
 #define KN_ONNX_MIN_OPSET 1
-#define KN_ONNX_MAX_OPSET 21
+#define KN_ONNX_MAX_OPSET 25
 
 /* The most inputs or outputs one node may have: a compiled artifact records
  * each node that calls a runtime kernel with at most this many

@@ -177,13 +177,14 @@ static int infer_dft(kn_node *n)
         } else if (st) {
             return st;
         } else {
-            int64_t L = kn_misc_opt_scalar(&d, lv ? lv->const_data : NULL, lv != NULL, s.dims[axis], "dft_length");
+            bool one = kn_attr_int(n, "onesided", 0) != 0, inv = kn_attr_int(n, "inverse", 0) != 0;
+            int64_t def = inv && one ? (s.dims[axis] < 0 ? -1 : 2 * (s.dims[axis] - 1)) : s.dims[axis];
+            int64_t L = kn_misc_opt_scalar(&d, lv ? lv->const_data : NULL, lv != NULL, def, "dft_length");
             if (L == -1 && lv && lv->const_data) return KN_ERR_INVALID;
-            bool one = kn_attr_int(n, "onesided", 0) != 0;
-            s.dims[axis] = L < 0 ? -1 : one ? L / 2 + 1 : L;
+            s.dims[axis] = L < 0 ? -1 : one && !inv ? L / 2 + 1 : L;
             s.sym[axis] = NULL;
         }
-        s.dims[s.rank - 1] = 2;
+        s.dims[s.rank - 1] = kn_attr_int(n, "onesided", 0) && kn_attr_int(n, "inverse", 0) ? 1 : 2;
         s.sym[s.rank - 1] = NULL;
     }
     kn_infer_set_shape(n, 0, x->dtype, &s);

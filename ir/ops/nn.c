@@ -14,8 +14,8 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-/* Most outputs an nn op has (BatchNormalization, LayerNormalization: 3). */
-#define NN_MAX_OUT 3
+/* Most outputs an nn op has (Attention: 4). */
+#define NN_MAX_OUT 4
 
 /* The node as the runtime's geometry functions see it. has needs NN_MAX_OUT
  * entries; the importer's arity check keeps n_outputs within that. */
@@ -234,6 +234,51 @@ static int infer_col2im(kn_node *n)
     return KN_OK;
 }
 
+static int infer_attention(kn_node *n)
+{
+    int64_t qd[KN_MAX_RANK], kd[KN_MAX_RANK], vd[KN_MAX_RANK], pd[KN_MAX_RANK];
+    int64_t yd[4], pkd[4], pvd[4], qkd[4];
+    kn_dtype dt;
+    int qr = in_dims(n, 0, qd, &dt), kr = in_dims(n, 1, kd, NULL), vr = in_dims(n, 2, vd, NULL);
+    int pr = in_dims(n, 4, pd, NULL);
+    kn_opdesc d;
+    bool has[NN_MAX_OUT];
+    int st = node_desc(n, &d, has);
+    if (st) return st;
+    bool has_past = kn_node_input(n, 4) != NULL;
+    if (qr < 0 || kr < 0 || vr < 0 || (has_past && pr < 0)) {
+        int64_t unk[KN_MAX_RANK];
+        for (int i = 0; i < KN_MAX_RANK; i++) unk[i] = -1;
+        set_out(n, 0, dt, qr, unk);
+        for (int i = 1; i < 4; i++) set_out(n, i, dt, 4, unk);
+        return KN_OK;
+    }
+    kn_attn_dims dm;
+    int yr;
+    if ((st = kn_nn_attention_geometry(&d, qr, qd, kr, kd, vr, vd, has_past ? pr : -1, pd, &dm, &yr, yd, pkd, pvd, qkd)))
+        return st;
+    set_out(n, 0, dt, yr, yd);
+    set_out(n, 1, dt, 4, pkd);
+    set_out(n, 2, dt, 4, pvd);
+    set_out(n, 3, dt, 4, qkd);
+    return KN_OK;
+}
+
+static int infer_rotary(kn_node *n)
+{
+    int64_t xd[KN_MAX_RANK], H, rot;
+    kn_dtype dt;
+    bool three_d;
+    int xr = in_dims(n, 0, xd, &dt);
+    kn_opdesc d;
+    bool has[NN_MAX_OUT];
+    int st = node_desc(n, &d, has);
+    if (st) return st;
+    if (xr >= 0 && (st = kn_nn_rotary_geometry(&d, xr, xd, &H, &rot, &three_d))) return st;
+    set_out(n, 0, dt, xr, xd);
+    return KN_OK;
+}
+
 const kn_op_impl kn_ops_nn[] = {
     {KN_OP_Conv, infer_conv, NULL},
     {KN_OP_ConvTranspose, infer_convt, NULL},
@@ -245,6 +290,9 @@ const kn_op_impl kn_ops_nn[] = {
     {KN_OP_GlobalLpPool, infer_global_pool, NULL},
     {KN_OP_BatchNormalization, infer_batchnorm, NULL},
     {KN_OP_LayerNormalization, infer_layernorm, NULL},
+    {KN_OP_RMSNormalization, infer_same, NULL},
+    {KN_OP_Attention, infer_attention, NULL},
+    {KN_OP_RotaryEmbedding, infer_rotary, NULL},
     {KN_OP_InstanceNormalization, infer_same, NULL},
     {KN_OP_GroupNormalization, infer_same, NULL},
     {KN_OP_LRN, infer_same, NULL},

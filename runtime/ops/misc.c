@@ -330,18 +330,20 @@ static int exec_dft(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
     int axis;
     int st = kn_misc_dft_axis(d, has_axis ? in[2] : NULL, has_axis, x->rank, &axis);
     if (st) return st;
-    int64_t L = kn_misc_opt_scalar(d, has_len ? in[1] : NULL, has_len, x->dims[axis], "dft_length");
+    bool one = kn_op_attr_int(d, "onesided", 0) != 0, inv = kn_op_attr_int(d, "inverse", 0) != 0;
+    /* an inverse one-sided DFT (irfft) defaults to the even length its bins imply */
+    int64_t L = kn_misc_opt_scalar(d, has_len ? in[1] : NULL, has_len, inv && one ? 2 * (x->dims[axis] - 1) : x->dims[axis],
+                                   "dft_length");
     if (L <= 0) return kn_op_error(d, KN_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
     /* The reference DFT is O(L^2) and its angle index j*k must fit in int64. */
     if (L > (1 << 24)) return kn_op_error(d, KN_ERR_UNSUPPORTED, "dft_length %lld is too large for the reference DFT", (long long)L);
-    bool one = kn_op_attr_int(d, "onesided", 0) != 0;
     int64_t dims[KN_MAX_RANK];
     memcpy(dims, x->dims, sizeof dims);
-    dims[axis] = one ? L / 2 + 1 : L;
-    dims[x->rank - 1] = 2;
+    dims[axis] = one && !inv ? L / 2 + 1 : L;
+    dims[x->rank - 1] = one && inv ? 1 : 2;
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, dims);
     if (st) return kn_op_fail(d, st);
-    return kn_op_fail(d, kn_k_dft(x, axis, L, kn_op_attr_int(d, "inverse", 0) != 0, one, &out[0]));
+    return kn_op_fail(d, kn_k_dft(x, axis, L, inv, one, &out[0]));
 }
 
 /* STFT's frame length: input 3, else the window's length, else the signal's. */

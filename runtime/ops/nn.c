@@ -6,6 +6,7 @@
  * geometry functions of nn_geom.c (which inference shares), allocates the
  * outputs and calls a kernel of runtime/kernels (k_nn.h).
  */
+#include <math.h>
 #include <string.h>
 
 #include "nn_int.h"
@@ -234,6 +235,122 @@ static int exec_layernorm(const kn_opdesc *op, const kn_tensor *const *in, kn_te
                                             opt_out(op, out, 2)));
 }
 
+static int exec_rmsnorm(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "scale"))) return st;
+    const kn_tensor *x = in[0], *sc = in[1];
+    if (!kn_nn_is_float(x->dtype) || !kn_nn_is_float(sc->dtype))
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "X and scale must be float tensors (got %s, %s)",
+                           kn_dtype_name(x->dtype), kn_dtype_name(sc->dtype));
+    int axis;
+    int64_t md[KN_MAX_RANK];
+    if ((st = kn_nn_layernorm_geometry(op, x->rank, x->dims, &axis, md))) return st;
+    char buf[96];
+    if (!broadcasts_to(sc, x->rank, x->dims))
+        return kn_op_error(op, KN_ERR_INVALID, "scale %s does not broadcast to X %s",
+                           kn_shape_str(sc->rank, sc->dims, buf, sizeof buf), kn_shape_str(x->rank, x->dims, buf + 48, 48));
+    if ((st = alloc_out(op, out, 0, x->dtype, x->rank, x->dims))) return st;
+    return kernel_status(op, kn_k_rmsnorm(x, axis, sc, kn_op_attr_float(op, "epsilon", 1e-5f), &out[0]));
+}
+
+/* ---- Attention, RotaryEmbedding ------------------------------------------------- */
+
+static int exec_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    static const char *names[] = {"Q", "K", "V"};
+    for (int i = 0; i < 3; i++)
+        if ((st = need_input(op, in, i, names[i]))) return st;
+    const kn_tensor *q = in[0], *k = in[1], *v = in[2], *mask = kn_op_input(op, in, 3),
+                    *pk = kn_op_input(op, in, 4), *pv = kn_op_input(op, in, 5), *np = kn_op_input(op, in, 6);
+    if (!kn_nn_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "Q, K and V must share one float dtype (got %s, %s, %s)",
+                           kn_dtype_name(q->dtype), kn_dtype_name(k->dtype), kn_dtype_name(v->dtype));
+    if (!pk != !pv) return kn_op_error(op, KN_ERR_INVALID, "past_key and past_value must be given together");
+    kn_attn_dims dm;
+    int yr;
+    int64_t yd[4], pkd[4], pvd[4], qkd[4];
+    if ((st = kn_nn_attention_geometry(op, q->rank, q->dims, k->rank, k->dims, v->rank, v->dims, pk ? pk->rank : -1,
+                                       pk ? pk->dims : NULL, &dm, &yr, yd, pkd, pvd, qkd)))
+        return st;
+    char b1[64], b2[64];
+    if (pk) {
+        int64_t want_k[4] = {dm.B, dm.Hkv, dm.P, dm.D}, want_v[4] = {dm.B, dm.Hkv, dm.P, dm.Dv};
+        if (pk->dtype != q->dtype || pv->dtype != q->dtype || pv->rank != 4 || memcmp(pk->dims, want_k, sizeof want_k) ||
+            memcmp(pv->dims, want_v, sizeof want_v))
+            return kn_op_error(op, KN_ERR_INVALID, "past_key %s / past_value %s: expected %s dtype, %s / %s",
+                               kn_shape_str(pk->rank, pk->dims, b1, sizeof b1),
+                               kn_shape_str(pv->rank, pv->dims, b2, sizeof b2), kn_dtype_name(q->dtype),
+                               kn_shape_str(4, want_k, b1, sizeof b1), kn_shape_str(4, want_v, b2, sizeof b2));
+    }
+    if (mask) {
+        if (mask->dtype != KN_BOOL && mask->dtype != q->dtype)
+            return kn_op_error(op, KN_ERR_UNSUPPORTED, "attn_mask has dtype %s, expected bool or %s",
+                               kn_dtype_name(mask->dtype), kn_dtype_name(q->dtype));
+        int mr = mask->rank;
+        bool ok = mr >= 1 && mr <= 4 && mask->dims[mr - 1] <= qkd[3];
+        int64_t lead[3] = {dm.B, dm.Hq, dm.Sq};
+        for (int a = 0; ok && a < mr - 1; a++) {
+            int64_t want = lead[3 - (mr - 1) + a];
+            ok = mask->dims[a] == 1 || mask->dims[a] == want;
+        }
+        if (!ok)
+            return kn_op_error(op, KN_ERR_INVALID, "attn_mask %s does not broadcast to %s",
+                               kn_shape_str(mr, mask->dims, b1, sizeof b1), kn_shape_str(4, qkd, b2, sizeof b2));
+    }
+    if (np && (np->rank != 1 || np->dims[0] != dm.B || (np->dtype != KN_I64 && np->dtype != KN_I32)))
+        return kn_op_error(op, KN_ERR_INVALID, "nonpad_kv_seqlen must be an int64 vector of %lld (the batch)",
+                           (long long)dm.B);
+    int64_t mode = kn_op_attr_int(op, "qk_matmul_output_mode", 0);
+    if (mode < 0 || mode > 3)
+        return kn_op_error(op, KN_ERR_INVALID, "qk_matmul_output_mode %lld is not 0..3", (long long)mode);
+    if ((st = alloc_out(op, out, 0, q->dtype, yr, yd)) || (st = alloc_out(op, out, 1, q->dtype, 4, pkd)) ||
+        (st = alloc_out(op, out, 2, q->dtype, 4, pvd)) || (st = alloc_out(op, out, 3, q->dtype, 4, qkd)))
+        return st;
+    const kn_attr *sa = kn_op_attr(op, "scale");
+    kn_attn_params pr = {
+        .scale = sa ? kn_op_attr_float(op, "scale", 1.0f) : 1.0 / sqrt((double)dm.D),
+        .softcap = kn_op_attr_float(op, "softcap", 0.0f),
+        .causal = kn_op_attr_int(op, "is_causal", 0) != 0,
+        .qk_mode = (int)mode,
+    };
+    return kernel_status(op, kn_k_attention(&dm, &pr, q, k, v, mask, pk, pv, np, &out[0], opt_out(op, out, 1),
+                                            opt_out(op, out, 2), opt_out(op, out, 3)));
+}
+
+static int exec_rotary(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "cos_cache")) ||
+        (st = need_input(op, in, 2, "sin_cache")))
+        return st;
+    const kn_tensor *x = in[0], *cc = in[1], *sc = in[2], *pos = kn_op_input(op, in, 3);
+    if (!kn_nn_is_float(x->dtype) || cc->dtype != x->dtype || sc->dtype != x->dtype)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "X, cos_cache and sin_cache must share one float dtype");
+    int64_t H, rot;
+    bool three_d;
+    if ((st = kn_nn_rotary_geometry(op, x->rank, x->dims, &H, &rot, &three_d))) return st;
+    int64_t B = x->dims[0], S = three_d ? x->dims[1] : x->dims[2];
+    char b1[64];
+    if (pos) {
+        if (pos->rank != 2 || pos->dims[0] != B || pos->dims[1] != S || (pos->dtype != KN_I64 && pos->dtype != KN_I32))
+            return kn_op_error(op, KN_ERR_INVALID, "position_ids %s: expected int64 %lldx%lld",
+                               kn_shape_str(pos->rank, pos->dims, b1, sizeof b1), (long long)B, (long long)S);
+        if (cc->rank != 2 || cc->dims[1] != rot / 2 || sc->rank != 2 || memcmp(sc->dims, cc->dims, 2 * sizeof(int64_t)))
+            return kn_op_error(op, KN_ERR_INVALID, "cos_cache/sin_cache %s: expected max_position x %lld",
+                               kn_shape_str(cc->rank, cc->dims, b1, sizeof b1), (long long)(rot / 2));
+    } else {
+        int64_t want[3] = {B, S, rot / 2};
+        if (cc->rank != 3 || sc->rank != 3 || memcmp(cc->dims, want, sizeof want) || memcmp(sc->dims, want, sizeof want))
+            return kn_op_error(op, KN_ERR_INVALID, "cos_cache/sin_cache %s: expected %s without position_ids",
+                               kn_shape_str(cc->rank, cc->dims, b1, sizeof b1), kn_shape_str(3, want, b1 + 32, 32));
+    }
+    if ((st = alloc_out(op, out, 0, x->dtype, x->rank, x->dims))) return st;
+    return kernel_status(op, kn_k_rotary(x, cc, sc, pos, H, rot, kn_op_attr_int(op, "interleaved", 0) != 0, three_d,
+                                         &out[0]));
+}
+
 /* ---- Instance / Group normalization, LRN, LpNormalization, MVN ------------------- */
 
 /* X of a channel-normalization: a float N x C x ... tensor. */
@@ -431,6 +548,9 @@ const kn_exec_impl kn_exec_nn[] = {
     {KN_OP_GlobalLpPool, exec_glp},
     {KN_OP_BatchNormalization, exec_batchnorm},
     {KN_OP_LayerNormalization, exec_layernorm},
+    {KN_OP_RMSNormalization, exec_rmsnorm},
+    {KN_OP_Attention, exec_attention},
+    {KN_OP_RotaryEmbedding, exec_rotary},
     {KN_OP_InstanceNormalization, exec_instancenorm},
     {KN_OP_GroupNormalization, exec_groupnorm},
     {KN_OP_LRN, exec_lrn},

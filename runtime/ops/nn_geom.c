@@ -347,3 +347,110 @@ int kn_nn_layernorm_geometry(const kn_opdesc *op, int rank, const int64_t *xd, i
     for (int d = 0; d < rank; d++) md[d] = d < *axis ? xd[d] : 1;
     return KN_OK;
 }
+
+static int64_t umul(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a * b; }
+static int64_t uadd(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b; }
+
+/* a / h when a is known (h > 0); an error if it does not divide. */
+static int head_split(const kn_opdesc *op, const char *what, int64_t a, int64_t h, int64_t *out)
+{
+    if (a < 0) {
+        *out = -1;
+        return KN_OK;
+    }
+    if (a % h)
+        return kn_op_error(op, KN_ERR_INVALID, "%s's hidden size %lld is not a multiple of its %lld heads", what,
+                           (long long)a, (long long)h);
+    *out = a / h;
+    return KN_OK;
+}
+
+int kn_nn_attention_geometry(const kn_opdesc *op, int qr, const int64_t *qd, int kr, const int64_t *kd, int vr,
+                             const int64_t *vd, int pr, const int64_t *pd, kn_attn_dims *dm, int *yrank,
+                             int64_t *yd, int64_t *pkd, int64_t *pvd, int64_t *qkd)
+{
+    if (qr != kr || qr != vr || (qr != 3 && qr != 4))
+        return kn_op_error(op, KN_ERR_INVALID, "Q, K and V have ranks %d, %d, %d; expected all 3 or all 4", qr, kr, vr);
+    memset(dm, 0, sizeof *dm);
+    dm->three_d = qr == 3;
+    int st;
+    if (dm->three_d) {
+        dm->Hq = kn_op_attr_int(op, "q_num_heads", 0);
+        dm->Hkv = kn_op_attr_int(op, "kv_num_heads", 0);
+        if (dm->Hq <= 0 || dm->Hkv <= 0)
+            return kn_op_error(op, KN_ERR_INVALID,
+                               "3-D Q/K/V need attributes q_num_heads and kv_num_heads > 0 (got %lld, %lld)",
+                               (long long)dm->Hq, (long long)dm->Hkv);
+        dm->Sq = qd[1];
+        dm->Skv = kd[1];
+        int64_t dk = -1;
+        if ((st = head_split(op, "Q", qd[2], dm->Hq, &dm->D)) || (st = head_split(op, "K", kd[2], dm->Hkv, &dk)) ||
+            (st = head_split(op, "V", vd[2], dm->Hkv, &dm->Dv)))
+            return st;
+        if (dm->D >= 0 && dk >= 0 && dk != dm->D)
+            return kn_op_error(op, KN_ERR_INVALID, "Q's head size %lld differs from K's %lld", (long long)dm->D,
+                               (long long)dk);
+        if (vd[1] >= 0 && kd[1] >= 0 && vd[1] != kd[1])
+            return kn_op_error(op, KN_ERR_INVALID, "K has %lld positions, V %lld", (long long)kd[1], (long long)vd[1]);
+    } else {
+        dm->Hq = qd[1];
+        dm->Hkv = kd[1];
+        dm->Sq = qd[2];
+        dm->Skv = kd[2];
+        dm->D = qd[3];
+        dm->Dv = vd[3];
+        if (kd[3] >= 0 && qd[3] >= 0 && kd[3] != qd[3])
+            return kn_op_error(op, KN_ERR_INVALID, "Q's head size %lld differs from K's %lld", (long long)qd[3],
+                               (long long)kd[3]);
+        if ((vd[1] >= 0 && kd[1] >= 0 && vd[1] != kd[1]) || (vd[2] >= 0 && kd[2] >= 0 && vd[2] != kd[2]))
+            return kn_op_error(op, KN_ERR_INVALID, "K (heads x positions %lld x %lld) and V (%lld x %lld) disagree",
+                               (long long)kd[1], (long long)kd[2], (long long)vd[1], (long long)vd[2]);
+    }
+    dm->B = qd[0];
+    if (dm->Hq > 0 && dm->Hkv > 0 && dm->Hq % dm->Hkv)
+        return kn_op_error(op, KN_ERR_INVALID, "q_num_heads %lld is not a multiple of kv_num_heads %lld",
+                           (long long)dm->Hq, (long long)dm->Hkv);
+    if (dm->Hkv == 0) return kn_op_error(op, KN_ERR_INVALID, "K has no heads");
+    dm->P = 0;
+    if (pr >= 0) {
+        if (pr != 4) return kn_op_error(op, KN_ERR_INVALID, "past_key has rank %d, expected 4", pr);
+        dm->P = pd[2];
+    }
+    int64_t T = uadd(dm->P, dm->Skv);
+    if (dm->three_d) {
+        *yrank = 3;
+        yd[0] = dm->B, yd[1] = dm->Sq, yd[2] = umul(dm->Hq, dm->Dv);
+    } else {
+        *yrank = 4;
+        yd[0] = dm->B, yd[1] = dm->Hq, yd[2] = dm->Sq, yd[3] = dm->Dv;
+    }
+    pkd[0] = pvd[0] = qkd[0] = dm->B;
+    pkd[1] = pvd[1] = dm->Hkv;
+    pkd[2] = pvd[2] = T;
+    pkd[3] = dm->D;
+    pvd[3] = dm->Dv;
+    qkd[1] = dm->Hq, qkd[2] = dm->Sq, qkd[3] = T;
+    return KN_OK;
+}
+
+int kn_nn_rotary_geometry(const kn_opdesc *op, int xr, const int64_t *xd, int64_t *H, int64_t *rot, bool *three_d)
+{
+    if (xr != 3 && xr != 4) return kn_op_error(op, KN_ERR_INVALID, "X has rank %d, expected 3 or 4", xr);
+    *three_d = xr == 3;
+    int64_t D = -1;
+    if (*three_d) {
+        *H = kn_op_attr_int(op, "num_heads", 0);
+        if (*H <= 0) return kn_op_error(op, KN_ERR_INVALID, "3-D X needs attribute num_heads > 0");
+        int st = head_split(op, "X", xd[2], *H, &D);
+        if (st) return st;
+    } else {
+        *H = xd[1];
+        D = xd[3];
+    }
+    *rot = kn_op_attr_int(op, "rotary_embedding_dim", 0);
+    if (*rot == 0) *rot = D;
+    if (*rot < 0 || *rot % 2 || (D >= 0 && *rot > D))
+        return kn_op_error(op, KN_ERR_INVALID, "rotary_embedding_dim %lld must be even and at most the head size %lld",
+                           (long long)*rot, (long long)D);
+    return KN_OK;
+}

@@ -63,6 +63,18 @@ void kn_nn_global_dims(int rank, const int64_t *xd, int64_t *od);
  * the dims md of the Mean/InvStdDev outputs (xd up to axis, then 1s). */
 int kn_nn_layernorm_geometry(const kn_opdesc *d, int rank, const int64_t *xd, int *axis, int64_t *md);
 
+/* Attention: the problem's dims (-1 where unknown) from Q, K, V and
+ * past_key's (pr < 0: absent) ranks and dims and the q_num_heads /
+ * kv_num_heads attributes; the output dims: Y (yrank 3 or 4), present_key,
+ * present_value and qk (all rank 4). */
+int kn_nn_attention_geometry(const kn_opdesc *d, int qr, const int64_t *qd, int kr, const int64_t *kd, int vr,
+                             const int64_t *vd, int pr, const int64_t *pd, kn_attn_dims *dm, int *yrank,
+                             int64_t *yd, int64_t *pkd, int64_t *pvd, int64_t *qkd);
+
+/* RotaryEmbedding: X's heads (H), the rotated width (rot) and whether X is
+ * 3-D, checked against X's dims (-1 where unknown). */
+int kn_nn_rotary_geometry(const kn_opdesc *d, int xr, const int64_t *xd, int64_t *H, int64_t *rot, bool *three_d);
+
 /* LayerNormalization's stash_type as a float dtype (def if absent/not float). */
 kn_dtype kn_nn_stash_dtype(const kn_opdesc *d, kn_dtype def);
 

@@ -33,7 +33,7 @@ RNG = np.random.default_rng(15)
 
 
 def conv(nodes, inits, x, cin, cout, k, name, stride=1, group=1, relu=True):
-    w = RNG.standard_normal((cout, cin // group, k, k)).astype(np.float32) * (1.5 / np.sqrt(cin // group * k * k))
+    w = (RNG.standard_normal((cout, cin // group, k, k)) * (1.5 / np.sqrt(cin // group * k * k))).astype(np.float32)
     b = RNG.standard_normal(cout).astype(np.float32) * 0.1
     inits += [numpy_helper.from_array(w, name + ".w"), numpy_helper.from_array(b, name + ".b")]
     nodes.append(helper.make_node("Conv", [x, name + ".w", name + ".b"], [name], name=name, kernel_shape=[k, k],

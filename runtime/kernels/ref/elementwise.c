@@ -648,14 +648,6 @@ static void cast_row(void *vctx, int64_t len, int64_t o, const int64_t *off, con
         kval v = load(dx, c->kx, c->x->data, off[0] + j * step[0]);
         if (dout == KN_BOOL) {
             ((uint8_t *)c->out->data)[o + j] = c->kx == KF ? v.f != 0 : v.u != 0;
-        } else if (dout == KN_BF16 && dx == KN_F32) {
-            /* ONNX's Cast to bfloat16 truncates the float's low 16 bits (its
-             * reference implementation and test data do, in every release
-             * through 1.18); a NaN stays a quiet NaN. */
-            float f = ((const float *)c->x->data)[off[0] + j * step[0]];
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            ((uint16_t *)c->out->data)[o + j] = isnan(f) ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)(u >> 16);
         } else if (dout == KN_F32 && c->kx != KF) {
             /* one rounding from the integer, like numpy (not via double) */
             ((float *)c->out->data)[o + j] = c->kx == KU ? (float)v.u : (float)v.i;

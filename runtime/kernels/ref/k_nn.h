@@ -121,6 +121,41 @@ int kn_k_roialign(const kn_tensor *x, const kn_tensor *rois, const kn_tensor *ba
  * win gives block (kernel), strides, dilations and pads. */
 int kn_k_col2im(const kn_tensor *x, const kn_nn_window *win, kn_tensor *y);
 
+/* RMS normalization over axes [axis, rank): Y = X / sqrt(mean(X^2) + eps) *
+ * scale, scale broadcasting (numpy rules) to X's shape. */
+int kn_k_rmsnorm(const kn_tensor *x, int axis, const kn_tensor *scale, double eps, kn_tensor *y);
+
+/* ONNX Attention (opset 23/24). Q is B x Hq x Sq x D, or B x Sq x (Hq*D)
+ * when three_d (K and V likewise with Hkv heads); past_key/past_value are
+ * B x Hkv x P x D (Dv). T = P + Skv keys are attended. */
+typedef struct kn_attn_dims {
+    int64_t B, Hq, Hkv, Sq, Skv, P, D, Dv;
+    bool three_d;
+} kn_attn_dims;
+
+typedef struct kn_attn_params {
+    double scale;   /* applied to Q.K^T */
+    double softcap; /* > 0: s = softcap * tanh(s / softcap) */
+    bool causal;    /* key j is masked for query i when j > i + P */
+    int qk_mode;    /* what qk receives: 0/1 the (softcapped) scores, 2 with the mask added, 3 softmax */
+} kn_attn_params;
+
+/* attn_mask (bool: false masks; float: added) broadcasts to
+ * B x Hq x Sq x T on its leading axes; a last axis shorter than T is padded
+ * with masked keys. nonpad (int64 B, may be NULL) masks keys j >= nonpad[b].
+ * y, present_k, present_v, qk are allocated (the last three may be NULL). */
+int kn_k_attention(const kn_attn_dims *dm, const kn_attn_params *pr, const kn_tensor *q,
+                   const kn_tensor *k, const kn_tensor *v, const kn_tensor *mask,
+                   const kn_tensor *past_k, const kn_tensor *past_v, const kn_tensor *nonpad,
+                   kn_tensor *y, kn_tensor *present_k, kn_tensor *present_v, kn_tensor *qk);
+
+/* RotaryEmbedding (opset 23). X is B x H x S x D, or B x S x (H*D) (three_d).
+ * cos/sin are max_pos x R/2 indexed by pos (int B x S) or, without pos,
+ * B x S x R/2. The first R (rot_dim) entries of each head are rotated, as
+ * halves or as interleaved pairs. */
+int kn_k_rotary(const kn_tensor *x, const kn_tensor *cosc, const kn_tensor *sinc, const kn_tensor *pos,
+                int64_t H, int64_t rot_dim, bool interleaved, bool three_d, kn_tensor *y);
+
 /* Helpers shared by the nn kernel files: a malloc'd copy of t's n elements
  * widened to double (NULL with an error on out of memory; n == 0 gives a
  * 1-element buffer), and the store back into t's dtype. */

@@ -222,6 +222,28 @@ static void dft_line(const kn_tensor *x, size_t ibase, int64_t is, int64_t n, in
     }
 }
 
+/* One inverse real DFT line (numpy's irfft): n one-sided bins (re/im pairs at
+ * stride `is`) to L real samples at stride `os`. Bins past L/2 are dropped,
+ * missing ones are zero; the imaginary parts of bin 0 and (L even) bin L/2
+ * do not contribute, as the Hermitian extension implies. */
+static void irdft_line(const kn_tensor *x, size_t ibase, int64_t is, int64_t n, int comps, int64_t L, kn_tensor *out,
+                       size_t obase, int64_t os)
+{
+    int64_t m = L / 2 + 1 < n ? L / 2 + 1 : n;
+    for (int64_t j = 0; j < L; j++) {
+        double acc = 0;
+        for (int64_t k = 0; k < m; k++) {
+            size_t e = ibase + (size_t)(k * is) * (size_t)comps;
+            double a = kn_load_f64(x->dtype, x->data, e), b = comps == 2 ? kn_load_f64(x->dtype, x->data, e + 1) : 0;
+            double ang = 2 * M_PI * (double)((j * k) % L) / (double)L;
+            bool self_conj = k == 0 || (L % 2 == 0 && k == L / 2);
+            double t = a * cos(ang) - b * sin(ang);
+            acc += self_conj ? (k == 0 ? a : a * cos(ang)) : 2 * t;
+        }
+        kn_store_f64(out->dtype, out->data, obase + (size_t)(j * os), acc / (double)L);
+    }
+}
+
 int kn_k_dft(const kn_tensor *x, int axis, int64_t L, bool inverse, bool onesided, kn_tensor *out)
 {
     int r = x->rank;
@@ -232,6 +254,14 @@ int kn_k_dft(const kn_tensor *x, int axis, int64_t L, bool inverse, bool oneside
     int64_t outer = 1, inner = 1, n = x->dims[axis], nout = onesided ? L / 2 + 1 : L;
     for (int i = 0; i < axis; i++) outer *= x->dims[i];
     for (int i = axis + 1; i < r - 1; i++) inner *= x->dims[i];
+    if (inverse && onesided) { /* one-sided spectrum in, L real samples out */
+        if (kn_tensor_numel(out) != outer * L * inner) return kn_error(KN_ERR_INTERNAL, "DFT: output has the wrong size");
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t i = 0; i < inner; i++)
+                irdft_line(x, (size_t)((o * n * inner + i) * comps), inner, n, comps, L, out,
+                           (size_t)(o * L * inner + i), inner);
+        return KN_OK;
+    }
     if (kn_tensor_numel(out) != outer * nout * inner * 2) return kn_error(KN_ERR_INTERNAL, "DFT: output has the wrong size");
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++)

@@ -26,18 +26,20 @@ static double pool_window(const pool_ctx *pc, const double *xp, const int64_t *o
     const kn_nn_window *w = pc->win;
     int nsp = w->nsp;
     double acc = pc->kind == KN_POOL_MAX ? -INFINITY : 0.0;
-    int64_t n_valid = 0, arg = -1;
+    int64_t n_valid = 0, n_padded = 0, arg = -1;
     for (int64_t kk = 0; kk < pc->k_prod; kk++) {
         int64_t rem = kk, flat = 0, mul = 1;
-        bool inside = true;
+        bool inside = true, in_pads = true;
         for (int d = nsp - 1; d >= 0; d--) {
             int64_t k = rem % w->kernel[d];
             rem /= w->kernel[d];
             int64_t i = o[d] * w->strides[d] - w->pads[d] + k * w->dilations[d];
             if (i < 0 || i >= pc->in[d]) inside = false;
+            if (i < -w->pads[d] || i >= pc->in[d] + w->pads[nsp + d]) in_pads = false;
             flat += i * mul;
             mul *= pc->in[d];
         }
+        n_padded += in_pads;
         if (!inside) continue;
         double v = xp[flat];
         n_valid++;
@@ -51,10 +53,11 @@ static double pool_window(const pool_ctx *pc, const double *xp, const int64_t *o
     }
     if (out_argmax) *out_argmax = arg;
     if (pc->kind == KN_POOL_AVG) {
-        /* count_include_pad counts every tap, also those in the extra end
-         * padding that ceil_mode adds (as the ONNX reference and its
-         * conformance data do; onnxruntime clips to the explicit pads). */
-        int64_t div = pc->count_include_pad ? pc->k_prod : n_valid;
+        /* count_include_pad counts the taps inside the explicitly padded
+         * input, not those past it that ceil_mode's last window reaches (the
+         * ONNX reference and its conformance data since onnx 1.16, and
+         * onnxruntime; onnx 1.15's counted every tap). */
+        int64_t div = pc->count_include_pad ? n_padded : n_valid;
         return div ? acc / (double)div : 0.0;
     }
     if (pc->kind == KN_POOL_LP) return pow(acc, 1.0 / pc->p);
