@@ -119,24 +119,6 @@ static int reroute_outputs(inliner *in, kn_node *site, const kn_graph *b)
     return KN_OK;
 }
 
-/* Drops the outer-scope uses of the nodes of graph b and of the subgraphs
- * inside it: those nodes go with the If, and an outer value must not keep
- * them in its users list. */
-static void detach_outer_uses(kn_graph *b)
-{
-    for (int i = 0; i < b->n_nodes; i++) {
-        kn_node *n = b->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] && n->inputs[k]->graph != b) kn_node_set_input(n, k, NULL);
-        for (int a = 0; a < n->n_attrs; a++) {
-            if (n->attrs[a].kind == KN_ATTR_GRAPH && n->attrs[a].g) detach_outer_uses(n->attrs[a].g);
-            if (n->attrs[a].kind == KN_ATTR_GRAPHS)
-                for (int j = 0; j < n->attrs[a].n; j++)
-                    if (n->attrs[a].graphs[j]) detach_outer_uses(n->attrs[a].graphs[j]);
-        }
-    }
-}
-
 static int inline_one(kn_pass_ctx *ctx, kn_graph *g, kn_node *site, const kn_graph *taken, bool *done)
 {
     *done = false;
@@ -159,9 +141,7 @@ static int inline_one(kn_pass_ctx *ctx, kn_graph *g, kn_node *site, const kn_gra
     bool then = th && th->g == taken;
     kn_pass_remark(ctx, "If '%s': the condition is %s at compile time; its %s branch (%d nodes) is inlined",
                    site->name, then ? "true" : "false", then ? "then" : "else", taken->n_nodes);
-    for (int a = 0; a < site->n_attrs; a++)
-        if (site->attrs[a].kind == KN_ATTR_GRAPH && site->attrs[a].g) detach_outer_uses(site->attrs[a].g);
-    kn_node_remove(site);
+    kn_node_remove(site); /* with its branches' uses of outer values */
     ctx->rewrites++;
     *done = true;
     return KN_OK;
