@@ -9,10 +9,3 @@ set_tests_properties(cli/errors PROPERTIES TIMEOUT 120 LABELS cli)
 add_test(NAME cli/hostile_input
          COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_hostile_input.sh $<TARGET_FILE:kiln> ${KILN_PYTHON})
 set_tests_properties(cli/hostile_input PROPERTIES TIMEOUT 300 LABELS cli)
-
-# The kiln program bounds libgomp's spinning once, unless told otherwise
-# (tools/kiln/omp_spin.c).
-add_test(NAME cli/omp_spin
-         COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_omp_spin.sh $<TARGET_FILE:kiln> ${CMAKE_C_COMPILER}
-                 ${KILN_SANITIZE})
-set_tests_properties(cli/omp_spin PROPERTIES TIMEOUT 60 LABELS cli)

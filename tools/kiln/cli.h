@@ -86,14 +86,6 @@ int kn_cli_compare(const char *what, const kn_tensor *want, const kn_tensor *got
 void kn_cli_as_bf16_if_meant(kn_tensor *t, int meant);
 
 /* Prints "kiln: error: <kn_last_error()>" (with an optional context) to stderr. */
-/* libgomp's spin count for the kiln program's threads: about 0.1-0.5 ms of
- * spinning after a parallel region, longer than the gaps between a run's
- * regions and far shorter than a scheduler's time slice (docs/design.md,
- * "Threads", has the measurements). */
-#define KN_CLI_GOMP_SPINCOUNT "10000"
-/* Starts the program again with GOMP_SPINCOUNT set, unless the environment
- * chose a wait policy (tools/kiln/omp_spin.c); returns if it cannot. */
-void kn_cli_bound_spinning(char **argv);
 void kn_cli_report(const char *context);
 
 /* True if arg is "-h" or "--help". */

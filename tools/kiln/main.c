@@ -1,6 +1,5 @@
 /* kiln — the command-line program: dispatches to one verb per file. */
 #include <fcntl.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,18 +12,17 @@ static const struct {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
-    bool runs_models; /* on libgomp's threads: bound their spinning (omp_spin.c) */
 } k_verbs[] = {
-    {"inspect", kn_cmd_inspect, "show a model's opsets, I/O, op histogram, parameters, FLOPs", false},
-    {"compile", kn_cmd_compile, "compile a model to a .so/.a artifact and a C header", true},
-    {"calibrate", kn_cmd_calibrate, "measure activation ranges over data into a calibration table (quantization)", true},
-    {"compare", kn_cmd_compare, "compare two models' outputs on data: errors, cosine, SQNR, top-1; per layer", true},
-    {"export", kn_cmd_export, "write a model quantized with a calibration table as a QDQ ONNX model", true},
-    {"run", kn_cmd_run, "run a model or an artifact on .npy inputs", true},
-    {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)", true},
-    {"profile", kn_cmd_profile, "time a compiled model step by step; trace and arena drawing", true},
-    {"conformance", kn_cmd_conformance, "run the ONNX backend node test suite", true},
-    {"difftest", kn_cmd_difftest, "run generated test cases through the evaluator and compiled artifacts", true},
+    {"inspect", kn_cmd_inspect, "show a model's opsets, I/O, op histogram, parameters, FLOPs"},
+    {"compile", kn_cmd_compile, "compile a model to a .so/.a artifact and a C header"},
+    {"calibrate", kn_cmd_calibrate, "measure activation ranges over data into a calibration table (quantization)"},
+    {"compare", kn_cmd_compare, "compare two models' outputs on data: errors, cosine, SQNR, top-1; per layer"},
+    {"export", kn_cmd_export, "write a model quantized with a calibration table as a QDQ ONNX model"},
+    {"run", kn_cmd_run, "run a model or an artifact on .npy inputs"},
+    {"bench", kn_cmd_bench, "time a model or an artifact (optionally against onnxruntime)"},
+    {"profile", kn_cmd_profile, "time a compiled model step by step; trace and arena drawing"},
+    {"conformance", kn_cmd_conformance, "run the ONNX backend node test suite"},
+    {"difftest", kn_cmd_difftest, "run generated test cases through the evaluator and compiled artifacts"},
 };
 
 static void usage(FILE *f)
@@ -83,10 +81,7 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof k_verbs / sizeof k_verbs[0]; i++)
-        if (!strcmp(argv[1], k_verbs[i].name)) {
-            if (k_verbs[i].runs_models) kn_cli_bound_spinning(argv);
-            return k_verbs[i].fn(argc - 1, argv + 1);
-        }
+        if (!strcmp(argv[1], k_verbs[i].name)) return k_verbs[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "kiln: unknown verb '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
