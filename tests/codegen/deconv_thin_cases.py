@@ -290,6 +290,10 @@ def write_case(case, d):
         f = os.path.join(d, f"input_{n}.npy")
         np.save(f, a)
         args += ["--input", f"{n}={f}"]
+    if case.want != "oneDNN":
+        # output_shape cases where onnxruntime places the output its own way
+        # (1.18) or refuses it (1.32): the check compares with kiln's evaluator
+        return path, args, None
     expected = ort_run(path, dict(inputs))
     return path, args, dict(zip(case.outputs, expected))
 
