@@ -524,6 +524,22 @@ static void note_fallback(compile_state *s, int i)
 
 /* A node with dynamic operands: its lowering for one row in a loop over
  * the rows when dyn.c allows it, else its runtime kernel. */
+/* The body of node i's function (begun) when no lowering took it: a
+ * convolution or pooling at its run-time shape on oneDNN
+ * (kn_rt_dynconv_exec), else its runtime kernel. */
+static int emit_kernel_call(compile_state *s, int i)
+{
+    const kn_node *n = s->g->nodes[i];
+    if (!touches_dynamic(&s->plan, n) && dynconv_ok(n)) {
+        s->how[i] = LOWERED_DYN_DNNL;
+        free(s->fallback_why[i]);
+        s->fallback_why[i] = NULL;
+        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
+    }
+    s->how[i] = KN_LOWERED_RUNTIME;
+    return emit_fallback(s, n);
+}
+
 static int emit_dynamic_node(compile_state *s, int i, const char *fname)
 {
     const kn_node *n = s->g->nodes[i];
@@ -549,14 +565,7 @@ static int emit_dynamic_node(compile_state *s, int i, const char *fname)
         s->how[i] = KN_LOWERED_GENERATED;
         return KN_OK;
     }
-    if (!touches_dynamic(&s->plan, n) && dynconv_ok(n)) {
-        s->how[i] = LOWERED_DYN_DNNL;
-        free(s->fallback_why[i]);
-        s->fallback_why[i] = NULL;
-        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
-    }
-    s->how[i] = KN_LOWERED_RUNTIME;
-    return emit_fallback(s, n);
+    return emit_kernel_call(s, i);
 }
 
 /* Node i as one function by `lower`; KN_ERR_UNSUPPORTED, with nothing left
@@ -587,19 +596,11 @@ static int emit_whole(compile_state *s, int i, const char *fname, kn_cg_lower_fn
  * (still kn_last_error) kept for --report. */
 static int emit_runtime(compile_state *s, int i, const char *fname)
 {
-    const kn_node *n = s->g->nodes[i];
     note_fallback(s, i);
     kn_error_clear();
     LLVMValueRef fn = kn_cg_begin_function(&s->cg, fname, true);
     s->node_fns[i] = fn;
-    if (!touches_dynamic(&s->plan, n) && dynconv_ok(n)) {
-        s->how[i] = LOWERED_DYN_DNNL;
-        free(s->fallback_why[i]);
-        s->fallback_why[i] = NULL;
-        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
-    }
-    s->how[i] = KN_LOWERED_RUNTIME;
-    return emit_fallback(s, n);
+    return emit_kernel_call(s, i);
 }
 
 static int emit_node(compile_state *s, int i)
