@@ -396,32 +396,24 @@ bool kn_node_outputs_known(const kn_node *n)
     return any;
 }
 
-/* Forgets every use the nodes of subgraph sg (and of the subgraphs in it)
- * make: sg goes with the node that holds it, and a value of an enclosing
- * graph must not keep its nodes as users (ONNX outer-scope references). */
-static void forget_subgraph_uses(const kn_graph *sg)
-{
-    for (int k = 0; k < sg->n_nodes; k++) {
-        kn_node *m = sg->nodes[k];
-        for (int i = 0; i < m->n_inputs; i++)
-            if (m->inputs[i]) remove_use(m->inputs[i], m, i);
-        for (int a = 0; a < m->n_attrs; a++) {
-            const kn_attr *at = &m->attrs[a];
-            if (at->kind == KN_ATTR_GRAPH && at->g) forget_subgraph_uses(at->g);
-            for (int j = 0; at->kind == KN_ATTR_GRAPHS && j < at->n; j++) forget_subgraph_uses(at->graphs[j]);
-        }
-    }
-}
-
-void kn_node_remove(kn_node *n)
+/* Forgets the uses n makes of its inputs, and those the nodes of its
+ * subgraphs (which go with it) make, of outer values too (ONNX outer-scope
+ * references): no value may keep a removed node as a user. */
+static void forget_uses(kn_node *n)
 {
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i]) remove_use(n->inputs[i], n, i);
     for (int a = 0; a < n->n_attrs; a++) {
         const kn_attr *at = &n->attrs[a];
-        if (at->kind == KN_ATTR_GRAPH && at->g) forget_subgraph_uses(at->g);
-        for (int j = 0; at->kind == KN_ATTR_GRAPHS && j < at->n; j++) forget_subgraph_uses(at->graphs[j]);
+        for (int j = 0; at->kind == KN_ATTR_GRAPH && at->g && j < at->g->n_nodes; j++) forget_uses(at->g->nodes[j]);
+        for (int k = 0; at->kind == KN_ATTR_GRAPHS && k < at->n; k++)
+            for (int j = 0; at->graphs[k] && j < at->graphs[k]->n_nodes; j++) forget_uses(at->graphs[k]->nodes[j]);
     }
+}
+
+void kn_node_remove(kn_node *n)
+{
+    forget_uses(n);
     kn_graph *g = n->graph;
     for (int k = 0; k < g->n_nodes; k++)
         if (g->nodes[k] == n) {

@@ -455,11 +455,14 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     return kn_cg_emit_dnnl(cg, &r, kn_cg_ptr(cg, x), NULL, NULL, kn_cg_ptr(cg, y), NULL);
 }
 
-static int lower_conv_common(kn_cg *cg, const kn_node *n)
+typedef int (*conv_record_fn)(const kn_cg *, const kn_node *, kn_abi_dnnl *, const kn_value **);
+
+/* A convolution or deconvolution record of n, with its activations' layouts. */
+static int lower_conv_like(kn_cg *cg, const kn_node *n, conv_record_fn record)
 {
     kn_abi_dnnl r;
     const kn_value *res;
-    int st = conv_record(cg, n, &r, &res);
+    int st = record(cg, n, &r, &res);
     if (st) return st;
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2), *y = n->outputs[0];
     r.src_layout = act_layout(cg, x);
@@ -468,20 +471,9 @@ static int lower_conv_common(kn_cg *cg, const kn_node *n)
     return emit(cg, &r, x, w, b, y, res);
 }
 
-static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_common(cg, n); }
+static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_like(cg, n, conv_record); }
 
-static int lower_deconv(kn_cg *cg, const kn_node *n)
-{
-    kn_abi_dnnl r;
-    const kn_value *res;
-    int st = deconv_record(cg, n, &r, &res);
-    if (st) return st;
-    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *b = kn_node_input(n, 2), *y = n->outputs[0];
-    r.src_layout = act_layout(cg, x);
-    r.dst_layout = act_layout(cg, y);
-    r.post_layout = act_layout(cg, res);
-    return emit(cg, &r, x, w, b, y, res);
-}
+static int lower_deconv(kn_cg *cg, const kn_node *n) { return lower_conv_like(cg, n, deconv_record); }
 
 /* ---- MatMul and Gemm --------------------------------------------------------- */
 

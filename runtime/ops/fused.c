@@ -137,18 +137,27 @@ static int run_posts(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     return KN_OK;
 }
 
+/* X, W and B of a fused (de)convolution: present, one float dtype, W of X's rank. */
+static int conv_inputs(const kn_opdesc *d, const kn_tensor *const *in, const kn_tensor **x, const kn_tensor **w,
+                       const kn_tensor **b)
+{
+    *x = kn_op_input(d, in, 0), *w = kn_op_input(d, in, 1), *b = kn_op_input(d, in, 2);
+    if (!*x || !*w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
+    if (!kn_nn_is_float((*x)->dtype) || (*w)->dtype != (*x)->dtype || (*b && (*b)->dtype != (*x)->dtype))
+        return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
+    if ((*w)->rank != (*x)->rank)
+        return kn_op_error(d, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", (*w)->rank, (*x)->rank);
+    return KN_OK;
+}
+
 static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_tensor *x = kn_op_input(d, in, 0), *w = kn_op_input(d, in, 1), *b = kn_op_input(d, in, 2);
-    if (!x || !w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
-    if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
-        return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
-    if (w->rank != x->rank)
-        return kn_op_error(d, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->rank, x->rank);
+    const kn_tensor *x, *w, *b;
+    int st = conv_inputs(d, in, &x, &w, &b);
+    if (st) return st;
     int64_t od[KN_MAX_RANK], group;
     kn_nn_window win;
-    int st = kn_nn_conv_geometry(d, x->rank, x->dims, w->dims, &win, &group, od);
-    if (st) return st;
+    if ((st = kn_nn_conv_geometry(d, x->rank, x->dims, w->dims, &win, &group, od))) return st;
     if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
         return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
                            (long long)kn_tensor_numel(b), (long long)w->dims[0]);
@@ -160,16 +169,12 @@ static int exec_fused_conv(const kn_opdesc *d, const kn_tensor *const *in, kn_te
 /* ConvTranspose's kernel, then the post-ops: what the unfused graph runs. */
 static int exec_fused_convt(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_tensor *x = kn_op_input(d, in, 0), *w = kn_op_input(d, in, 1), *b = kn_op_input(d, in, 2);
-    if (!x || !w) return kn_op_error(d, KN_ERR_INVALID, "input X or W is missing");
-    if (!kn_nn_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
-        return kn_op_error(d, KN_ERR_UNSUPPORTED, "X, W and B must share one float dtype");
-    if (w->rank != x->rank)
-        return kn_op_error(d, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->rank, x->rank);
+    const kn_tensor *x, *w, *b;
+    int st = conv_inputs(d, in, &x, &w, &b);
+    if (st) return st;
     int64_t od[KN_MAX_RANK], group;
     kn_nn_window win;
-    int st = kn_nn_convt_geometry(d, x->rank, x->dims, w->dims, &win, &group, od);
-    if (st) return st;
+    if ((st = kn_nn_convt_geometry(d, x->rank, x->dims, w->dims, &win, &group, od))) return st;
     if (b && (b->rank != 1 || b->dims[0] != od[1]))
         return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
                            (long long)kn_tensor_numel(b), (long long)od[1]);
