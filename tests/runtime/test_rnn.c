@@ -110,7 +110,7 @@ static void test_products(void **state)
         /* the recurrent product: np panels side by side, ldp floats a row */
         for (int n = 1; n <= 4; n++) {
             int64_t ldp = 4 * 16;
-            float *R = aligned_rand((size_t)(K * ldp)), acc[64], init[64];
+            float *R = aligned_rand((size_t)(K * ldp + 16)), acc[64], init[64]; /* + the offset */
             for (int i = 0; i < 64; i++) acc[i] = init[i] = frand();
             ks[ki]->gemv(A, K, R + 16, ldp, n, acc); /* an offset panel, as GRU's h gate reads */
             for (int c = 0; c < n * 16; c++) {
