@@ -40,9 +40,14 @@ static int check_posts(kn_node *n, bool same_dtype)
     return KN_OK;
 }
 
-/* The output shape of a convolution of x by w (unknown while x's rank is),
- * from the node's Conv attributes. */
-static int conv_out_shape(kn_node *n, const kn_value *x, const kn_value *w, kn_shape *s)
+typedef int (*conv_geometry_fn)(const kn_opdesc *, int, const int64_t *, const int64_t *, kn_nn_window *,
+                                int64_t *, int64_t *);
+
+/* The output shape of a convolution (kn_nn_conv_geometry) or a transposed
+ * one (kn_nn_convt_geometry: pads, output_padding, output_shape and
+ * auto_pad as the unfused op has them) of x by w, from the node's
+ * attributes; unknown while x's rank is. */
+static int conv_out_shape(kn_node *n, const kn_value *x, const kn_value *w, conv_geometry_fn geometry, kn_shape *s)
 {
     *s = kn_shape_unknown();
     if (x->shape.rank < 0) return KN_OK;
@@ -54,8 +59,7 @@ static int conv_out_shape(kn_node *n, const kn_value *x, const kn_value *w, kn_s
     kn_node_opdesc(n, &d, has);
     kn_nn_window win;
     int64_t group, od[KN_MAX_RANK];
-    int st = kn_nn_conv_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL, &win,
-                                 &group, od);
+    int st = geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL, &win, &group, od);
     if (st) return st;
     s->rank = x->shape.rank;
     for (int i = 0; i < s->rank; i++) s->dims[i] = od[i] < 0 ? -1 : od[i];
@@ -63,43 +67,21 @@ static int conv_out_shape(kn_node *n, const kn_value *x, const kn_value *w, kn_s
     return KN_OK;
 }
 
-static int infer_fused_conv(kn_node *n)
+/* A fused (de)convolution: its output shape, then the post_ops. */
+static int infer_conv_like(kn_node *n, conv_geometry_fn geometry)
 {
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
     if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
     kn_shape s;
-    int st = conv_out_shape(n, x, w, &s);
+    int st = conv_out_shape(n, x, w, geometry, &s);
     if (st) return st;
     kn_infer_set_shape(n, 0, x->dtype, &s);
     return check_posts(n, true);
 }
 
-/* ConvTranspose's output shape (kn_nn_convt_geometry: pads, output_padding,
- * output_shape and auto_pad as the unfused op has them), then the post_ops. */
-static int infer_fused_convt(kn_node *n)
-{
-    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
-    if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
-    kn_shape s = kn_shape_unknown();
-    if (x->shape.rank >= 0) {
-        if (w->shape.rank >= 0 && w->shape.rank != x->shape.rank)
-            return kn_node_error(n, KN_ERR_INVALID, "weight rank %d, expected %d (the rank of X)", w->shape.rank,
-                                 x->shape.rank);
-        kn_opdesc d;
-        bool has[1];
-        kn_node_opdesc(n, &d, has);
-        kn_nn_window win;
-        int64_t group, od[KN_MAX_RANK];
-        int st = kn_nn_convt_geometry(&d, x->shape.rank, x->shape.dims, w->shape.rank >= 0 ? w->shape.dims : NULL,
-                                      &win, &group, od);
-        if (st) return st;
-        s.rank = x->shape.rank;
-        for (int i = 0; i < s.rank; i++) s.dims[i] = od[i] < 0 ? -1 : od[i];
-        if (s.dims[0] < 0) s.sym[0] = x->shape.sym[0];
-    }
-    kn_infer_set_shape(n, 0, x->dtype, &s);
-    return check_posts(n, true);
-}
+static int infer_fused_conv(kn_node *n) { return infer_conv_like(n, kn_nn_conv_geometry); }
+
+static int infer_fused_convt(kn_node *n) { return infer_conv_like(n, kn_nn_convt_geometry); }
 
 /* The matmul's output dims with symbolic names: batch dims and M from A
  * where A has them, N from B. */
@@ -185,7 +167,7 @@ static int infer_qconv(kn_node *n)
     const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1);
     if (!x || !w) return kn_node_error(n, KN_ERR_INVALID, "input X or W is missing");
     kn_shape s;
-    int st = conv_out_shape(n, x, w, &s);
+    int st = conv_out_shape(n, x, w, kn_nn_conv_geometry, &s);
     return st ? st : infer_q_common(n, &s);
 }
 

@@ -258,16 +258,28 @@ static bool matmul_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
            rec->post_layout == KN_LAYOUT_PLAIN && kn_dnnl_is_pointwise(rec);
 }
 
-static bool any_record(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+bool kn_dnnl_any_record(kn_dnnl_session *s, const kn_abi_dnnl *rec)
 {
     (void)s, (void)rec;
     return true;
 }
 
-static bool always_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+bool kn_dnnl_always_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
 {
     (void)s, (void)rec, (void)threads;
     return true;
+}
+
+void kn_dnnl_window_dims(const kn_abi_dnnl *rec, dnnl_dims_t sd, dnnl_dims_t dd, dnnl_dims_t strides,
+                         dnnl_dims_t dil, dnnl_dims_t pl, dnnl_dims_t pr)
+{
+    for (int i = 0; i < rec->spatial + 2; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
+    for (int i = 0; i < rec->spatial; i++) {
+        strides[i] = rec->strides[i];
+        dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
+        pl[i] = rec->pads_begin[i];
+        pr[i] = rec->pads_end[i];
+    }
 }
 
 /* oneDNN's convolution, activations in the record's layouts (reordered
@@ -278,13 +290,7 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     int sp = rec->spatial, nd = sp + 2, st;
     int64_t g = rec->groups, O = rec->wei.dims[0];
     dnnl_dims_t sd, wd, dd, strides, dil, pl, pr, bd;
-    for (int i = 0; i < nd; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
-    for (int i = 0; i < sp; i++) {
-        strides[i] = rec->strides[i];
-        dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
-        pl[i] = rec->pads_begin[i];
-        pr[i] = rec->pads_end[i];
-    }
+    kn_dnnl_window_dims(rec, sd, dd, strides, dil, pl, pr);
     /* ONNX [O, C/g, k..] is the same bytes as oneDNN's goi(d)hw [g, O/g, C/g, k..] */
     int wnd = g > 1 ? nd + 1 : nd;
     if (g > 1) {
@@ -416,14 +422,14 @@ static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports
 static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
                                        pw_free,           pw_keeps, pw_impl};
 static const kn_dnnl_algo THIN = {KN_ALGO_THIN, KN_F32, thin_supports, thin_worth, thin_create, NULL, NULL, NULL, NULL};
-static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, always_worth, matmul_create, NULL, NULL,
+static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, kn_dnnl_always_worth, matmul_create, NULL, NULL,
                                     NULL,           NULL};
-static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, any_record, always_worth, direct_create,
+static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                     NULL,           NULL,   NULL,       NULL};
 /* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations */
-static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, any_record, always_worth, direct_create,
+static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
-static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, any_record, always_worth, direct_create,
+static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
 
 /* The table, in the order rows are tried. */

@@ -240,22 +240,10 @@ static const char *deconv_impl(const kn_dnnl_prim *p)
     return d && d->impl[0] ? d->impl : p->impl;
 }
 
-static bool any_record(kn_dnnl_session *s, const kn_abi_dnnl *rec)
-{
-    (void)s, (void)rec;
-    return true;
-}
-
-static bool always_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
-{
-    (void)s, (void)rec, (void)threads;
-    return true;
-}
-
 static int deconv_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                          dnnl_primitive_attr_t attr);
 
-static const kn_dnnl_algo DECONV = {KN_ALGO_DIRECT, KN_F32,     any_record, always_worth, deconv_create,
+static const kn_dnnl_algo DECONV = {KN_ALGO_DIRECT, KN_F32,     kn_dnnl_any_record, kn_dnnl_always_worth, deconv_create,
                                     deconv_run,     post_free, NULL,       deconv_impl};
 
 static int deconv_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
@@ -263,13 +251,7 @@ static int deconv_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
 {
     int sp = rec->spatial, nd = sp + 2, st;
     dnnl_dims_t sd, dd, strides, dil, pl, pr;
-    for (int i = 0; i < nd; i++) sd[i] = rec->src.dims[i], dd[i] = rec->dst.dims[i];
-    for (int i = 0; i < sp; i++) {
-        strides[i] = rec->strides[i];
-        dil[i] = rec->dilations[i] - 1; /* oneDNN counts the holes */
-        pl[i] = rec->pads_begin[i];
-        pr[i] = rec->pads_end[i];
-    }
+    kn_dnnl_window_dims(rec, sd, dd, strides, dil, pl, pr);
     dnnl_memory_desc_t src_md, dst_md, wei_user, wei_any, src_any, dst_any;
     if ((st = kn_dnnl_act_md(s, rec->src_layout, KN_F32, &src_md, nd, sd, "the deconv src")) ||
         (st = kn_dnnl_act_md(s, rec->dst_layout, KN_F32, &dst_md, nd, dd, "the deconv dst")) ||

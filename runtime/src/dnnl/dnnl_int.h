@@ -239,6 +239,14 @@ int kn_dnnl_thin_dim(const kn_abi_dnnl *rec);
 int kn_dnnl_pw_made(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, int st);
 extern const kn_dnnl_algo kn_dnnl_algo_im2col;
 extern const kn_dnnl_algo kn_dnnl_algo_pw_matmul;
+/* The supports and worth of an algorithm that takes every record it is
+ * asked for (oneDNN's own convolution and deconvolution). */
+bool kn_dnnl_any_record(kn_dnnl_session *s, const kn_abi_dnnl *rec);
+bool kn_dnnl_always_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads);
+/* A (de)convolution record's src and dst dims, and its strides, holes
+ * between taps (oneDNN's dilations) and pads per spatial dim. */
+void kn_dnnl_window_dims(const kn_abi_dnnl *rec, dnnl_dims_t sd, dnnl_dims_t dd, dnnl_dims_t strides,
+                         dnnl_dims_t dil, dnnl_dims_t pl, dnnl_dims_t pr);
 
 /* ---- the dynamic int8 matmul (dynq.c) ------------------------------------- */
 
