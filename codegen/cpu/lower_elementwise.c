@@ -522,6 +522,7 @@ static LLVMValueRef un_float(kn_cg *cg, const ew_ctx *c, LLVMValueRef x)
     }
     case KN_UN_MISH: return LLVMBuildFMul(b, x, vmath(cg, "tanh", softplus(cg, x)), "");
     case KN_UN_THRESHOLDEDRELU: return sel(cg, fcmp(cg, LLVMRealOGT, x, cf(t, p->alpha)), x, zero);
+    case KN_UN_SWISH: return LLVMBuildFMul(b, x, sigmoid(cg, LLVMBuildFMul(b, cf(t, p->alpha), x, "")), "");
     case KN_UN_SHRINK: {
         LLVMValueRef l = cf(t, p->alpha), bias = cf(t, p->beta);
         LLVMValueRef hi = sel(cg, fcmp(cg, LLVMRealOGT, x, l), LLVMBuildFSub(b, x, bias, ""), zero);
@@ -1108,7 +1109,7 @@ const kn_cg_lowering kn_cg_lower_elementwise[] = {
     UN(Sinh), UN(Cosh), UN(Asinh), UN(Acosh), UN(Atanh), UN(Erf), UN(IsNaN), UN(IsInf),
     UN(Not), UN(BitwiseNot),
     UN(Relu), UN(LeakyRelu), UN(Sigmoid), UN(HardSigmoid), UN(HardSwish), UN(Tanh), UN(Gelu),
-    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink),
+    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink), UN(Swish),
     {KN_OP_Clip, lower_clip},
     {KN_OP_Where, lower_where},
     {KN_OP_Cast, lower_cast},

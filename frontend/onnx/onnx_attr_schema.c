@@ -349,6 +349,7 @@ const kn_onnx_attr_rule kn_onnx_attr_rules[] = {
     {"Sub", "broadcast", 2 /* INT */, 1, 6},
     {"Sub", "consumed_inputs", 7 /* INTS */, 1, 5},
     {"Sum", "consumed_inputs", 7 /* INTS */, 1, 5},
+    {"Swish", "alpha", 1 /* FLOAT */, 1, 0},
     {"Tanh", "consumed_inputs", 7 /* INTS */, 1, 5},
     {"TfIdfVectorizer", "max_gram_length", 2 /* INT */, 1, 0},
     {"TfIdfVectorizer", "max_skip_count", 2 /* INT */, 1, 0},

@@ -284,7 +284,7 @@ const kn_op_impl kn_ops_elementwise[] = {
     UN(Sinh), UN(Cosh), UN(Asinh), UN(Acosh), UN(Atanh), UN(Erf), UN(IsNaN), UN(IsInf),
     UN(Not), UN(BitwiseNot),
     UN(Relu), UN(LeakyRelu), UN(Sigmoid), UN(HardSigmoid), UN(HardSwish), UN(Tanh), UN(Gelu),
-    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink),
+    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink), UN(Swish),
     {KN_OP_Clip, infer_clip, NULL},
     {KN_OP_Where, infer_where, NULL},
     {KN_OP_Cast, infer_cast, NULL},

@@ -218,6 +218,7 @@ static const kn_ew_un k_un[] = {
     {KN_OP_Mish, KN_UN_MISH, KN_EW_FLOAT},
     {KN_OP_ThresholdedRelu, KN_UN_THRESHOLDEDRELU, KN_EW_FLOAT},
     {KN_OP_Shrink, KN_UN_SHRINK, KN_EW_NUM},
+    {KN_OP_Swish, KN_UN_SWISH, KN_EW_FLOAT},
 };
 
 const kn_ew_un *kn_ew_un_find(kn_op op)
@@ -237,7 +238,7 @@ int kn_ew_un_params(const kn_opdesc *d, const kn_ew_un *u, kn_unary_op *k, kn_un
         p->alpha = kn_op_attr_float(d, "alpha", 0.2f);
         p->beta = kn_op_attr_float(d, "beta", 0.5f);
         break;
-    case KN_OP_Elu: case KN_OP_ThresholdedRelu: p->alpha = kn_op_attr_float(d, "alpha", 1.0f); break;
+    case KN_OP_Elu: case KN_OP_ThresholdedRelu: case KN_OP_Swish: p->alpha = kn_op_attr_float(d, "alpha", 1.0f); break;
     case KN_OP_Celu:
         p->alpha = kn_op_attr_float(d, "alpha", 1.0f);
         if (p->alpha == 0) return kn_op_error(d, KN_ERR_INVALID, "alpha must not be 0");
@@ -407,7 +408,7 @@ const kn_exec_impl kn_exec_elementwise[] = {
     UN(Sinh), UN(Cosh), UN(Asinh), UN(Acosh), UN(Atanh), UN(Erf), UN(IsNaN), UN(IsInf),
     UN(Not), UN(BitwiseNot),
     UN(Relu), UN(LeakyRelu), UN(Sigmoid), UN(HardSigmoid), UN(HardSwish), UN(Tanh), UN(Gelu),
-    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink),
+    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink), UN(Swish),
     {KN_OP_Clip, exec_clip},
     {KN_OP_Where, exec_where},
     {KN_OP_Cast, exec_cast},

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention.h"
 #include "nn_int.h"
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -315,6 +316,15 @@ static int exec_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_te
         .causal = kn_op_attr_int(op, "is_causal", 0) != 0,
         .qk_mode = (int)mode,
     };
+    /* compiled artifacts: kiln's flash-style kernel (runtime/src/attention.c)
+     * unless it declines; the reference evaluator: the plain C kernel, the
+     * oracle */
+    if (op->sess) {
+        bool more = opt_out(op, out, 1) || opt_out(op, out, 2) || opt_out(op, out, 3);
+        st = kn_attention_fast(op->sess, &dm, &pr, q, k, v, mask, pk, np, &out[0], more);
+        if (st != KN_ERR_UNSUPPORTED) return kernel_status(op, st);
+        op->sess->impl = NULL;
+    }
     return kernel_status(op, kn_k_attention(&dm, &pr, q, k, v, mask, pk, pv, np, &out[0], opt_out(op, out, 1),
                                             opt_out(op, out, 2), opt_out(op, out, 3)));
 }

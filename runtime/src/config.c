@@ -156,31 +156,36 @@ kn_conv_algo kn_config_conv_algo(void)
     return a == KN_ALGO_COUNT ? KN_ALGO_AUTO : (kn_conv_algo)a;
 }
 
-static const char *const RNN_PATHS[KN_RNN_PATH_COUNT] = {"auto", "portable", "ref"};
+static const char *const KERNEL_PATHS[KN_KERNEL_PATH_COUNT] = {"auto", "portable", "ref"};
 
-/* KILN_RNN's value, KN_RNN_PATH_COUNT when invalid. */
-static int env_rnn(void)
+/* The value of the environment variable `var`, KN_KERNEL_PATH_COUNT when
+ * invalid. */
+static int env_path(const char *var)
 {
-    const char *v = getenv("KILN_RNN");
-    if (!v || !*v) return KN_RNN_PATH_AUTO;
-    for (int a = 0; a < KN_RNN_PATH_COUNT; a++)
-        if (!strcmp(v, RNN_PATHS[a])) return a;
-    return KN_RNN_PATH_COUNT;
+    const char *v = getenv(var);
+    if (!v || !*v) return KN_KERNEL_PATH_AUTO;
+    for (int a = 0; a < KN_KERNEL_PATH_COUNT; a++)
+        if (!strcmp(v, KERNEL_PATHS[a])) return a;
+    return KN_KERNEL_PATH_COUNT;
 }
 
-kn_rnn_path kn_config_rnn_path(void)
+static kn_kernel_path path_of(const char *var)
 {
-    int a = env_rnn();
-    return a == KN_RNN_PATH_COUNT ? KN_RNN_PATH_AUTO : (kn_rnn_path)a;
+    int a = env_path(var);
+    return a == KN_KERNEL_PATH_COUNT ? KN_KERNEL_PATH_AUTO : (kn_kernel_path)a;
 }
 
-int kn_config_check_rnn(void)
+static int check_path(const char *var, const char *what)
 {
-    if (env_rnn() == KN_RNN_PATH_COUNT)
-        return kn_error(KN_ERR_INVALID, "KILN_RNN='%s': not a recurrent-layer path (auto, portable, ref)",
-                        getenv("KILN_RNN"));
+    if (env_path(var) == KN_KERNEL_PATH_COUNT)
+        return kn_error(KN_ERR_INVALID, "%s='%s': not a %s path (auto, portable, ref)", var, getenv(var), what);
     return KN_OK;
 }
+
+kn_kernel_path kn_config_rnn_path(void) { return path_of("KILN_RNN"); }
+kn_kernel_path kn_config_attention_path(void) { return path_of("KILN_ATTENTION"); }
+int kn_config_check_rnn(void) { return check_path("KILN_RNN", "recurrent-layer"); }
+int kn_config_check_attention(void) { return check_path("KILN_ATTENTION", "attention"); }
 
 int kn_config_check(void)
 {

@@ -101,14 +101,23 @@ const char *kn_config_algo_name(kn_conv_algo a);
  * values when KILN_TUNE_FAMILY or KILN_CONV_ALGO is set to something else. */
 int kn_config_check(void);
 
-/* How compiled artifacts run LSTM, GRU and RNN (rnn.c): KILN_RNN=auto
- * (default: kiln's kernel with the best ISA the CPU has), portable (kiln's
- * kernel in plain C, no SIMD), ref (the reference evaluator's plain C
- * kernel, kernels/ref/misc_rnn_dft.c). */
-typedef enum kn_rnn_path { KN_RNN_PATH_AUTO, KN_RNN_PATH_PORTABLE, KN_RNN_PATH_REF, KN_RNN_PATH_COUNT } kn_rnn_path;
-/* KILN_RNN (AUTO when unset or invalid). */
-kn_rnn_path kn_config_rnn_path(void);
-/* KN_OK, or an error naming KILN_RNN's value and the accepted ones. */
+/* How compiled artifacts run an op that has a fast path of kiln's own
+ * besides its reference kernel: LSTM, GRU and RNN (rnn.c, KILN_RNN) and
+ * Attention (attention.c, KILN_ATTENTION). auto (default): kiln's kernel
+ * with the best ISA the CPU has; portable: kiln's kernel in plain C, no
+ * SIMD; ref: the reference evaluator's plain C kernel (kernels/ref/). */
+typedef enum kn_kernel_path {
+    KN_KERNEL_PATH_AUTO,
+    KN_KERNEL_PATH_PORTABLE,
+    KN_KERNEL_PATH_REF,
+    KN_KERNEL_PATH_COUNT
+} kn_kernel_path;
+/* KILN_RNN, KILN_ATTENTION (AUTO when unset or invalid). */
+kn_kernel_path kn_config_rnn_path(void);
+kn_kernel_path kn_config_attention_path(void);
+/* KN_OK, or an error naming KILN_RNN's / KILN_ATTENTION's value and the
+ * accepted ones. */
 int kn_config_check_rnn(void);
+int kn_config_check_attention(void);
 
 #endif

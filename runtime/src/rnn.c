@@ -464,7 +464,7 @@ static bool f32_or_absent(const kn_tensor *t) { return !t || t->dtype == KN_F32;
 
 static const kn_rnn_kern *pick_kernels(void)
 {
-    if (kn_config_rnn_path() == KN_RNN_PATH_PORTABLE) return &kn_rnn_kern_portable;
+    if (kn_config_rnn_path() == KN_KERNEL_PATH_PORTABLE) return &kn_rnn_kern_portable;
     uint64_t f = kn_cpu_features(), need = KN_CPU_AVX2 | KN_CPU_FMA;
     if ((f & need) != need || !kn_rnn_kern_avx2.gemm) return &kn_rnn_kern_portable;
     return f & KN_CPU_AVX512F ? &kn_rnn_kern_avx512 : &kn_rnn_kern_avx2;
@@ -502,7 +502,7 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
                 const kn_tensor *R, const kn_tensor *B, const kn_tensor *seq_lens, const kn_tensor *init_h,
                 const kn_tensor *init_c, const kn_tensor *P, kn_tensor *Y, kn_tensor *Y_h, kn_tensor *Y_c)
 {
-    if (!os || kn_config_rnn_path() == KN_RNN_PATH_REF) return KN_ERR_UNSUPPORTED;
+    if (!os || kn_config_rnn_path() == KN_KERNEL_PATH_REF) return KN_ERR_UNSUPPORTED;
     int64_t G = p->kind == KN_RNN_SIMPLE ? 1 : p->kind == KN_RNN_GRU ? 3 : 4;
     if (!f32_or_absent(X) || !f32_or_absent(W) || !f32_or_absent(R) || !f32_or_absent(B) || !f32_or_absent(P) ||
         !f32_or_absent(init_h) || !f32_or_absent(init_c) || !f32_or_absent(Y) || !f32_or_absent(Y_h) ||

@@ -102,7 +102,8 @@ static int create_prims(kn_session *s)
 }
 
 /* What the runtime-kernel nodes keep across runs (opdesc.h); the recurrent
- * ops' fast path (rnn.c) reads KILN_RNN, checked here so that a bad value
+ * ops' and Attention's fast paths (rnn.c, attention.c) read KILN_RNN and
+ * KILN_ATTENTION, checked here so that a bad value
  * fails the session's creation rather than its first run. */
 static int create_opsess(kn_session *s)
 {
@@ -110,15 +111,17 @@ static int create_opsess(kn_session *s)
     int n = a->meta.n_opnodes;
     if (n <= 0) return KN_OK;
     if (!(s->opsess = calloc((size_t)n, sizeof *s->opsess))) return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
-    bool recurrent = false;
+    bool recurrent = false, attention = false;
     for (int i = 0; i < n; i++) {
         s->opsess[i].threads = s->threads;
         s->opsess[i].weights = a->weights;
         s->opsess[i].weights_len = a->weights && a->meta.weights_bytes > 0 ? (size_t)a->meta.weights_bytes : 0;
         kn_op op = a->opnodes[i].desc.op;
         recurrent |= op == KN_OP_LSTM || op == KN_OP_GRU || op == KN_OP_RNN;
+        attention |= op == KN_OP_Attention;
     }
     int st = recurrent ? kn_config_check_rnn() : KN_OK;
+    if (!st && attention) st = kn_config_check_attention();
     if (st) kn_error_prefix("%s: ", label_of(a));
     return st;
 }

@@ -446,6 +446,10 @@ static double un_f(kn_unary_op op, const kn_unary_params *p, double x)
     case KN_UN_MISH: return x * tanh(softplus(x));
     case KN_UN_THRESHOLDEDRELU: return x > p->alpha ? x : 0.0;
     case KN_UN_SHRINK: return x < -p->alpha ? x + p->beta : x > p->alpha ? x - p->beta : 0.0;
+    case KN_UN_SWISH: {
+        double ax = p->alpha * x;
+        return x * (ax >= 0 ? 1.0 / (1.0 + exp(-ax)) : exp(ax) / (1.0 + exp(ax)));
+    }
     case KN_UN_DIV_BY: return x / p->alpha;
     default: return NAN;
     }

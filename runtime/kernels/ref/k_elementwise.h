@@ -81,6 +81,7 @@ typedef enum kn_unary_op {
     KN_UN_MISH,
     KN_UN_THRESHOLDEDRELU, /* alpha */
     KN_UN_SHRINK,     /* alpha = lambd, beta = bias */
+    KN_UN_SWISH,      /* x * sigmoid(alpha x) */
     KN_UN_DIV_BY,     /* x / alpha (the last step of Mean) */
     KN_UN_COUNT
 } kn_unary_op;

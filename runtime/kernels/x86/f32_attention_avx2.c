@@ -1,0 +1,160 @@
+/*
+ * runtime/kernels/x86/f32_attention_avx2.c — the compiled Attention path's
+ * kernels (runtime/src/attention.h) for AVX2+FMA:
+ *   scores   4 query rows x 16 keys per step (8 accumulators), against the
+ *            key block transposed (keys contiguous), so each step is two
+ *            loads, four broadcasts and eight FMAs;
+ *   exp_sum  exp(s - m) 8 lanes at a time (Cephes' expf: range reduction
+ *            by ln 2 in two parts, a degree-5 polynomial, about 1 ulp on
+ *            [-87, 88]; below -87 the result is 0, so masked keys weigh
+ *            nothing);
+ *   pv       4 output rows x 16 columns per pass over the block's V rows.
+ * Row tails shorter than 8 use masked loads and stores.
+ */
+#include <stdint.h>
+
+#include "attention.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Lanes 0 .. n-1 (n < 8) set. */
+AVX2 INLINE __m256i tail_mask(int64_t n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2 INLINE __m256 exp8(__m256 x)
+{
+    __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
+}
+
+AVX2 static void scores_avx2(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s)
+{
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        const float *k = kt + j;
+        for (int64_t d = 0; d < D; d++, k += ldk) {
+            __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8), b;
+            b = _mm256_broadcast_ss(q + d);
+            a00 = _mm256_fmadd_ps(b, k0, a00), a01 = _mm256_fmadd_ps(b, k1, a01);
+            b = _mm256_broadcast_ss(q + D + d);
+            a10 = _mm256_fmadd_ps(b, k0, a10), a11 = _mm256_fmadd_ps(b, k1, a11);
+            b = _mm256_broadcast_ss(q + 2 * D + d);
+            a20 = _mm256_fmadd_ps(b, k0, a20), a21 = _mm256_fmadd_ps(b, k1, a21);
+            b = _mm256_broadcast_ss(q + 3 * D + d);
+            a30 = _mm256_fmadd_ps(b, k0, a30), a31 = _mm256_fmadd_ps(b, k1, a31);
+        }
+        _mm256_storeu_ps(s + j, a00), _mm256_storeu_ps(s + j + 8, a01);
+        _mm256_storeu_ps(s + ldk + j, a10), _mm256_storeu_ps(s + ldk + j + 8, a11);
+        _mm256_storeu_ps(s + 2 * ldk + j, a20), _mm256_storeu_ps(s + 2 * ldk + j + 8, a21);
+        _mm256_storeu_ps(s + 3 * ldk + j, a30), _mm256_storeu_ps(s + 3 * ldk + j + 8, a31);
+    }
+    if (j < n) { /* n is a multiple of 8: one column of 8 left */
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *k = kt + j;
+        for (int64_t d = 0; d < D; d++, k += ldk) {
+            __m256 k0 = _mm256_loadu_ps(k);
+            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), k0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + D + d), k0, a1);
+            a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 2 * D + d), k0, a2);
+            a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 3 * D + d), k0, a3);
+        }
+        _mm256_storeu_ps(s + j, a0), _mm256_storeu_ps(s + ldk + j, a1);
+        _mm256_storeu_ps(s + 2 * ldk + j, a2), _mm256_storeu_ps(s + 3 * ldk + j, a3);
+    }
+}
+
+AVX2 static float exp_sum_avx2(float *s, int64_t n, float m)
+{
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (j < n) {
+        __m256i mk = tail_mask(n - j);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + j, mk), vm)), _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(s + j, mk, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* o[r][e..e+8) += sum_j p[r][j] v[j][e..e+8) for the 4 rows, masked by mk. */
+AVX2 INLINE void pv8(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, float *o, int64_t ldo,
+                     __m256i mk)
+{
+    __m256 a0 = _mm256_maskload_ps(o, mk), a1 = _mm256_maskload_ps(o + ldo, mk);
+    __m256 a2 = _mm256_maskload_ps(o + 2 * ldo, mk), a3 = _mm256_maskload_ps(o + 3 * ldo, mk);
+    for (int64_t j = 0; j < n; j++) {
+        __m256 x = _mm256_maskload_ps(v + j * ldv, mk);
+        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), x, a0);
+        a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + ldp + j), x, a1);
+        a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 2 * ldp + j), x, a2);
+        a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + 3 * ldp + j), x, a3);
+    }
+    _mm256_maskstore_ps(o, mk, a0), _mm256_maskstore_ps(o + ldo, mk, a1);
+    _mm256_maskstore_ps(o + 2 * ldo, mk, a2), _mm256_maskstore_ps(o + 3 * ldo, mk, a3);
+}
+
+AVX2 static void pv_avx2(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv, float *o,
+                         int64_t ldo)
+{
+    int64_t e = 0;
+    for (; e + 16 <= dv; e += 16) {
+        float *oe = o + e;
+        __m256 a00 = _mm256_loadu_ps(oe), a01 = _mm256_loadu_ps(oe + 8);
+        __m256 a10 = _mm256_loadu_ps(oe + ldo), a11 = _mm256_loadu_ps(oe + ldo + 8);
+        __m256 a20 = _mm256_loadu_ps(oe + 2 * ldo), a21 = _mm256_loadu_ps(oe + 2 * ldo + 8);
+        __m256 a30 = _mm256_loadu_ps(oe + 3 * ldo), a31 = _mm256_loadu_ps(oe + 3 * ldo + 8);
+        const float *vr = v + e;
+        for (int64_t j = 0; j < n; j++, vr += ldv) {
+            __m256 x0 = _mm256_loadu_ps(vr), x1 = _mm256_loadu_ps(vr + 8), b;
+            b = _mm256_broadcast_ss(p + j);
+            a00 = _mm256_fmadd_ps(b, x0, a00), a01 = _mm256_fmadd_ps(b, x1, a01);
+            b = _mm256_broadcast_ss(p + ldp + j);
+            a10 = _mm256_fmadd_ps(b, x0, a10), a11 = _mm256_fmadd_ps(b, x1, a11);
+            b = _mm256_broadcast_ss(p + 2 * ldp + j);
+            a20 = _mm256_fmadd_ps(b, x0, a20), a21 = _mm256_fmadd_ps(b, x1, a21);
+            b = _mm256_broadcast_ss(p + 3 * ldp + j);
+            a30 = _mm256_fmadd_ps(b, x0, a30), a31 = _mm256_fmadd_ps(b, x1, a31);
+        }
+        _mm256_storeu_ps(oe, a00), _mm256_storeu_ps(oe + 8, a01);
+        _mm256_storeu_ps(oe + ldo, a10), _mm256_storeu_ps(oe + ldo + 8, a11);
+        _mm256_storeu_ps(oe + 2 * ldo, a20), _mm256_storeu_ps(oe + 2 * ldo + 8, a21);
+        _mm256_storeu_ps(oe + 3 * ldo, a30), _mm256_storeu_ps(oe + 3 * ldo + 8, a31);
+    }
+    for (; e < dv; e += 8) pv8(p, ldp, n, v + e, ldv, o + e, ldo, tail_mask(dv - e < 8 ? dv - e : 8));
+}
+
+const kn_attn_kern kn_attn_kern_avx2 = {"avx2", scores_avx2, exp_sum_avx2, pv_avx2};
+
+#else
+
+const kn_attn_kern kn_attn_kern_avx2 = {"avx2", NULL, NULL, NULL};
+
+#endif

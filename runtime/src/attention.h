@@ -1,0 +1,63 @@
+/*
+ * runtime/src/attention.h — the compiled path of ONNX Attention (opset
+ * 23/24) and the kernels it is made of (private to libkiln_rt).
+ * runtime/ops/nn.c dispatches a compiled artifact's Attention node here and
+ * the reference evaluator's to the plain C kernel
+ * (kernels/ref/nn_attention.c), which stays the oracle.
+ *
+ * Flash-style: per task (one batch, one head, a block of query rows) the
+ * keys are visited in blocks; each block's scores, mask and softmax
+ * weights live in a small per-thread buffer, the running maximum and sum
+ * of each row rescale the output accumulated so far (online softmax), and
+ * the S x T score matrix never exists. Memory is O(rows x block) per
+ * thread whatever the sequence length; causal attention skips the key
+ * blocks past the last query row of a task. Each output row is computed by
+ * one task in one order: results are bitwise the same for any number of
+ * threads.
+ *
+ * Taken: float32 Q, K, V (3-D or 4-D, GQA), bool or float32 attn_mask,
+ * is_causal, scale, softcap, nonpad_kv_seqlen, output 0 only. Declined
+ * (the plain C kernel runs): past_key/past_value, the present and
+ * qk_matmul outputs, other dtypes, KILN_ATTENTION=ref.
+ */
+#ifndef KILN_RT_ATTENTION_H
+#define KILN_RT_ATTENTION_H
+
+#include <stdint.h>
+
+#include "k_nn.h"
+#include "opdesc.h"
+
+/* Runs an Attention node as kn_k_attention does (same arguments, y
+ * allocated), with its scratch kept in os. KN_ERR_UNSUPPORTED with no
+ * message and nothing written when it does not take the node (see above):
+ * the caller runs kn_k_attention. */
+int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_params *pr, const kn_tensor *q,
+                      const kn_tensor *k, const kn_tensor *v, const kn_tensor *mask, const kn_tensor *past_k,
+                      const kn_tensor *nonpad, kn_tensor *y, bool more_outputs);
+
+enum {
+    KN_ATTN_ROWS = 4,   /* query rows of one micro tile (the kernels' R) */
+    KN_ATTN_QBLOCK = 32, /* query rows of one task */
+    KN_ATTN_KBLOCK = 256 /* keys of one block (a multiple of 8) */
+};
+
+/* One implementation of the three kernels. */
+typedef struct kn_attn_kern {
+    const char *isa; /* "avx2", "portable": for the profile's kernel name */
+    /* s[r][j] = sum_d q[r D + d] kt[d ldk + j] for r < 4, j < n (n a
+     * multiple of 8, n <= ldk; s has row stride ldk). */
+    void (*scores)(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s);
+    /* s[j] = exp(s[j] - m) for j < n; returns their sum. s[j] == -inf
+     * gives 0 (m is finite). */
+    float (*exp_sum)(float *s, int64_t n, float m);
+    /* o[r ldo + e] += sum_{j < n} p[r ldp + j] v[j ldv + e] for r < 4,
+     * e < dv. */
+    void (*pv)(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv, float *o,
+               int64_t ldo);
+} kn_attn_kern;
+
+extern const kn_attn_kern kn_attn_kern_portable;
+extern const kn_attn_kern kn_attn_kern_avx2; /* fields NULL where not built for x86-64 */
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * runtime/src/attention_kern_c.c — the portable kernels of the compiled
+ * Attention path (attention.h): plain loops the compiler vectorizes, for
+ * CPUs without AVX2 and for KILN_ATTENTION=portable.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention.h"
+
+static void scores_c(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s)
+{
+    for (int r = 0; r < KN_ATTN_ROWS; r++) {
+        float *sr = s + r * ldk;
+        memset(sr, 0, (size_t)n * sizeof *sr);
+        for (int64_t d = 0; d < D; d++) {
+            float qv = q[r * D + d];
+            const float *kr = kt + d * ldk;
+            for (int64_t j = 0; j < n; j++) sr[j] += qv * kr[j];
+        }
+    }
+}
+
+static float exp_sum_c(float *s, int64_t n, float m)
+{
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = expf(s[j] - m);
+        sum += s[j];
+    }
+    return sum;
+}
+
+static void pv_c(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv, float *o,
+                 int64_t ldo)
+{
+    for (int r = 0; r < KN_ATTN_ROWS; r++)
+        for (int64_t j = 0; j < n; j++) {
+            float w = p[r * ldp + j];
+            const float *vr = v + j * ldv;
+            float *orow = o + r * ldo;
+            for (int64_t e = 0; e < dv; e++) orow[e] += w * vr[e];
+        }
+}
+
+const kn_attn_kern kn_attn_kern_portable = {"portable", scores_c, exp_sum_c, pv_c};
