@@ -28,6 +28,9 @@ static const kn_pass_info pass_table[] = {
  *     neighbours (double Transposes, duplicate subexpressions);
  *   - fold-batchnorm before the recognizers and before fusion (a later
  *     pass), which then sees Conv → Relu without a BN in between;
+ *   - recognize-attention after recognize-softmax (it starts from a
+ *     Softmax) and before sink-transposes and fusion, which would move
+ *     the heads' Transposes and take the scale and mask into other ops;
  *   - sink-transposes before the second simplify, which cancels the
  *     Transposes it brought together;
  *   - fuse-elementwise after fuse-conv/fuse-matmul, which take activations
@@ -39,9 +42,9 @@ static const char *const default_pipeline[4] = {
     /* -O0 */ "inline-if,fold-constants",
     /* -O1 */ "inline-if,fold-constants,fold-shapes,freeze,simplify,dce",
     /* -O2 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
     /* -O3 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 
 const char *kn_pass_default_pipeline(int level)

@@ -78,59 +78,59 @@ typedef struct attn_run {
     const float *q, *k, *v;
     const kn_tensor *mask, *nonpad;
     int64_t ms[3], mlast; /* the mask's strides over (B, Hq, Sq), its last axis's length */
-    int64_t nqb;          /* query blocks per head */
+    int64_t qb, nqb;      /* query rows per task (a multiple of 4), tasks per head */
     float *y;
 } attn_run;
 
-/* The mask, softcap and causality on row i's scores s[0..n) of keys k0 + j. */
-static void mask_row(const attn_run *r, int64_t b, int64_t h, int64_t i, int64_t k0, float *s, int64_t n)
+/* What the kernel's softmax step cannot add by itself to row i's scores
+ * s[0..n) of keys k0 + j: the softcap, a bool mask, a mask shorter than
+ * the keys, causality. Returns the float mask to add (NULL: none or
+ * already applied). */
+static const float *mask_row(const attn_run *r, int64_t b, int64_t h, int64_t i, int64_t k0, float *s, int64_t n)
 {
     const kn_attn_params *pr = r->pr;
+    const kn_tensor *m = r->mask;
+    int64_t mo = m ? b * r->ms[0] + h * r->ms[1] + i * r->ms[2] + k0 : 0, live = m ? r->mlast - k0 : n;
+    live = live < 0 ? 0 : live > n ? n : live;
+    bool cut = pr->causal && k0 + n - 1 > i + r->dm->P;
+    if (pr->softcap <= 0 && !cut && (!m || (m->dtype == KN_F32 && live == n)))
+        return m ? (const float *)m->data + mo : NULL;
     if (pr->softcap > 0) {
         float cap = (float)pr->softcap;
         for (int64_t j = 0; j < n; j++) s[j] = cap * tanhf(s[j] / cap);
     }
-    const kn_tensor *m = r->mask;
     if (m) {
-        int64_t mo = b * r->ms[0] + h * r->ms[1] + i * r->ms[2], live = r->mlast - k0;
-        if (live < 0) live = 0;
-        if (live > n) live = n;
         if (m->dtype == KN_BOOL) {
-            const uint8_t *mb = (const uint8_t *)m->data + mo + k0;
+            const uint8_t *mb = (const uint8_t *)m->data + mo;
             for (int64_t j = 0; j < live; j++) s[j] = mb[j] ? s[j] : -INFINITY;
         } else {
-            const float *mf = (const float *)m->data + mo + k0;
+            const float *mf = (const float *)m->data + mo;
             for (int64_t j = 0; j < live; j++) s[j] += mf[j];
         }
         for (int64_t j = live; j < n; j++) s[j] = -INFINITY;
     }
-    if (pr->causal)
+    if (cut)
         for (int64_t j = i + r->dm->P + 1 - k0 < 0 ? 0 : i + r->dm->P + 1 - k0; j < n; j++) s[j] = -INFINITY;
+    return NULL;
 }
 
-/* Row r of a micro tile: the online softmax step over this block's n
- * scores (in place: they become the weights), rescaling the row's output
- * so far. m, l: the row's running maximum and sum. */
-static void softmax_step(const kn_attn_kern *k, float *s, int64_t n, float *m, float *l, float *o, int64_t dv)
+/* Row i's online-softmax step over a block: the block's scores in s become
+ * its weights, and the row's output so far is rescaled to the new maximum.
+ * m, l: the row's running maximum and sum of weights. */
+static void softmax_step(const kn_attn_kern *k, float *s, const float *add, int64_t n, float *m, float *l, float *o,
+                         int64_t dv)
 {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) mx = s[j] > mx || isnan(s[j]) ? s[j] : mx;
-    float mnew = *m > mx || isnan(*m) ? *m : mx;
-    if (isnan(mnew)) { /* a NaN score poisons the row, as in the reference kernel */
-        for (int64_t j = 0; j < n; j++) s[j] = 0;
-        *m = *l = NAN;
-        return;
-    }
-    if (mnew == -INFINITY) { /* every key so far masked: nothing to add */
+    float before = *m, sum = k->softmax_step(s, add, n, m);
+    if (isnan(*m)) { /* a NaN score poisons the row, as in the reference kernel */
         memset(s, 0, (size_t)n * sizeof *s);
+        *l = NAN;
         return;
     }
-    float alpha = *m == -INFINITY ? 0.0f : expf(*m - mnew);
-    float sum = k->exp_sum(s, n, mnew);
+    if (*m == -INFINITY) return; /* every key so far masked: s is 0, nothing to add */
+    float alpha = before == -INFINITY ? 0.0f : expf(before - *m);
     if (alpha != 1.0f)
         for (int64_t e = 0; e < dv; e++) o[e] *= alpha;
     *l = *l * alpha + sum;
-    *m = mnew;
 }
 
 /* Task t: query rows [i0, i0 + nr) of head h of batch b. */
@@ -139,8 +139,8 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
     const kn_attn_dims *dm = r->dm;
     const kn_attn_kern *k = r->st->k;
     const int64_t D = dm->D, Dv = dm->Dv, Hq = dm->Hq, QB = KN_ATTN_QBLOCK, KB = KN_ATTN_KBLOCK, R = KN_ATTN_ROWS;
-    int64_t b = t / (Hq * r->nqb), h = t / r->nqb % Hq, i0 = t % r->nqb * QB;
-    int64_t nr = dm->Sq - i0 < QB ? dm->Sq - i0 : QB, hk = h / (Hq / dm->Hkv);
+    int64_t b = t / (Hq * r->nqb), h = t / r->nqb % Hq, i0 = t % r->nqb * r->qb;
+    int64_t nr = dm->Sq - i0 < r->qb ? dm->Sq - i0 : r->qb, hk = h / (Hq / dm->Hkv);
     float *qs = scratch, *kt = qs + round16((size_t)(QB * D)), *s = kt + round16((size_t)(D * KB));
     float *o = s + round16((size_t)(R * KB)), *m = o + round16((size_t)(QB * Dv)), *l = m + QB;
 
@@ -163,12 +163,7 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
 
     for (int64_t k0 = 0; k0 < end; k0 += KB) {
         int64_t n = end - k0 < KB ? end - k0 : KB, n8 = (n + 7) / 8 * 8;
-        const float *K = r->k + kv.base + k0 * kv.row;
-        for (int64_t d = 0; d < D; d++) {
-            float *kr = kt + d * KB;
-            for (int64_t j = 0; j < n; j++) kr[j] = K[j * kv.row + d];
-            for (int64_t j = n; j < n8; j++) kr[j] = 0;
-        }
+        k->pack_kt(r->k + kv.base + k0 * kv.row, kv.row, n, D, kt, KB);
         for (int64_t r0 = 0; r0 < nr; r0 += R) {
             k->scores(qs + r0 * D, D, kt, KB, n8, s);
             for (int64_t rr = 0; rr < R; rr++) {
@@ -178,8 +173,8 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
                     memset(row, 0, (size_t)n * sizeof *row);
                     continue;
                 }
-                mask_row(r, b, h, i0 + i, k0, row, n);
-                softmax_step(k, row, n, &m[i], &l[i], o + i * Dv, Dv);
+                const float *add = mask_row(r, b, h, i0 + i, k0, row, n);
+                softmax_step(k, row, add, n, &m[i], &l[i], o + i * Dv, Dv);
             }
             k->pv(s, KB, n, r->v + vv.base + k0 * vv.row, vv.row, Dv, o + r0 * Dv, Dv);
         }
@@ -213,7 +208,14 @@ int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_p
     int rc = prepare(os, dm, threads, &st);
     if (rc) return rc;
     attn_run r = {.dm = dm, .pr = pr, .st = st, .q = q->data, .k = k->data, .v = v->data, .mask = mask,
-                  .nonpad = nonpad, .nqb = (dm->Sq + KN_ATTN_QBLOCK - 1) / KN_ATTN_QBLOCK, .y = y->data};
+                  .nonpad = nonpad, .y = y->data};
+    /* Tasks of up to KN_ATTN_QBLOCK rows (each packs K once), but at least
+     * three per thread when the heads alone are fewer. The grouping does
+     * not change any row's arithmetic. */
+    int64_t heads = dm->B * dm->Hq, want = heads > 0 ? (3 * threads + heads - 1) / heads : 1;
+    r.qb = ((dm->Sq + want - 1) / want + KN_ATTN_ROWS - 1) / KN_ATTN_ROWS * KN_ATTN_ROWS;
+    r.qb = r.qb < KN_ATTN_ROWS ? KN_ATTN_ROWS : r.qb > KN_ATTN_QBLOCK ? KN_ATTN_QBLOCK : r.qb;
+    r.nqb = (dm->Sq + r.qb - 1) / r.qb;
     if (mask) { /* as the reference kernel: strides of the broadcast leading axes */
         int mr = mask->rank;
         r.mlast = mr ? mask->dims[mr - 1] : 1;

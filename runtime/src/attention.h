@@ -38,19 +38,25 @@ int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_p
 
 enum {
     KN_ATTN_ROWS = 4,   /* query rows of one micro tile (the kernels' R) */
-    KN_ATTN_QBLOCK = 32, /* query rows of one task */
+    KN_ATTN_QBLOCK = 128, /* most query rows of one task (fewer when that leaves threads idle) */
     KN_ATTN_KBLOCK = 256 /* keys of one block (a multiple of 8) */
 };
 
-/* One implementation of the three kernels. */
+/* One implementation of the four kernels. */
 typedef struct kn_attn_kern {
     const char *isa; /* "avx2", "portable": for the profile's kernel name */
+    /* kt[d ldk + j] = k[j ldr + d] for d < D, j < n, and 0 for n <= j < n8
+     * (n rounded up to 8): a block of keys transposed. */
+    void (*pack_kt)(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk);
     /* s[r][j] = sum_d q[r D + d] kt[d ldk + j] for r < 4, j < n (n a
      * multiple of 8, n <= ldk; s has row stride ldk). */
     void (*scores)(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s);
-    /* s[j] = exp(s[j] - m) for j < n; returns their sum. s[j] == -inf
-     * gives 0 (m is finite). */
-    float (*exp_sum)(float *s, int64_t n, float m);
+    /* One row's online-softmax step over a block: s[j] += add[j] (add may
+     * be NULL), mx = max(*m, s[0..n)); then s[j] = exp(s[j] - mx) (0 for
+     * -inf), *m = mx, and the sum of s is returned. When mx is -inf (every
+     * key so far masked) s becomes 0 and 0 is returned, *m unchanged; when
+     * a score is NaN, *m becomes NaN and NaN is returned. */
+    float (*softmax_step)(float *s, const float *add, int64_t n, float *m);
     /* o[r ldo + e] += sum_{j < n} p[r ldp + j] v[j ldv + e] for r < 4,
      * e < dv. */
     void (*pv)(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv, float *o,

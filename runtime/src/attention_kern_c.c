@@ -21,13 +21,33 @@ static void scores_c(const float *q, int64_t D, const float *kt, int64_t ldk, in
     }
 }
 
-static float exp_sum_c(float *s, int64_t n, float m)
+static void pack_kt_c(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk)
 {
+    int64_t n8 = (n + 7) / 8 * 8;
+    for (int64_t d = 0; d < D; d++) {
+        float *kr = kt + d * ldk;
+        for (int64_t j = 0; j < n; j++) kr[j] = k[j * ldr + d];
+        for (int64_t j = n; j < n8; j++) kr[j] = 0;
+    }
+}
+
+static float softmax_step_c(float *s, const float *add, int64_t n, float *m)
+{
+    if (add)
+        for (int64_t j = 0; j < n; j++) s[j] += add[j];
+    float mx = *m;
+    for (int64_t j = 0; j < n; j++) mx = s[j] > mx || isnan(s[j]) ? s[j] : mx;
+    if (isnan(mx)) return *m = NAN;
+    if (mx == -INFINITY) {
+        memset(s, 0, (size_t)n * sizeof *s);
+        return 0;
+    }
     float sum = 0;
     for (int64_t j = 0; j < n; j++) {
-        s[j] = expf(s[j] - m);
+        s[j] = expf(s[j] - mx);
         sum += s[j];
     }
+    *m = mx;
     return sum;
 }
 
@@ -43,4 +63,4 @@ static void pv_c(const float *p, int64_t ldp, int64_t n, const float *v, int64_t
         }
 }
 
-const kn_attn_kern kn_attn_kern_portable = {"portable", scores_c, exp_sum_c, pv_c};
+const kn_attn_kern kn_attn_kern_portable = {"portable", pack_kt_c, scores_c, softmax_step_c, pv_c};

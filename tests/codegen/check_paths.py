@@ -124,6 +124,8 @@ def cases():
     c.append(Case("Round", E, "Round", [("x", (RNG.integers(-40, 40, size=SHAPE) / 4).astype(np.float32))],
                   exact=True))
     c.append(Case("Gelu", E, "Gelu", [("x", f32(lo=-6, hi=6))], opset=20, tol=(1e-5, 1e-4)))
+    c.append(Case("Swish", E, "Swish", [("x", f32(lo=-20, hi=20))], attrs={"alpha": 1.702}, opset=24,
+                  tol=(1e-5, 1e-4)))
     x = f32()
     x.flat[::97] = np.nan
     x.flat[5::89] = np.inf

@@ -263,6 +263,7 @@ UNARY = {
     "Shrink": (lambda t: flt(t) and t.exact, lambda t: dict(small=t.small), "arith", False),
     "Mish": (lambda t: flt(t) and t.small, lambda t: dict(small=t.small), "transc", False),
     "Gelu": (flt, lambda t: dict(small=t.small), "transc", False),
+    "Swish": (flt, lambda t: dict(small=t.small), "transc", False),
     "IsNaN": (flt, lambda t: dict(), "exact", True),
     "IsInf": (flt, lambda t: dict(), "exact", True),
 }
@@ -272,7 +273,8 @@ def g_unary(op):
     pred, flags, family, exact_op = UNARY[op]
 
     def gen(b):
-        if op == "Mish" and b.opset < 18 or op == "Gelu" and b.opset < 20 or op == "HardSwish" and b.opset < 14:
+        if op == "Mish" and b.opset < 18 or op == "Gelu" and b.opset < 20 or op == "HardSwish" and b.opset < 14 \
+                or op == "Swish" and b.opset < 24:
             raise Reject()
         x = b.pick(pred)
         out = T(None, BOOL if op in ("IsNaN", "IsInf") else x.dtype, x.shape, exact=exact_op and x.exact, **flags(x))
@@ -289,6 +291,8 @@ def g_unary(op):
             attrs.update(lambd=b.choice([0.3, 0.6]), bias=b.choice([0.0, 0.5]))
         if op == "Gelu" and b.chance(0.5):
             attrs["approximate"] = "tanh"
+        if op == "Swish" and b.chance(0.7):
+            attrs["alpha"] = b.choice([0.5, 1.702, 2.0])
         if op == "IsInf" and b.chance(0.5):
             attrs[b.choice(["detect_positive", "detect_negative"])] = 0
         b.node(op, [x], [out], family, **attrs)
@@ -703,7 +707,10 @@ def g_depth_space(b):
     bs = b.choice([2, 3])
     # onnxruntime 1.18 has them for float tensors only
     if op == "DepthToSpace":
-        x = b.pick(lambda t: t.rank == 4 and t.dtype == F32 and t.shape[1] % (bs * bs) == 0)
+        try:
+            x = b.pick(lambda t: t.rank == 4 and t.dtype == F32 and t.shape[1] % (bs * bs) == 0)
+        except Reject:  # channel counts that are a multiple of bs^2 are rare in the pool
+            x = b.input(F32, (1, bs * bs * b.choice([1, 2, 3]), b.rint(2, 40), b.rint(2, 40)), "normal")
     else:
         try:
             x = b.pick(lambda t: t.rank == 4 and t.dtype == F32 and t.shape[2] % bs == 0 and t.shape[3] % bs == 0)
@@ -892,8 +899,9 @@ def g_groupnorm(b):
     n = c // g * int(np.prod(x.shape[2:]))
     if n < 2:
         raise Reject()
-    # opset 18: scale and bias per group
-    ins = [x, b.rand_const(F32, (g,), "normal"), b.rand_const(F32, (g,), "normal")]
+    # scale and bias per group in opset 18, per channel from opset 21
+    k = c if b.opset >= 21 else g
+    ins = [x, b.rand_const(F32, (k,), "normal"), b.rand_const(F32, (k,), "normal")]
     b.node("GroupNormalization", ins, [T(None, F32, x.shape, small=True)], ("norm", n), num_groups=g,
            epsilon=1e-5)
 
@@ -1286,8 +1294,8 @@ def generate(seed, max_nodes=30, only=None):
     """A random spec from seed. `only`: restrict the op choice to these
     OPS keys (for focused runs)."""
     rng = np.random.default_rng(seed)
-    b = Builder(rng, int(rng.choice([13, 17, 18, 18, 18])))
-    if rng.random() < 0.15:
+    b = Builder(rng, int(rng.choice([13, 17, 18, 18, 24])))  # 24: Swish
+    if rng.random() < 0.15 and b.opset < 20:
         b.opset = 20  # Gelu
     n_in = b.rint(1, 3)
     base = rand_shape(b)

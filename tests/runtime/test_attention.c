@@ -3,7 +3,7 @@
  * (runtime/src/attention.c, its kernels runtime/src/attention_kern_c.c
  * and runtime/kernels/x86/f32_attention_avx2.c) against the reference
  * kernel (kn_k_attention):
- *  - each kernel table's three kernels against plain sums, on sizes that
+ *  - each kernel table's four kernels against plain sums, on sizes that
  *    are not multiples of their blocks;
  *  - whole nodes: 3-D and 4-D forms, grouped-query heads, head sizes that
  *    are no multiple of 8 and a value size unlike the key size, query
@@ -65,20 +65,37 @@ static void test_kernels(void **state)
                 for (int d = 0; d < D; d++) w += (double)q[r * D + d] * kt[d * LD + j];
                 assert_true(fabs(s[r * LD + j] - w) < 1e-5);
             }
-        /* exp_sum on a row with masked keys and values far below the max */
-        for (int j = 0; j < 37; j++) p[j] = 8 * frand();
+        /* pack_kt: a head size and a key count with tails */
+        static float kr[37 * 29], kp[D * LD];
+        for (int i = 0; i < 37 * 29; i++) kr[i] = frand();
+        memset(kp, 0x7f, sizeof kp);
+        k->pack_kt(kr, 29, 37, D, kp, LD);
+        for (int d = 0; d < D; d++)
+            for (int j = 0; j < 40; j++) assert_true(kp[d * LD + j] == (j < 37 ? kr[j * 29 + d] : 0.0f));
+        /* softmax_step: a mask added, masked keys, values far below the
+         * maximum, a running maximum above the block's */
+        float add[37], saved[37];
+        for (int j = 0; j < 37; j++) p[j] = 8 * frand(), add[j] = frand();
         p[3] = -INFINITY, p[30] = -200;
-        float saved[37];
         memcpy(saved, p, sizeof saved);
-        float sum = k->exp_sum(p, 37, 5.0f);
-        double wsum = 0;
+        float m = -INFINITY, sum = k->softmax_step(p, add, 37, &m);
+        double mx = -INFINITY, wsum = 0;
+        for (int j = 0; j < 37; j++) mx = saved[j] + add[j] > mx ? saved[j] + add[j] : mx;
+        assert_true(m == (float)mx);
         for (int j = 0; j < 37; j++) {
-            double e = exp((double)saved[j] - 5.0);
+            double e = exp((double)(saved[j] + add[j]) - mx);
             assert_true(fabs(p[j] - e) <= 2e-7 * (e > 1 ? e : 1));
             wsum += e;
         }
         assert_true(p[3] == 0 && p[30] == 0);
         assert_true(fabs(sum - wsum) < 1e-5 * wsum);
+        m = 100, sum = k->softmax_step(memcpy(p, saved, sizeof saved), NULL, 37, &m);
+        assert_true(m == 100 && sum < 1e-30);
+        for (int j = 0; j < 11; j++) p[j] = -INFINITY;
+        m = -INFINITY;
+        assert_true(k->softmax_step(p, NULL, 11, &m) == 0 && m == -INFINITY && p[0] == 0 && p[10] == 0);
+        p[5] = NAN, m = 0;
+        assert_true(isnan(k->softmax_step(p, NULL, 11, &m)) && isnan(m));
         /* pv accumulates into what o holds */
         for (int i = 0; i < 4 * LD; i++) p[i] = frand();
         for (int i = 0; i < N * DV; i++) v[i] = frand();
