@@ -97,7 +97,14 @@ INT8_MODELS = {
     "bert-dyn": {"fp32": "bert", "ort": "bert-dyn", "kiln": "quantized"},
     "bert-dynk": {"fp32": "bert", "ort": "bert-dyn", "kiln": ["--quantize", "dynamic-int8"]},
 }
-ALL_MODELS = FP32_MODELS + list(INT8_MODELS)
+# Mixed-precision rows: the FP32 model compiled with kiln's autocast
+# (--precision, docs/compiling.md) against onnxruntime's FP32 run of it;
+# they need a CPU with AVX512-BF16 (elsewhere the row says n/a).
+PRECISION_MODELS = {
+    "bert-bf16": {"fp32": "bert", "flags": ["--precision", "mixed"]},
+    "vit-bf16": {"fp32": "vit", "flags": ["--precision", "mixed"]},
+}
+ALL_MODELS = FP32_MODELS + list(PRECISION_MODELS) + list(INT8_MODELS)
 # an INT8 row whose kiln runs are slow gets fewer runs: about this many seconds of kiln's side
 INT8_ROW_BUDGET_S = 60
 # What each model is, for the report's table.
@@ -110,6 +117,8 @@ MODEL_LABEL = {
     "mobilenetv2-qdq": "MobileNetV2, onnxruntime static INT8 (QDQ)",
     "bert-dyn": "BERT-base, onnxruntime quantize_dynamic, compiled by kiln",
     "bert-dynk": "BERT-base, kiln --quantize dynamic-int8 vs onnxruntime quantize_dynamic",
+    "bert-bf16": "BERT-base, kiln --precision mixed (bf16 products) vs onnxruntime FP32",
+    "vit-bf16": "ViT-Tiny/16, kiln --precision mixed (bf16 products) vs onnxruntime FP32",
 }
 
 
@@ -189,10 +198,12 @@ def prepare(a, model, batch, art_dir, cache=None):
     With `cache` (a dict), a (model, batch) already prepared in this run is reused."""
     if cache is not None and (model, batch) in cache:
         return cache[(model, batch)]
-    mdir = os.path.join(a.build, "bench-models", f"{model}-b{batch}")
+    spec = PRECISION_MODELS.get(model, {"fp32": model, "flags": []})
+    base = spec["fp32"]
+    mdir = os.path.join(a.build, "bench-models", f"{base}-b{batch}")
     log(f"{model} batch {batch}: generating {mdir}")
-    gen = GEN_REAL if model in REAL_MODELS else GEN_MODELS
-    run([sys.executable, gen, "--model", model, "--batch", str(batch), mdir])
+    gen = GEN_REAL if base in REAL_MODELS else GEN_MODELS
+    run([sys.executable, gen, "--model", base, "--batch", str(batch), mdir])
     onnx_path = os.path.join(mdir, "model.onnx")
     inputs = model_inputs(mdir)
     flops_line = re.search(r"^FLOPs: (\S+)", run([a.kiln, "inspect", onnx_path]), re.M)
@@ -204,6 +215,7 @@ def prepare(a, model, batch, art_dir, cache=None):
         # artifact is built for, and kiln refuses it if the model disagrees
         shape = np.load(path, mmap_mode="r").shape
         cmd += ["--shape", f"{name}=" + "x".join(str(d) for d in shape)]
+    cmd += spec["flags"]
     t0 = time.time()
     log(f"{model} batch {batch}: compiling")
     run(cmd)
@@ -379,6 +391,46 @@ def bench_int8(a, model, batch, t, prep, fp32_rows):
     return row
 
 
+def outputs_of(a, artifact, inputs, out_dir):
+    """kiln's outputs of one run of artifact, by name."""
+    cmd = [a.kiln, "run", artifact, "--output-dir", out_dir]
+    for name, path in inputs.items():
+        cmd += ["--input", f"{name}={path}"]
+    run(cmd)
+    return {os.path.basename(f)[:-4]: np.load(f) for f in glob.glob(os.path.join(out_dir, "*.npy"))}
+
+
+def precision_extras(a, model, batch, t, prep, row, preps, fp32_rows, art_dir):
+    """What a mixed-precision row adds to an FP32 one: kiln's FP32 median of
+    the same model (the speedup) and, once per (model, batch), the lowest
+    cosine of its outputs against the FP32 artifact's. A CPU without the
+    instructions makes the row n/a (row["kiln_error"]), not a failure."""
+    base = PRECISION_MODELS[model]["fp32"]
+    fp32_prep = prepare(a, base, batch, art_dir, preps)
+    if "cosine" not in prep and "kiln_error" not in prep:
+        try:
+            got = outputs_of(a, prep["artifact"], prep["inputs"], os.path.join(art_dir, f"{model}-b{batch}.out"))
+        except KilnError as e:
+            prep["kiln_error"] = e.first_line
+            row["kiln_error"] = e.first_line
+            return
+        want = outputs_of(a, fp32_prep["artifact"], fp32_prep["inputs"],
+                          os.path.join(art_dir, f"{base}-b{batch}.out"))
+        prep["cosine"] = min(qaccuracy.cosine(got[n], want[n]) for n in want)
+    if "kiln_error" in prep:
+        row["kiln_error"] = prep["kiln_error"]
+        return
+    row["cosine_vs_fp32"] = prep["cosine"]
+    fp32 = fp32_rows.get((base, batch, t))
+    if fp32 and "median_ms" in fp32:
+        row["fp32_median_ms"] = fp32["median_ms"]
+    else:
+        key = (base, batch, t)
+        fp32_rows[key] = {"median_ms": kiln_alone(a, fp32_prep["artifact"], fp32_prep["inputs"], t)["median_ms"],
+                          "source": "kiln bench alone"}
+        row["fp32_median_ms"] = fp32_rows[key]["median_ms"]
+
+
 def measure_peaks(a, peaks):
     """Measures the peak per thread count, keeping the best of this and any
     earlier measurement: on a shared machine a neighbour's burst can only
@@ -413,6 +465,8 @@ def git_commit():
 def fmt_row(r, peaks):
     if "error" in r:
         return f"| {r['model']} | {r['batch']} | {r['threads']} | failed: {r['error']} | | | | | | | |"
+    if "kiln_error" in r:
+        return f"| {r['model']} | {r['batch']} | {r['threads']} | n/a: {r['kiln_error'].replace('|', '/')} | | | | | | | |"
     gflops = r["flops"] / (r["median_ms"] * 1e6) if r.get("flops") else None
     pct = 100 * gflops / peaks[r["threads"]]["peak_gflops"] if gflops else None
     return (f"| {r['model']} | {r['batch']} | {r['threads']} | {r['median_ms']:.2f} | {r['p90_ms']:.2f} | "
@@ -478,6 +532,21 @@ def report(a, meta, peaks, rows):
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         lines += [fmt_int8_row(r) for r in int8]
+    mixed = [r for r in fp32 if r.get("precision") and "speedup" in r]
+    if mixed:
+        lines += [
+            "",
+            "Mixed precision: the FP32 model compiled with `--precision` (matrix products and convolutions "
+            "in bf16, f32 accumulation); kiln FP32 = kiln's median on the same model without it; cosine = the "
+            "lowest cosine of an output against the FP32 artifact's.",
+            "",
+            "| model | batch | threads | precision | kiln median | kiln FP32 median | FP32/mixed | ORT FP32 median "
+            "| kiln/ORT | cosine vs FP32 |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [f"| {r['model']} | {r['batch']} | {r['threads']} | {r['precision']} | {r['median_ms']:.2f} | "
+                  f"{r['fp32_median_ms']:.2f} | {r['speedup']:.2f} | {r['ort_median_ms']:.2f} | {r['ratio']:.2f} | "
+                  f"{r['cosine_vs_fp32']:.6f} |" for r in mixed]
     loaded = [r for r in fp32 if "load" in r]
     if loaded:
         lines += [
@@ -514,8 +583,10 @@ def main():
     peaks = measure_peaks(a, {})
     rows, failed, na = [], 0, 0
     preps, fp32_rows = {}, {}
-    # FP32 rows first, so that the INT8 rows can take their FP32 medians from them
-    order = [m for m in a.models if m not in INT8_MODELS] + [m for m in a.models if m in INT8_MODELS]
+    # FP32 rows first, so that the mixed-precision and INT8 rows can take
+    # their FP32 medians from them
+    order = ([m for m in a.models if m not in INT8_MODELS and m not in PRECISION_MODELS]
+             + [m for m in a.models if m in PRECISION_MODELS] + [m for m in a.models if m in INT8_MODELS])
     for model in order:
         if model in INT8_MODELS:
             for batch in a.batches:
@@ -554,8 +625,19 @@ def main():
             for t in a.threads:
                 row = {"model": model, "batch": batch, "threads": t, "flops": prep["flops"],
                        "compile_s": prep["compile_s"]}
+                if model in PRECISION_MODELS:
+                    row["precision"] = PRECISION_MODELS[model]["flags"][-1]
                 try:
+                    if model in PRECISION_MODELS:
+                        precision_extras(a, model, batch, t, prep, row, preps, fp32_rows, art_dir)
+                        if "kiln_error" in row:
+                            log(f"{model} b{batch} t{t}: n/a: {row['kiln_error']}")
+                            na += 1
+                            rows.append(row)
+                            continue
                     row.update(bench_one(a, prep, t))
+                    if "fp32_median_ms" in row:
+                        row["speedup"] = row["fp32_median_ms"] / row["median_ms"]
                     log(f"{model} b{batch} t{t}: kiln {row['median_ms']:.2f} ms, "
                         f"onnxruntime {row['ort_median_ms']:.2f} ms, ratio {row['ratio']:.2f}")
                     if a.load:

@@ -151,6 +151,12 @@ struct kn_node {
     int n_outputs;
     kn_attr *attrs;
     int n_attrs;
+    /* KN_BF16: a matrix product or convolution computed as PyTorch's
+     * autocast does, operands rounded to bf16, accumulation, bias and
+     * output in f32 (set by passes/autocast.c for --precision bf16|mixed;
+     * the reference evaluator ignores it). KN_DT_UNDEFINED: in the dtypes
+     * of its values. */
+    kn_dtype compute;
 };
 
 /* ---- graphs and models -------------------------------------------------- */

@@ -166,7 +166,7 @@ static bool wants_print(const kn_pipeline_opts *o, const char *name)
 static int run_one(kn_model *m, const kn_pass_info *pi, const kn_pipeline_opts *o, kn_pass_log *log)
 {
     kn_graph *g = m->graph;
-    kn_pass_ctx ctx = {.model = m, .log = log, .pass = pi->name};
+    kn_pass_ctx ctx = {.model = m, .log = log, .pass = pi->name, .precision = o->precision};
     kn_pass_stat *s = stat_for(log, pi->name);
     if (!s) return kn_error(KN_ERR_NOMEM, "out of memory");
     int before = g->n_nodes;
@@ -213,8 +213,14 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     kn_pass_stat *ms = !st && n_const ? stat_for(log, "inferred-constants") : NULL;
     if (ms) ms->runs = 1, ms->nodes_before = m->graph->n_nodes + n_const, ms->nodes_after = m->graph->n_nodes,
             ms->rewrites = n_const;
-    for (int i = 0; !st && i < n; i++) st = run_one(m, list[i], o, log);
+    bool autocast_ran = false;
+    for (int i = 0; !st && i < n; i++) {
+        st = run_one(m, list[i], o, log);
+        autocast_ran |= list[i]->run == kn_pass_autocast;
+    }
     free(list);
+    /* last: the products it marks are the ones the fusions left */
+    if (!st && o->precision != KN_PRECISION_FP32 && !autocast_ran) st = run_one(m, kn_pass_find("autocast"), o, log);
     return st;
 }
 

@@ -59,12 +59,21 @@ typedef struct kn_pass_log {
     int n_stats, cap_stats;
 } kn_pass_log;
 
+/* kiln compile --precision: what the autocast pass does. FP32: nothing;
+ * BF16: every f32 matrix product and convolution computes in bf16 with f32
+ * accumulation; MIXED: the same but for the last ones (those no other
+ * product or convolution reads from: a classifier, a final projection),
+ * which stay f32. Softmax, norms, reductions and elementwise ops stay f32
+ * in all three, as under PyTorch's autocast. */
+typedef enum kn_precision { KN_PRECISION_FP32 = 0, KN_PRECISION_BF16, KN_PRECISION_MIXED } kn_precision;
+
 /* What a running pass sees besides its graph. */
 typedef struct kn_pass_ctx {
     kn_model *model;
     kn_pass_log *log;    /* never NULL while a pass runs */
     const char *pass;    /* name of the running pass */
     int rewrites;        /* a pass adds to this what it rewrote (for --stats) */
+    kn_precision precision; /* for autocast */
 } kn_pass_ctx;
 
 /* One pass: rewrites g in place; *out_changed says whether it did anything.
@@ -93,6 +102,7 @@ typedef struct kn_pipeline_opts {
     const char *print_after; /* a pass name or "all": print the text IR after it */
     FILE *print_to;          /* where --print-after goes (NULL: stderr) */
     bool verify_each;        /* kn_graph_verify after every pass; fail naming the pass */
+    kn_precision precision;  /* not FP32: the autocast pass runs last */
 } kn_pipeline_opts;
 
 /* The --passes list of -O<level>'s default pipeline (level 0..3; else ""). */

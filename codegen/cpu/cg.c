@@ -308,6 +308,8 @@ int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMVal
     }
     int index = m->n_dnnl++;
     m->dnnl[index] = *rec;
+    /* oneDNN's bf16 kernels: the artifact refuses CPUs without the dot product */
+    if (rec->compute == KN_BF16) m->cpu_features |= KN_CPU_AVX512BF16;
     LLVMTypeRef params[7] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 7, 0);
     LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_dnnl_exec");

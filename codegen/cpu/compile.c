@@ -902,6 +902,21 @@ static int write_weights_file(compile_state *s, kn_outset *outs, char *base, siz
     return st;
 }
 
+/* --precision bf16|mixed for a target without the bf16 dot product: the
+ * artifact is still made (for the machines that have it) but will not run
+ * here, which the user should hear now rather than at the first run. */
+static void warn_bf16(const compile_state *s, uint64_t target_features)
+{
+    int n = 0;
+    for (int i = 0; i < s->meta.n_dnnl; i++) n += s->meta.dnnl[i].compute == KN_BF16;
+    if (!n || (target_features & KN_CPU_AVX512BF16)) return;
+    fprintf(stderr,
+            "kiln compile: warning: target %s has no AVX512-BF16: the artifact's %d bf16 matrix products need it, "
+            "so it runs only on CPUs that have it (Intel Cooper Lake, Sapphire Rapids and later, AMD Zen 4 and "
+            "later)\n",
+            s->target_desc, n);
+}
+
 static void print_report(const compile_state *s)
 {
     static const char *const names[] = {"generated", "oneDNN", "runtime kernel", "alias", "folded",
@@ -910,7 +925,8 @@ static void print_report(const compile_state *s)
     int counts[9] = {0};
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
-        printf("%-32s  %-20s  %s\n", n->name, n->op_type, names[s->how[i]]);
+        bool bf16 = s->node_dnnl[i] >= 0 && s->meta.dnnl[s->node_dnnl[i]].compute == KN_BF16;
+        printf("%-32s  %-20s  %s%s\n", n->name, n->op_type, names[s->how[i]], bf16 ? ", bf16" : "");
         if (s->how[i] == KN_LOWERED_RUNTIME && s->fallback_why[i])
             printf("  remark: node '%s' (%s) has a lowering but runs its runtime kernel: %s\n", n->name, n->op_type,
                    s->fallback_why[i]);
@@ -1002,8 +1018,10 @@ static int compile(compile_state *s, kn_outset *outs)
     if ((st = kn_plan_build(s->g, &s->plan))) return st;
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
+    uint64_t target_features = s->meta.cpu_features;
     init_cg(s);
     if ((st = kn_cg_plan_layouts(&s->cg)) || (st = init_meta(s)) || (st = emit_all(s))) return st;
+    warn_bf16(s, target_features);
     if (s->o->external_weights && (st = write_weights_file(s, outs, wbase, sizeof wbase))) return st;
     if ((st = emit_descriptor(s)) || (st = optimize(s)) || (st = write_outputs(s, outs))) return st;
     return kn_outset_commit(outs);

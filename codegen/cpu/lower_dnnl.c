@@ -74,14 +74,20 @@ static void record_init(const kn_cg *cg, kn_abi_dnnl *r, int kind, const kn_valu
     }
 }
 
-static int emit(kn_cg *cg, const kn_abi_dnnl *r, const kn_value *src, const kn_value *wei, const kn_value *bias,
-                const kn_value *dst, const kn_value *residual)
+/* Emits n's record r; a float matmul or convolution that the autocast pass
+ * marked computes in bf16 (kn_abi_dnnl.compute). */
+static int emit(kn_cg *cg, const kn_node *n, const kn_abi_dnnl *r, const kn_value *src, const kn_value *wei,
+                const kn_value *bias, const kn_value *dst, const kn_value *residual)
 {
+    kn_abi_dnnl rec = *r;
+    if (n->compute == KN_BF16 && rec.n_scale == 0 && rec.src.dtype == KN_F32 && rec.wei.dtype == KN_F32 &&
+        (rec.kind == KN_DNNL_MATMUL || rec.kind == KN_DNNL_CONV))
+        rec.compute = KN_BF16;
     LLVMValueRef ps = kn_cg_ptr(cg, src), pd = kn_cg_ptr(cg, dst);
     LLVMValueRef pw = is_const(cg, wei) ? NULL : kn_cg_ptr(cg, wei);
     LLVMValueRef pb = bias ? kn_cg_ptr(cg, bias) : NULL;
     LLVMValueRef pr = residual ? kn_cg_ptr(cg, residual) : NULL;
-    return kn_cg_emit_dnnl(cg, r, ps, pw, pb, pd, pr);
+    return kn_cg_emit_dnnl(cg, &rec, ps, pw, pb, pd, pr);
 }
 
 /* ---- Conv ------------------------------------------------------------------------ */
@@ -468,7 +474,7 @@ static int lower_conv_like(kn_cg *cg, const kn_node *n, conv_record_fn record)
     r.src_layout = act_layout(cg, x);
     r.dst_layout = act_layout(cg, y);
     r.post_layout = act_layout(cg, res);
-    return emit(cg, &r, x, w, b, y, res);
+    return emit(cg, n, &r, x, w, b, y, res);
 }
 
 static int lower_conv(kn_cg *cg, const kn_node *n) { return lower_conv_like(cg, n, conv_record); }
@@ -503,7 +509,7 @@ static int lower_matmul(kn_cg *cg, const kn_node *n)
     if (!matmul_shapes_ok(a, b, y, false, false)) return KN_ERR_UNSUPPORTED;
     kn_abi_dnnl r;
     record_init(cg, &r, KN_DNNL_MATMUL, a, b, NULL, y);
-    return emit(cg, &r, a, b, NULL, y, NULL);
+    return emit(cg, n, &r, a, b, NULL, y, NULL);
 }
 
 static int lower_gemm(kn_cg *cg, const kn_node *n)
@@ -537,7 +543,7 @@ static int lower_gemm(kn_cg *cg, const kn_node *n)
         r.n_post = 1;
         r.post[0].kind = KN_POST_SUM;
     }
-    return emit(cg, &r, a, b, bias, y, residual);
+    return emit(cg, n, &r, a, b, bias, y, residual);
 }
 
 /* FusedMatMul: a MatMul (any batch rank) or, with transposes or alpha, a
@@ -562,7 +568,7 @@ static int lower_fused_matmul(kn_cg *cg, const kn_node *n)
     const kn_value *res = NULL;
     int st = fused_posts(cg, n, false, &r, &res);
     if (st) return st;
-    return emit(cg, &r, a, b, c, y, res);
+    return emit(cg, n, &r, a, b, c, y, res);
 }
 
 /* QMatMul (runtime/ops/fused_q.h): oneDNN's int8 matmul, W [K, N] constant. */
@@ -582,7 +588,7 @@ static int lower_qmatmul(kn_cg *cg, const kn_node *n)
     const kn_value *res;
     int st = q_fields(cg, n, &r, N, &res);
     if (st) return st;
-    return emit(cg, &r, a, w, c, y, res);
+    return emit(cg, n, &r, a, w, c, y, res);
 }
 
 const kn_cg_lowering kn_cg_lower_dnnl[] = {

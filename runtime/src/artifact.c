@@ -40,7 +40,10 @@ static const char *const k_cpu_names[] = {
 /* The name a message uses for the artifact. */
 static const char *label_of(const kn_artifact *a) { return a->path ? a->path : "static artifact"; }
 
-static int check_cpu(const char *label, uint64_t needed)
+/* The CPU features the artifact needs, against this CPU's. n_bf16: its
+ * oneDNN records computing in bf16 (kiln compile --precision), which need
+ * AVX512-BF16 whatever the target. */
+static int check_cpu(const char *label, uint64_t needed, int n_bf16)
 {
     uint64_t missing = needed & ~kn_cpu_features();
     if (!missing) return KN_OK;
@@ -57,6 +60,11 @@ static int check_cpu(const char *label, uint64_t needed)
     const char *hint = !(missing & ~(uint64_t)AVX512_BITS) ? "--target x86-64-v3 or native"
                        : !(missing & ~(uint64_t)(AVX512_BITS | AVX2_BITS)) ? "--target x86-64-v2 or native"
                                                                              : "--target native";
+    if (n_bf16 && (missing & KN_CPU_AVX512BF16))
+        return kn_error(KN_ERR_UNSUPPORTED,
+                        "%s: needs %s which this CPU lacks (its %d bf16 matrix products need AVX512-BF16); recompile "
+                        "with --precision fp32 and %s",
+                        label, list, n_bf16, hint);
     return kn_error(KN_ERR_UNSUPPORTED, "%s: needs %s which this CPU lacks; recompile with %s", label, list, hint);
 }
 
@@ -370,7 +378,9 @@ static int artifact_init(kn_artifact *a, const char *weights_dir)
         kn_error_prefix("%s: ", label);
         return st;
     }
-    if ((st = check_cpu(label, a->meta.cpu_features)) || (st = check_steps(a))) return st;
+    int n_bf16 = 0;
+    for (int i = 0; i < a->meta.n_dnnl; i++) n_bf16 += a->meta.dnnl[i].compute == KN_BF16;
+    if ((st = check_cpu(label, a->meta.cpu_features, n_bf16)) || (st = check_steps(a))) return st;
     if ((st = attach_weights(a, weights_dir))) return st;
     if ((st = check_dnnl_refs(a)) || (st = plan_slot_frees(a))) return st;
     return prepare_opnodes(a);

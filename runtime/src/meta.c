@@ -127,6 +127,7 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     w_ref(w, &d->scale_ref);
     w_i32(w, d->src_zp);
     w_i32(w, d->dst_zp);
+    w_i32(w, d->compute);
 }
 
 static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
@@ -491,6 +492,11 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     RD(r_ref(r, &d->scale_ref, what));
     RD(r_i32(r, &d->src_zp, what));
     RD(r_i32(r, &d->dst_zp, what));
+    RD(r_i32(r, &d->compute, what));
+    if (d->compute != KN_DT_UNDEFINED &&
+        (d->compute != KN_BF16 || d->n_scale != 0 || d->src.dtype != KN_F32 || d->wei.dtype != KN_F32 ||
+         (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV)))
+        return r_bad(what, "compute dtype %d (bf16 is for float matmuls and convolutions)", d->compute);
     if (d->n_scale < 0 || d->n_scale > (1 << 24)) return r_bad(what, "%d output scales", d->n_scale);
     if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
         return r_bad(what, "convolution algorithm %d", d->conv_algo);

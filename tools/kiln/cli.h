@@ -42,6 +42,7 @@ typedef struct kn_cli_passes {
     const char *keep_float;  /* --keep-float LIST: node names or op types (comma-separated) */
     bool per_channel;        /* --per-channel: MatMul/Gemm weights per output channel */
     int weight_bits;         /* --weight-bits 7|8; 0: kn_cli_weight_bits decides */
+    int precision;           /* --precision: a kn_precision (passes/pass.h) */
 } kn_cli_passes;
 
 /* The weight width quantization uses: cp->weight_bits when given, else 8

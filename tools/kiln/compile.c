@@ -33,7 +33,7 @@ static void compile_usage(FILE *f)
             "        [--layout auto|nchw] [--conv-algo auto|direct] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
             "        [--quantize dynamic-int8|static-int8] [--calib TABLE.json] [--keep-float LIST] [--per-channel]\n"
-            "        [--weight-bits 7|8]\n"
+            "        [--weight-bits 7|8] [--precision fp32|bf16|mixed]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -76,6 +76,11 @@ static void compile_usage(FILE *f)
             "  --quantize static-int8   QuantizeLinear/DequantizeLinear on the activations of the\n"
             "                        --calib table (u8), s8 weights (Conv per output channel), int32\n"
             "                        biases (docs/quantization.md)\n"
+            "  --precision bf16      matrix products and convolutions compute in bf16 with f32\n"
+            "                        accumulation (PyTorch's autocast); softmax, norms, reductions\n"
+            "                        and elementwise ops stay f32. The artifact needs AVX512-BF16\n"
+            "  --precision mixed     the same, but the last products (a classifier, the final\n"
+            "                        projection) stay f32; fp32 (default): everything f32\n"
             "  --quantize dynamic-int8  MatMul/Gemm with constant weights: s8 per-channel weights,\n"
             "                        activations quantized at run time (DynamicQuantizeLinear)\n"
             "  --calib TABLE.json    the table `kiln calibrate` wrote for this model\n"
@@ -392,8 +397,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const kn_
         fclose(f);
     }
     char opts[1024];
-    snprintf(opts, sizeof opts, "%s|%d|%d|%d|%d|%s", o->target ? o->target : "native", o->opt_level,
-             o->external_weights, o->layout, o->conv_algo, passes ? passes : "");
+    snprintf(opts, sizeof opts, "%s|%d|%d|%d|%d|%d|%s", o->target ? o->target : "native", o->opt_level,
+             o->external_weights, o->layout, o->conv_algo, cp->precision, passes ? passes : "");
     h = kn_fnv1a(h, opts, strlen(opts));
     for (int k = 0; k < o->n_syms; k++) {
         snprintf(opts, sizeof opts, "|max %s=%lld min %lld align %lld", o->syms[k].name, (long long)o->syms[k].max,
@@ -417,7 +422,7 @@ static int run_passes(const char *path, kn_model *m, const kn_compile_opts *opts
                       kn_pass_log *log)
 {
     kn_pipeline_opts po = {.opt_level = opts->opt_level, .passes = cp->passes, .print_after = cp->print_after,
-                           .verify_each = cp->verify_each};
+                           .verify_each = cp->verify_each, .precision = (kn_precision)cp->precision};
     int st = kn_graph_toposort(m->graph);
     if (!st) st = kn_pass_run_pipeline(m, &po, log);
     if (st) kn_error_prefix("%s: ", path);
@@ -634,7 +639,7 @@ int kn_cmd_compile(int argc, char **argv)
     static const char *const k_value_flags[] = {"-o", "--static", "--emit-header", "--target", "--name", "--shape",
                                                 "--passes", "--print-after", "--layout", "--conv-algo", "--weights",
                                                 "--max", "--min", "--align", "--quantize", "--calib",
-                                                "--keep-float"};
+                                                "--keep-float", "--precision"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
@@ -662,6 +667,17 @@ int kn_cmd_compile(int argc, char **argv)
             cp.quantize = argv[++i];
             if (strcmp(cp.quantize, "static-int8") && strcmp(cp.quantize, "dynamic-int8")) {
                 fprintf(stderr, "kiln compile: --quantize takes static-int8 or dynamic-int8, not '%s'\n", cp.quantize);
+                free_max(&o, shapes);
+                return 2;
+            }
+        } else if (!strcmp(a, "--precision") && has_next) {
+            const char *pr = argv[++i];
+            cp.precision = !strcmp(pr, "fp32")    ? KN_PRECISION_FP32
+                           : !strcmp(pr, "bf16")  ? KN_PRECISION_BF16
+                           : !strcmp(pr, "mixed") ? KN_PRECISION_MIXED
+                                                  : -1;
+            if (cp.precision < 0) {
+                fprintf(stderr, "kiln compile: --precision takes fp32, bf16 or mixed, not '%s'\n", pr);
                 free_max(&o, shapes);
                 return 2;
             }
@@ -731,6 +747,9 @@ int kn_cmd_compile(int argc, char **argv)
         qerr = "--calib is for --quantize static-int8";
     else if ((cp.keep_float || cp.per_channel || cp.weight_bits) && !cp.quantize)
         qerr = "--keep-float, --per-channel and --weight-bits need --quantize";
+    else if (cp.quantize && cp.precision != KN_PRECISION_FP32)
+        qerr = "--precision bf16|mixed and --quantize cannot be combined yet: the quantized products are int8, "
+               "the others would stay f32";
     if (qerr) {
         fprintf(stderr, "kiln compile: %s\n", qerr);
         free_max(&o, shapes);

@@ -56,8 +56,9 @@ extern "C" {
  * step's oneDNN record; 6: weights_hash is kn_weights_hash (was FNV-1a)
  * and embedded weights are checked against it too; 8: KN_DNNL_DECONV
  * records (ConvTranspose), and a dynamic dim has a minimum and an
- * alignment (kn_abi_sym.min, align) */
-#define KN_ABI_VERSION 8u
+ * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
+ * autocast) */
+#define KN_ABI_VERSION 9u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -222,6 +223,12 @@ typedef struct kn_abi_dnnl {
     int32_t n_scale;
     kn_abi_ref scale_ref;
     int32_t src_zp, dst_zp;
+    /* KN_BF16: a float matmul or convolution computed as PyTorch's autocast
+     * does (kiln compile --precision bf16|mixed): src and weights rounded to
+     * bf16 (the weights once, when the session is created), products
+     * accumulated in f32, bias, post-ops and dst in f32. The artifact then
+     * needs AVX512-BF16. KN_DT_UNDEFINED (0): in src's and wei's dtypes. */
+    int32_t compute;
 } kn_abi_dnnl;
 
 /* A node executed by its runtime kernel (runtime/ops). Its attributes are

@@ -300,8 +300,12 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
         for (int i = 0; i < nd; i++) wd[i] = rec->wei.dims[i];
     }
     /* an int8 record: u8/s8 src, s8 weights, f32 bias, u8/s8/f32 dst; the
-     * residual has dst's type (oneDNN's sum reads it from dst) */
+     * residual has dst's type (oneDNN's sum reads it from dst). bf16
+     * autocast: the kernel's src and weights are bf16, reordered from the
+     * caller's f32 (the weights once) */
+    bool bf16 = rec->compute == KN_BF16;
     dnnl_data_type_t sdt = kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
+    dnnl_data_type_t kdt = bf16 ? dnnl_bf16 : wdt;
     dnnl_data_type_t ddt = kn_dnnl_dt(rec->dst.dtype);
     dnnl_memory_desc_t src_md, dst_md, post_md, wei_user, wei_any, bias_md;
     dnnl_dims_t wst;
@@ -311,11 +315,12 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
         (st = kn_dnnl_act_md(s, rec->post_layout, rec->dst.dtype, &post_md, nd, dd, "the conv residual")))
         return st;
     KN_DN(dnnl_memory_desc_init_by_strides(&wei_user, wnd, wd, wdt, wst), "describing the conv weights");
-    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, wdt, dnnl_format_tag_any), "describing the conv weights");
+    KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, wnd, wd, kdt, dnnl_format_tag_any), "describing the conv weights");
     /* oneDNN's direct kernels want blocked activations (nChw16c; NHWC for
      * int8); plain NCHW would get the im2col+GEMM path, several times slower */
     dnnl_memory_desc_t src_any, dst_any;
-    KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, sdt, dnnl_format_tag_any), "describing the conv src");
+    KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, bf16 ? dnnl_bf16 : sdt, dnnl_format_tag_any),
+          "describing the conv src");
     KN_DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, ddt, dnnl_format_tag_any), "describing the conv dst");
     bool hb = kn_dnnl_has_bias(rec);
     if (hb) {
@@ -426,6 +431,10 @@ static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, kn_
                                     NULL,           NULL};
 static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                     NULL,           NULL,   NULL,       NULL};
+/* bf16 autocast (kn_abi_dnnl.compute): oneDNN's convolution in bf16 */
+static const kn_dnnl_algo DIRECT_BF16 = {KN_ALGO_DIRECT, KN_BF16, kn_dnnl_any_record, kn_dnnl_always_worth,
+                                         direct_create,  NULL,    NULL,               NULL,
+                                         NULL};
 /* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations */
 static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
@@ -434,7 +443,7 @@ static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record
 
 /* The table, in the order rows are tried. */
 static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
-                                             &DIRECT_U8, &DIRECT_S8};
+                                             &DIRECT_BF16, &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
  * it must first be worth it. */
@@ -492,7 +501,7 @@ int kn_dnnl_create_conv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     for (size_t i = 0; i < sizeof ALGOS / sizeof *ALGOS; i++) {
         const kn_dnnl_algo *a = ALGOS[i];
         bool ask_worth;
-        if (a->dtype != rec->src.dtype || !row_allowed(a, forced, &ask_worth) || !a->supports(s, rec) ||
+        if (a->dtype != kn_dnnl_compute_dtype(rec) || !row_allowed(a, forced, &ask_worth) || !a->supports(s, rec) ||
             (ask_worth && !a->worth(s, rec, p->nthr)))
             continue;
         kn_dnnl_prim keep = *p;

@@ -168,6 +168,12 @@ int kn_dnnl_act_md(kn_dnnl_session *s, int32_t layout, int32_t dtype, dnnl_memor
                    const dnnl_dims_t dims, const char *what);
 /* oneDNN's data type of a KN dtype (f32 for anything but u8, s8, s32). */
 dnnl_data_type_t kn_dnnl_dt(int32_t dtype);
+/* The dtype a record computes in: its compute field (bf16 autocast), else
+ * its src's. A row of conv.c's table runs records of its dtype. */
+static inline int32_t kn_dnnl_compute_dtype(const kn_abi_dnnl *rec)
+{
+    return rec->compute != KN_DT_UNDEFINED ? rec->compute : rec->src.dtype;
+}
 /* True for an int8 record (runtime/ops/fused_q.h): output scales given. */
 static inline bool kn_dnnl_is_int8(const kn_abi_dnnl *rec) { return rec->n_scale > 0; }
 int kn_dnnl_check_tensor(const kn_abi_tensor *t, const char *what, int min_rank, int max_rank);

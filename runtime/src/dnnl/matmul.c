@@ -157,7 +157,10 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         return kn_error(KN_ERR_INVALID, "oneDNN matmul: src %s, weights %s, dst %s in a%s record",
                         kn_dtype_name(rec->src.dtype), kn_dtype_name(rec->wei.dtype), kn_dtype_name(rec->dst.dtype),
                         q ? "n int8 record with alpha or transA, or" : " float");
-    if (!q && kiln_matmul_wanted(rec)) {
+    /* bf16 autocast: the kernel's src and weights are bf16, reordered from
+     * the caller's f32 (the weights once, src at every run) */
+    bool bf16 = rec->compute == KN_BF16;
+    if (!q && !bf16 && kiln_matmul_wanted(rec)) {
         kn_pw *k = NULL;
         int made = kn_pw_create_matmul(rec, weights, &k);
         if (!made) p->algo = &kn_dnnl_algo_pw_matmul, p->state = k;
@@ -177,19 +180,24 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
             return kn_error(KN_ERR_INVALID, "oneDNN matmul: batch dim %d: %lld and %lld do not broadcast to %lld", i,
                             (long long)sd[i], (long long)wd[i], (long long)dd[i]);
     nd = collapse_batch(nd, rec->trans_a, sd, ss, wd, ws, dd);
-    dnnl_memory_desc_t src_md, wei_user, wei_any, dst_md, bias_md;
+    dnnl_memory_desc_t src_md, src_kern, wei_user, wei_any, dst_md, bias_md;
     dnnl_data_type_t sdt = dyn ? dnnl_u8 : kn_dnnl_dt(rec->src.dtype), wdt = kn_dnnl_dt(rec->wei.dtype);
-    dnnl_dims_t dst_st;
+    dnnl_data_type_t kdt = bf16 ? dnnl_bf16 : wdt;
+    dnnl_dims_t dst_st, src_st;
     kn_dnnl_plain_strides(nd, dd, dst_st);
     KN_DN(dnnl_memory_desc_init_by_strides(&src_md, nd, sd, sdt, ss), "describing the matmul src");
+    /* the bf16 copy of src is dense (the reorder writes it so) */
+    kn_dnnl_plain_strides(nd, sd, src_st);
+    if (bf16) KN_DN(dnnl_memory_desc_init_by_strides(&src_kern, nd, sd, dnnl_bf16, src_st), "describing the matmul src");
+    else src_kern = src_md;
     KN_DN(dnnl_memory_desc_init_by_strides(&wei_user, nd, wd, wdt, ws), "describing the matmul weights");
     KN_DN(dnnl_memory_desc_init_by_strides(&dst_md, nd, dd, kn_dnnl_dt(rec->dst.dtype), dst_st),
           "describing the matmul dst");
     const void *wconst, *bconst = NULL;
     if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
     /* only constant weights are worth a one-time reorder into a blocked layout */
-    if (wconst)
-        KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, wdt, dnnl_format_tag_any), "describing weights");
+    if (wconst) KN_DN(dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, kdt, dnnl_format_tag_any), "describing weights");
+    else if (bf16) KN_DN(dnnl_memory_desc_init_by_strides(&wei_any, nd, wd, kdt, ws), "describing weights");
     else wei_any = wei_user;
     bool hb = kn_dnnl_has_bias(rec);
     if (hb) {
@@ -200,7 +208,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         if ((st = kn_dnnl_plain_md(&bias_md, nd, bd, "describing the matmul bias"))) return st;
         if ((st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
     }
-    if (!q && nd == 2 && wconst && !rec->trans_a && rec->alpha == 1.0f && matmul_is_sgemm(s, &src_md, &wei_any, &dst_md)) {
+    if (!q && !bf16 && nd == 2 && wconst && !rec->trans_a && rec->alpha == 1.0f && matmul_is_sgemm(s, &src_md, &wei_any, &dst_md)) {
         kn_dnnl_prim keep = *p;
         if ((st = create_matmul_as_conv(s, rec, p, sd, ss, ws, N, wconst, bconst)) != KN_ERR_UNSUPPORTED) return st;
         /* no optimized 1x1 convolution for it: the matmul then */
@@ -239,7 +247,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     }
     const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;
     dnnl_matmul_desc_t md;
-    KN_DN(dnnl_matmul_desc_init(&md, &src_md, &wei_any, prim_bias, &dst_md), "describing the matmul");
+    KN_DN(dnnl_matmul_desc_init(&md, &src_kern, &wei_any, prim_bias, &dst_md), "describing the matmul");
     return kn_dnnl_finish_prim(s, p, &md, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, NULL, wconst,
                                "creating the matmul");
 }
