@@ -6,8 +6,10 @@
  * present_key/present_value outputs). Scores are formed a block of query
  * rows at a time against K transposed (T contiguous), so the inner loops are
  * unit-stride multiply-adds the compiler vectorizes without reassociating;
- * the weighted sum of V rows is an axpy per key. issue 17 plans a fused
- * kernel; this one is what compiled artifacts call meanwhile.
+ * the weighted sum of V rows is an axpy per key. This is the reference
+ * evaluator's kernel and the oracle of the flash-style kernel compiled
+ * artifacts run (runtime/src/attention.c; KILN_ATTENTION=ref selects this
+ * one there too).
  */
 #include <math.h>
 #include <stdlib.h>
