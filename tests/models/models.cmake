@@ -59,3 +59,19 @@ add_test(NAME models/demo
 set_tests_properties(models/demo PROPERTIES
   LABELS models TIMEOUT 300
   ENVIRONMENT "KILN_PYTHON=${KILN_PYTHON}")
+
+# PyTorch exports (gen_torch_models.py, under the system python3 with
+# Debian's python3-torch; skipped without it): nn.TransformerEncoder with a
+# key padding mask and nn.MultiheadAttention with a causal mask, every
+# attention block fused (one Attention node each), outputs within 1e-4 of
+# onnxruntime's and PyTorch's.
+set(KILN_SYSTEM_PYTHON /usr/bin/python3 CACHE FILEPATH "python3 with Debian's python3-torch")
+foreach(case "encoder;4" "causal;1")
+  list(GET case 0 model)
+  list(GET case 1 n_attn)
+  add_test(NAME models/torch_${model}
+           COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/check_torch_model.py $<TARGET_FILE:kiln> ${KILN_SYSTEM_PYTHON}
+                   ${model} ${CMAKE_BINARY_DIR}/models/torch_${model} --attention ${n_attn})
+  set_tests_properties(models/torch_${model} PROPERTIES
+    LABELS models TIMEOUT 600 SKIP_RETURN_CODE ${KILN_SKIP_CODE})
+endforeach()
