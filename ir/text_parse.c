@@ -239,7 +239,7 @@ static int next(parser *P)
     size_t len = 1;
     if (c == ':' && P->p[1] == ':') len = 2;
     else if (c == '.' && P->p[1] == '.' && P->p[2] == '.') len = 3;
-    else if (!strchr("()[]{},=:#?", c)) {
+    else if (!strchr("()[]{},=:#?@", c)) {
         if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
             return perr_at(P, t->line, t->col, "unexpected character 0x%02x", (unsigned char)c);
         return perr_at(P, t->line, t->col, "unexpected character '%c'", c);
@@ -760,6 +760,12 @@ static int parse_call(parser *P, kn_graph *g, int n_out, const out_decl *outs)
         if ((st = next(P))) return st;
         if (P->t.k != T_STRING) return expected(P, "a quoted node name after '#'");
         n->name = P->t.s;
+        if ((st = next(P))) return st;
+    }
+    if (is_punct(P, "@")) { /* the compute precision (passes/autocast.c) */
+        if ((st = next(P))) return st;
+        if (!is_word(P, "bf16")) return expected(P, "bf16 after '@' (the node's compute precision)");
+        n->compute = KN_BF16;
         return next(P);
     }
     return KN_OK;

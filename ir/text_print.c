@@ -315,6 +315,7 @@ static int print_node(printer *p, const kn_node *n, int ind)
     if (st) return st;
     fputs(" #", p->f);
     put_str(p, n->name);
+    if (n->compute == KN_BF16) fputs(" @bf16", p->f); /* passes/autocast.c */
     fputc('\n', p->f);
     return KN_OK;
 }

@@ -1,7 +1,7 @@
 /* Golden and numerical tests of every pass.
  *
  * Each tests/passes/golden/<pass>-<case>.kir starts with
- *     // RUN: --passes a,b
+ *     // RUN: --passes a,b [--precision fp32|bf16|mixed]
  * and is run through those passes with --verify-each; the printed IR must
  * equal <pass>-<case>.expected.kir (whose leading // lines are ignored),
  * followed by the passes' remarks as "// remark: PASS: TEXT" lines.
@@ -103,11 +103,15 @@ static void run_case(void **state)
     const char *path = *state;
     char *text = kn_test_read_file(path);
     assert_non_null(text);
-    char passes[256];
-    if (sscanf(text, "// RUN: --passes %255s", passes) != 1) fail_msg("%s: first line must be // RUN: --passes LIST", path);
+    char passes[256], precision[16] = "fp32";
+    int got_args = sscanf(text, "// RUN: --passes %255s --precision %15s", passes, precision);
+    if (got_args < 1) fail_msg("%s: first line must be // RUN: --passes LIST [--precision fp32|bf16|mixed]", path);
     kn_model *m = load(path, text), *orig = load(path, text);
     kn_pass_log log = {0};
     kn_pipeline_opts po = {.passes = passes, .verify_each = true};
+    if (!strcmp(precision, "bf16")) po.precision = KN_PRECISION_BF16;
+    else if (!strcmp(precision, "mixed")) po.precision = KN_PRECISION_MIXED;
+    else if (strcmp(precision, "fp32")) fail_msg("%s: --precision %s: expected fp32, bf16 or mixed", path, precision);
     if (kn_pass_run_pipeline(m, &po, &log)) fail_msg("%s: %s", path, kn_last_error());
     char *got = NULL;
     size_t got_len = 0;
