@@ -20,7 +20,11 @@ dilated, grouped, fused, each compiled once and run under every value of
 KILN_CONV_ALGO (every row of runtime/src/dnnl/conv.c's table forced where
 it supports the layer, oneDNN's direct convolution elsewhere), each against
 onnxruntime within 1e-4, and with the kernel the row forces checked in
-`kiln profile` where the row supports the layer.
+`kiln profile` where the row supports the layer. im2col runs only between
+channel-blocked activations (nChw8c/16c; runtime/src/dnnl/im2col.c): an
+AVX-512 session exchanges NHWC, where the row declines and forcing it must
+give oneDNN's direct convolution, so im2col is also forced with oneDNN held
+to AVX2 ("im2col@avx2"), where the session's layout is blocked on any CPU.
 
 Usage: deconv_thin_cases.py KILN OUT_DIR {deconv,thin,all} [--case NAME]...
 Exit 1 on any failure.
@@ -40,7 +44,17 @@ from onnx import TensorProto, helper, numpy_helper
 
 TOL = 1e-4
 COMPILED = {"oneDNN", "oneDNN, in rows"}
-ALGOS = ["auto", "winograd", "pointwise", "im2col", "thin", "matmul", "direct", "xdw", "dnnl"]
+ALGOS = ["auto", "winograd", "pointwise", "im2col", "im2col@avx2", "thin", "matmul", "direct", "xdw", "dnnl"]
+
+
+def algo_env(algo):
+    """The environment that forces `algo`: KILN_CONV_ALGO, and for
+    "NAME@avx2" oneDNN held to AVX2 (blocked activations in the session)."""
+    name, _, isa = algo.partition("@")
+    env = dict(os.environ, KILN_CONV_ALGO=name)
+    if isa:
+        env["ONEDNN_MAX_CPU_ISA"] = isa.upper()
+    return env
 
 
 class Case:
@@ -381,9 +395,9 @@ def check(kiln, out_dir, case, algos):
         if rc != 0 or len(acts) > case.max_act_reorders:
             return (f"{len(acts)} activation reorders, at most {case.max_act_reorders} expected (the graph's edges):\n" +
                     "\n".join(acts))
-    notes = []
+    notes, ran = [], {}
     for algo in algos:
-        env = dict(os.environ, KILN_CONV_ALGO=algo)
+        env = algo_env(algo)
         err = check_compiled(kiln, case, d, path, args, expected, env, algo)
         if err:
             return err
@@ -402,11 +416,17 @@ def check(kiln, out_dir, case, algos):
             return f"[{algo}] '{head}' ran {k}: {'not ' if case.thin else ''}the 1-D form forced"
         if algo == "auto" and case.thin_w and not k.startswith(("1-D", "im2col")):
             return f"[{algo}] '{head}' over a width-1 image ran {k}: oneDNN's 2-D kernel, one output per block"
-        if algo == "im2col" and case.chain and not k.startswith("im2col"):
+        if algo == "im2col@avx2" and case.chain and not k.startswith("im2col"):
             return f"[{algo}] '{head}' between blocked activations ran {k}, not im2col"
         if algo == "direct" and k.startswith(("1-D", "im2col", "winograd", "kiln")):
             return f"[{algo}] '{head}' ran {k}, not oneDNN's direct convolution"
+        ran[algo] = k
         notes.append(f"{algo}={k}")
+    # im2col forced without the AVX2 cap: im2col where the session's layout is blocked, else (NHWC:
+    # the row declines) the kernel direct forces
+    k = ran.get("im2col")
+    if case.chain and k is not None and "direct" in ran and not k.startswith("im2col") and k != ran["direct"]:
+        return f"[im2col] '{heads[0].split()[0]}' ran {k}: neither im2col nor direct's {ran['direct']}"
     return "ok " + ", ".join(notes)
 
 

@@ -5,7 +5,10 @@ onnxruntime's outputs (max|a-b|/max|b| <= 1e-5).
 The model has one layer for each algorithm: 3x3 stride-1 convs (Winograd;
 one adds a residual), a 3x3 stride-2 conv with a 14x14 output (im2col), a
 1x1 expansion with ReLU6 read by a depthwise 3x3 alone (kiln's 1x1 kernel,
-the 1x1 + depthwise pair) and a 1x1 projection that adds a residual. It is
+the 1x1 + depthwise pair), a 1x1 projection that adds a residual, and a
+last 1x1 conv that writes the model's output: kiln's own kernels run only
+between activations in the session's layout, so the stem (the plain
+input) and the head (the plain output) are oneDNN's under any row. It is
 compiled twice: in the session's layout between convolutions (every kiln
 algorithm) and with --layout nchw (plain activations: the matmul row).
 
@@ -49,6 +52,7 @@ def make(path):
         "w_exp": w(64, 32, 1, 1), "b_exp": w(64) * 0.1,
         "w_dw": w(64, 1, 3, 3), "b_dw": w(64) * 0.1,
         "w_proj": w(32, 64, 1, 1),
+        "w_head": w(32, 32, 1, 1),
         "lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32),
     }
     inits = [numpy_helper.from_array(a, name=n) for n, a in arrays.items()]
@@ -65,7 +69,9 @@ def make(path):
         conv("depthwise", ["exp6", "w_dw", "b_dw"], pads=[1, 1, 1, 1], group=64, kernel_shape=[3, 3]),
         helper.make_node("Clip", ["depthwise", "lo", "hi"], ["dw6"], name="depthwise_relu6"),
         conv("project", ["dw6", "w_proj"]),
-        helper.make_node("Add", ["project", "down"], ["y"], name="project_add"),
+        helper.make_node("Add", ["project", "down"], ["proj_sum"], name="project_add"),
+        conv("head", ["proj_sum", "w_head"]),
+        helper.make_node("Identity", ["head"], ["y"], name="out"),
     ]
     g = helper.make_graph(nodes, "conv_algos", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 14, 14])], inits)

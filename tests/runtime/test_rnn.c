@@ -13,7 +13,10 @@
  *    linear_before_reset, hidden sizes that are not multiples of 16,
  *    batches of 1 and 3, and non-default activations, within 2e-5 of the
  *    reference; 1 and 2 threads bitwise equal; the packed weights kept
- *    across runs only while they are the artifact's constants.
+ *    across runs only while they are the artifact's constants. Each table
+ *    this CPU has runs them and must be the one the session names (on an
+ *    AVX-512 CPU the AVX2 table with AVX-512F masked out, as auto picks
+ *    the AVX-512 one there).
  * The AVX-512 projection is in test_rnn_avx512.c.
  */
 #include <math.h>
@@ -40,6 +43,7 @@ static float frand(void) /* uniform in [-1, 1) */
 }
 
 static bool has_avx2(void) { return (kn_cpu_features() & (KN_CPU_AVX2 | KN_CPU_FMA)) == (KN_CPU_AVX2 | KN_CPU_FMA); }
+static bool has_avx512(void) { return has_avx2() && (kn_cpu_features() & KN_CPU_AVX512F); }
 
 /* The kernel tables this CPU runs. */
 static int tables(const kn_rnn_kern **out)
@@ -47,7 +51,35 @@ static int tables(const kn_rnn_kern **out)
     int n = 0;
     out[n++] = &kn_rnn_kern_portable;
     if (has_avx2() && kn_rnn_kern_avx2.gemm) out[n++] = &kn_rnn_kern_avx2;
+    if (has_avx512() && kn_rnn_kern_avx512.gemm) out[n++] = &kn_rnn_kern_avx512;
     return n;
+}
+
+/* Makes the session's pick (rnn.c: pick_kernels) the table k: KILN_RNN
+ * chooses portable or auto, and auto takes the AVX-512 table wherever the
+ * CPU has AVX-512F, so the AVX2 table is reached there by masking AVX-512F
+ * out (KILN_CPU_MASK, on top of any mask already set). restore_mask puts
+ * the caller's mask back. */
+static char g_saved_mask[64];
+static bool g_had_mask;
+
+static void pick_table(const kn_rnn_kern *k)
+{
+    const char *m = getenv("KILN_CPU_MASK");
+    g_had_mask = m != NULL;
+    if (m) snprintf(g_saved_mask, sizeof g_saved_mask, "%s", m);
+    setenv("KILN_RNN", k == &kn_rnn_kern_portable ? "portable" : "auto", 1);
+    if (k == &kn_rnn_kern_avx2 && has_avx512()) {
+        char mask[32];
+        snprintf(mask, sizeof mask, "%llu", (unsigned long long)(kn_cpu_features() & ~(uint64_t)KN_CPU_AVX512F));
+        setenv("KILN_CPU_MASK", mask, 1);
+    }
+}
+
+static void restore_mask(void)
+{
+    if (g_had_mask) setenv("KILN_CPU_MASK", g_saved_mask, 1);
+    else unsetenv("KILN_CPU_MASK");
 }
 
 static void test_activations(void **state)
@@ -200,13 +232,14 @@ static void run_case(const lcase *c)
     kn_tensor first[3] = {{0}};
     for (int ki = 0; ki < nk; ki++)
         for (int threads = 1; threads <= 2; threads++) {
-            setenv("KILN_RNN", ks[ki] == &kn_rnn_kern_portable ? "portable" : "auto", 1);
             kn_op_session os = {.threads = threads};
             for (int run = 0; run < 2; run++) { /* the second run on the state the first one left */
                 for (int i = 0; i < 3; i++) assert_int_equal(kn_tensor_copy(&got[i], &ref[i]), KN_OK);
                 for (int i = 0; i < 3; i++) memset(got[i].data, 0, got[i].nbytes);
+                pick_table(ks[ki]);
                 int st = kn_rnn_fast(&os, &p, &X, &W, &R, pB, ps, ph, pc, pP, &got[0], &got[1],
                                      lstm ? &got[2] : NULL);
+                restore_mask();
                 assert_int_equal(st, KN_OK);
                 assert_non_null(os.impl);
                 assert_non_null(strstr(os.impl, ks[ki]->isa));

@@ -3,9 +3,9 @@
  * KN_DNNL_DECONV records) as oneDNN's deconvolution primitive.
  *
  * oneDNN 2.6 runs an f32 deconvolution as its convolution's backward-data
- * kernel (jit:avx2, jit:avx512_core...) in the blocked layout the
- * session's convolutions use, so a deconvolution between convolutions
- * needs no reorders. Its bias and post-ops, though, it applies in a
+ * kernel (jit:avx2, jit:avx512_core...) in the layout the session's
+ * convolutions use (blocked, or NHWC on AVX-512: deconv_create asks for
+ * it), so a deconvolution between convolutions needs no reorders. Its bias and post-ops, though, it applies in a
  * reference loop that takes as long as the product itself (1.6 ms → 3.4 ms
  * for a bias on a 64-channel 81x81 output on Zen 3, 18 ms with a Relu).
  * So the deconvolution runs without them, and the bias, the activations
@@ -262,9 +262,22 @@ static int deconv_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     const void *wconst;
     if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
     dnnl_deconvolution_desc_t dc;
-    KN_DN(dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct,
-                                                       &src_any, &wei_any, NULL, &dst_any, strides, dil, pl, pr),
-          "describing the deconvolution");
+    /* Between convolutions, the session's own layout where oneDNN has an
+     * optimized kernel for it: left to choose, oneDNN picks its blocked
+     * layout, which is the session's on AVX2 (nChw8c) but not on AVX-512,
+     * where the session exchanges NHWC and a free choice (nChw16c) would
+     * cost a reorder on each side. Elsewhere (a plain graph input or
+     * output), its choice, reordered to and from. */
+    bool own = rec->src_layout == KN_LAYOUT_NATIVE && rec->dst_layout == KN_LAYOUT_NATIVE &&
+               dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                            &src_md, &wei_any, NULL, &dst_md, strides, dil, pl,
+                                                            pr) == dnnl_success &&
+               kn_dnnl_reject_reference(s, &dc, attr) == KN_OK;
+    kn_error_clear();
+    if (!own)
+        KN_DN(dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                           &src_any, &wei_any, NULL, &dst_any, strides, dil, pl, pr),
+              "describing the deconvolution");
     /* the bias and post-ops are the stage after it (deconv_post) */
     p->has_bias = p->has_sum = false;
     if ((st = kn_dnnl_finish_prim(s, p, &dc, attr, &src_md, &wei_user, NULL, &dst_md, NULL, wconst,

@@ -52,6 +52,9 @@ typedef struct xdw_pair {
     bool pending; /* the head's exec has handed on: */
     void *src, *dst;
     const void *wei, *bias;
+    /* head runs already done alone, whose tails have not run yet (a pair
+     * run in rows: pair.c, kn_dnnl_prim_exec) */
+    int64_t ahead;
 } xdw_pair;
 
 /* A primitive with its scratchpad (user mode: no allocation at exec). */

@@ -31,6 +31,10 @@ static bool pair_wanted(const kn_abi_dnnl *head)
 static int pair_exec(kn_dnnl_session *s, xdw_pair *q, void *src, const void *wei, const void *bias, void *dst,
                      int threads)
 {
+    if (!q->pending && q->ahead > 0) { /* this row's 1x1 conv has run (kn_dnnl_prim_exec) */
+        q->ahead--;
+        return kn_dnnl_exec_one(s, q->tail, src, wei, bias, dst, NULL, threads);
+    }
     if (!q->pending)
         return kn_error(KN_ERR_INTERNAL, "fused 1x1 + depthwise convolution: the 1x1 convolution did not run first");
     q->pending = false;
@@ -50,6 +54,26 @@ int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
     if (threads < 1) threads = 1;
     xdw_pair *q = p->pair;
     if (q && q->head == p) {
+        /* A node over a dynamic dim runs in rows (codegen/cpu/dyn.c): the
+         * generated loop calls the head once per row, every row, before the
+         * tail's loop does the same, with records made for one row and the
+         * pointers advanced by a row's bytes. A head called again while one
+         * is pending, on the next row, is such a run: the pending row's 1x1
+         * conv runs now, alone, and its tail later alone too (pair_exec
+         * counts them in `ahead`). The last row's head stays pending, and
+         * since the first tail called (row 0's) does not read what it
+         * writes, pair_exec runs those two one after the other: the fused
+         * kernel runs only for a single row (batch 1, a static shape). A
+         * pending head that is not the previous row is one a failed run
+         * left behind: forgotten, as before. */
+        size_t in = (size_t)p->rec.src.nbytes, mid = (size_t)p->rec.dst.nbytes;
+        if (q->pending && src == (char *)q->src + in && dst == (char *)q->dst + mid) {
+            int rc = kn_dnnl_exec_one(s, p, q->src, q->wei, q->bias, q->dst, NULL, threads);
+            if (rc) return rc;
+            q->ahead++;
+        } else {
+            q->ahead = 0;
+        }
         q->pending = true;
         q->src = src, q->dst = dst, q->wei = wei, q->bias = bias;
         return KN_OK;
