@@ -426,7 +426,7 @@ static int norm_embed_ln(kn_pass_ctx *ctx, rw *r)
     return finish(ctx, r, f);
 }
 
-static bool is_msft(kn_op op)
+bool kn_pass_normalize_msft_rewrites(kn_op op)
 {
     switch (op) {
     case KN_OP_SkipLayerNormalization:
@@ -444,7 +444,7 @@ static bool is_msft(kn_op op)
 bool kn_pass_needs_normalize_msft(const kn_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++)
-        if (is_msft(g->nodes[i]->op)) return true;
+        if (kn_pass_normalize_msft_rewrites(g->nodes[i]->op)) return true;
     return false;
 }
 
