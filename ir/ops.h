@@ -86,6 +86,7 @@ extern const kn_op_impl kn_ops_control[];     /* If, Loop, Scan, Constant, Ident
 extern const kn_op_impl kn_ops_misc[];        /* everything else (RNNs, windows, losses, ...) */
 extern const kn_op_impl kn_ops_fused[];       /* kiln-domain fused ops (FusedConv, FusedMatMul) */
 extern const kn_op_impl kn_ops_contrib_q[];   /* com.microsoft quantization ops (QLinearAdd, QGemm, ...) */
+extern const kn_op_impl kn_ops_contrib_bert[]; /* com.microsoft transformer ops (SkipLayerNormalization, Attention, ...) */
 
 #ifdef __cplusplus
 }

@@ -10,13 +10,16 @@ static kn_op_info k_ops[KN_OP_COUNT] = {
     [KN_OP_UNKNOWN] = {KN_OP_UNKNOWN, "?", "", 0, 0, 0, 0, NULL, NULL},
 #define KN_OP(name, domain, min_in, max_in, min_out, max_out) \
     [KN_OP_##name] = {KN_OP_##name, #name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out) \
+    [KN_OP_##ident] = {KN_OP_##ident, name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
 #include "ops.def"
 #undef KN_OP
+#undef KN_OP_NAMED
 };
 
 static const kn_op_impl *const k_families[] = {
     kn_ops_elementwise, kn_ops_nn, kn_ops_linalg, kn_ops_reduce,
-    kn_ops_movement,    kn_ops_control, kn_ops_misc,  kn_ops_fused, kn_ops_contrib_q,
+    kn_ops_movement,    kn_ops_control, kn_ops_misc,  kn_ops_fused, kn_ops_contrib_q, kn_ops_contrib_bert,
 };
 
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;

@@ -37,13 +37,16 @@ static const kn_pass_info pass_table[] = {
  *     and bias Adds into their primitives first;
  *   - dce last, to drop what the rewrites left unread.
  * -O0 folds only (and inlines the If branches a known condition takes):
- * code generation needs static shapes. */
+ * code generation needs static shapes. normalize-msft comes first at every
+ * level: onnxruntime's contrib ops have no kernels, so no later pass (nor
+ * code generation) may meet them; a --passes list that does not name it
+ * gets it in front. */
 static const char *const default_pipeline[4] = {
-    /* -O0 */ "inline-if,fold-constants",
-    /* -O1 */ "inline-if,fold-constants,fold-shapes,freeze,simplify,dce",
-    /* -O2 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O0 */ "normalize-msft,inline-if,fold-constants",
+    /* -O1 */ "normalize-msft,inline-if,fold-constants,fold-shapes,freeze,simplify,dce",
+    /* -O2 */ "normalize-msft,inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
-    /* -O3 */ "inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
+    /* -O3 */ "normalize-msft,inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
               "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
 };
 
@@ -213,7 +216,9 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     kn_pass_stat *ms = !st && n_const ? stat_for(log, "inferred-constants") : NULL;
     if (ms) ms->runs = 1, ms->nodes_before = m->graph->n_nodes + n_const, ms->nodes_after = m->graph->n_nodes,
             ms->rewrites = n_const;
-    bool autocast_ran = false;
+    bool autocast_ran = false, has_normalize = false;
+    for (int i = 0; i < n; i++) has_normalize |= list[i]->run == kn_pass_normalize_msft;
+    if (!st && !has_normalize && kn_pass_needs_normalize_msft(m->graph)) st = run_one(m, kn_pass_find("normalize-msft"), o, log);
     for (int i = 0; !st && i < n; i++) {
         st = run_one(m, list[i], o, log);
         autocast_ran |= list[i]->run == kn_pass_autocast;

@@ -115,6 +115,13 @@ const char *kn_pass_default_pipeline(int level);
  * On failure the message names the pass. */
 int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *log);
 
+/* True if g holds an onnxruntime contrib op that the normalize-msft pass
+ * rewrites (those ops have no kernels: `kiln run` normalizes such a model
+ * before the reference evaluator runs it). */
+bool kn_pass_needs_normalize_msft(const kn_graph *g);
+/* True if normalize-msft rewrites nodes of op (they run as standard ops). */
+bool kn_pass_normalize_msft_rewrites(kn_op op);
+
 /* For passes: records a near-miss remark (printf-style text). */
 void kn_pass_remark(kn_pass_ctx *ctx, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -38,8 +38,10 @@ extern "C" {
 typedef enum kn_op {
     KN_OP_UNKNOWN = 0,
 #define KN_OP(name, domain, min_in, max_in, min_out, max_out) KN_OP_##name,
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out) KN_OP_##ident,
 #include "ops.def"
 #undef KN_OP
+#undef KN_OP_NAMED
     KN_OP_COUNT
 } kn_op;
 

@@ -29,7 +29,7 @@ set_tests_properties(passes/conv_bn_report passes/decomposed_report passes/conv_
 add_test(NAME passes/compile_flags
          COMMAND sh -c "set -e
 \"$1\" compile --help | grep -q '^  recognize-softmax  *replace Exp'
-\"$1\" compile --help | grep -q '^  -O3  inline-if,recognize-gelu,lower-qdq,fold-constants,'
+\"$1\" compile --help | grep -q '^  -O3  normalize-msft,inline-if,recognize-gelu,lower-qdq,fold-constants,'
 if \"$1\" compile \"$2\" -o \"$3\" --passes dce,frobnicate 2>\"$3.err\"; then exit 1; fi
 grep -q \"unknown pass 'frobnicate'\" \"$3.err\"
 \"$1\" compile \"$2\" -o \"$3\" --passes freeze,fold-batchnorm --print-after fold-batchnorm 2>\"$3.err\"

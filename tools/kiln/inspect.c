@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "eval.h"
 #include "onnx_import.h"
+#include "pass.h"
 #include "text.h"
 
 static void inspect_usage(FILE *f)
@@ -48,7 +49,10 @@ static int count_ops(const kn_graph *g, op_count *hist, int n)
         while (j < n && (strcmp(hist[j].name, node->op_type) || strcmp(hist[j].domain, node->domain))) j++;
         if (j == n) {
             const kn_op_info *oi = node->op ? kn_op_get(node->op) : NULL;
-            hist[n++] = (op_count){node->op_type, node->domain, 0, oi && kn_op_runnable(oi->op)};
+            /* onnxruntime's transformer contrib ops have no kernels but run
+             * as the standard ops normalize-msft makes of them */
+            bool ok = oi && (kn_op_runnable(oi->op) || kn_pass_normalize_msft_rewrites(oi->op));
+            hist[n++] = (op_count){node->op_type, node->domain, 0, ok};
         }
         hist[j].count++;
         for (int a = 0; a < node->n_attrs; a++) {

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "eval.h"
+#include "pass.h"
 #include "kiln/kiln.h"
 #include "kiln/npy.h"
 
@@ -72,6 +73,23 @@ typedef struct run_target {
     bool *required; /* per input: no initializer gives it a default */
 } run_target;
 
+/* onnxruntime's transformer contrib ops (com.microsoft Attention,
+ * SkipLayerNormalization, ...) have no kernels: the normalize-msft pass
+ * rewrites them into the standard ops the evaluator runs, as kiln compile
+ * does first at every -O level. */
+static int normalize_contrib(kn_model *m)
+{
+    if (!kn_pass_needs_normalize_msft(m->graph)) return KN_OK;
+    /* the pass reads shapes (hidden sizes, the mask's form): infer first,
+     * symbolic dims and all */
+    kn_pass_log log = {0};
+    kn_pipeline_opts po = {.opt_level = 0, .passes = "normalize-msft"};
+    int st = kn_graph_infer(m->graph);
+    if (!st) st = kn_pass_run_pipeline(m, &po, &log);
+    kn_pass_log_free(&log);
+    return st;
+}
+
 static int target_open(const char *path, run_target *t)
 {
     *t = (run_target){.path = path};
@@ -81,7 +99,7 @@ static int target_open(const char *path, run_target *t)
         t->n_in = kn_artifact_num_inputs(t->art);
         t->n_out = kn_artifact_num_outputs(t->art);
     } else {
-        if ((st = kn_cli_load_model(path, true, &t->m))) return st;
+        if ((st = kn_cli_load_model(path, true, &t->m)) || (st = normalize_contrib(t->m))) return st;
         t->n_in = t->m->graph->n_inputs;
         t->n_out = t->m->graph->n_outputs;
     }
