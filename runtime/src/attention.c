@@ -31,8 +31,10 @@ static void state_free(void *p)
 static const kn_attn_kern *pick_kernels(void)
 {
     if (kn_config_attention_path() == KN_KERNEL_PATH_PORTABLE) return &kn_attn_kern_portable;
-    uint64_t f = kn_cpu_features(), need = KN_CPU_AVX2 | KN_CPU_FMA;
-    return (f & need) == need && kn_attn_kern_avx2.scores ? &kn_attn_kern_avx2 : &kn_attn_kern_portable;
+    uint64_t f = kn_cpu_features(), avx2 = KN_CPU_AVX2 | KN_CPU_FMA;
+    if ((f & (KN_CPU_AVX512F | avx2)) == (KN_CPU_AVX512F | avx2) && kn_attn_kern_avx512.scores)
+        return &kn_attn_kern_avx512;
+    return (f & avx2) == avx2 && kn_attn_kern_avx2.scores ? &kn_attn_kern_avx2 : &kn_attn_kern_portable;
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -228,7 +230,7 @@ int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_p
         }
     }
     int64_t tasks = dm->B * dm->Hq * r.nqb;
-    os->impl = st->k == &kn_attn_kern_avx2 ? "kiln attention:avx2" : "kiln attention:portable";
+    os->impl = st->k->impl;
     if (tasks == 0) return KN_OK;
     return kn_rt_parallel_for_threads(threads, task_chunk, &r, tasks);
 }

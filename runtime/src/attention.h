@@ -44,7 +44,8 @@ enum {
 
 /* One implementation of the four kernels. */
 typedef struct kn_attn_kern {
-    const char *isa; /* "avx2", "portable": for the profile's kernel name */
+    const char *isa;  /* "avx512", "avx2", "portable" */
+    const char *impl; /* what kiln profile names: "kiln attention:<isa>" */
     /* kt[d ldk + j] = k[j ldr + d] for d < D, j < n, and 0 for n <= j < n8
      * (n rounded up to 8): a block of keys transposed. */
     void (*pack_kt)(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk);
@@ -64,6 +65,9 @@ typedef struct kn_attn_kern {
 } kn_attn_kern;
 
 extern const kn_attn_kern kn_attn_kern_portable;
-extern const kn_attn_kern kn_attn_kern_avx2; /* fields NULL where not built for x86-64 */
+/* The x86 tables' kernels are NULL where not built for x86-64; each runs
+ * only where kn_cpu_features() has its ISA (attention.c, pick_kernels). */
+extern const kn_attn_kern kn_attn_kern_avx2;   /* AVX2 + FMA */
+extern const kn_attn_kern kn_attn_kern_avx512; /* AVX-512F */
 
 #endif

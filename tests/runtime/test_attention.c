@@ -1,17 +1,21 @@
 /*
  * tests/runtime/test_attention.c — the compiled path of ONNX Attention
- * (runtime/src/attention.c, its kernels runtime/src/attention_kern_c.c
- * and runtime/kernels/x86/f32_attention_avx2.c) against the reference
- * kernel (kn_k_attention):
- *  - each kernel table's four kernels against plain sums, on sizes that
- *    are not multiples of their blocks;
+ * (runtime/src/attention.c, its kernels runtime/src/attention_kern_c.c,
+ * runtime/kernels/x86/f32_attention_avx2.c and f32_attention_avx512.c)
+ * against the reference kernel (kn_k_attention):
+ *  - each kernel table the CPU can run (the others skipped, saying why)
+ *    against double sums, on head sizes 1, 7, 64, 80, 128 and others, key
+ *    counts that are no multiple of 8 or 16 and value sizes unlike the
+ *    head size, nothing written past a row;
  *  - whole nodes: 3-D and 4-D forms, grouped-query heads, head sizes that
  *    are no multiple of 8 and a value size unlike the key size, query
  *    lengths that are no multiple of the tiles, key lengths over several
  *    key blocks (the online softmax's rescaling), float masks broadcast
  *    from [B,1,1,T] and [Sq,T], a bool mask, a mask shorter than T,
  *    causal, softcap, nonpad_kv_seqlen (0 included: every key masked),
- *    within 2e-5 of the reference; 1 and 3 threads bitwise equal;
+ *    within 2e-5 of the reference, each under every kernel table the CPU
+ *    can run (the AVX2 one on an AVX-512 CPU by KILN_CPU_MASK); 1 and 3
+ *    threads bitwise equal;
  *  - what it declines (past KV, the extra outputs, KILN_ATTENTION=ref) it
  *    declines without writing, and a bad KILN_ATTENTION is an error.
  */
@@ -29,6 +33,7 @@
 #include "../../runtime/src/attention.h"
 #include "../../runtime/src/config.h"
 #include "../../runtime/src/rt_internal.h"
+#include "test_skip.h"
 
 static uint64_t g_seed = 4242;
 static float frand(void) /* uniform in [-1, 1) */
@@ -37,76 +42,161 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((double)(g_seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static bool has_avx2(void) { return (kn_cpu_features() & (KN_CPU_AVX2 | KN_CPU_FMA)) == (KN_CPU_AVX2 | KN_CPU_FMA); }
+static bool has(uint64_t need) { return (kn_cpu_features() & need) == need; }
 
+enum { AVX2_FMA = KN_CPU_AVX2 | KN_CPU_FMA, MAX_TABLES = 3 };
+
+/* Every kernel table this CPU (and KILN_CPU_MASK) can run, portable first;
+ * a table it cannot run is a skipped part, said once. */
 static int tables(const kn_attn_kern **out)
 {
+    static bool said;
     int n = 0;
     out[n++] = &kn_attn_kern_portable;
-    if (has_avx2() && kn_attn_kern_avx2.scores) out[n++] = &kn_attn_kern_avx2;
+    if (!kn_attn_kern_avx2.scores || !has(AVX2_FMA)) {
+        if (!said) KN_SKIP_PART("no AVX2+FMA (CPU, KILN_CPU_MASK or not x86-64): attention:avx2 not checked");
+    } else out[n++] = &kn_attn_kern_avx2;
+    if (!kn_attn_kern_avx512.scores || !has(KN_CPU_AVX512F | AVX2_FMA)) {
+        if (!said) KN_SKIP_PART("no AVX-512F (CPU, KILN_CPU_MASK or not x86-64): attention:avx512 not checked");
+    } else out[n++] = &kn_attn_kern_avx512;
+    said = true;
     return n;
+}
+
+/* Makes kn_attention_fast pick table k (attention.c, pick_kernels): the
+ * portable one by KILN_ATTENTION, the AVX2 one by masking AVX-512 off. */
+static void select_table(const kn_attn_kern *k, const char *mask0)
+{
+    setenv("KILN_ATTENTION", k == &kn_attn_kern_portable ? "portable" : "auto", 1);
+    if (k == &kn_attn_kern_avx2) setenv("KILN_CPU_MASK", "0x1f", 1); /* SSE4.2, AVX, AVX2, FMA, F16C */
+    else if (mask0) setenv("KILN_CPU_MASK", mask0, 1);
+    else unsetenv("KILN_CPU_MASK");
+}
+
+static float *floats(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* One geometry of the kernel checks: head size D, keys n (any count),
+ * value size dv. */
+typedef struct kgeom {
+    int64_t D, n, dv;
+} kgeom;
+
+/* The four kernels of k on one geometry against double sums, with row
+ * strides wider than the rows, and what lies past each row untouched. */
+static void check_kernels(const kn_attn_kern *k, kgeom g)
+{
+    const float sentinel = 12345.0f;
+    const int64_t D = g.D, n = g.n, dv = g.dv, n8 = (n + 7) / 8 * 8, ldk = n8 + 24, ldr = D + 3;
+    const int64_t ldv = dv + 5, ldo = dv + 3;
+    float *kr = floats((size_t)(n * ldr)), *q = floats((size_t)(4 * D)), *kt = floats((size_t)(D * ldk));
+    float *s = floats((size_t)(4 * ldk)), *v = floats((size_t)(n * ldv)), *o = floats((size_t)(4 * ldo));
+    float *o0 = malloc((size_t)(4 * ldo) * sizeof *o0), *add = floats((size_t)n);
+    float *row = malloc((size_t)n * sizeof *row);
+    assert_non_null(o0), assert_non_null(row);
+
+    /* pack_kt: keys n8 .. ldk keep what was there */
+    for (int64_t i = 0; i < D * ldk; i++) kt[i] = sentinel;
+    k->pack_kt(kr, ldr, n, D, kt, ldk);
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t j = 0; j < ldk; j++) {
+            float want = j < n ? kr[j * ldr + d] : j < n8 ? 0.0f : sentinel;
+            if (kt[d * ldk + j] != want)
+                fail_msg("%s pack_kt D=%lld n=%lld: kt[%lld][%lld] = %g, want %g", k->isa, (long long)D,
+                         (long long)n, (long long)d, (long long)j, kt[d * ldk + j], want);
+        }
+
+    /* scores over the padded block (n8 keys) */
+    for (int64_t i = 0; i < 4 * ldk; i++) s[i] = sentinel;
+    k->scores(q, D, kt, ldk, n8, s);
+    for (int r = 0; r < 4; r++)
+        for (int64_t j = 0; j < ldk; j++) {
+            double w = 0, mag = 0;
+            for (int64_t d = 0; d < D && j < n8; d++) {
+                w += (double)q[r * D + d] * kt[d * ldk + j];
+                mag += fabs((double)q[r * D + d] * kt[d * ldk + j]);
+            }
+            float got = s[r * ldk + j];
+            if (j >= n8 ? got != sentinel : fabs(got - w) > 1e-6 * (1 + mag))
+                fail_msg("%s scores D=%lld n=%lld: s[%d][%lld] = %.9g, want %.9g", k->isa, (long long)D,
+                         (long long)n, r, (long long)j, got, j >= n8 ? sentinel : w);
+        }
+
+    /* softmax_step over n keys (not a multiple of the lanes), a mask added,
+     * scores of a few units so that the weights span several decades */
+    for (int64_t j = 0; j < n; j++) row[j] = s[j] = 6 * frand();
+    float m = -INFINITY, sum = k->softmax_step(s, add, n, &m);
+    double mx = -INFINITY, wsum = 0;
+    for (int64_t j = 0; j < n; j++) mx = row[j] + add[j] > mx ? row[j] + add[j] : mx;
+    assert_true(m == (float)mx);
+    for (int64_t j = 0; j < n; j++) {
+        double e = exp((double)(row[j] + add[j]) - mx);
+        if (fabs(s[j] - e) > 2e-7 * (e > 1 ? e : 1))
+            fail_msg("%s softmax_step n=%lld: p[%lld] = %.9g, want %.9g", k->isa, (long long)n, (long long)j, s[j], e);
+        wsum += e;
+    }
+    assert_true(fabs(sum - wsum) < 1e-6 * wsum * (1 + n / 64.0));
+
+    /* pv over the n keys, accumulating into o; columns past dv untouched */
+    for (int64_t i = 0; i < 4 * ldo; i++) o0[i] = o[i] = (i % ldo) < dv ? frand() : sentinel;
+    for (int64_t i = 0; i < 4 * ldk; i++) s[i] = (frand() + 1) / 2;
+    k->pv(s, ldk, n, v, ldv, dv, o, ldo);
+    for (int r = 0; r < 4; r++)
+        for (int64_t e = 0; e < ldo; e++) {
+            double w = o0[r * ldo + e], mag = fabs(w);
+            for (int64_t j = 0; j < n && e < dv; j++) {
+                w += (double)s[r * ldk + j] * v[j * ldv + e];
+                mag += fabs((double)s[r * ldk + j] * v[j * ldv + e]);
+            }
+            float got = o[r * ldo + e];
+            if (e >= dv ? got != sentinel : fabs(got - w) > 1e-6 * (1 + mag))
+                fail_msg("%s pv n=%lld dv=%lld: o[%d][%lld] = %.9g, want %.9g", k->isa, (long long)n, (long long)dv, r,
+                         (long long)e, got, w);
+        }
+    free(kr), free(q), free(kt), free(s), free(v), free(o), free(o0), free(add), free(row);
 }
 
 static void test_kernels(void **state)
 {
     (void)state;
-    const kn_attn_kern *ks[2];
+    const kn_attn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
-    enum { D = 20, LD = 48, N = 40, DV = 27 };
-    float q[4 * D], kt[D * LD], s[4 * LD], p[4 * LD], v[N * DV], o[4 * DV], want[4 * DV];
+    /* head sizes 1, 7, 64, 80, 128 and others that are no multiple of 8 or
+     * 16; key counts below one vector, between the tiles' widths, and a
+     * whole block; value sizes unlike the head size */
+    static const kgeom geoms[] = {
+        {1, 1, 1},    {1, 13, 7},   {7, 37, 1},     {7, 8, 16},    {20, 40, 27},   {64, 256, 64},
+        {64, 250, 80}, {80, 100, 64}, {80, 17, 80}, {128, 200, 128}, {128, 56, 33}, {33, 255, 129},
+    };
     for (int ki = 0; ki < nk; ki++) {
         const kn_attn_kern *k = ks[ki];
-        for (int i = 0; i < 4 * D; i++) q[i] = frand();
-        for (int i = 0; i < D * LD; i++) kt[i] = frand();
-        k->scores(q, D, kt, LD, N, s);
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < N; j++) {
-                double w = 0;
-                for (int d = 0; d < D; d++) w += (double)q[r * D + d] * kt[d * LD + j];
-                assert_true(fabs(s[r * LD + j] - w) < 1e-5);
-            }
-        /* pack_kt: a head size and a key count with tails */
-        static float kr[37 * 29], kp[D * LD];
-        for (int i = 0; i < 37 * 29; i++) kr[i] = frand();
-        memset(kp, 0x7f, sizeof kp);
-        k->pack_kt(kr, 29, 37, D, kp, LD);
-        for (int d = 0; d < D; d++)
-            for (int j = 0; j < 40; j++) assert_true(kp[d * LD + j] == (j < 37 ? kr[j * 29 + d] : 0.0f));
-        /* softmax_step: a mask added, masked keys, values far below the
-         * maximum, a running maximum above the block's */
-        float add[37], saved[37];
+        for (size_t g = 0; g < sizeof geoms / sizeof geoms[0]; g++) check_kernels(k, geoms[g]);
+        /* softmax_step's edges: masked keys and scores far below the
+         * maximum weigh 0, a running maximum above the block's stays, a
+         * block with every key masked, a NaN */
+        float p[37], add[37], saved[37];
         for (int j = 0; j < 37; j++) p[j] = 8 * frand(), add[j] = frand();
         p[3] = -INFINITY, p[30] = -200;
         memcpy(saved, p, sizeof saved);
-        float m = -INFINITY, sum = k->softmax_step(p, add, 37, &m);
-        double mx = -INFINITY, wsum = 0;
-        for (int j = 0; j < 37; j++) mx = saved[j] + add[j] > mx ? saved[j] + add[j] : mx;
-        assert_true(m == (float)mx);
-        for (int j = 0; j < 37; j++) {
-            double e = exp((double)(saved[j] + add[j]) - mx);
-            assert_true(fabs(p[j] - e) <= 2e-7 * (e > 1 ? e : 1));
-            wsum += e;
-        }
+        float m = -INFINITY;
+        k->softmax_step(p, add, 37, &m);
         assert_true(p[3] == 0 && p[30] == 0);
-        assert_true(fabs(sum - wsum) < 1e-5 * wsum);
-        m = 100, sum = k->softmax_step(memcpy(p, saved, sizeof saved), NULL, 37, &m);
+        m = 100;
+        float sum = k->softmax_step(memcpy(p, saved, sizeof saved), NULL, 37, &m);
         assert_true(m == 100 && sum < 1e-30);
         for (int j = 0; j < 11; j++) p[j] = -INFINITY;
         m = -INFINITY;
         assert_true(k->softmax_step(p, NULL, 11, &m) == 0 && m == -INFINITY && p[0] == 0 && p[10] == 0);
         p[5] = NAN, m = 0;
         assert_true(isnan(k->softmax_step(p, NULL, 11, &m)) && isnan(m));
-        /* pv accumulates into what o holds */
-        for (int i = 0; i < 4 * LD; i++) p[i] = frand();
-        for (int i = 0; i < N * DV; i++) v[i] = frand();
-        for (int i = 0; i < 4 * DV; i++) o[i] = want[i] = frand();
-        k->pv(p, LD, 33, v, DV, DV, o, DV);
-        for (int r = 0; r < 4; r++)
-            for (int e = 0; e < DV; e++) {
-                double w = want[r * DV + e];
-                for (int j = 0; j < 33; j++) w += (double)p[r * LD + j] * v[j * DV + e];
-                assert_true(fabs(o[r * DV + e] - w) < 1e-5);
-            }
+        for (int j = 0; j < 37; j++) p[j] = frand();
+        p[36] = NAN, m = 0; /* in a tail lane */
+        assert_true(isnan(k->softmax_step(p, NULL, 37, &m)) && isnan(m));
     }
 }
 
@@ -165,10 +255,13 @@ static void run_case(const acase *c)
     assert_int_equal(kn_tensor_alloc(&ref, KN_F32, c->three_d ? 3 : 4, yd), KN_OK);
     assert_int_equal(kn_k_attention(&dm, &pr, &q, &k, &v, mp, NULL, NULL, npp, &ref, NULL, NULL, NULL), KN_OK);
 
-    const kn_attn_kern *ks[2];
+    const kn_attn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
+    const char *mask0 = getenv("KILN_CPU_MASK");
+    char saved_mask[64];
+    if (mask0) mask0 = strncpy(saved_mask, mask0, sizeof saved_mask - 1), saved_mask[sizeof saved_mask - 1] = 0;
     for (int ki = 0; ki < nk; ki++) {
-        setenv("KILN_ATTENTION", ks[ki] == &kn_attn_kern_portable ? "portable" : "auto", 1);
+        select_table(ks[ki], mask0);
         kn_op_session s1 = {.threads = 1}, s3 = {.threads = 3};
         assert_int_equal(kn_tensor_alloc(&y1, KN_F32, ref.rank, ref.dims), KN_OK);
         assert_int_equal(kn_tensor_alloc(&y3, KN_F32, ref.rank, ref.dims), KN_OK);
@@ -188,12 +281,12 @@ static void run_case(const acase *c)
         }
         if (worst > 2e-5) fail_msg("%s (%s kernels): max abs error %.3g", c->what, ks[ki]->isa, worst);
         assert_memory_equal(y1.data, y3.data, (size_t)kn_tensor_numel(&ref) * sizeof(float));
-        assert_string_equal(s1.impl, ks[ki] == &kn_attn_kern_portable ? "kiln attention:portable"
-                                                                      : "kiln attention:avx2");
+        assert_string_equal(s1.impl, ks[ki]->impl);
         s1.free_state(s1.state), s3.free_state(s3.state);
         kn_tensor_free(&y1), kn_tensor_free(&y3);
     }
     unsetenv("KILN_ATTENTION");
+    select_table(&kn_attn_kern_avx512, mask0); /* KILN_CPU_MASK as it was */
     kn_tensor_free(&q), kn_tensor_free(&k), kn_tensor_free(&v), kn_tensor_free(&ref);
     if (c->mask) kn_tensor_free(&mask);
     if (c->nonpad) kn_tensor_free(&np);
@@ -211,6 +304,11 @@ static void test_nodes(void **state)
         {"bool mask, softcap", 1, 2, 2, 11, 300, 8, 8, false, false, 5.0, 3, false},
         {"short mask, nonpad", 3, 2, 1, 6, 45, 12, 28, true, false, 0, 4, true},
         {"cross attention Sq=1, causal", 2, 4, 4, 1, 77, 64, 64, false, true, 0, 1, false},
+        {"D=1, Dv=7", 1, 2, 2, 9, 23, 1, 7, false, false, 0, 2, false},
+        {"D=7, Dv=1, 2 key blocks", 1, 1, 1, 13, 300, 7, 1, true, false, 0, 1, false},
+        {"D=80, Dv=64, GQA", 1, 4, 2, 21, 261, 80, 64, true, false, 0, 1, false},
+        {"D=128, Dv=80, causal", 1, 2, 2, 19, 100, 128, 80, false, true, 0, 0, false},
+        {"D=64, Dv=128, short mask", 2, 2, 2, 10, 47, 64, 128, false, false, 0, 4, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 }
@@ -246,5 +344,5 @@ int main(void)
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_declines),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return kn_test_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
