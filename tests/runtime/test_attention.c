@@ -87,6 +87,14 @@ typedef struct kgeom {
     int64_t D, n, dv;
 } kgeom;
 
+/* head sizes 1, 7, 64, 80, 128 and others that are no multiple of 8 or 16;
+ * key counts below one vector, between the tiles' widths, and a whole
+ * block; value sizes unlike the head size */
+static const kgeom kgeoms[] = {
+    {1, 1, 1},     {1, 13, 7},    {7, 37, 1},     {7, 8, 16},      {20, 40, 27},  {64, 256, 64},
+    {64, 250, 80}, {80, 100, 64}, {80, 17, 80},   {128, 200, 128}, {128, 56, 33}, {33, 255, 129},
+};
+
 /* The four kernels of k on one geometry against double sums, with row
  * strides wider than the rows, and what lies past each row untouched. */
 static void check_kernels(const kn_attn_kern *k, kgeom g)
@@ -166,16 +174,9 @@ static void test_kernels(void **state)
     (void)state;
     const kn_attn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
-    /* head sizes 1, 7, 64, 80, 128 and others that are no multiple of 8 or
-     * 16; key counts below one vector, between the tiles' widths, and a
-     * whole block; value sizes unlike the head size */
-    static const kgeom geoms[] = {
-        {1, 1, 1},    {1, 13, 7},   {7, 37, 1},     {7, 8, 16},    {20, 40, 27},   {64, 256, 64},
-        {64, 250, 80}, {80, 100, 64}, {80, 17, 80}, {128, 200, 128}, {128, 56, 33}, {33, 255, 129},
-    };
     for (int ki = 0; ki < nk; ki++) {
         const kn_attn_kern *k = ks[ki];
-        for (size_t g = 0; g < sizeof geoms / sizeof geoms[0]; g++) check_kernels(k, geoms[g]);
+        for (size_t g = 0; g < sizeof kgeoms / sizeof kgeoms[0]; g++) check_kernels(k, kgeoms[g]);
         /* softmax_step's edges: masked keys and scores far below the
          * maximum weigh 0, a running maximum above the block's stays, a
          * block with every key masked, a NaN */
@@ -200,6 +201,100 @@ static void test_kernels(void **state)
     }
 }
 
+/* ---- the bf16 table (autocast's Attention) ---- */
+
+static bool has_bf16_table(void)
+{
+    static bool said;
+    bool ok = kn_attn_kern_avx512_bf16.scores && has(KN_CPU_AVX512F | KN_CPU_AVX512BF16 | AVX2_FMA);
+    if (!ok && !said)
+        KN_SKIP_PART("no AVX512-BF16 (CPU, KILN_CPU_MASK or not x86-64): attention:avx512-bf16 not checked");
+    said = true;
+    return ok;
+}
+
+/* x rounded to bf16 as vcvtne2ps2bf16 does (nearest, ties to even; the
+ * test's values are neither NaN nor denormal): its upper 16 bits. */
+static uint32_t bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+static float bf16_round(float x)
+{
+    uint32_t u = bf16_bits(x) << 16;
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+}
+
+/* The pair word of elements 2p and 2p + 1 of the n values at x (0 past n). */
+static uint32_t pair_word(const float *x, int64_t p, int64_t n)
+{
+    return bf16_bits(x[2 * p]) | (2 * p + 1 < n ? bf16_bits(x[2 * p + 1]) << 16 : 0u);
+}
+
+static uint32_t word_at(const float *p)
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return u;
+}
+
+/* The bf16 table on one geometry: pack_q and pack_kt bit for bit against
+ * the rounding above, scores within f32 summation error of double sums of
+ * the rounded operands (unrounded, the error would be about 1e-3 of the
+ * magnitude: the tolerance tells the two apart). */
+static void check_bf16_kernels(kgeom g)
+{
+    const kn_attn_kern *k = &kn_attn_kern_avx512_bf16;
+    const float sentinel = 12345.0f;
+    const int64_t D = g.D, n = g.n, Dp = (D + 1) / 2, n8 = (n + 7) / 8 * 8, ldk = n8 + 24, ldr = D + 3;
+    float *kr = floats((size_t)(n * ldr)), *q = floats((size_t)(4 * D)), *q0 = malloc((size_t)(4 * D) * sizeof *q0);
+    float *kt = floats((size_t)(Dp * ldk)), *s = floats((size_t)(4 * ldk));
+    assert_non_null(q0);
+    memcpy(q0, q, (size_t)(4 * D) * sizeof *q);
+    k->pack_q(q, 4, D);
+    for (int r = 0; r < 4; r++)
+        for (int64_t p = 0; p < Dp; p++) assert_true(word_at(q + r * D + p) == pair_word(q0 + r * D, p, D));
+
+    for (int64_t i = 0; i < Dp * ldk; i++) kt[i] = sentinel;
+    k->pack_kt(kr, ldr, n, D, kt, ldk);
+    for (int64_t p = 0; p < Dp; p++)
+        for (int64_t j = 0; j < ldk; j++) {
+            float *at = kt + p * ldk + j;
+            bool ok = j < n ? word_at(at) == pair_word(kr + j * ldr, p, D) : j < n8 ? *at == 0.0f : *at == sentinel;
+            if (!ok) fail_msg("avx512-bf16 pack_kt D=%lld n=%lld: word (%lld, %lld) = 0x%08x", (long long)D,
+                              (long long)n, (long long)p, (long long)j, word_at(at));
+        }
+
+    for (int64_t i = 0; i < 4 * ldk; i++) s[i] = sentinel;
+    k->scores(q, D, kt, ldk, n8, s);
+    for (int r = 0; r < 4; r++)
+        for (int64_t j = 0; j < ldk; j++) {
+            double w = 0, mag = 0;
+            for (int64_t d = 0; d < D && j < n; d++) {
+                double t = (double)bf16_round(q0[r * D + d]) * bf16_round(kr[j * ldr + d]);
+                w += t, mag += fabs(t);
+            }
+            float got = s[r * ldk + j];
+            if (j >= n8 ? got != sentinel : fabs(got - w) > 1e-6 * (1 + mag))
+                fail_msg("avx512-bf16 scores D=%lld n=%lld: s[%d][%lld] = %.9g, want %.9g", (long long)D, (long long)n,
+                         r, (long long)j, got, j >= n8 ? sentinel : w);
+        }
+    free(kr), free(q), free(q0), free(kt), free(s);
+}
+
+
+static void test_bf16_kernels(void **state)
+{
+    (void)state;
+    if (!has_bf16_table()) skip();
+    for (size_t g = 0; g < sizeof kgeoms / sizeof kgeoms[0]; g++) check_bf16_kernels(kgeoms[g]);
+}
+
 /* One Attention node's geometry and options. */
 typedef struct acase {
     const char *what;
@@ -218,6 +313,57 @@ static void fill(kn_tensor *t, kn_dtype dt, int rank, const int64_t *dims)
         if (dt == KN_F32) ((float *)t->data)[i] = frand();
         else ((uint8_t *)t->data)[i] = frand() > -0.6f; /* 80% attend */
     }
+}
+
+static double max_abs_error(const kn_tensor *y, const kn_tensor *ref)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < kn_tensor_numel(ref); i++) {
+        float a = ((float *)y->data)[i], r = ((float *)ref->data)[i];
+        if (isnan(r)) {
+            assert_true(isnan(a));
+            continue;
+        }
+        double e = fabs((double)a - r);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/* The node with compute bf16 (autocast): against the f32 reference within
+ * what bf16 scores allow, and, where the scale is a power of two (so that
+ * rounding Q after the scale is rounding it before), against the
+ * reference run on Q and K rounded to bf16 within the f32 tolerance: the
+ * only difference then is the order of the f32 sums. */
+static void check_bf16_node(const acase *c, const kn_attn_dims *dm, const kn_attn_params *pr, const kn_tensor *q,
+                            const kn_tensor *k, const kn_tensor *v, const kn_tensor *mp, const kn_tensor *npp,
+                            const kn_tensor *ref)
+{
+    kn_tensor y1, y3, qr, kr, refr;
+    kn_op_session s1 = {.threads = 1}, s3 = {.threads = 3};
+    assert_int_equal(kn_tensor_alloc(&y1, KN_F32, ref->rank, ref->dims), KN_OK);
+    assert_int_equal(kn_tensor_alloc(&y3, KN_F32, ref->rank, ref->dims), KN_OK);
+    assert_int_equal(kn_attention_fast(&s1, dm, pr, q, k, v, mp, NULL, npp, &y1, false, KN_BF16), KN_OK);
+    assert_int_equal(kn_attention_fast(&s3, dm, pr, q, k, v, mp, NULL, npp, &y3, false, KN_BF16), KN_OK);
+    assert_string_equal(s1.impl, "kiln attention:avx512-bf16");
+    assert_memory_equal(y1.data, y3.data, (size_t)kn_tensor_numel(ref) * sizeof(float));
+    double worst = max_abs_error(&y1, ref);
+    if (worst > 1e-2) fail_msg("%s (bf16 scores): max abs error %.3g against f32", c->what, worst);
+    double sc = pr->scale, e2 = log2(sc);
+    if (e2 == floor(e2)) {
+        assert_int_equal(kn_tensor_alloc(&qr, KN_F32, q->rank, q->dims), KN_OK);
+        assert_int_equal(kn_tensor_alloc(&kr, KN_F32, k->rank, k->dims), KN_OK);
+        assert_int_equal(kn_tensor_alloc(&refr, KN_F32, ref->rank, ref->dims), KN_OK);
+        for (int64_t i = 0; i < kn_tensor_numel(q); i++) ((float *)qr.data)[i] = bf16_round(((float *)q->data)[i]);
+        for (int64_t i = 0; i < kn_tensor_numel(k); i++) ((float *)kr.data)[i] = bf16_round(((float *)k->data)[i]);
+        assert_int_equal(kn_k_attention(dm, pr, &qr, &kr, v, mp, NULL, NULL, npp, &refr, NULL, NULL, NULL), KN_OK);
+        double w = max_abs_error(&y1, &refr);
+        if (w > 2e-5) fail_msg("%s (bf16 scores): max abs error %.3g against bf16-rounded Q, K", c->what, w);
+        kn_tensor_free(&qr), kn_tensor_free(&kr), kn_tensor_free(&refr);
+    }
+    if (getenv("KILN_TEST_VERBOSE")) printf("%s: bf16 max abs error %.3g against f32\n", c->what, worst);
+    s1.free_state(s1.state), s3.free_state(s3.state);
+    kn_tensor_free(&y1), kn_tensor_free(&y3);
 }
 
 static void run_case(const acase *c)
@@ -265,10 +411,10 @@ static void run_case(const acase *c)
         kn_op_session s1 = {.threads = 1}, s3 = {.threads = 3};
         assert_int_equal(kn_tensor_alloc(&y1, KN_F32, ref.rank, ref.dims), KN_OK);
         assert_int_equal(kn_tensor_alloc(&y3, KN_F32, ref.rank, ref.dims), KN_OK);
-        assert_int_equal(kn_attention_fast(&s1, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y1, false), KN_OK);
-        assert_int_equal(kn_attention_fast(&s3, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y3, false), KN_OK);
+        assert_int_equal(kn_attention_fast(&s1, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y1, false, 0), KN_OK);
+        assert_int_equal(kn_attention_fast(&s3, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y3, false, 0), KN_OK);
         /* a second run reuses the scratch */
-        assert_int_equal(kn_attention_fast(&s3, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y3, false), KN_OK);
+        assert_int_equal(kn_attention_fast(&s3, &dm, &pr, &q, &k, &v, mp, NULL, npp, &y3, false, 0), KN_OK);
         double worst = 0;
         for (int64_t i = 0; i < kn_tensor_numel(&ref); i++) {
             float a = ((float *)y1.data)[i], r = ((float *)ref.data)[i];
@@ -287,6 +433,7 @@ static void run_case(const acase *c)
     }
     unsetenv("KILN_ATTENTION");
     select_table(&kn_attn_kern_avx512, mask0); /* KILN_CPU_MASK as it was */
+    if (has_bf16_table()) check_bf16_node(c, &dm, &pr, &q, &k, &v, mp, npp, &ref);
     kn_tensor_free(&q), kn_tensor_free(&k), kn_tensor_free(&v), kn_tensor_free(&ref);
     if (c->mask) kn_tensor_free(&mask);
     if (c->nonpad) kn_tensor_free(&np);
@@ -324,10 +471,10 @@ static void test_declines(void **state)
     fill(&v, KN_F32, 4, (int64_t[]){1, 1, 2, 4});
     assert_int_equal(kn_tensor_alloc(&y, KN_F32, 4, (int64_t[]){1, 1, 2, 4}), KN_OK);
     kn_op_session s = {.threads = 1};
-    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, &k, NULL, &y, false), KN_ERR_UNSUPPORTED);
-    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, true), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, &k, NULL, &y, false, 0), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, true, 0), KN_ERR_UNSUPPORTED);
     setenv("KILN_ATTENTION", "ref", 1);
-    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false, 0), KN_ERR_UNSUPPORTED);
     assert_null(s.state);
     assert_int_equal(kn_config_check_attention(), KN_OK);
     setenv("KILN_ATTENTION", "flash", 1);
@@ -341,6 +488,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels),
+        cmocka_unit_test(test_bf16_kernels),
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_declines),
     };

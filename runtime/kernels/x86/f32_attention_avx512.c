@@ -21,15 +21,9 @@
 #include <string.h>
 
 #include "attention.h"
+#include "attention_avx512.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define INLINE static inline __attribute__((always_inline))
-
-/* Lanes 0 .. n-1 set (all 16 for n >= 16). */
-INLINE __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* exp(x) for x <= 0 (scores minus their maximum) as exp8 of the AVX2
  * kernel: below -87 the result is 0, so masked keys weigh nothing. */
@@ -82,38 +76,10 @@ AVX512 static void scores_avx512(const float *q, int64_t D, const float *kt, int
     int64_t j = 0;
     for (; j + 48 <= n; j += 48) scores_tile(3, q, D, kt + j, ldk, s + j, 0xFFFF);
     int64_t left = n - j; /* a multiple of 8 below 48 */
-    __mmask16 mk = lanes(left - (left - 1) / 16 * 16);
+    __mmask16 mk = kn_attn512_lanes(left - (left - 1) / 16 * 16);
     if (left > 32) scores_tile(3, q, D, kt + j, ldk, s + j, mk);
     else if (left > 16) scores_tile(2, q, D, kt + j, ldk, s + j, mk);
     else if (left > 0) scores_tile(1, q, D, kt + j, ldk, s + j, mk);
-}
-
-/* Rows 0 .. 15 of r (16 lanes each) transposed in place: r[i] lane c
- * becomes r[c] lane i. Three rounds: pairs of rows interleaved, then
- * 4 x 4 blocks within each 128-bit lane, then the 128-bit lanes moved. */
-AVX512 INLINE void transpose16(__m512 r[16])
-{
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4g + c] holds, in 128-bit lane L, column 4L + c of rows 4g .. 4g+3 */
-    for (int g = 0; g < 16; g += 4) {
-        u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
-        u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
-        u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-        u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        __m512 y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);      /* column c: lane 0 of every u */
-        r[4 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);  /* column 4 + c: lane 1 */
-        r[8 + c] = _mm512_shuffle_f32x4(x0, y0, 0xDD);  /* column 8 + c: lane 2 */
-        r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xDD); /* column 12 + c: lane 3 */
-    }
 }
 
 /* kt[d ldk + j] = k[j ldr + d] for nd <= 16 head dims and nj <= 16 keys,
@@ -122,9 +88,9 @@ AVX512 INLINE void transpose16(__m512 r[16])
 AVX512 INLINE void pack16(const float *k, int64_t ldr, int nj, int nd, float *kt, int64_t ldk, __mmask16 mj)
 {
     __m512 r[16];
-    __mmask16 md = lanes(nd);
+    __mmask16 md = kn_attn512_lanes(nd);
     for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
-    transpose16(r);
+    kn_attn512_transpose16(r);
     for (int d = 0; d < nd; d++) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
 }
 
@@ -133,7 +99,7 @@ AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_
     int64_t n8 = (n + 7) / 8 * 8;
     for (int64_t j = 0; j < n8; j += 16) {
         int nj = n - j < 16 ? (int)(n - j) : 16;
-        __mmask16 mj = lanes(n8 - j);
+        __mmask16 mj = kn_attn512_lanes(n8 - j);
         int64_t d = 0;
         if (nj == 16 && mj == 0xFFFF)
             for (; d + 16 <= D; d += 16) pack16(k + j * ldr + d, ldr, 16, 16, kt + d * ldk + j, ldk, 0xFFFF);
@@ -142,13 +108,13 @@ AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_
     }
 }
 
-AVX512 static float softmax_step_avx512(float *s, const float *add, int64_t n, float *m)
+AVX512 float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 vmax = ninf;
     __mmask16 nan = 0;
     for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 mk = lanes(n - j);
+        __mmask16 mk = kn_attn512_lanes(n - j);
         __m512 x = _mm512_mask_loadu_ps(ninf, mk, s + j); /* masked lanes are -inf: no effect on the max */
         if (add) {
             x = _mm512_add_ps(x, _mm512_mask_loadu_ps(_mm512_setzero_ps(), mk, add + j));
@@ -166,7 +132,7 @@ AVX512 static float softmax_step_avx512(float *s, const float *add, int64_t n, f
     }
     __m512 vm = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 mk = lanes(n - j);
+        __mmask16 mk = kn_attn512_lanes(n - j);
         /* masked lanes load -inf, so their exp is 0 and adds nothing */
         __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mk, s + j), vm));
         _mm512_mask_storeu_ps(s + j, mk, e);
@@ -202,13 +168,13 @@ AVX512 INLINE void pv_tile(const int nv, const float *p, int64_t ldp, int64_t n,
         }
 }
 
-AVX512 static void pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
+AVX512 void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
                              float *o, int64_t ldo)
 {
     int64_t e = 0;
     for (; e + 64 <= dv; e += 64) pv_tile(4, p, ldp, n, v + e, ldv, o + e, ldo, 0xFFFF);
     int64_t left = dv - e;
-    __mmask16 mk = lanes(left - (left - 1) / 16 * 16);
+    __mmask16 mk = kn_attn512_lanes(left - (left - 1) / 16 * 16);
     if (left > 48) pv_tile(4, p, ldp, n, v + e, ldv, o + e, ldo, mk);
     else if (left > 32) pv_tile(3, p, ldp, n, v + e, ldv, o + e, ldo, mk);
     else if (left > 16) pv_tile(2, p, ldp, n, v + e, ldv, o + e, ldo, mk);
@@ -219,8 +185,8 @@ const kn_attn_kern kn_attn_kern_avx512 = {.isa = "avx512",
                                           .impl = "kiln attention:avx512",
                                           .pack_kt = pack_kt_avx512,
                                           .scores = scores_avx512,
-                                          .softmax_step = softmax_step_avx512,
-                                          .pv = pv_avx512};
+                                          .softmax_step = kn_attn_softmax_step_avx512,
+                                          .pv = kn_attn_pv_avx512};
 
 #else
 
