@@ -59,11 +59,12 @@ AVX512BF16 static void pack_kt_bf16(const float *k, int64_t ldr, int64_t n, int6
         __mmask16 mj = kn_attn512_lanes(n8 - j); /* up to the block's end rounded to 8 */
         for (int64_t p = 0; p < Dp; p += 16) {
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
+            UNROLL for (int i = 0; i < 16; i++)
                 r[i] = i < nj ? pairs32(k + (j + i) * ldr + 2 * p, D - 2 * p) : _mm512_setzero_ps();
             kn_attn512_transpose16(r);
             int64_t np = Dp - p < 16 ? Dp - p : 16;
-            for (int i = 0; i < np; i++) _mm512_mask_storeu_ps(kt + (p + i) * ldk + j, mj, r[i]);
+            UNROLL for (int i = 0; i < 16; i++) /* a constant count: r stays in registers */
+                if (i < np) _mm512_mask_storeu_ps(kt + (p + i) * ldk + j, mj, r[i]);
         }
     }
 }
@@ -74,20 +75,20 @@ AVX512BF16 INLINE void scores_tile(const int nv, const float *q, int64_t D, int6
                                    int64_t ldk, float *s, __mmask16 mk)
 {
     __m512 acc[4][3];
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t p = 0; p < Dp; p++, kt += ldk) {
         __m512bh kv[3];
-        for (int c = 0; c < nv; c++)
+        UNROLL for (int c = 0; c < nv; c++)
             kv[c] = (__m512bh)(c == nv - 1 ? _mm512_maskz_loadu_ps(mk, kt + 16 * c) : _mm512_loadu_ps(kt + 16 * c));
-        for (int r = 0; r < 4; r++) {
+        UNROLL for (int r = 0; r < 4; r++) {
             /* the row's pair p, its bits broadcast as they are */
             __m512bh b = (__m512bh)_mm512_set1_ps(q[r * D + p]);
-            for (int c = 0; c < nv; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], b, kv[c]);
+            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], b, kv[c]);
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++) {
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(s + r * ldk + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(s + r * ldk + 16 * c, acc[r][c]);
         }

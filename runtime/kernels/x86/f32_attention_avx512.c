@@ -53,19 +53,19 @@ AVX512 INLINE void scores_tile(const int nv, const float *q, int64_t D, const fl
                                __mmask16 mk)
 {
     __m512 acc[4][3];
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t d = 0; d < D; d++, kt += ldk) {
         __m512 kv[3];
-        for (int c = 0; c < nv; c++)
+        UNROLL for (int c = 0; c < nv; c++)
             kv[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, kt + 16 * c) : _mm512_loadu_ps(kt + 16 * c);
-        for (int r = 0; r < 4; r++) {
+        UNROLL for (int r = 0; r < 4; r++) {
             __m512 b = _mm512_set1_ps(q[r * D + d]);
-            for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, kv[c], acc[r][c]);
+            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, kv[c], acc[r][c]);
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++) {
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(s + r * ldk + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(s + r * ldk + 16 * c, acc[r][c]);
         }
@@ -89,9 +89,10 @@ AVX512 INLINE void pack16(const float *k, int64_t ldr, int nj, int nd, float *kt
 {
     __m512 r[16];
     __mmask16 md = kn_attn512_lanes(nd);
-    for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
+    UNROLL for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
     kn_attn512_transpose16(r);
-    for (int d = 0; d < nd; d++) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
+    UNROLL for (int d = 0; d < 16; d++) /* a constant count: r stays in registers */
+        if (d < nd) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
 }
 
 AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk)
@@ -148,21 +149,21 @@ AVX512 INLINE void pv_tile(const int nv, const float *p, int64_t ldp, int64_t n,
                            float *o, int64_t ldo, __mmask16 mk)
 {
     __m512 acc[4][4];
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++)
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++)
             acc[r][c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, o + r * ldo + 16 * c)
                                     : _mm512_loadu_ps(o + r * ldo + 16 * c);
     for (int64_t j = 0; j < n; j++, v += ldv) {
         __m512 x[4];
-        for (int c = 0; c < nv; c++)
+        UNROLL for (int c = 0; c < nv; c++)
             x[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, v + 16 * c) : _mm512_loadu_ps(v + 16 * c);
-        for (int r = 0; r < 4; r++) {
+        UNROLL for (int r = 0; r < 4; r++) {
             __m512 b = _mm512_set1_ps(p[r * ldp + j]);
-            for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, x[c], acc[r][c]);
+            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, x[c], acc[r][c]);
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < nv; c++) {
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(o + r * ldo + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
         }
