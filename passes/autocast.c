@@ -20,8 +20,9 @@
  * ones f32: a product or convolution from whose output no other one can be
  * reached (the classifier of a CNN, the last projection of an encoder),
  * the layer AMP recipes leave in full precision because its output is the
- * answer. Runs last in the pipeline (kn_pass_run_pipeline appends it), on
- * the nodes the fusions left.
+ * answer; an Attention node counts as a product here, in the remark too.
+ * Runs last in the pipeline (kn_pass_run_pipeline appends it), on the
+ * nodes the fusions left.
  */
 #include <stdlib.h>
 
@@ -76,8 +77,8 @@ int kn_pass_autocast(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         kn_node *n = g->nodes[i];
         if (!candidate(n) || n->compute == KN_BF16) continue;
         if (ctx->precision == KN_PRECISION_MIXED && !feeds[n->outputs[0]->id]) {
-            kn_pass_remark(ctx, "%s '%s' stays f32: no other matrix product, convolution or attention reads from "
-                                "it (mixed keeps the last ones f32)",
+            kn_pass_remark(ctx, "%s '%s' stays f32: no other matrix product or convolution reads from it (mixed "
+                                "keeps the last ones f32)",
                            n->op_type, n->name);
             continue;
         }
