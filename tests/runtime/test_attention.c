@@ -484,6 +484,48 @@ static void test_declines(void **state)
     kn_tensor_free(&q), kn_tensor_free(&k), kn_tensor_free(&v), kn_tensor_free(&y);
 }
 
+/* A bf16 node runs in f32 where the bf16 table may not run: with
+ * KILN_ATTENTION=portable, and on a CPU without AVX512-BF16 (the best f32
+ * table); an f32 node never takes the bf16 table. The table is picked when
+ * a session first runs the node (a new session for each setting here),
+ * and again if the node's compute changes. */
+static void test_bf16_fallbacks(void **state)
+{
+    (void)state;
+    kn_attn_dims dm = {1, 2, 2, 5, 19, 0, 8, 8, false};
+    kn_attn_params pr = {.scale = 0.25};
+    kn_tensor q, k, v, y;
+    fill(&q, KN_F32, 4, (int64_t[]){1, 2, 5, 8});
+    fill(&k, KN_F32, 4, (int64_t[]){1, 2, 19, 8});
+    fill(&v, KN_F32, 4, (int64_t[]){1, 2, 19, 8});
+    assert_int_equal(kn_tensor_alloc(&y, KN_F32, 4, (int64_t[]){1, 2, 5, 8}), KN_OK);
+    const char *mask0 = getenv("KILN_CPU_MASK");
+    char saved[64], nobf16[32];
+    if (mask0) mask0 = strncpy(saved, mask0, sizeof saved - 1), saved[sizeof saved - 1] = 0;
+    kn_op_session s = {.threads = 1};
+    setenv("KILN_ATTENTION", "portable", 1);
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false, KN_BF16), KN_OK);
+    assert_string_equal(s.impl, "kiln attention:portable");
+    s.free_state(s.state), s.state = NULL;
+    unsetenv("KILN_ATTENTION");
+    const kn_attn_kern *ks[MAX_TABLES];
+    const kn_attn_kern *best = ks[tables(ks) - 1]; /* the f32 table auto picks */
+    snprintf(nobf16, sizeof nobf16, "0x%llx", (unsigned long long)(kn_cpu_features() & ~(uint64_t)KN_CPU_AVX512BF16));
+    setenv("KILN_CPU_MASK", nobf16, 1);
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false, KN_BF16), KN_OK);
+    assert_string_equal(s.impl, best->impl);
+    if (mask0) setenv("KILN_CPU_MASK", mask0, 1);
+    else unsetenv("KILN_CPU_MASK");
+    assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false, 0), KN_OK);
+    assert_string_equal(s.impl, best->impl);
+    if (has_bf16_table()) {
+        assert_int_equal(kn_attention_fast(&s, &dm, &pr, &q, &k, &v, NULL, NULL, NULL, &y, false, KN_BF16), KN_OK);
+        assert_string_equal(s.impl, "kiln attention:avx512-bf16");
+    }
+    s.free_state(s.state);
+    kn_tensor_free(&q), kn_tensor_free(&k), kn_tensor_free(&v), kn_tensor_free(&y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_bf16_kernels),
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_declines),
+        cmocka_unit_test(test_bf16_fallbacks),
     };
     return kn_test_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
