@@ -2,22 +2,27 @@
  * passes/autocast.c — mixed precision as PyTorch's autocast does it: the
  * matrix products and convolutions of an f32 graph compute in bf16 (their
  * operands rounded to bf16, the products accumulated in f32, bias, post-ops
- * and output in f32); everything else (softmax, norms, reductions,
- * exp/log, elementwise chains, attention) stays f32.
+ * and output in f32), and so do the Q.K^T products of Attention nodes
+ * (PyTorch's autocast runs scaled_dot_product_attention in bf16; kiln keeps
+ * the softmax, P.V and the output f32); everything else (softmax, norms,
+ * reductions, exp/log, elementwise chains) stays f32.
  *
  * The pass only marks nodes (kn_node.compute = KN_BF16): the values keep
  * their f32 dtype, so inference, the reference evaluator and every other
  * pass see the f32 graph. codegen/cpu/lower_dnnl.c turns a marked node into
  * a oneDNN record with compute = KN_BF16 (kiln/abi.h): the runtime converts
  * the weights to bf16 once, when the session is created, and the
- * activations at every run.
+ * activations at every run. A marked Attention node's opnode record
+ * carries compute = KN_BF16 (kn_abi_opnode.compute), which sends it to the
+ * runtime's bf16 attention kernel (runtime/src/attention.c).
  *
  * --precision bf16 marks every candidate; --precision mixed keeps the last
  * ones f32: a product or convolution from whose output no other one can be
  * reached (the classifier of a CNN, the last projection of an encoder),
  * the layer AMP recipes leave in full precision because its output is the
- * answer. Runs last in the pipeline (kn_pass_run_pipeline appends it), on
- * the nodes the fusions left.
+ * answer; an Attention node counts as a product here, in the remark too.
+ * Runs last in the pipeline (kn_pass_run_pipeline appends it), on the
+ * nodes the fusions left.
  */
 #include <stdlib.h>
 
@@ -32,6 +37,11 @@ static bool candidate(const kn_node *n)
     case KN_OP_FusedMatMul:
     case KN_OP_Conv:
     case KN_OP_FusedConv: break;
+    case KN_OP_Attention: { /* Q, K and V; the past KV inputs share their dtype */
+        const kn_value *v = kn_node_input(n, 2);
+        if (!v || v->dtype != KN_F32) return false;
+        break;
+    }
     default: return false;
     }
     const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1);

@@ -321,7 +321,7 @@ static int exec_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_te
      * oracle */
     if (op->sess) {
         bool more = opt_out(op, out, 1) || opt_out(op, out, 2) || opt_out(op, out, 3);
-        st = kn_attention_fast(op->sess, &dm, &pr, q, k, v, mask, pk, np, &out[0], more);
+        st = kn_attention_fast(op->sess, &dm, &pr, q, k, v, mask, pk, np, &out[0], more, op->compute);
         if (st != KN_ERR_UNSUPPORTED) return kernel_status(op, st);
         op->sess->impl = NULL;
     }

@@ -125,6 +125,10 @@ typedef struct kn_opdesc {
     int n_attrs;
     const kn_body_runner *body; /* ops with graph attributes only; NULL elsewhere */
     kn_op_session *sess;        /* compiled artifacts' runtime-kernel nodes only; NULL elsewhere */
+    /* KN_BF16: the node computes as autocast says (kn_abi_opnode.compute;
+     * compiled artifacts' Attention only); 0: in its operands' dtype. The
+     * reference evaluator leaves it 0: the oracle stays f32. */
+    int32_t compute;
 } kn_opdesc;
 
 /* Computes the node's outputs. in[i] is NULL for an omitted optional input.

@@ -41,8 +41,8 @@ static const char *const k_cpu_names[] = {
 static const char *label_of(const kn_artifact *a) { return a->path ? a->path : "static artifact"; }
 
 /* The CPU features the artifact needs, against this CPU's. n_bf16: its
- * oneDNN records computing in bf16 (kiln compile --precision), which need
- * AVX512-BF16 whatever the target. */
+ * oneDNN records and Attention nodes computing in bf16 (kiln compile
+ * --precision), which need AVX512-BF16 whatever the target. */
 static int check_cpu(const char *label, uint64_t needed, int n_bf16)
 {
     uint64_t missing = needed & ~kn_cpu_features();
@@ -240,6 +240,7 @@ static int prepare_opnode(kn_artifact *a, int i)
         .has_output = rt->has_output,
         .attrs = attrs,
         .n_attrs = n_attrs,
+        .compute = o->compute,
     };
     if (kn_op_check_arity(&rt->desc)) { /* kernels index their inputs by position */
         kn_error_prefix("%s: ", label_of(a));
@@ -380,6 +381,7 @@ static int artifact_init(kn_artifact *a, const char *weights_dir)
     }
     int n_bf16 = 0;
     for (int i = 0; i < a->meta.n_dnnl; i++) n_bf16 += a->meta.dnnl[i].compute == KN_BF16;
+    for (int i = 0; i < a->meta.n_opnodes; i++) n_bf16 += a->meta.opnodes[i].compute == KN_BF16;
     if ((st = check_cpu(label, a->meta.cpu_features, n_bf16)) || (st = check_steps(a))) return st;
     if ((st = attach_weights(a, weights_dir))) return st;
     if ((st = check_dnnl_refs(a)) || (st = plan_slot_frees(a))) return st;

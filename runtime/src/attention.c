@@ -17,6 +17,7 @@ typedef struct attn_state {
     const kn_attn_kern *k;
     int64_t D, Dv;
     int threads;
+    int32_t compute; /* the node's, which picked k */
     size_t per_thread; /* floats, a multiple of 16 */
     float *scratch;
 } attn_state;
@@ -28,26 +29,33 @@ static void state_free(void *p)
     free(st);
 }
 
-static const kn_attn_kern *pick_kernels(void)
+/* The best table for the CPU; a bf16 node's only where the CPU has the
+ * bf16 dot product (an artifact with one is refused on others, so this is
+ * for KILN_CPU_MASK and direct calls), else f32. */
+static const kn_attn_kern *pick_kernels(int32_t compute)
 {
     if (kn_config_attention_path() == KN_KERNEL_PATH_PORTABLE) return &kn_attn_kern_portable;
-    uint64_t f = kn_cpu_features(), need = KN_CPU_AVX2 | KN_CPU_FMA;
-    return (f & need) == need && kn_attn_kern_avx2.scores ? &kn_attn_kern_avx2 : &kn_attn_kern_portable;
+    uint64_t f = kn_cpu_features(), avx2 = KN_CPU_AVX2 | KN_CPU_FMA, bf16 = KN_CPU_AVX512F | KN_CPU_AVX512BF16 | avx2;
+    if (compute == KN_BF16 && (f & bf16) == bf16 && kn_attn_kern_avx512_bf16.scores) return &kn_attn_kern_avx512_bf16;
+    if ((f & (KN_CPU_AVX512F | avx2)) == (KN_CPU_AVX512F | avx2) && kn_attn_kern_avx512.scores)
+        return &kn_attn_kern_avx512;
+    return (f & avx2) == avx2 && kn_attn_kern_avx2.scores ? &kn_attn_kern_avx2 : &kn_attn_kern_portable;
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* The node's scratch for this geometry and thread count. */
-static int prepare(kn_op_session *os, const kn_attn_dims *dm, int threads, attn_state **out)
+static int prepare(kn_op_session *os, const kn_attn_dims *dm, int threads, int32_t compute, attn_state **out)
 {
     attn_state *st = os->state;
-    if (st && st->D >= dm->D && st->Dv >= dm->Dv && st->threads >= threads) return *out = st, KN_OK;
+    if (st && st->D >= dm->D && st->Dv >= dm->Dv && st->threads >= threads && st->compute == compute)
+        return *out = st, KN_OK;
     state_free(st);
     os->state = st = calloc(1, sizeof *st);
     os->free_state = state_free;
     if (!st) return kn_error(KN_ERR_NOMEM, "Attention: out of memory");
-    st->k = pick_kernels();
-    st->D = dm->D, st->Dv = dm->Dv, st->threads = threads;
+    st->k = pick_kernels(compute);
+    st->D = dm->D, st->Dv = dm->Dv, st->threads = threads, st->compute = compute;
     size_t D = (size_t)dm->D, Dv = (size_t)dm->Dv, QB = KN_ATTN_QBLOCK, KB = KN_ATTN_KBLOCK;
     st->per_thread = round16(QB * D) + round16(D * KB) + round16(KN_ATTN_ROWS * KB) + round16(QB * Dv) + round16(2 * QB);
     st->scratch = aligned_alloc(64, st->per_thread * (size_t)threads * sizeof(float));
@@ -151,6 +159,7 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
     int64_t nr4 = (nr + R - 1) / R * R;
     for (int64_t i = 0; i < nr4; i++)
         for (int64_t d = 0; d < D; d++) qs[i * D + d] = i < nr ? r->q[qv.base + (i0 + i) * qv.row + d] * scale : 0.0f;
+    if (k->pack_q) k->pack_q(qs, nr4, D); /* bf16: Q rounded after the scale, as q * scale in bf16 would be */
     memset(o, 0, (size_t)(nr4 * Dv) * sizeof *o);
     for (int64_t i = 0; i < nr; i++) m[i] = -INFINITY, l[i] = 0;
 
@@ -197,7 +206,7 @@ static int task_chunk(void *args, int64_t lo, int64_t hi)
 
 int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_params *pr, const kn_tensor *q,
                       const kn_tensor *k, const kn_tensor *v, const kn_tensor *mask, const kn_tensor *past_k,
-                      const kn_tensor *nonpad, kn_tensor *y, bool more_outputs)
+                      const kn_tensor *nonpad, kn_tensor *y, bool more_outputs, int32_t compute)
 {
     if (kn_config_attention_path() == KN_KERNEL_PATH_REF || past_k || more_outputs || pr->qk_mode != 0 ||
         q->dtype != KN_F32 || k->dtype != KN_F32 || v->dtype != KN_F32 || y->dtype != KN_F32 ||
@@ -205,7 +214,7 @@ int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_p
         return KN_ERR_UNSUPPORTED;
     int threads = os->threads > 0 ? os->threads : 1;
     attn_state *st = NULL;
-    int rc = prepare(os, dm, threads, &st);
+    int rc = prepare(os, dm, threads, compute == KN_BF16 ? KN_BF16 : 0, &st);
     if (rc) return rc;
     attn_run r = {.dm = dm, .pr = pr, .st = st, .q = q->data, .k = k->data, .v = v->data, .mask = mask,
                   .nonpad = nonpad, .y = y->data};
@@ -228,7 +237,7 @@ int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_p
         }
     }
     int64_t tasks = dm->B * dm->Hq * r.nqb;
-    os->impl = st->k == &kn_attn_kern_avx2 ? "kiln attention:avx2" : "kiln attention:portable";
+    os->impl = st->k->impl;
     if (tasks == 0) return KN_OK;
     return kn_rt_parallel_for_threads(threads, task_chunk, &r, tasks);
 }

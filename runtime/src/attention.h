@@ -19,6 +19,12 @@
  * is_causal, scale, softcap, nonpad_kv_seqlen, output 0 only. Declined
  * (the plain C kernel runs): past_key/past_value, the present and
  * qk_matmul outputs, other dtypes, KILN_ATTENTION=ref.
+ *
+ * A node autocast marked (compute KN_BF16, kiln compile --precision
+ * bf16|mixed) runs the bf16 table where the CPU has AVX512-BF16 and
+ * KILN_ATTENTION is auto: Q (already scaled) and K rounded to bf16 (round
+ * to nearest even) for the scores, accumulated in f32; mask, softmax, P.V
+ * and the output f32, as PyTorch's autocast. Elsewhere it runs in f32.
  */
 #ifndef KILN_RT_ATTENTION_H
 #define KILN_RT_ATTENTION_H
@@ -29,12 +35,13 @@
 #include "opdesc.h"
 
 /* Runs an Attention node as kn_k_attention does (same arguments, y
- * allocated), with its scratch kept in os. KN_ERR_UNSUPPORTED with no
+ * allocated), with its scratch kept in os; compute: the node's
+ * (kn_opdesc.compute), KN_BF16 for the bf16 scores, else 0. KN_ERR_UNSUPPORTED with no
  * message and nothing written when it does not take the node (see above):
  * the caller runs kn_k_attention. */
 int kn_attention_fast(kn_op_session *os, const kn_attn_dims *dm, const kn_attn_params *pr, const kn_tensor *q,
                       const kn_tensor *k, const kn_tensor *v, const kn_tensor *mask, const kn_tensor *past_k,
-                      const kn_tensor *nonpad, kn_tensor *y, bool more_outputs);
+                      const kn_tensor *nonpad, kn_tensor *y, bool more_outputs, int32_t compute);
 
 enum {
     KN_ATTN_ROWS = 4,   /* query rows of one micro tile (the kernels' R) */
@@ -44,12 +51,22 @@ enum {
 
 /* One implementation of the four kernels. */
 typedef struct kn_attn_kern {
-    const char *isa; /* "avx2", "portable": for the profile's kernel name */
+    const char *isa;  /* "avx512", "avx2", "portable" */
+    const char *impl; /* what kiln profile names: "kiln attention:<isa>" */
+    /* NULL for the f32 tables. The bf16 table's: the n rows of q (D floats
+     * each, the task's scaled Q) rewritten in place as (D + 1) / 2 pairs of
+     * bf16 per row, the row still starting at q + r D; word p of a row
+     * holds elements 2p (low half) and 2p + 1 (high half, 0 past D). */
+    void (*pack_q)(float *q, int64_t n, int64_t D);
     /* kt[d ldk + j] = k[j ldr + d] for d < D, j < n, and 0 for n <= j < n8
-     * (n rounded up to 8): a block of keys transposed. */
+     * (n rounded up to 8): a block of keys transposed. The bf16 table:
+     * word kt[p ldk + j] = the bf16 pair of k[j ldr + 2p], k[j ldr + 2p + 1]
+     * as pack_q makes them, for p < (D + 1) / 2. */
     void (*pack_kt)(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk);
     /* s[r][j] = sum_d q[r D + d] kt[d ldk + j] for r < 4, j < n (n a
-     * multiple of 8, n <= ldk; s has row stride ldk). */
+     * multiple of 8, n <= ldk; s has row stride ldk); the bf16 table: q and
+     * kt as pack_q and pack_kt left them, the products of bf16 pairs summed
+     * in f32. */
     void (*scores)(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s);
     /* One row's online-softmax step over a block: s[j] += add[j] (add may
      * be NULL), mx = max(*m, s[0..n)); then s[j] = exp(s[j] - mx) (0 for
@@ -64,6 +81,12 @@ typedef struct kn_attn_kern {
 } kn_attn_kern;
 
 extern const kn_attn_kern kn_attn_kern_portable;
-extern const kn_attn_kern kn_attn_kern_avx2; /* fields NULL where not built for x86-64 */
+/* The x86 tables' kernels are NULL where not built for x86-64; each runs
+ * only where kn_cpu_features() has its ISA (attention.c, pick_kernels). */
+extern const kn_attn_kern kn_attn_kern_avx2;   /* AVX2 + FMA */
+extern const kn_attn_kern kn_attn_kern_avx512; /* AVX-512F */
+/* AVX-512F + AVX512-BF16: bf16 pack_q, pack_kt and scores (vdpbf16ps),
+ * the avx512 table's softmax_step and pv; bf16 nodes only */
+extern const kn_attn_kern kn_attn_kern_avx512_bf16;
 
 #endif

@@ -63,4 +63,9 @@ static void pv_c(const float *p, int64_t ldp, int64_t n, const float *v, int64_t
         }
 }
 
-const kn_attn_kern kn_attn_kern_portable = {"portable", pack_kt_c, scores_c, softmax_step_c, pv_c};
+const kn_attn_kern kn_attn_kern_portable = {.isa = "portable",
+                                            .impl = "kiln attention:portable",
+                                            .pack_kt = pack_kt_c,
+                                            .scores = scores_c,
+                                            .softmax_step = softmax_step_c,
+                                            .pv = pv_c};

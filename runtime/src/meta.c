@@ -10,7 +10,8 @@
  *   dtype, rank, 8 dims, 8 dim names, nbytes, slot, 8 dim symbols, 8 dim
  *   coefficients; the slot and symbol counts follow the I/O counts, the
  *   symbols (name, max) the version string; an opnode's attributes are
- *   u64 length + the kn_attrs_write bytes; then the profiling records:
+ *   u64 length + the kn_attrs_write bytes, then its compute dtype (i32);
+ *   then the profiling records:
  *   step and buffer counts, each step (name, op type, flops, bytes read,
  *   bytes written), each buffer (name, offset, size, first and last step).
  *   Nothing may follow the last record.
@@ -30,6 +31,7 @@
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "opdesc.h"
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
@@ -39,7 +41,7 @@
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
 #define MAX_SLOTS (1 << 24)
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
-#define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8)
+#define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8 + 4)
 #define MAX_OPNODE_ARITY 1000
 #define MIN_STEP_BYTES (4 + 4 + 8 * 3 + 4)
 #define MIN_BUFFER_BYTES (4 + 8 * 2 + 4 * 2)
@@ -148,6 +150,7 @@ static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
     for (int i = 0; i < o->n_outputs; i++) w_tensor(w, &o->outputs[i]);
     kn_wbuf_u64(w, (uint64_t)o->attrs_len);
     kn_wbuf_bytes(w, o->attrs, (size_t)o->attrs_len);
+    w_i32(w, o->compute);
     return KN_OK;
 }
 
@@ -542,6 +545,9 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     r->pos += (size_t)n;
     o->attrs = a;
     o->attrs_len = (int64_t)n;
+    RD(r_i32(r, &o->compute, what));
+    if (o->compute != KN_DT_UNDEFINED && (o->compute != KN_BF16 || o->op != KN_OP_Attention))
+        return r_bad(what, "compute dtype %d (bf16 is for Attention)", o->compute);
     return KN_OK;
 }
 
@@ -664,8 +670,8 @@ int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out)
     if (!bytes && len) return kn_error(KN_ERR_INVALID, "kn_meta_read: NULL bytes");
     if (len > SIZE_MAX / 8) return kn_error(KN_ERR_INVALID, "malformed meta: %zu bytes is too large", len);
     /* Every record's serialized form is at least a quarter of its size in
-     * memory (tightest: an opnode with empty names and no tensors, 40 bytes
-     * for 80), so 4*len is enough for valid input; running out of the block
+     * memory (tightest: an opnode with empty names and no tensors, 44 bytes
+     * for 88), so 4*len is enough for valid input; running out of the block
      * means the counts lied. */
     rbuf r = {.p = bytes, .len = len, .cap = 4 * len + 1024};
     r.blk = calloc(1, r.cap);

@@ -2,18 +2,21 @@
 """kiln compile --precision bf16|mixed on a generated model (gen_models.py).
 
   check_precision.py KILN MODEL_DIR --precision mixed --bf16 71 --f32 1
-      [--min-cosine 0.999]
+      [--attn 12] [--min-cosine 0.999]
 
 Checks, on any CPU:
-  - --report marks exactly N oneDNN nodes ", bf16" (--bf16) and, with
-    mixed, the autocast pass names the --f32 products it left f32;
+  - --report marks exactly N oneDNN nodes ", bf16" (--bf16), exactly
+    --attn Attention nodes "runtime kernel, bf16" (autocast marks them and
+    the runtime's bf16 attention kernel runs them), and, with mixed, the
+    autocast pass names the --f32 products it left f32;
   - that kiln compile warns for a target without AVX512-BF16 (x86-64-v3,
     and native on a CPU without it), and that there the artifact refuses to
     run with a message naming AVX512-BF16 and --precision fp32.
 On a CPU with AVX512-BF16 it then runs the artifact on the model's inputs and
 checks the outputs against onnxruntime's (expected_*.npy): cosine at least
 --min-cosine, and a relative error above 1e-5, which an f32 run (bf16 not
-applied) would not reach. Without AVX512-BF16 that part is skipped (exit 77,
+applied) would not reach; and that kiln profile names the bf16 attention
+kernel (kiln attention:avx512-bf16) for each of the --attn nodes. Without AVX512-BF16 that part is skipped (exit 77,
 "SKIP: reason") after the checks above passed.
 """
 import argparse
@@ -49,6 +52,7 @@ def main():
     ap.add_argument("--precision", required=True, choices=["bf16", "mixed"])
     ap.add_argument("--bf16", type=int, required=True, help="oneDNN nodes the report marks bf16")
     ap.add_argument("--f32", type=int, default=0, help="products mixed leaves f32 (autocast remarks)")
+    ap.add_argument("--attn", type=int, default=0, help="Attention nodes the report marks bf16")
     ap.add_argument("--min-cosine", type=float, default=0.999)
     a = ap.parse_args()
     mdir = a.model_dir
@@ -66,6 +70,11 @@ def main():
         if len(marked) != a.bf16:
             fail("--report marks %d nodes bf16, expected %d" % (len(marked), a.bf16))
         print("ok:   --report: %d oneDNN nodes in bf16" % len(marked))
+        attn = [ln for ln in p.stdout.splitlines() if re.search(r"\bAttention +runtime kernel, bf16$", ln)]
+        if len(attn) != a.attn:
+            fail("--report marks %d Attention nodes bf16, expected %d" % (len(attn), a.attn))
+        if attn:
+            print("ok:   --report: %d Attention nodes in bf16" % len(attn))
         kept = [ln for ln in p.stdout.splitlines() if ln.startswith("autocast: ") and "stays f32" in ln]
         if len(kept) != a.f32:
             fail("%d autocast remarks of products left f32, expected %d:\n%s" % (len(kept), a.f32, "\n".join(kept)))
@@ -104,6 +113,13 @@ def main():
                 fail("%s: cosine %.6f below %g" % (name, cos, a.min_cosine))
             if rel <= 1e-5:
                 fail("%s: relative error %.2e is an f32 run's: the products did not run in bf16" % (name, rel))
+        if a.attn:
+            pr = subprocess.run([a.kiln, "profile", art, "--runs", "1"] + inputs, capture_output=True, text=True)
+            ran = pr.stdout.count("kiln attention:avx512-bf16")
+            if pr.returncode != 0 or ran != a.attn:
+                fail("kiln profile: %d steps ran kiln attention:avx512-bf16, expected %d (rc %d, %r)"
+                     % (ran, a.attn, pr.returncode, pr.stderr.strip()))
+            print("ok:   kiln profile: %d Attention steps ran kiln attention:avx512-bf16" % ran)
 
 
 if __name__ == "__main__":

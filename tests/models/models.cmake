@@ -19,18 +19,21 @@ foreach(model resnet50 mobilenetv2 bert vit)
     FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900)
 endforeach()
 
-# kiln compile --precision (passes/autocast.c): which products the report
-# marks bf16 (mixed leaves the last one f32), the warning and the refusal
-# on CPUs without AVX512-BF16, and on CPUs with it the outputs against
-# onnxruntime's FP32 ones (cosine >= 0.999; skipped elsewhere).
-foreach(case "bert;mixed;71;1" "vit;mixed;49;1" "resnet50;bf16;54;0" "mobilenetv2;bf16;53;0")
+# kiln compile --precision (passes/autocast.c): which products and
+# Attention nodes the report marks bf16 (mixed leaves the last product f32),
+# the warning and the refusal on CPUs without AVX512-BF16, and on CPUs with
+# it the outputs against onnxruntime's FP32 ones (cosine >= 0.999) and the
+# bf16 attention kernel in kiln profile (skipped elsewhere).
+foreach(case "bert;mixed;71;1;12" "vit;mixed;49;1;12" "resnet50;bf16;54;0;0" "mobilenetv2;bf16;53;0;0")
   list(GET case 0 model)
   list(GET case 1 precision)
   list(GET case 2 n_bf16)
   list(GET case 3 n_f32)
+  list(GET case 4 n_attn)
   add_test(NAME models/${model}_${precision}
            COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/check_precision.py $<TARGET_FILE:kiln>
-                   ${CMAKE_BINARY_DIR}/models/${model} --precision ${precision} --bf16 ${n_bf16} --f32 ${n_f32})
+                   ${CMAKE_BINARY_DIR}/models/${model} --precision ${precision} --bf16 ${n_bf16} --f32 ${n_f32}
+                   --attn ${n_attn})
   set_tests_properties(models/${model}_${precision} PROPERTIES
     FIXTURES_REQUIRED model_${model} LABELS models TIMEOUT 900 SKIP_RETURN_CODE ${KILN_SKIP_CODE})
 endforeach()

@@ -178,6 +178,7 @@ static void test_meta_round_trip(void **state)
     assert_tensor_eq(&f.op_out[0], &o->outputs[0]);
     assert_int_equal(o->attrs_len, (int64_t)f.attrs_len);
     assert_memory_equal(o->attrs, f.attrs, f.attrs_len);
+    assert_int_equal(o->compute, 0);
     assert_int_equal(r.n_steps, 3);
     for (int i = 0; i < 3; i++) {
         assert_string_equal(r.steps[i].name, f.steps[i].name);
@@ -400,6 +401,29 @@ static void expect_refused(fixture *f, const char *text)
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
     if (!strstr(kn_last_error(), text)) fail_msg("'%s' lacks '%s'", kn_last_error(), text);
     free(bytes);
+}
+
+/* kn_abi_opnode.compute (ABI 10): bf16 on an Attention node round-trips;
+ * on another op, or another dtype, the meta is refused. */
+static void test_meta_opnode_compute(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    f.op[0].op = KN_OP_Attention, f.op[0].op_type = "Attention", f.op[0].compute = KN_BF16;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
+    assert_int_equal(r.opnodes[0].compute, KN_BF16);
+    kn_meta_free(&r);
+    free(bytes);
+    f.op[0].compute = KN_F16;
+    expect_refused(&f, "compute dtype");
+    f.op[0].op = KN_OP_NonZero, f.op[0].op_type = "NonZero", f.op[0].compute = KN_BF16;
+    expect_refused(&f, "bf16 is for Attention");
+    free(f.attrs);
 }
 
 /* What a profiler indexes with is range-checked: buffers inside the arena,
@@ -708,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_meta_byte_flips),
         cmocka_unit_test(test_meta_many_small_records),
         cmocka_unit_test(test_meta_write_refuses_inconsistent),
+        cmocka_unit_test(test_meta_opnode_compute),
         cmocka_unit_test(test_meta_read_rejects_bad_values),
         cmocka_unit_test(test_meta_dynamic_slots),
         cmocka_unit_test(test_meta_profile_records),

@@ -57,8 +57,8 @@ extern "C" {
  * and embedded weights are checked against it too; 8: KN_DNNL_DECONV
  * records (ConvTranspose), and a dynamic dim has a minimum and an
  * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
- * autocast) */
-#define KN_ABI_VERSION 9u
+ * autocast); 10: kn_abi_opnode.compute (bf16 attention) */
+#define KN_ABI_VERSION 10u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -247,6 +247,13 @@ typedef struct kn_abi_opnode {
     const kn_abi_tensor *outputs; /* n_outputs; rank -1 for an omitted output */
     const unsigned char *attrs;
     int64_t attrs_len;
+    /* KN_BF16: an f32 Attention node marked by autocast (kiln compile
+     * --precision bf16|mixed): its Q.K^T products take Q (scaled) and K
+     * rounded to bf16 and accumulate in f32; softmax, P.V and the output
+     * stay f32. The artifact then needs AVX512-BF16. KN_DT_UNDEFINED (0):
+     * the node computes in its operands' dtype; any other value, or
+     * KN_BF16 on another op, is refused when the artifact is opened. */
+    int32_t compute;
 } kn_abi_opnode;
 
 typedef struct kn_exec kn_exec; /* per-session execution state, runtime-private */

@@ -225,10 +225,15 @@ AVX2 static void pv_avx2(const float *p, int64_t ldp, int64_t n, const float *v,
     for (; e < dv; e += 8) pv8(p, ldp, n, v + e, ldv, o + e, ldo, tail_mask(dv - e < 8 ? dv - e : 8));
 }
 
-const kn_attn_kern kn_attn_kern_avx2 = {"avx2", pack_kt_avx2, scores_avx2, softmax_step_avx2, pv_avx2};
+const kn_attn_kern kn_attn_kern_avx2 = {.isa = "avx2",
+                                        .impl = "kiln attention:avx2",
+                                        .pack_kt = pack_kt_avx2,
+                                        .scores = scores_avx2,
+                                        .softmax_step = softmax_step_avx2,
+                                        .pv = pv_avx2};
 
 #else
 
-const kn_attn_kern kn_attn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL};
+const kn_attn_kern kn_attn_kern_avx2 = {.isa = "avx2", .impl = "kiln attention:avx2"};
 
 #endif

@@ -1,0 +1,196 @@
+/*
+ * runtime/kernels/x86/f32_attention_avx512.c — the compiled Attention
+ * path's kernels (runtime/src/attention.h) for AVX-512F, the AVX2 ones
+ * (f32_attention_avx2.c) at 16 lanes:
+ *   scores   4 query rows x 48 keys per step (12 accumulators, enough
+ *            independent FMAs to cover their latency on both FMA ports;
+ *            the 8 of a 4 x 32 tile leave the ports idle part of the time),
+ *            against the key block transposed, so each step is three loads,
+ *            four broadcasts and twelve FMAs;
+ *   pack_kt  a block of keys transposed 16 x 16 in registers;
+ *   softmax_step  the mask added, the row's maximum, and exp(s - m) 16 lanes
+ *            at a time (the AVX2 kernel's Cephes expf, the power of two
+ *            applied by vscalefps);
+ *   pv       4 output rows x 64 columns per pass over the block's V rows
+ *            (BERT's and most models' head size in one pass).
+ * Every tail (keys, head size, value size) is one masked vector: AVX-512's
+ * masks cost nothing on loads and stores, so there are no scalar loops.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention.h"
+#include "attention_avx512.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+/* exp(x) for x <= 0 (scores minus their maximum) as exp8 of the AVX2
+ * kernel: below -87 the result is 0, so masked keys weigh nothing. */
+AVX512 INLINE __m512 exp16(__m512 x)
+{
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    /* y * 2^fx: fx is integral and within [-126, 127], so vscalefps gives
+     * what the AVX2 kernel builds from the exponent bits */
+    return _mm512_maskz_scalef_ps(live, y, fx);
+}
+
+/* s[r][0 .. 16 nv) for the 4 rows: nv vectors of keys, the last masked by
+ * mk (loads of masked lanes read nothing, stores leave them). */
+AVX512 INLINE void scores_tile(const int nv, const float *q, int64_t D, const float *kt, int64_t ldk, float *s,
+                               __mmask16 mk)
+{
+    __m512 acc[4][3];
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d++, kt += ldk) {
+        __m512 kv[3];
+        UNROLL for (int c = 0; c < nv; c++)
+            kv[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, kt + 16 * c) : _mm512_loadu_ps(kt + 16 * c);
+        UNROLL for (int r = 0; r < 4; r++) {
+            __m512 b = _mm512_set1_ps(q[r * D + d]);
+            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, kv[c], acc[r][c]);
+        }
+    }
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) {
+            if (c == nv - 1) _mm512_mask_storeu_ps(s + r * ldk + 16 * c, mk, acc[r][c]);
+            else _mm512_storeu_ps(s + r * ldk + 16 * c, acc[r][c]);
+        }
+}
+
+AVX512 static void scores_avx512(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s)
+{
+    int64_t j = 0;
+    for (; j + 48 <= n; j += 48) scores_tile(3, q, D, kt + j, ldk, s + j, 0xFFFF);
+    int64_t left = n - j; /* a multiple of 8 below 48 */
+    __mmask16 mk = kn_attn512_lanes(left - (left - 1) / 16 * 16);
+    if (left > 32) scores_tile(3, q, D, kt + j, ldk, s + j, mk);
+    else if (left > 16) scores_tile(2, q, D, kt + j, ldk, s + j, mk);
+    else if (left > 0) scores_tile(1, q, D, kt + j, ldk, s + j, mk);
+}
+
+/* kt[d ldk + j] = k[j ldr + d] for nd <= 16 head dims and nj <= 16 keys,
+ * keys nj .. 15 zero; only the keys in mj are stored (kt's rows end at
+ * the block's key count rounded up to 8, which may fall inside these 16). */
+AVX512 INLINE void pack16(const float *k, int64_t ldr, int nj, int nd, float *kt, int64_t ldk, __mmask16 mj)
+{
+    __m512 r[16];
+    __mmask16 md = kn_attn512_lanes(nd);
+    UNROLL for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
+    kn_attn512_transpose16(r);
+    UNROLL for (int d = 0; d < 16; d++) /* a constant count: r stays in registers */
+        if (d < nd) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
+}
+
+AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk)
+{
+    int64_t n8 = (n + 7) / 8 * 8;
+    for (int64_t j = 0; j < n8; j += 16) {
+        int nj = n - j < 16 ? (int)(n - j) : 16;
+        __mmask16 mj = kn_attn512_lanes(n8 - j);
+        int64_t d = 0;
+        if (nj == 16 && mj == 0xFFFF)
+            for (; d + 16 <= D; d += 16) pack16(k + j * ldr + d, ldr, 16, 16, kt + d * ldk + j, ldk, 0xFFFF);
+        for (; d < D; d += 16) /* the tails: a short head size, the last keys */
+            pack16(k + j * ldr + d, ldr, nj, D - d < 16 ? (int)(D - d) : 16, kt + d * ldk + j, ldk, mj);
+    }
+}
+
+AVX512 float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 vmax = ninf;
+    __mmask16 nan = 0;
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 mk = kn_attn512_lanes(n - j);
+        __m512 x = _mm512_mask_loadu_ps(ninf, mk, s + j); /* masked lanes are -inf: no effect on the max */
+        if (add) {
+            x = _mm512_add_ps(x, _mm512_mask_loadu_ps(_mm512_setzero_ps(), mk, add + j));
+            _mm512_mask_storeu_ps(s + j, mk, x);
+        }
+        vmax = _mm512_max_ps(vmax, x);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    }
+    if (nan || isnan(*m)) return *m = NAN;
+    float mx = _mm512_reduce_max_ps(vmax);
+    mx = *m > mx ? *m : mx;
+    if (mx == -INFINITY) {
+        memset(s, 0, (size_t)n * sizeof *s);
+        return 0;
+    }
+    __m512 vm = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 mk = kn_attn512_lanes(n - j);
+        /* masked lanes load -inf, so their exp is 0 and adds nothing */
+        __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mk, s + j), vm));
+        _mm512_mask_storeu_ps(s + j, mk, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    *m = mx;
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* o[r][0 .. 16 nv) += sum_j p[r][j] v[j][0 .. 16 nv) for the 4 rows, the
+ * last vector masked by mk. */
+AVX512 INLINE void pv_tile(const int nv, const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv,
+                           float *o, int64_t ldo, __mmask16 mk)
+{
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++)
+            acc[r][c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, o + r * ldo + 16 * c)
+                                    : _mm512_loadu_ps(o + r * ldo + 16 * c);
+    for (int64_t j = 0; j < n; j++, v += ldv) {
+        __m512 x[4];
+        UNROLL for (int c = 0; c < nv; c++)
+            x[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, v + 16 * c) : _mm512_loadu_ps(v + 16 * c);
+        UNROLL for (int r = 0; r < 4; r++) {
+            __m512 b = _mm512_set1_ps(p[r * ldp + j]);
+            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, x[c], acc[r][c]);
+        }
+    }
+    UNROLL for (int r = 0; r < 4; r++)
+        UNROLL for (int c = 0; c < nv; c++) {
+            if (c == nv - 1) _mm512_mask_storeu_ps(o + r * ldo + 16 * c, mk, acc[r][c]);
+            else _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
+        }
+}
+
+AVX512 void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
+                             float *o, int64_t ldo)
+{
+    int64_t e = 0;
+    for (; e + 64 <= dv; e += 64) pv_tile(4, p, ldp, n, v + e, ldv, o + e, ldo, 0xFFFF);
+    int64_t left = dv - e;
+    __mmask16 mk = kn_attn512_lanes(left - (left - 1) / 16 * 16);
+    if (left > 48) pv_tile(4, p, ldp, n, v + e, ldv, o + e, ldo, mk);
+    else if (left > 32) pv_tile(3, p, ldp, n, v + e, ldv, o + e, ldo, mk);
+    else if (left > 16) pv_tile(2, p, ldp, n, v + e, ldv, o + e, ldo, mk);
+    else if (left > 0) pv_tile(1, p, ldp, n, v + e, ldv, o + e, ldo, mk);
+}
+
+const kn_attn_kern kn_attn_kern_avx512 = {.isa = "avx512",
+                                          .impl = "kiln attention:avx512",
+                                          .pack_kt = pack_kt_avx512,
+                                          .scores = scores_avx512,
+                                          .softmax_step = kn_attn_softmax_step_avx512,
+                                          .pv = kn_attn_pv_avx512};
+
+#else
+
+const kn_attn_kern kn_attn_kern_avx512 = {.isa = "avx512", .impl = "kiln attention:avx512"};
+
+#endif
