@@ -15,21 +15,20 @@
 #include <immintrin.h>
 
 #define KN_ATTN512_TARGET __attribute__((target("avx512f,avx2,fma")))
-#define AVX512 KN_ATTN512_TARGET
-#define INLINE static inline __attribute__((always_inline))
+#define KN_ATTN512_INLINE static inline __attribute__((always_inline))
 /* Before every loop over registers (tile rows and columns, transpose
  * rows): unrolled, the arrays of vectors become registers; GCC -O2 leaves
  * such loops rolled and keeps the accumulators in memory, a load and a
  * store around every FMA (the kernels ran slower than the AVX2 ones). */
-#define UNROLL _Pragma("GCC unroll 16")
+#define KN_ATTN512_UNROLL _Pragma("GCC unroll 16")
 
 /* The f32 table's softmax_step and pv (attention.h has their contracts). */
-AVX512 float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m);
-AVX512 void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
+KN_ATTN512_TARGET float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m);
+KN_ATTN512_TARGET void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
                               float *o, int64_t ldo);
 
 /* Lanes 0 .. n-1 set (none for n <= 0, all 16 for n >= 16). */
-INLINE __mmask16 kn_attn512_lanes(int64_t n)
+KN_ATTN512_INLINE __mmask16 kn_attn512_lanes(int64_t n)
 {
     return n <= 0 ? (__mmask16)0 : n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
 }
@@ -37,21 +36,21 @@ INLINE __mmask16 kn_attn512_lanes(int64_t n)
 /* Rows 0 .. 15 of r (16 lanes each) transposed in place: r[i] lane c
  * becomes r[c] lane i. Three rounds: pairs of rows interleaved, then
  * 4 x 4 blocks within each 128-bit lane, then the 128-bit lanes moved. */
-AVX512 INLINE void kn_attn512_transpose16(__m512 r[16])
+KN_ATTN512_TARGET KN_ATTN512_INLINE void kn_attn512_transpose16(__m512 r[16])
 {
     __m512 t[16], u[16];
-    UNROLL for (int i = 0; i < 16; i += 2) {
+    KN_ATTN512_UNROLL for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
     /* u[4g + c] holds, in 128-bit lane L, column 4L + c of rows 4g .. 4g+3 */
-    UNROLL for (int g = 0; g < 16; g += 4) {
+    KN_ATTN512_UNROLL for (int g = 0; g < 16; g += 4) {
         u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
         u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
         u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
         u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
     }
-    UNROLL for (int c = 0; c < 4; c++) {
+    KN_ATTN512_UNROLL for (int c = 0; c < 4; c++) {
         __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
         __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
         __m512 y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);

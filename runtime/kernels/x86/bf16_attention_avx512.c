@@ -1,7 +1,7 @@
 /*
  * runtime/kernels/x86/bf16_attention_avx512.c — the compiled Attention
  * path's bf16 table (runtime/src/attention.h) for nodes autocast marked
- * (kiln compile --precision bf16|mixed), on AVX-512F + AVX512-BF16:
+ * (kiln compile --precision bf16|mixed), on AVX-512F + KN_ATTN512_TARGET-BF16:
  *   pack_q   the task's scaled Q rows rounded to bf16 pairs, in place;
  *   pack_kt  a block of keys rounded to bf16 pairs and transposed as
  *            32-bit words (16 x 16, the f32 table's transpose): word
@@ -29,7 +29,7 @@
 
 /* The 32 floats at x (lanes past nf zero) as 16 words of bf16 pairs:
  * word w = (x[2w] low, x[2w + 1] high). */
-AVX512BF16 INLINE __m512 pairs32(const float *x, int64_t nf)
+AVX512BF16 KN_ATTN512_INLINE __m512 pairs32(const float *x, int64_t nf)
 {
     __m512 lo = _mm512_maskz_loadu_ps(kn_attn512_lanes(nf), x);
     __m512 hi = _mm512_maskz_loadu_ps(kn_attn512_lanes(nf - 16), x + 16);
@@ -59,11 +59,11 @@ AVX512BF16 static void pack_kt_bf16(const float *k, int64_t ldr, int64_t n, int6
         __mmask16 mj = kn_attn512_lanes(n8 - j); /* up to the block's end rounded to 8 */
         for (int64_t p = 0; p < Dp; p += 16) {
             __m512 r[16];
-            UNROLL for (int i = 0; i < 16; i++)
+            KN_ATTN512_UNROLL for (int i = 0; i < 16; i++)
                 r[i] = i < nj ? pairs32(k + (j + i) * ldr + 2 * p, D - 2 * p) : _mm512_setzero_ps();
             kn_attn512_transpose16(r);
             int64_t np = Dp - p < 16 ? Dp - p : 16;
-            UNROLL for (int i = 0; i < 16; i++) /* a constant count: r stays in registers */
+            KN_ATTN512_UNROLL for (int i = 0; i < 16; i++) /* a constant count: r stays in registers */
                 if (i < np) _mm512_mask_storeu_ps(kt + (p + i) * ldk + j, mj, r[i]);
         }
     }
@@ -71,24 +71,24 @@ AVX512BF16 static void pack_kt_bf16(const float *k, int64_t ldr, int64_t n, int6
 
 /* s[r][0 .. 16 nv) for the 4 rows over Dp pairs, the last vector of keys
  * masked by mk. */
-AVX512BF16 INLINE void scores_tile(const int nv, const float *q, int64_t D, int64_t Dp, const float *kt,
+AVX512BF16 KN_ATTN512_INLINE void scores_tile(const int nv, const float *q, int64_t D, int64_t Dp, const float *kt,
                                    int64_t ldk, float *s, __mmask16 mk)
 {
     __m512 acc[4][3];
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t p = 0; p < Dp; p++, kt += ldk) {
         __m512bh kv[3];
-        UNROLL for (int c = 0; c < nv; c++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++)
             kv[c] = (__m512bh)(c == nv - 1 ? _mm512_maskz_loadu_ps(mk, kt + 16 * c) : _mm512_loadu_ps(kt + 16 * c));
-        UNROLL for (int r = 0; r < 4; r++) {
+        KN_ATTN512_UNROLL for (int r = 0; r < 4; r++) {
             /* the row's pair p, its bits broadcast as they are */
             __m512bh b = (__m512bh)_mm512_set1_ps(q[r * D + p]);
-            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], b, kv[c]);
+            KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], b, kv[c]);
         }
     }
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++) {
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(s + r * ldk + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(s + r * ldk + 16 * c, acc[r][c]);
         }

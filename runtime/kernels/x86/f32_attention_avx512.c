@@ -27,7 +27,7 @@
 
 /* exp(x) for x <= 0 (scores minus their maximum) as exp8 of the AVX2
  * kernel: below -87 the result is 0, so masked keys weigh nothing. */
-AVX512 INLINE __m512 exp16(__m512 x)
+KN_ATTN512_TARGET KN_ATTN512_INLINE __m512 exp16(__m512 x)
 {
     __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
@@ -49,29 +49,29 @@ AVX512 INLINE __m512 exp16(__m512 x)
 
 /* s[r][0 .. 16 nv) for the 4 rows: nv vectors of keys, the last masked by
  * mk (loads of masked lanes read nothing, stores leave them). */
-AVX512 INLINE void scores_tile(const int nv, const float *q, int64_t D, const float *kt, int64_t ldk, float *s,
+KN_ATTN512_TARGET KN_ATTN512_INLINE void scores_tile(const int nv, const float *q, int64_t D, const float *kt, int64_t ldk, float *s,
                                __mmask16 mk)
 {
     __m512 acc[4][3];
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t d = 0; d < D; d++, kt += ldk) {
         __m512 kv[3];
-        UNROLL for (int c = 0; c < nv; c++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++)
             kv[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, kt + 16 * c) : _mm512_loadu_ps(kt + 16 * c);
-        UNROLL for (int r = 0; r < 4; r++) {
+        KN_ATTN512_UNROLL for (int r = 0; r < 4; r++) {
             __m512 b = _mm512_set1_ps(q[r * D + d]);
-            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, kv[c], acc[r][c]);
+            KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, kv[c], acc[r][c]);
         }
     }
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++) {
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(s + r * ldk + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(s + r * ldk + 16 * c, acc[r][c]);
         }
 }
 
-AVX512 static void scores_avx512(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s)
+KN_ATTN512_TARGET static void scores_avx512(const float *q, int64_t D, const float *kt, int64_t ldk, int64_t n, float *s)
 {
     int64_t j = 0;
     for (; j + 48 <= n; j += 48) scores_tile(3, q, D, kt + j, ldk, s + j, 0xFFFF);
@@ -85,17 +85,17 @@ AVX512 static void scores_avx512(const float *q, int64_t D, const float *kt, int
 /* kt[d ldk + j] = k[j ldr + d] for nd <= 16 head dims and nj <= 16 keys,
  * keys nj .. 15 zero; only the keys in mj are stored (kt's rows end at
  * the block's key count rounded up to 8, which may fall inside these 16). */
-AVX512 INLINE void pack16(const float *k, int64_t ldr, int nj, int nd, float *kt, int64_t ldk, __mmask16 mj)
+KN_ATTN512_TARGET KN_ATTN512_INLINE void pack16(const float *k, int64_t ldr, int nj, int nd, float *kt, int64_t ldk, __mmask16 mj)
 {
     __m512 r[16];
     __mmask16 md = kn_attn512_lanes(nd);
-    UNROLL for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
+    KN_ATTN512_UNROLL for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
     kn_attn512_transpose16(r);
-    UNROLL for (int d = 0; d < 16; d++) /* a constant count: r stays in registers */
+    KN_ATTN512_UNROLL for (int d = 0; d < 16; d++) /* a constant count: r stays in registers */
         if (d < nd) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
 }
 
-AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk)
+KN_ATTN512_TARGET static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_t D, float *kt, int64_t ldk)
 {
     int64_t n8 = (n + 7) / 8 * 8;
     for (int64_t j = 0; j < n8; j += 16) {
@@ -109,7 +109,7 @@ AVX512 static void pack_kt_avx512(const float *k, int64_t ldr, int64_t n, int64_
     }
 }
 
-AVX512 float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m)
+KN_ATTN512_TARGET float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 vmax = ninf;
@@ -145,31 +145,31 @@ AVX512 float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, 
 
 /* o[r][0 .. 16 nv) += sum_j p[r][j] v[j][0 .. 16 nv) for the 4 rows, the
  * last vector masked by mk. */
-AVX512 INLINE void pv_tile(const int nv, const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv,
+KN_ATTN512_TARGET KN_ATTN512_INLINE void pv_tile(const int nv, const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv,
                            float *o, int64_t ldo, __mmask16 mk)
 {
     __m512 acc[4][4];
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++)
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++)
             acc[r][c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, o + r * ldo + 16 * c)
                                     : _mm512_loadu_ps(o + r * ldo + 16 * c);
     for (int64_t j = 0; j < n; j++, v += ldv) {
         __m512 x[4];
-        UNROLL for (int c = 0; c < nv; c++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++)
             x[c] = c == nv - 1 ? _mm512_maskz_loadu_ps(mk, v + 16 * c) : _mm512_loadu_ps(v + 16 * c);
-        UNROLL for (int r = 0; r < 4; r++) {
+        KN_ATTN512_UNROLL for (int r = 0; r < 4; r++) {
             __m512 b = _mm512_set1_ps(p[r * ldp + j]);
-            UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, x[c], acc[r][c]);
+            KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) acc[r][c] = _mm512_fmadd_ps(b, x[c], acc[r][c]);
         }
     }
-    UNROLL for (int r = 0; r < 4; r++)
-        UNROLL for (int c = 0; c < nv; c++) {
+    KN_ATTN512_UNROLL for (int r = 0; r < 4; r++)
+        KN_ATTN512_UNROLL for (int c = 0; c < nv; c++) {
             if (c == nv - 1) _mm512_mask_storeu_ps(o + r * ldo + 16 * c, mk, acc[r][c]);
             else _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
         }
 }
 
-AVX512 void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
+KN_ATTN512_TARGET void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
                              float *o, int64_t ldo)
 {
     int64_t e = 0;
