@@ -27,7 +27,7 @@ static const struct {
     {KN_POST_SUM, "Add"},          {KN_POST_RELU, "Relu"},       {KN_POST_LEAKY_RELU, "LeakyRelu"},
     {KN_POST_CLIP, "Clip"},        {KN_POST_SIGMOID, "Sigmoid"}, {KN_POST_TANH, "Tanh"},
     {KN_POST_HARDSWISH, "HardSwish"}, {KN_POST_GELU_ERF, "Gelu"}, {KN_POST_GELU_TANH, "GeluTanh"},
-    {KN_POST_SWISH, "Swish"},
+    {KN_POST_SWISH, "Swish"},      {KN_POST_QDQ_U8, "QDQ_U8"},    {KN_POST_QDQ_S8, "QDQ_S8"},
 };
 
 const char *kn_fused_post_name(int kind)
@@ -95,6 +95,23 @@ static int post_swish(kn_tensor *y)
     return st;
 }
 
+/* KN_POST_QDQ_*: y (f32, in units of the inner quantization's scale) rounded
+ * half to even, clamped to the 8-bit range less the zero point, scaled to
+ * output units, in the order oneDNN's round, clip and linear post-ops run. */
+static int post_qdq(const kn_abi_post *p, kn_tensor *y)
+{
+    if (y->dtype != KN_F32) return kn_error(KN_ERR_INVALID, "re-quantizing post-op on %s", kn_dtype_name(y->dtype));
+    float lo = (p->kind == KN_POST_QDQ_U8 ? 0.f : -128.f) - p->beta;
+    float hi = (p->kind == KN_POST_QDQ_U8 ? 255.f : 127.f) - p->beta;
+    float *v = y->data;
+    int64_t n = kn_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        float k = nearbyintf(v[i]);
+        v[i] = (k < lo ? lo : k > hi ? hi : k) * p->alpha;
+    }
+    return KN_OK;
+}
+
 /* Applies one step to y in place, with the kernel the unfused op runs. */
 int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
 {
@@ -106,6 +123,8 @@ int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y)
     case KN_POST_TANH: return post_unary(KN_UN_TANH, 0, y);
     case KN_POST_HARDSWISH: return post_unary(KN_UN_HARDSWISH, 0, y);
     case KN_POST_SWISH: return post_swish(y);
+    case KN_POST_QDQ_U8:
+    case KN_POST_QDQ_S8: return post_qdq(p, y);
     case KN_POST_GELU_ERF: return post_unary(KN_UN_GELU, 0, y);
     case KN_POST_GELU_TANH: return post_unary(KN_UN_GELU_TANH, 0, y);
     case KN_POST_CLIP: {

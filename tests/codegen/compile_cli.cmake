@@ -76,3 +76,9 @@ set_tests_properties(codegen/qdq_cnn PROPERTIES TIMEOUT 300 LABELS codegen)
 add_test(NAME codegen/attention_long
          COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/attention_long.py $<TARGET_FILE:kiln>)
 set_tests_properties(codegen/attention_long PROPERTIES TIMEOUT 300 LABELS codegen)
+
+# A QDQ residual group (conv, its own Q -> DQ, the Add, the output Q) as one
+# QConv rounds where the graph does: equal to onnxruntime's graph as written.
+add_test(NAME codegen/qdq_residual
+         COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/qdq_residual.py $<TARGET_FILE:kiln> ${KILN_CG_OUT}/qdq_residual)
+set_tests_properties(codegen/qdq_residual PROPERTIES TIMEOUT 300 LABELS "codegen;quant")

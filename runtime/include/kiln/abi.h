@@ -57,8 +57,9 @@ extern "C" {
  * and embedded weights are checked against it too; 8: KN_DNNL_DECONV
  * records (ConvTranspose), and a dynamic dim has a minimum and an
  * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
- * autocast); 10: kn_abi_opnode.compute (bf16 attention) */
-#define KN_ABI_VERSION 10u
+ * autocast); 10: kn_abi_opnode.compute (bf16 attention); 11: the
+ * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization) */
+#define KN_ABI_VERSION 11u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -158,6 +159,14 @@ enum {
     KN_POST_TANH = 8,
     KN_POST_HARDSWISH = 9,  /* x * clip(x / 6 + 1/2, 0, 1), ONNX HardSwish */
     KN_POST_SWISH = 10,     /* x * sigmoid(x) (SiLU), exported as Mul(x, Sigmoid(x)) */
+    /* A QuantizeLinear -> DequantizeLinear pair inside an int8 group
+     * (passes/lower_qdq.c: a conv's own output quantization before a
+     * residual Add), on x already in units of that quantization's scale:
+     * x -> (clamp(nearbyint(x) + beta, lo, hi) - beta) * alpha, lo and hi
+     * the u8 or s8 range, beta the zero point, alpha that scale over the
+     * output's (the result is in output units). */
+    KN_POST_QDQ_U8 = 11,
+    KN_POST_QDQ_S8 = 12,
 };
 
 /* How a oneDNN record's activation is laid out in memory. */

@@ -48,6 +48,20 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
         case KN_POST_TANH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_tanh, 0.f, 0.f); break;
         case KN_POST_HARDSWISH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_hardswish, 0.f, 0.f); break;
         case KN_POST_SWISH: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_swish, 1.f, 0.f); break;
+        case KN_POST_QDQ_U8:
+        case KN_POST_QDQ_S8: {
+            /* round, clamp to the 8-bit range less the zero point, scale to
+             * output units: three algorithms no other post-op uses (oneDNN
+             * 2.x runs two eltwise post-ops of one algorithm with the first
+             * one's parameters; KN_POST_CLIP is clip_v2, this is clip) */
+            float lo = p->kind == KN_POST_QDQ_U8 ? 0.f : -128.f, hi = p->kind == KN_POST_QDQ_U8 ? 255.f : 127.f;
+            if (!isfinite(p->alpha) || p->beta != (float)(int32_t)p->beta) bad = 5;
+            else if ((st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_round, 0.f, 0.f)) == dnnl_success &&
+                     (st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip, lo - p->beta, hi - p->beta)) ==
+                         dnnl_success)
+                st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_linear, p->alpha, 0.f);
+            break;
+        }
         case KN_POST_SUM:
             if (*has_sum || (res_idx && *res_idx >= 0)) bad = 2;
             else if (res_md && res_idx) {
@@ -73,6 +87,11 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
             dnnl_post_ops_destroy(po);
             return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d sums with scale %g and zero point %g", i,
                             (double)p->alpha, (double)p->beta);
+        }
+        if (bad == 5) {
+            dnnl_post_ops_destroy(po);
+            return kn_error(KN_ERR_INVALID, "oneDNN record: post-op %d re-quantizes with scale %g and zero point %g",
+                            i, (double)p->alpha, (double)p->beta);
         }
         if (bad == 3) {
             dnnl_post_ops_destroy(po);
