@@ -96,13 +96,14 @@ typedef struct kn_dnnl_dynq {
     int64_t n_src;          /* activations quantized per run */
     int32_t n_scale;        /* 1 or n_cols */
     int64_t n_cols;         /* N */
-    const float *wscales;   /* the weights' scales (the record's) */
-    float *scales;          /* x_scale * w_scale[n], per run */
+    const float *wscales;   /* the weights' scales (the record's): the primitive's output scales */
+    float x_scale;          /* the run's activation scale: the first post-op multiplies by it */
     const float *bias;      /* the record's bias (real units), or NULL */
     int32_t *colsum;        /* sum over k of W[k, n] */
-    float *bias_run;        /* bias[n] - scales[n] * zero point * colsum[n], per run */
+    float *bias_run;        /* bias[n] - x_scale * w_scale[n] * zero point * colsum[n], per run */
     float *part;            /* per-chunk minima and maxima */
-    dnnl_memory_t m_scales;
+    dnnl_memory_desc_t xs_md; /* x_scale's: one element of dst's rank */
+    dnnl_memory_t m_xs;
 } kn_dnnl_dynq;
 
 struct kn_dnnl_prim {
@@ -209,6 +210,10 @@ int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, 
                           int64_t chans, int out_dim);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
+/* The same after a binary multiply by scale_md (the dynamic int8 matmul's
+ * run-time activation scale; NULL: none), first of all. */
+int kn_dnnl_set_post_ops_ex(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                            const dnnl_memory_desc_t *bias_md, bool *has_sum);
 /* attr's post-ops from rec with the residual sum as a binary add of res_md
  * (*out_idx: its index among the post-ops, -1 when rec has none). */
 int kn_dnnl_set_post_ops_add(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md,
@@ -221,8 +226,8 @@ int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_
  * binary add of bias_md when given), whatever kernel that gets: oneDNN's
  * int8 matmul with run-time scales has no optimized kernel with a sum. */
 int kn_dnnl_set_residual_as_add(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec,
-                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
-                                 const dnnl_memory_desc_t *res_md);
+                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                                 const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md);
 int kn_dnnl_reject_reference(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr);
 
 /* ---- the kinds of primitive (conv.c, matmul.c, pool.c, im2col.c) ---------- */
@@ -259,10 +264,12 @@ void kn_dnnl_window_dims(const kn_abi_dnnl *rec, dnnl_dims_t sd, dnnl_dims_t dd,
 
 /* ---- the dynamic int8 matmul (dynq.c) ------------------------------------- */
 
-/* Sets attr's run-time output scales (mask on dst dim out_dim) and p's
- * state for n_src activations; wconst: the constant s8 weights [K, N],
- * bconst: the bias or NULL. The activations' zero point is not oneDNN's
- * (it would sum W's columns at every run): the per-run bias corrects it. */
+/* Sets attr's output scales, the weights' (mask on dst dim out_dim), and
+ * p's state for n_src activations; wconst: the constant s8 weights [K, N],
+ * bconst: the bias or NULL. The run's activation scale is a binary
+ * multiply by p->dynq->xs_md, the first post-op (kn_dnnl_set_post_ops_ex).
+ * The activations' zero point is not oneDNN's (it would sum W's columns at
+ * every run): the per-run bias corrects it. */
 int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                         dnnl_primitive_attr_t attr, int64_t n_src, int out_dim, const void *wconst,
                         const void *bconst);

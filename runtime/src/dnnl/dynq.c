@@ -3,12 +3,16 @@
  * f32 X, runtime/ops/fused_q.h): before each run the f32 activations are
  * quantized as DynamicQuantizeLinear does (u8 per tensor: the range of the
  * values and 0, scale (max - min) / 255, zero point round(-min / scale)),
- * into the session's buffer, and the primitive gets its output scales
- * x_scale * w_scale[n] as a run-time argument; the zero point z enters as
- * the bias: scale[n] * sum_k (q - z) W[k, n] = scale[n] * sum_k q W[k, n]
- * - scale[n] * z * colsum[n], with W's column sums computed once (oneDNN's
- * run-time zero point recomputes them at every run: 0.1 ms of 1 ms for a
- * 128x768x768 product).
+ * into the session's buffer. The primitive's output scales are the
+ * weights' w_scale[n], fixed, and x_scale multiplies by a binary post-op
+ * whose one-element operand is set at every run (run-time output scales
+ * per column put oneDNN 2.6 on its int8 gemm:jit, 6.8x slower than the
+ * brgemm kernels on BERT-base's projections on an AMX Xeon). The zero point
+ * z enters as the bias: scale[n] * sum_k (q - z) W[k, n] = scale[n] *
+ * sum_k q W[k, n] - scale[n] * z * colsum[n], scale[n] = x_scale *
+ * w_scale[n], with W's column sums computed once (oneDNN's run-time zero
+ * point recomputes them at every run: 0.1 ms of 1 ms for a 128x768x768
+ * product).
  *
  * Bit for bit the reference kernel's numbers (kn_k_dynamic_quantize): the
  * same float formulas, the range found in parallel chunks whose results are
@@ -26,11 +30,22 @@
 enum { DYNQ_PIECE = 16384 }; /* floats per parallel unit */
 
 /* The two loops below are worth vectorizing (a 128x768 activation is 98K
- * floats per matmul); GCC's -O2 cost model leaves them scalar. */
-#if defined(__GNUC__) && !defined(__clang__)
+ * floats per matmul, BERT-base quantizes 10.6M per run); GCC's -O2 cost
+ * model leaves them scalar, and the library's baseline is SSE2: each is
+ * also compiled for AVX2 and AVX-512 (target_clones, picked by the loader
+ * for this CPU; the same operations in every clone, so the same bits).
+ * With SSE2 alone quantizing took 23% of the int8 BERT's time on an AMX
+ * Xeon. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DYNQ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define DYNQ_VECTORIZE __attribute__((optimize("O3", "no-trapping-math"))) DYNQ_CLONES
+#define DYNQ_RANGE_FLAGS __attribute__((optimize("O3", "no-trapping-math", "no-signed-zeros", "finite-math-only"))) DYNQ_CLONES
+#elif defined(__GNUC__) && !defined(__clang__)
 #define DYNQ_VECTORIZE __attribute__((optimize("O3", "no-trapping-math")))
+#define DYNQ_RANGE_FLAGS __attribute__((optimize("O3", "no-trapping-math", "no-signed-zeros", "finite-math-only")))
 #else
 #define DYNQ_VECTORIZE
+#define DYNQ_RANGE_FLAGS
 #endif
 
 typedef struct dynq_pass {
@@ -45,10 +60,7 @@ typedef struct dynq_pass {
 /* The range of x[0..n) and 0 (NaN skipped), vectorized: GCC emits minps/
  * maxps only when told zeros' signs and NaN do not matter, so a NaN result
  * (it may order the operands its own way) is redone by range_exact. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("O3", "no-trapping-math", "no-signed-zeros", "finite-math-only")))
-#endif
-static void range_of(const float *x, int64_t n, float *out_min, float *out_max)
+DYNQ_RANGE_FLAGS static void range_of(const float *x, int64_t n, float *out_min, float *out_max)
 {
     float mn = 0.0f, mx = 0.0f;
     for (int64_t i = 0; i < n; i++) {
@@ -118,9 +130,9 @@ int kn_dnnl_dynq_run(kn_dnnl_session *s, kn_dnnl_prim *p, const float *x, int th
     d.scale = scale;
     d.zp = rintf(zf);
     if ((rc = kn_rt_parallel_for_threads(threads, quant_chunk, &d, units))) return rc;
+    dq->x_scale = scale;
     for (int64_t c = 0; c < dq->n_cols; c++) {
         float sc = scale * dq->wscales[dq->n_scale == 1 ? 0 : c];
-        if (c < dq->n_scale) dq->scales[c] = sc;
         dq->bias_run[c] = (dq->bias ? dq->bias[c] : 0.0f) - sc * d.zp * (float)dq->colsum[c];
     }
     *out_q = s->act[0];
@@ -147,8 +159,7 @@ int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     dq->n_cols = N;
     dq->wscales = ws;
     dq->bias = bconst;
-    if (!(dq->scales = calloc((size_t)rec->n_scale, sizeof(float))) ||
-        !(dq->part = calloc((size_t)(2 * units + 1), sizeof(float))) ||
+    if (!(dq->part = calloc((size_t)(2 * units + 1), sizeof(float))) ||
         !(dq->colsum = calloc((size_t)N, sizeof(int32_t))) || !(dq->bias_run = calloc((size_t)N, sizeof(float))))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < rec->n_scale; i++)
@@ -158,21 +169,20 @@ int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
         for (int64_t n = 0; n < N; n++) dq->colsum[n] += w[k * N + n];
     /* the run's bias replaces the record's: exec binds it (p->bias_const) */
     p->bias_const = dq->bias_run;
-    float rt = DNNL_RUNTIME_F32_VAL;
     int mask = rec->n_scale == 1 ? 0 : 1 << out_dim;
-    KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, mask, &rt), "setting run-time output scales");
-    dnnl_dims_t sd = {rec->n_scale};
-    dnnl_memory_desc_t smd;
-    KN_DN(dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_f32, dnnl_a), "describing the output scales");
-    KN_DN(dnnl_memory_create(&dq->m_scales, &smd, s->engine, dq->scales), "creating the output scales memory");
+    KN_DN(dnnl_primitive_attr_set_output_scales(attr, rec->n_scale, mask, ws), "setting the output scales");
+    dnnl_dims_t one;
+    for (int i = 0; i <= out_dim; i++) one[i] = 1;
+    int st2 = kn_dnnl_plain_md(&dq->xs_md, out_dim + 1, one, "describing the activation scale");
+    if (st2) return st2;
+    KN_DN(dnnl_memory_create(&dq->m_xs, &dq->xs_md, s->engine, &dq->x_scale), "creating the activation scale memory");
     return kn_dnnl_reserve(s, 0, (size_t)n_src);
 }
 
 void kn_dnnl_dynq_free(kn_dnnl_dynq *dq)
 {
     if (!dq) return;
-    if (dq->m_scales) dnnl_memory_destroy(dq->m_scales);
-    free(dq->scales);
+    if (dq->m_xs) dnnl_memory_destroy(dq->m_xs);
     free(dq->colsum);
     free(dq->bias_run);
     free(dq->part);

@@ -141,7 +141,7 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         args[n++] = (dnnl_exec_arg_t){p->bias_arg, p->m_bias};
     }
     if (p->dynq) {
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_OUTPUT_SCALES, p->dynq->m_scales};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p->dynq->m_xs};
     }
     prim_run *run = &p->main;
     if (p->m_res) {

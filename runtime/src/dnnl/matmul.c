@@ -234,15 +234,18 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
         float a = rec->alpha;
         KN_DN(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), "setting the matmul output scale");
     }
-    if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+    /* dynamic: the run's activation scale multiplies first (post-op 0) */
+    if (bias_post) p->bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(dyn ? 1 : 0) | DNNL_ARG_SRC_1;
     if (dyn && (st = kn_dnnl_dynq_create(s, rec, weights, p, attr, numel(&rec->src), nd - 1, wconst, bconst)))
         return st;
+    const dnnl_memory_desc_t *xs_md = dyn ? &p->dynq->xs_md : NULL;
     if (q && !dyn && (st = kn_dnnl_set_int8_attr(rec, weights, attr, N, nd - 1))) return st;
     /* the dynamic form's residual (f32, real units) as a binary add: with a
      * sum post-op oneDNN 2.6 runs its reference int8 matmul (1000x slower) */
     if (dyn && kn_dnnl_has_sum(rec)) {
-        if ((st = kn_dnnl_set_residual_as_add(s, p, rec, attr, bias_post ? &bias_md : NULL, &dst_md))) return st;
-    } else if ((st = kn_dnnl_set_post_ops(rec, attr, bias_post ? &bias_md : NULL, &p->has_sum))) {
+        if ((st = kn_dnnl_set_residual_as_add(s, p, rec, attr, xs_md, bias_post ? &bias_md : NULL, &dst_md)))
+            return st;
+    } else if ((st = kn_dnnl_set_post_ops_ex(rec, attr, xs_md, bias_post ? &bias_md : NULL, &p->has_sum))) {
         return st;
     }
     const dnnl_memory_desc_t *prim_bias = hb && !bias_post ? &bias_md : NULL;

@@ -15,22 +15,25 @@
 #include <dnnl.h>
 
 #include "dnnl_int.h"
-/* Fills attr's post-ops from the record, after a binary add of `bias_md`
- * when given (a bias that the output scale must not scale). With res_md,
- * the record's residual sum becomes a binary add of a tensor described by
- * res_md (its index among the post-ops in *res_idx); otherwise a sum. */
-static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
-                            const dnnl_memory_desc_t *res_md, bool *has_sum, int *res_idx)
+/* Fills attr's post-ops from the record, after a binary multiply by
+ * `scale_md` and a binary add of `bias_md` when given (a bias that the
+ * output scale must not scale). With res_md, the record's residual sum
+ * becomes a binary add of a tensor described by res_md (its index among the
+ * post-ops in *res_idx); otherwise a sum. */
+static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                            const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md, bool *has_sum,
+                            int *res_idx)
 {
     *has_sum = false;
     if (res_idx) *res_idx = -1;
     if (rec->n_post < 0 || rec->n_post > 4)
         return kn_error(KN_ERR_INVALID, "oneDNN record: %d post-ops (at most 4)", rec->n_post);
-    if (rec->n_post == 0 && !bias_md) return KN_OK;
+    if (rec->n_post == 0 && !bias_md && !scale_md) return KN_OK;
     dnnl_post_ops_t po;
     KN_DN(dnnl_post_ops_create(&po), "creating post-ops");
     dnnl_status_t st = dnnl_success;
-    if (bias_md) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md);
+    if (scale_md) st = dnnl_post_ops_append_binary(po, dnnl_binary_mul, scale_md);
+    if (bias_md && st == dnnl_success) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md);
     int bad = 0;
     for (int i = 0; i < rec->n_post && st == dnnl_success && !bad; i++) {
         const kn_abi_post *p = &rec->post[i];
@@ -112,14 +115,20 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum)
 {
-    return set_post_ops_res(rec, attr, bias_md, NULL, has_sum, NULL);
+    return set_post_ops_res(rec, attr, NULL, bias_md, NULL, has_sum, NULL);
+}
+
+int kn_dnnl_set_post_ops_ex(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                            const dnnl_memory_desc_t *bias_md, bool *has_sum)
+{
+    return set_post_ops_res(rec, attr, scale_md, bias_md, NULL, has_sum, NULL);
 }
 
 int kn_dnnl_set_post_ops_add(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *res_md,
                              int *out_idx)
 {
     bool has_sum;
-    return set_post_ops_res(rec, attr, NULL, res_md, &has_sum, out_idx);
+    return set_post_ops_res(rec, attr, NULL, NULL, res_md, &has_sum, out_idx);
 }
 
 int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
@@ -181,7 +190,7 @@ int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_
     dnnl_primitive_attr_t sum_attr = NULL;
     if (dnnl_primitive_attr_clone(&sum_attr, attr) != dnnl_success)
         return kn_error(KN_ERR_NOMEM, "oneDNN: copying attributes failed");
-    bool ok = !set_post_ops_res(rec, attr, NULL, res_md, has_sum, &idx) && idx >= 0 &&
+    bool ok = !set_post_ops_res(rec, attr, NULL, NULL, res_md, has_sum, &idx) && idx >= 0 &&
               kn_dnnl_impl_of(s, op_desc, attr, res_md, with_add, sizeof with_add) && !strcmp(with_sum, with_add);
     dnnl_primitive_desc_t sum_pd = NULL;
     if (ok && dnnl_primitive_desc_create(&sum_pd, op_desc, sum_attr, s->engine, NULL) != dnnl_success) ok = false;
@@ -203,10 +212,10 @@ int kn_dnnl_set_residual_post_ops(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_
 
 
 int kn_dnnl_set_residual_as_add(kn_dnnl_session *s, kn_dnnl_prim *p, const kn_abi_dnnl *rec,
-                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
-                                 const dnnl_memory_desc_t *res_md)
+                                 dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                                 const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md)
 {
-    int idx = -1, st = set_post_ops_res(rec, attr, bias_md, res_md, &p->has_sum, &idx);
+    int idx = -1, st = set_post_ops_res(rec, attr, scale_md, bias_md, res_md, &p->has_sum, &idx);
     if (st || idx < 0) return st;
     p->res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1;
     p->res_bytes = dnnl_memory_desc_get_size(res_md);
