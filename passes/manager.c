@@ -45,9 +45,9 @@ static const char *const default_pipeline[4] = {
     /* -O0 */ "normalize-msft,inline-if,fold-constants",
     /* -O1 */ "normalize-msft,inline-if,fold-constants,fold-shapes,freeze,simplify,dce",
     /* -O2 */ "normalize-msft,inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-qkv,fuse-elementwise",
     /* -O3 */ "normalize-msft,inline-if,recognize-gelu,lower-qdq,fold-constants,fold-shapes,freeze,simplify,cse,fold-batchnorm,recognize-gelu,recognize-layernorm,"
-              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-elementwise",
+              "recognize-softmax,recognize-attention,sink-transposes,simplify,cse,dce,fuse-conv,fuse-matmul,fuse-qkv,fuse-elementwise",
 };
 
 const char *kn_pass_default_pipeline(int level)

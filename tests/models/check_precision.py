@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kiln compile --precision bf16|mixed on a generated model (gen_models.py).
 
-  check_precision.py KILN MODEL_DIR --precision mixed --bf16 71 --f32 1
+  check_precision.py KILN MODEL_DIR --precision mixed --bf16 47 --f32 1
       [--attn 12] [--min-cosine 0.999]
 
 Checks, on any CPU:
