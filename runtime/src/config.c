@@ -41,12 +41,22 @@
  *    CPUs): the AVX2 row's figure;
  *  - MobileNetV2's expansions: paired from 4 MB of output up;
  *  - thin k x 1 convs: the AVX2 row's figures (Zen 3), not measured on an
- *    AVX-512 CPU (the 1-D form is oneDNN's own kernel there too). */
+ *    AVX-512 CPU (the 1-D form is oneDNN's own kernel there too);
+ *  - avoided: oneDNN 2.6's jit_1x1 and jit int8 kernels for AMX, which it
+ *    picks where its brgconv AMX kernels decline (MobileNetV2's 1x1
+ *    layers): measured on a Sapphire Rapids-class Xeon (KVM, 2 vCPUs),
+ *    1.5-5x slower per layer than brgconv_1x1:avx512_core_vnni, oneDNN's
+ *    next choice (MobileNetV2-qdq 2.29 -> 1.30 ms on 2 threads, 3.13 ->
+ *    2.05 on 1; ResNet-50-qdq, whose 1x1 layers keep brgconv_1x1 AMX,
+ *    4.53 -> 4.19 and 7.09 -> 6.97). Only AMX CPUs offer them, so the rule
+ *    is every AVX-512 row's. */
+static const char *const AVOID_AMX_JIT_1X1[] = {"jit_1x1:avx512_core_amx_int8", "jit:avx512_core_amx_int8", NULL};
 #define ZEN5_FIGURES                                                                                               \
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
     .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
     .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
-    .thin_im2col_max_pixels = 0, .thin_min_height = 1, .xdw_min_bytes = 4 << 20
+    .thin_im2col_max_pixels = 0, .thin_min_height = 1, .xdw_min_bytes = 4 << 20,                                  \
+    .avoid_impls = AVOID_AMX_JIT_1X1
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_ZEN5] = {.name = "zen5", .measured_on = "AMD Zen 5, one core (docs/benchmarks.md)", ZEN5_FIGURES},

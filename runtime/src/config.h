@@ -50,6 +50,10 @@ typedef struct kn_tuning {
     int64_t thin_im2col_max_pixels; /* ... of width 1 (k x 1 convs): at most this many */
     int64_t thin_min_height;     /* a k x 1 conv over width 1 as 1-D: outputs at least this tall */
     int64_t xdw_min_bytes;       /* 1x1 + depthwise pairs: expansions at least this large */
+    /* oneDNN implementations (name prefixes, NULL-terminated) measured
+     * slower than the next one oneDNN offers for the same primitive: the
+     * next one that is not a reference kernel runs instead */
+    const char *const *avoid_impls;
 } kn_tuning;
 
 typedef enum kn_cpu_family {
