@@ -49,8 +49,10 @@ bool kn_dnnl_has_sum(const kn_abi_dnnl *rec)
  * session's blocked layout. */
 bool kn_dnnl_own_algo_allowed(const kn_abi_dnnl *rec)
 {
-    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->src_layout == KN_LAYOUT_NATIVE &&
-           rec->dst_layout == KN_LAYOUT_NATIVE && (!kn_dnnl_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
+    /* kiln's own kernels compute in f32: not for a bf16 (autocast) record */
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->compute == KN_DT_UNDEFINED &&
+           rec->src_layout == KN_LAYOUT_NATIVE && rec->dst_layout == KN_LAYOUT_NATIVE &&
+           (!kn_dnnl_has_sum(rec) || rec->post_layout == KN_LAYOUT_NATIVE);
 }
 
 /* True for a pointwise conv: 1x1 kernel, stride 1, no padding, one group. */
