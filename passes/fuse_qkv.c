@@ -27,7 +27,7 @@
 
 #include "fused_int.h"
 #include "fused_q.h"
-#include "pass.h"
+#include "match.h"
 
 enum { MAX_GROUP = 8 };
 
@@ -68,15 +68,9 @@ static const kn_value *candidate_w(const kn_node *n)
 static kn_value *new_const(kn_graph *g, const kn_node *head, const char *suffix, kn_dtype dt, int rank,
                            const int64_t *dims, kn_tensor **out)
 {
-    kn_tensor *t = calloc(1, sizeof *t);
-    if (!t || kn_tensor_alloc(t, dt, rank, dims)) {
-        free(t);
-        return NULL;
-    }
     char name[256];
     snprintf(name, sizeof name, "%s.%s", head->name, suffix);
-    *out = t;
-    return kn_graph_add_constant(g, kn_graph_lookup(g, name) ? NULL : name, t);
+    return kn_pm_const_new(g, name, dt, rank, dims, out);
 }
 
 /* name when no node of g has it yet, else NULL (kn_node_create then makes

@@ -89,37 +89,43 @@ bool kn_pm_replace(kn_value *from, kn_value *to)
     return true;
 }
 
-kn_value *kn_pm_const_f(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims, const double *data)
+kn_value *kn_pm_const_new(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims,
+                          kn_tensor **out_t)
 {
-    if (dt != KN_F32 && dt != KN_F64) {
-        kn_error(KN_ERR_UNSUPPORTED, "constant '%s': only f32/f64 constants are created by passes", name ? name : "");
-        return NULL;
-    }
     kn_tensor *t = calloc(1, sizeof *t);
     if (!t || kn_tensor_alloc(t, dt, rank, dims)) {
         free(t);
         kn_error(KN_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    *out_t = t;
+    return kn_graph_add_constant(g, name && kn_graph_lookup(g, name) ? NULL : name, t);
+}
+
+kn_value *kn_pm_const_f(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims, const double *data)
+{
+    if (dt != KN_F32 && dt != KN_F64) {
+        kn_error(KN_ERR_UNSUPPORTED, "constant '%s': only f32/f64 constants are created by passes", name ? name : "");
+        return NULL;
+    }
+    kn_tensor *t;
+    kn_value *v = kn_pm_const_new(g, name, dt, rank, dims, &t);
+    if (!v) return NULL;
     int64_t n = kn_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
         if (dt == KN_F32) ((float *)t->data)[i] = (float)data[i];
         else ((double *)t->data)[i] = data[i];
     }
-    return kn_graph_add_constant(g, name && kn_graph_lookup(g, name) ? NULL : name, t);
+    return v;
 }
 
 kn_value *kn_pm_const_i64(kn_graph *g, const char *name, int n, const int64_t *vals)
 {
-    kn_tensor *t = calloc(1, sizeof *t);
+    kn_tensor *t;
     int64_t dims[1] = {n};
-    if (!t || kn_tensor_alloc(t, KN_I64, 1, dims)) {
-        free(t);
-        kn_error(KN_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (n) memcpy(t->data, vals, sizeof *vals * (size_t)n);
-    return kn_graph_add_constant(g, name && kn_graph_lookup(g, name) ? NULL : name, t);
+    kn_value *v = kn_pm_const_new(g, name, KN_I64, 1, dims, &t);
+    if (v && n) memcpy(t->data, vals, sizeof *vals * (size_t)n);
+    return v;
 }
 
 static kn_attr *new_attr(kn_node *n, const char *name, kn_attr_kind kind)

@@ -41,6 +41,11 @@ bool kn_pm_same_type(const kn_value *a, const kn_value *b);
  * when the swap is impossible; the caller records a remark. */
 bool kn_pm_replace(kn_value *from, kn_value *to);
 
+/* A new zero-filled constant of dtype dt and the given shape in g, named
+ * `name` (a generated name when NULL or taken), its tensor in *out_t for
+ * the caller to fill; NULL with an error on failure. */
+kn_value *kn_pm_const_new(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims,
+                          kn_tensor **out_t);
 /* A new f32/f64 constant of the given shape in g, filled from data
  * (converted from double to dtype dt); NULL with an error on failure. */
 kn_value *kn_pm_const_f(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims,

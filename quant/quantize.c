@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "match.h"
 #include "observer.h"
 #include "pass.h"
 
@@ -128,15 +129,8 @@ static const char *fresh_name(kn_graph *g, const char *base, const char *suffix,
 static kn_value *new_const(kn_graph *g, const char *base, const char *suffix, kn_dtype dt, int rank,
                            const int64_t *dims, kn_tensor **out_t)
 {
-    kn_tensor *t = calloc(1, sizeof *t);
-    if (!t || kn_tensor_alloc(t, dt, rank, dims)) {
-        free(t);
-        kn_error(KN_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
     char name[512];
-    *out_t = t;
-    return kn_graph_add_constant(g, fresh_name(g, base, suffix, name, sizeof name), t);
+    return kn_pm_const_new(g, fresh_name(g, base, suffix, name, sizeof name), dt, rank, dims, out_t);
 }
 
 static kn_node *add_node(kn_graph *g, const char *op, int n_in, kn_value *const *in, const char *out_base,
