@@ -102,6 +102,7 @@ typedef struct kn_dnnl_dynq {
     int32_t *colsum;        /* sum over k of W[k, n] */
     float *bias_run;        /* bias[n] - x_scale * w_scale[n] * zero point * colsum[n], per run */
     float *part;            /* per-chunk minima and maxima */
+    bool avx512;            /* quantize with the AVX-512 loop (the CPU has it; read at creation) */
     dnnl_memory_desc_t xs_md; /* x_scale's: one element of dst's rank */
     dnnl_memory_t m_xs;
 } kn_dnnl_dynq;
