@@ -59,8 +59,20 @@ static uint64_t detect(void) { return 0; }
 
 uint64_t kn_cpu_features(void)
 {
-    /* cheap enough to recompute; no shared state to race on */
-    uint64_t f = detect();
+    /* the hardware's bits, detected once: cpuid traps to the hypervisor in
+     * a VM (tens of microseconds), and creating a session asks for every
+     * primitive. Threads that race here store the same value. KILN_CPU_MASK
+     * is read at every call (tests change it between sessions). */
+    static uint64_t detected;
+    static int have;
+    uint64_t f;
+    if (__atomic_load_n(&have, __ATOMIC_ACQUIRE)) {
+        f = __atomic_load_n(&detected, __ATOMIC_RELAXED);
+    } else {
+        f = detect();
+        __atomic_store_n(&detected, f, __ATOMIC_RELAXED);
+        __atomic_store_n(&have, 1, __ATOMIC_RELEASE);
+    }
     const char *mask = getenv("KILN_CPU_MASK");
     if (mask && *mask) {
         char *end;
