@@ -49,6 +49,13 @@ least 3) so that kiln's side takes about a minute ("runs" in results.json
 says how many), and none if 3 would take over two minutes (n/a, with the
 time of the one run, and kiln's accuracy from it).
 
+Mixed-precision rows (in the main table, and a third one): bert-bf16 and
+vit-bf16, the FP32 BERT and ViT compiled with `kiln compile --precision
+mixed`, timed against onnxruntime's FP32 run of the same model, with
+kiln's FP32 median of the model (the speedup) and the lowest cosine of an
+output against the FP32 artifact's. Where the CPU lacks AVX512-BF16 the
+artifact refuses to open and the row says n/a (not a failure).
+
 Under load (BENCH_LOAD=N, N >= 1): every FP32 row is measured a second
 time with N busy processes (one Python loop each, ended after the row and
 bounded to 10 minutes) beside both sides, as on a shared machine; a third
@@ -56,7 +63,8 @@ table gives each row's quiet and loaded kiln/onnxruntime ratios, their
 quotient, and kiln's and onnxruntime's p90/median under load.
 
 Environment (each also a flag): BENCH_MODELS=resnet50,mobilenetv2,bert,vit,
-dbnet,crnn,yolov8n,mobilenetv3,audio_rnn,resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk  BENCH_BATCHES=1,8
+dbnet,crnn,yolov8n,mobilenetv3,audio_rnn,bert-bf16,vit-bf16,resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk
+BENCH_BATCHES=1,8
 BENCH_THREADS=1,2  BENCH_RUNS=20  BENCH_WARMUP=3  BENCH_LOAD=0.
 No timing here is ever a pass/fail criterion; the exit status is non-zero
 only when a model could not be generated, compiled or run (for INT8 rows:
