@@ -157,8 +157,12 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
     head_view vv = view_of(dm->three_d, dm->Hkv, dm->Skv, Dv, b, hk);
     const float scale = (float)r->pr->scale;
     int64_t nr4 = (nr + R - 1) / R * R;
-    for (int64_t i = 0; i < nr4; i++)
-        for (int64_t d = 0; d < D; d++) qs[i * D + d] = i < nr ? r->q[qv.base + (i0 + i) * qv.row + d] * scale : 0.0f;
+    for (int64_t i = 0; i < nr; i++) { /* contiguous rows: the compiler vectorizes it */
+        const float *src = r->q + qv.base + (i0 + i) * qv.row;
+        float *dst = qs + i * D;
+        for (int64_t d = 0; d < D; d++) dst[d] = src[d] * scale;
+    }
+    memset(qs + nr * D, 0, (size_t)((nr4 - nr) * D) * sizeof *qs); /* the last tile's missing rows */
     if (k->pack_q) k->pack_q(qs, nr4, D); /* bf16: Q rounded after the scale, as q * scale in bf16 would be */
     memset(o, 0, (size_t)(nr4 * Dv) * sizeof *o);
     for (int64_t i = 0; i < nr; i++) m[i] = -INFINITY, l[i] = 0;
