@@ -317,16 +317,14 @@ static void grow(kn_pass_ctx *ctx, qgroup *q)
                                : NULL;
             if (add && add->op == KN_OP_Add && !q->residual && q->n_post + 2 <= KN_FUSED_MAX_POST) {
                 int n0 = q->n_nodes, np0 = q->n_post;
-                kn_abi_post keep = q->n_post ? q->post[q->n_post - 1] : (kn_abi_post){0};
                 take(q, u);
                 take(q, d);
                 add_inner_qdq(q, &qp);
                 if (take_residual(ctx, q, add)) continue;
                 q->n_nodes = n0; /* the group ends at the QuantizeLinear after all */
                 q->out = u->inputs[0];
-                q->n_post = np0;
+                q->n_post = np0; /* add_inner_qdq only appended */
                 q->inner = -1;
-                if (np0) q->post[np0 - 1] = keep;
             }
             take(q, u);
             q->quantized = true;

@@ -50,13 +50,13 @@
  *    2.05 on 1; ResNet-50-qdq, whose 1x1 layers keep brgconv_1x1 AMX,
  *    4.53 -> 4.19 and 7.09 -> 6.97). Only AMX CPUs offer them, so the rule
  *    is every AVX-512 row's. */
-static const char *const AVOID_AMX_JIT_1X1[] = {"jit_1x1:avx512_core_amx_int8", "jit:avx512_core_amx_int8", NULL};
+static const char *const AVOID_AMX_JIT_INT8[] = {"jit_1x1:avx512_core_amx_int8", "jit:avx512_core_amx_int8", NULL};
 #define ZEN5_FIGURES                                                                                               \
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
     .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
     .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
     .thin_im2col_max_pixels = 0, .thin_min_height = 1, .xdw_min_bytes = 4 << 20,                                  \
-    .avoid_impls = AVOID_AMX_JIT_1X1
+    .avoid_impls = AVOID_AMX_JIT_INT8
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_ZEN5] = {.name = "zen5", .measured_on = "AMD Zen 5, one core (docs/benchmarks.md)", ZEN5_FIGURES},

@@ -1,7 +1,7 @@
 /*
  * runtime/kernels/x86/bf16_attention_avx512.c — the compiled Attention
  * path's bf16 table (runtime/src/attention.h) for nodes autocast marked
- * (kiln compile --precision bf16|mixed), on AVX-512F + KN_ATTN512_TARGET-BF16:
+ * (kiln compile --precision bf16|mixed), on AVX-512F + AVX512-BF16:
  *   pack_q   the task's scaled Q rows rounded to bf16 pairs, in place;
  *   pack_kt  a block of keys rounded to bf16 pairs and transposed as
  *            32-bit words (16 x 16, the f32 table's transpose): word

@@ -5,7 +5,8 @@
  * others. The wrapper's interface is in rt_internal.h.
  *
  *   dnnl.c      sessions, the layout probe, primitives' life (create,
- *               rebuild for a thread count, free), small helpers
+ *               rebuild for a thread count, free), which of oneDNN's
+ *               implementations runs (kn_dnnl_pd_create), small helpers
  *   conv.c      convolutions: the table of algorithms and its rows
  *   deconv.c    transposed convolutions (ConvTranspose)
  *   im2col.c    the im2col row of that table
@@ -186,6 +187,13 @@ bool kn_dnnl_has_bias(const kn_abi_dnnl *rec);
 int kn_dnnl_const_ptr(const kn_abi_ref *r, const unsigned char *weights, int64_t nbytes, const char *what,
                       const void **out);
 void kn_dnnl_set_threads(int threads);
+/* oneDNN's primitive descriptor for op_desc + attr: its first choice, or,
+ * when the tuning table avoids that one (kn_tuning.avoid_impls), the next
+ * one that is neither avoided nor a reference kernel. Every descriptor of
+ * a primitive that runs, and every query of what would run, goes through
+ * it. */
+int kn_dnnl_pd_create(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
+                      const char *what);
 void kn_dnnl_run_free(prim_run *r);
 int kn_dnnl_run_make(kn_dnnl_session *s, dnnl_primitive_desc_t pd, prim_run *r, const char *what);
 int kn_dnnl_run_exec(kn_dnnl_session *s, prim_run *r, dnnl_exec_arg_t *args, int nargs, const char *what);

@@ -189,8 +189,7 @@ static int conv_pd(kn_dnnl_session *s, const kn_opdesc *d, const int64_t *xd, co
     KN_DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
                                                      bias ? &bmd : NULL, &dst, strides, dil, pl, pr),
           "conv descriptor");
-    KN_DN(dnnl_primitive_desc_create(pd, &cd, attr, s->engine, NULL), "conv primitive descriptor");
-    return KN_OK;
+    return kn_dnnl_pd_create(s, &cd, attr, pd, "conv primitive descriptor");
 }
 
 /* The primitive descriptor of a MaxPool or AveragePool. */

@@ -192,8 +192,7 @@ int kn_dnnl_dynq_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     dq->n_cols = N;
     dq->wscales = ws;
     dq->bias = bconst;
-    /* once: cpuid traps to the hypervisor in a VM (6% of the int8 BERT's
-     * time when asked at every run) */
+    /* decided with the session, not at every run */
     dq->avx512 = (kn_cpu_features() & KN_CPU_AVX512F) != 0;
     if (!(dq->part = calloc((size_t)(2 * units + 1), sizeof(float))) ||
         !(dq->colsum = calloc((size_t)N, sizeof(int32_t))) || !(dq->bias_run = calloc((size_t)N, sizeof(float))))

@@ -160,7 +160,10 @@ bool kn_dnnl_impl_of(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_att
                      char *impl, size_t n)
 {
     dnnl_primitive_desc_t pd;
-    if (dnnl_primitive_desc_create(&pd, op_desc, attr, s->engine, NULL) != dnnl_success) return false;
+    if (kn_dnnl_pd_create(s, op_desc, attr, &pd, "querying the implementation")) {
+        kn_error_clear(); /* none: the caller decides without it */
+        return false;
+    }
     const char *name = NULL;
     bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name &&
               (!dst || dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), dst));

@@ -81,43 +81,6 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
     return KN_OK;
 }
 
-/* True if impl starts with one of the tuning row's avoided names. */
-static bool avoided(const char *impl)
-{
-    const char *const *avoid = kn_config_tuning()->avoid_impls;
-    for (int i = 0; avoid && avoid[i]; i++)
-        if (!strncmp(impl, avoid[i], strlen(avoid[i]))) return true;
-    return false;
-}
-
-/* oneDNN's primitive descriptor for op_desc + attr: its first choice, or
- * the next one that is neither avoided (kn_tuning.avoid_impls) nor a
- * reference kernel when the first is avoided. */
-static int create_pd(kn_dnnl_session *s, const void *op_desc, dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
-                     const char *what)
-{
-    dnnl_primitive_desc_iterator_t it;
-    KN_DN(dnnl_primitive_desc_iterator_create(&it, op_desc, attr, s->engine, NULL), what);
-    dnnl_primitive_desc_t first = dnnl_primitive_desc_iterator_fetch(it), pick = NULL;
-    const char *impl = NULL;
-    bool avoid_first = first && dnnl_primitive_desc_query(first, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-                       impl && avoided(impl);
-    while (avoid_first && !pick && dnnl_primitive_desc_iterator_next(it) == dnnl_success) {
-        dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
-        impl = NULL;
-        if (pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-            !avoided(impl) && strncmp(impl, "ref", 3))
-            pick = pd;
-        else if (pd)
-            dnnl_primitive_desc_destroy(pd);
-    }
-    dnnl_primitive_desc_iterator_destroy(it);
-    if (!first) return kn_error(KN_ERR_UNSUPPORTED, "oneDNN: %s: no implementation", what);
-    if (pick) dnnl_primitive_desc_destroy(first);
-    *out = pick ? pick : first;
-    return KN_OK;
-}
-
 /* Creates pd from op_desc + attr, then the primitive and every memory. */
 int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
                         const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_user,
@@ -125,7 +88,7 @@ int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc
                         const dnnl_memory_desc_t *post_md, const void *wconst, const char *what)
 {
     dnnl_primitive_desc_t pd = NULL;
-    int rc0 = create_pd(s, op_desc, attr, &pd, what);
+    int rc0 = kn_dnnl_pd_create(s, op_desc, attr, &pd, what);
     if (rc0) return rc0;
     dnnl_memory_desc_t want = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t src_pd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
