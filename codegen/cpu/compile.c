@@ -41,6 +41,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "eval.h"
+#include "fused_int.h"
 #include "kiln/kiln.h"
 #include "opdesc.h"
 #include "pass.h"
@@ -494,13 +495,30 @@ static bool is_const(const kn_value *v) { return !v || v->const_data; }
 /* A 2-D f32 Conv/FusedConv (constant weights and bias), MaxPool (no
  * indices) or AveragePool (no ceil_mode) that oneDNN can run at the run's
  * shape (runtime/src/dnnl/dynconv.c). */
+/* n's post-ops (a FusedConv's) can go to oneDNN as they are
+ * (kn_fused_posts_collide). */
+static bool posts_ok(const kn_node *n)
+{
+    kn_opdesc d;
+    bool has[1];
+    kn_node_opdesc(n, &d, has);
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int np;
+    if (kn_fused_posts(&d, post, &np)) {
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return false;
+    }
+    return !kn_fused_posts_collide(post, np);
+}
+
 static bool dynconv_ok(const kn_node *n)
 {
     const kn_value *x = n->n_inputs > 0 ? n->inputs[0] : NULL, *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
     if (!x || !y || x->dtype != KN_F32 || y->dtype != KN_F32 || x->shape.rank != 4 || y->shape.rank != 4) return false;
     switch (n->op) {
     case KN_OP_Conv: case KN_OP_FusedConv:
-        return n->n_inputs >= 2 && is_const(n->inputs[1]) && (n->n_inputs < 3 || is_const(n->inputs[2]));
+        return n->n_inputs >= 2 && is_const(n->inputs[1]) && (n->n_inputs < 3 || is_const(n->inputs[2])) &&
+               posts_ok(n);
     case KN_OP_MaxPool:
         return (n->n_outputs < 2 || !n->outputs[1]) && kn_attr_int(n, "storage_order", 0) == 0;
     case KN_OP_AveragePool: return kn_attr_int(n, "ceil_mode", 0) == 0;

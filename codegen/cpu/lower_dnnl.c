@@ -139,25 +139,6 @@ static int conv_geometry(const kn_node *n, kn_abi_dnnl *r, const kn_value *x, co
     return KN_OK;
 }
 
-/* oneDNN 2.x (Debian's 2.6) runs two eltwise post-ops of one algorithm with
- * the first one's parameters: Clip(0, 6) then Clip(-0.5, 1.5) clamps to
- * [0, 6]. LeakyRelu and Relu are both its relu algorithm. The fusion pass
- * merges adjacent clamps; a list that still holds such a pair is declined
- * (found by the differential tester; tests/difftest/regress/). */
-static int eltwise_alg(int kind)
-{
-    return kind == KN_POST_LEAKY_RELU ? KN_POST_RELU : kind;
-}
-
-static bool posts_collide(const kn_abi_post *post, int np)
-{
-    for (int i = 0; i < np; i++)
-        for (int j = i + 1; j < np; j++)
-            if (post[i].kind != KN_POST_SUM && eltwise_alg(post[i].kind) == eltwise_alg(post[j].kind) &&
-                (post[i].alpha != post[j].alpha || post[i].beta != post[j].beta))
-                return true;
-    return false;
-}
 
 /* The post-ops of a fused or integer node into r, and its residual input
  * (NULL when there is none); KN_ERR_UNSUPPORTED when the residual is not
@@ -175,7 +156,7 @@ static int fused_posts(const kn_cg *cg, const kn_node *n, bool res_8bit, kn_abi_
         kn_error_clear(); /* the runtime kernel reports it, naming the node */
         return KN_ERR_UNSUPPORTED;
     }
-    if (posts_collide(post, np))
+    if (kn_fused_posts_collide(post, np))
         return kn_error(KN_ERR_UNSUPPORTED, "two post-ops use one oneDNN eltwise algorithm with different "
                                             "parameters (oneDNN 2.x would apply the first one's to both)");
     const kn_value *res = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];

@@ -51,6 +51,18 @@ bool kn_fused_has_sum(const kn_abi_post *post, int n)
     return false;
 }
 
+static int eltwise_alg(int kind) { return kind == KN_POST_LEAKY_RELU ? KN_POST_RELU : kind; }
+
+bool kn_fused_posts_collide(const kn_abi_post *post, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (post[i].kind != KN_POST_SUM && eltwise_alg(post[i].kind) == eltwise_alg(post[j].kind) &&
+                (post[i].alpha != post[j].alpha || post[i].beta != post[j].beta))
+                return true;
+    return false;
+}
+
 int kn_fused_posts(const kn_opdesc *d, kn_abi_post *post, int *out_n)
 {
     *out_n = 0;

@@ -83,6 +83,14 @@ int kn_fused_apply_post(const kn_abi_post *p, const kn_tensor *r, kn_tensor *y);
 /* True if the list holds a KN_POST_SUM (the op then needs input R). */
 bool kn_fused_has_sum(const kn_abi_post *post, int n);
 
+/* True if two steps of the list use one oneDNN eltwise algorithm with
+ * different parameters (LeakyRelu and Relu are both its relu). oneDNN 2.x
+ * (Debian's 2.6) runs them both with the first one's: Clip(0, 6) then
+ * Clip(-0.5, 1.5) clamps to [0, 6]. Every path that gives a node's
+ * post-ops to oneDNN declines such a list (found by the differential
+ * tester; tests/difftest/regress/). */
+bool kn_fused_posts_collide(const kn_abi_post *post, int n);
+
 /* ---- FusedElementwise ---------------------------------------------------- */
 
 #define KN_EW_MAX_INPUTS 16
