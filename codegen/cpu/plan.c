@@ -20,6 +20,7 @@
 #include "cg.h"
 #include "fused_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,43 +98,79 @@ static int mark_captured(const kn_graph *g, unsigned char *captured)
     return KN_OK;
 }
 
+/* A constant stored with the weights, for finding repeats of one tensor. */
+typedef struct stored_const {
+    const void *data;
+    size_t nbytes;
+    int index; /* in g->values */
+} stored_const;
+
+static int cmp_stored(const void *a, const void *b)
+{
+    const stored_const *x = a, *y = b;
+    if (x->data != y->data) return (uintptr_t)x->data < (uintptr_t)y->data ? -1 : 1;
+    if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static bool stored_with_weights(const kn_graph *g, const kn_value *v, const unsigned char *captured)
+{
+    return v->const_data && value_needed(g, v, captured) && input_index(g, v) < 0;
+}
+
+/* Constants → offsets in the weights blob, in value order; a tensor that
+ * several values share (the same data and size) is stored once, at the
+ * first one's offset. Repeats are found by sorting, not by comparing every
+ * constant with every earlier one (40,000 constants took seconds). */
 static int plan_weights(const kn_graph *g, kn_plan *p, const unsigned char *captured)
 {
-    int64_t total = 0;
-    /* first pass: offsets (dedup by data pointer), second: copy */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < g->n_values; i++) {
-            const kn_value *v = g->values[i];
-            if (!v->const_data || !value_needed(g, v, captured) || input_index(g, v) >= 0) continue;
-            const kn_tensor *t = v->const_data;
-            if (pass == 1) {
-                if (t->nbytes) memcpy(p->weights + p->where[v->id].offset, t->data, t->nbytes);
-                continue;
-            }
-            int64_t off = -1;
-            for (int j = 0; j < i && t->data; j++) {
-                const kn_value *u = g->values[j];
-                if (u->const_data && u->const_data->data == t->data && u->const_data->nbytes == t->nbytes &&
-                    p->where[u->id].loc == KN_LOC_WEIGHTS) {
-                    off = p->where[u->id].offset;
-                    break;
-                }
-            }
-            if (off < 0) {
-                off = total;
-                if ((int64_t)t->nbytes > INT64_MAX / 2 - total)
-                    return kn_error(KN_ERR_NOMEM, "constant '%s': the weights exceed the addressable size", v->name);
-                total = align_up(total + (int64_t)t->nbytes);
-            }
-            p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_WEIGHTS, .offset = off};
-        }
-        if (pass == 0) {
-            p->weights_bytes = total;
-            if (total > 0 && !(p->weights = aligned_alloc(PLAN_ALIGN, (size_t)total)))
-                return kn_error(KN_ERR_NOMEM, "out of memory for %lld bytes of weights", (long long)total);
-            if (total > 0) memset(p->weights, 0, (size_t)total);
-        }
+    int n = 0;
+    stored_const *sc = malloc(sizeof *sc * ((size_t)g->n_values + 1));
+    int *first = malloc(sizeof *first * ((size_t)g->n_values + 1)); /* by value index: the index it repeats */
+    if (!sc || !first) {
+        free(sc);
+        free(first);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
     }
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        first[i] = i;
+        if (stored_with_weights(g, v, captured) && v->const_data->data)
+            sc[n++] = (stored_const){v->const_data->data, v->const_data->nbytes, i};
+    }
+    qsort(sc, (size_t)n, sizeof *sc, cmp_stored);
+    for (int k = 1; k < n; k++)
+        if (sc[k].data == sc[k - 1].data && sc[k].nbytes == sc[k - 1].nbytes) first[sc[k].index] = first[sc[k - 1].index];
+    free(sc);
+    int64_t total = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (!stored_with_weights(g, v, captured)) continue;
+        int64_t off;
+        if (first[i] != i) off = p->where[g->values[first[i]]->id].offset;
+        else {
+            size_t nb = v->const_data->nbytes;
+            if ((int64_t)nb > INT64_MAX / 2 - total) {
+                free(first);
+                return kn_error(KN_ERR_NOMEM, "constant '%s': the weights exceed the addressable size", v->name);
+            }
+            off = total;
+            total = align_up(total + (int64_t)nb);
+        }
+        p->where[v->id] = (kn_abi_ref){.loc = KN_LOC_WEIGHTS, .offset = off};
+    }
+    p->weights_bytes = total;
+    if (total > 0 && !(p->weights = aligned_alloc(PLAN_ALIGN, (size_t)total))) {
+        free(first);
+        return kn_error(KN_ERR_NOMEM, "out of memory for %lld bytes of weights", (long long)total);
+    }
+    if (total > 0) memset(p->weights, 0, (size_t)total);
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (first[i] == i && stored_with_weights(g, v, captured) && v->const_data->data && v->const_data->nbytes)
+            memcpy(p->weights + p->where[v->id].offset, v->const_data->data, v->const_data->nbytes);
+    }
+    free(first);
     return KN_OK;
 }
 
