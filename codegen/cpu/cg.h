@@ -277,6 +277,7 @@ typedef struct kn_compile_opts {
     int opt_level;           /* 0..3 (default 3) */
     bool external_weights;   /* weights in ART.so.weights, mmapped at open */
     bool report;             /* print how each node was lowered */
+    bool stats;              /* time of each code generation phase to stderr (--stats) */
     int layout;              /* KN_CG_LAYOUT_*: activations between convolutions */
     int conv_algo;           /* KN_CONV_ALGO_* (kiln/abi.h): --conv-algo */
     uint64_t model_hash;     /* of the ONNX bytes and options */

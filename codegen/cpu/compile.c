@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llvm-c/Analysis.h>
@@ -1033,15 +1034,40 @@ static int prepare_probes(const kn_compile_opts *o)
     return KN_OK;
 }
 
+/* --stats: wall time of each code generation phase, so a slow compile
+ * says whether the graph, kiln's IR building or LLVM is to blame. */
+typedef struct phase_clock {
+    bool on;
+    double last;
+} phase_clock;
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static void phase_done(phase_clock *c, const char *what)
+{
+    if (!c->on) return;
+    double t = now_ms();
+    if (c->last > 0) fprintf(stderr, "codegen %-28s %10.2f ms\n", what, t - c->last);
+    c->last = t;
+}
+
 static int compile(compile_state *s, kn_outset *outs)
 {
     int st;
     char wbase[512];
+    phase_clock clk = {.on = s->o->stats};
+    phase_done(&clk, "start");
     if ((st = check_output_dirs(s->o)) || (st = prepare(s->m, s->g)) || (st = prepare_probes(s->o)) ||
         (st = kn_dyn_analyze(s->g, s->o, &s->dyn)) || (st = model_name(s)))
         return st;
     unfold_partly_known(s->g);
     if ((st = kn_plan_build(s->g, &s->plan))) return st;
+    phase_done(&clk, "checks, folding, memory plan");
     s->cg.ctx = LLVMContextCreate();
     if ((st = make_target_machine(s))) return st;
     uint64_t target_features = s->meta.cpu_features;
@@ -1049,7 +1075,12 @@ static int compile(compile_state *s, kn_outset *outs)
     if ((st = kn_cg_plan_layouts(&s->cg)) || (st = init_meta(s)) || (st = emit_all(s))) return st;
     warn_bf16(s, target_features);
     if (s->o->external_weights && (st = write_weights_file(s, outs, wbase, sizeof wbase))) return st;
-    if ((st = emit_descriptor(s)) || (st = optimize(s)) || (st = write_outputs(s, outs))) return st;
+    if ((st = emit_descriptor(s))) return st;
+    phase_done(&clk, "LLVM IR built");
+    if ((st = optimize(s))) return st;
+    phase_done(&clk, "LLVM optimized");
+    if ((st = write_outputs(s, outs))) return st;
+    phase_done(&clk, "object emitted and linked");
     return kn_outset_commit(outs);
 }
 

@@ -72,7 +72,8 @@ static void compile_usage(FILE *f)
             "  --passes LIST         run these graph passes (comma-separated) instead of the -O pipeline\n"
             "  --print-after PASS    print the text IR to stderr after PASS (or after every pass: all)\n"
             "  --verify-each         check the graph's invariants after every pass\n"
-            "  --stats               per-pass statistics to stderr: runs, nodes in/out, rewrites, time\n"
+            "  --stats               per-pass statistics to stderr: runs, nodes in/out, rewrites, time;\n"
+            "                        then the time of each code generation phase\n"
             "  --quantize static-int8   QuantizeLinear/DequantizeLinear on the activations of the\n"
             "                        --calib table (u8), s8 weights (Conv per output channel), int32\n"
             "                        biases (docs/quantization.md)\n"
@@ -663,7 +664,7 @@ int kn_cmd_compile(int argc, char **argv)
         else if (!strcmp(a, "--passes") && has_next) cp.passes = argv[++i];
         else if (!strcmp(a, "--print-after") && has_next) cp.print_after = argv[++i];
         else if (!strcmp(a, "--verify-each")) cp.verify_each = true;
-        else if (!strcmp(a, "--stats")) cp.stats = true;
+        else if (!strcmp(a, "--stats")) cp.stats = o.stats = true;
         else if (!strcmp(a, "--quantize") && has_next) {
             cp.quantize = argv[++i];
             if (strcmp(cp.quantize, "static-int8") && strcmp(cp.quantize, "dynamic-int8")) {
