@@ -26,6 +26,12 @@
  * computed arena offset, a dynamic slot) gets no metadata and stays under
  * LLVM's own analysis. User buffers are one class, as a caller may pass one
  * buffer as two of them.
+ *
+ * In operand mode (cg.h, share.c) an operand's address is loaded from slot
+ * k of the `inputs` argument; the access then gets the class of the k-th
+ * operand. Since the body may serve other nodes, kn_cg_alias_key gives the
+ * share table the classes it was tagged with: a body is only reused by a
+ * node whose operands overlap the same way.
  */
 #include "cg.h"
 
@@ -43,6 +49,10 @@ typedef struct alias_blocks {
     LLVMValueRef arena, weights, inputs, outputs;
     int64_t off[MAX_OPERANDS], bytes[MAX_OPERANDS];
     int n;
+    /* operand mode (cg.h): the class of the operand whose address slot k
+     * of `inputs` holds */
+    int op_class[MAX_OPERANDS];
+    int n_ops;
 } alias_blocks;
 
 static void add_block(const kn_cg *cg, alias_blocks *b, const kn_value *v)
@@ -94,8 +104,16 @@ static int class_of(const alias_blocks *b, LLVMValueRef ptr)
     if (ptr == b->inputs || ptr == b->outputs) return CLASS_SLOTS;
     if (LLVMIsAGlobalVariable(ptr) && LLVMIsGlobalConstant(ptr)) return CLASS_WEIGHTS; /* a constant table */
     if (LLVMIsALoadInst(ptr)) { /* a user buffer: loaded from inputs[k] or outputs[k] */
-        LLVMValueRef slot = LLVMGetOperand(ptr, 0);
-        while (is_gep(slot)) slot = LLVMGetOperand(slot, 0);
+        LLVMValueRef slot = LLVMGetOperand(ptr, 0), slot_gep = NULL;
+        while (is_gep(slot)) {
+            slot_gep = slot;
+            slot = LLVMGetOperand(slot, 0);
+        }
+        if (b->n_ops > 0 && slot == b->inputs) { /* operand mode: slot k holds operand k */
+            int64_t k = 0;
+            if (slot_gep && !const_index(slot_gep, &k)) return CLASS_UNKNOWN;
+            return k >= 0 && k < b->n_ops ? b->op_class[k] : CLASS_UNKNOWN;
+        }
         return slot == b->inputs || slot == b->outputs ? CLASS_USER : CLASS_UNKNOWN;
     }
     int64_t off;
@@ -126,13 +144,57 @@ static LLVMMetadataRef new_scope(kn_cg *cg, LLVMMetadataRef domain, const char *
     return node;
 }
 
+/* The arena blocks of n's operands and, in operand mode, the class of each
+ * operand slot; false when n has too many operands to describe. */
+static bool find_blocks(const kn_cg *cg, const kn_node *n, alias_blocks *b)
+{
+    if (n->n_inputs + n->n_outputs > MAX_OPERANDS || (cg->ops && cg->n_ops > MAX_OPERANDS)) return false;
+    for (int i = 0; i < n->n_inputs; i++) add_block(cg, b, n->inputs[i]);
+    for (int i = 0; i < n->n_outputs; i++) add_block(cg, b, n->outputs[i]);
+    b->n_ops = cg->ops ? cg->n_ops : 0;
+    for (int k = 0; k < b->n_ops; k++) {
+        const kn_value *v = cg->ops[k];
+        const kn_abi_ref *r = v->id >= 0 && v->id < cg->plan->n_where ? &cg->plan->where[v->id] : NULL;
+        b->op_class[k] = CLASS_UNKNOWN;
+        if (!r) continue;
+        if (r->loc == KN_LOC_WEIGHTS) b->op_class[k] = CLASS_WEIGHTS;
+        else if (r->loc == KN_LOC_INPUT || r->loc == KN_LOC_OUTPUT) b->op_class[k] = CLASS_USER;
+        else if (r->loc == KN_LOC_ARENA && !v->const_data)
+            for (int i = 0; i < b->n; i++)
+                if (b->off[i] == r->offset) b->op_class[k] = CLASS_FIRST_ARENA + i;
+    }
+    return true;
+}
+
+int kn_cg_alias_key(const kn_cg *cg, const kn_node *n, uint64_t *out)
+{
+    alias_blocks b = {.n = 0};
+    if (!find_blocks(cg, n, &b)) return -1;
+    int m = 0;
+    out[m++] = (uint64_t)b.n_ops;
+    out[m++] = (uint64_t)b.n;
+    for (int k = 0; k < b.n_ops; k++) out[m++] = (uint64_t)(int64_t)b.op_class[k];
+    uint64_t bits = 0;
+    int nbits = 0;
+    for (int i = 0; i < b.n; i++)
+        for (int j = i + 1; j < b.n; j++) {
+            bits = bits << 1 | (uint64_t)overlap(&b, i, j);
+            if (++nbits == 64) {
+                out[m++] = bits;
+                bits = 0;
+                nbits = 0;
+            }
+        }
+    if (nbits) out[m++] = bits;
+    return m;
+}
+
 void kn_cg_tag_aliases(kn_cg *cg, LLVMValueRef fn, const kn_node *n)
 {
-    if (n->n_inputs + n->n_outputs > MAX_OPERANDS || LLVMCountParams(fn) < 5) return;
+    if (LLVMCountParams(fn) < 5) return;
     alias_blocks b = {.arena = LLVMGetParam(fn, 1), .weights = LLVMGetParam(fn, 2), .inputs = LLVMGetParam(fn, 3),
                       .outputs = LLVMGetParam(fn, 4), .n = 0};
-    for (int i = 0; i < n->n_inputs; i++) add_block(cg, &b, n->inputs[i]);
-    for (int i = 0; i < n->n_outputs; i++) add_block(cg, &b, n->outputs[i]);
+    if (!find_blocks(cg, n, &b)) return;
     int n_classes = CLASS_FIRST_ARENA + b.n;
     LLVMMetadataRef scope[MAX_CLASSES] = {0}, alias_md[MAX_CLASSES] = {0}, noalias_md[MAX_CLASSES] = {0};
     unsigned k_scope = LLVMGetMDKindIDInContext(cg->ctx, "alias.scope", 11);

@@ -84,6 +84,15 @@ static LLVMValueRef base_ptr(kn_cg *cg, const kn_value *v)
 {
     const kn_abi_ref *r = v->id < cg->plan->n_where ? &cg->plan->where[v->id] : NULL;
     if (!r || r->loc < 0) return LLVMConstNull(cg->t_ptr);
+    if (cg->ops) {
+        for (int k = 0; k < cg->n_ops; k++)
+            if (cg->ops[k] == v) {
+                LLVMValueRef idx = kn_cg_i64(cg, k);
+                LLVMValueRef slot = LLVMBuildGEP2(cg->b, cg->t_ptr, cg->a_inputs, &idx, 1, "");
+                return LLVMBuildLoad2(cg->b, cg->t_ptr, slot, "");
+            }
+        cg->op_miss = true; /* the usual address below is wrong in this mode: the body is discarded */
+    }
     LLVMValueRef off = kn_cg_i64(cg, r->offset);
     switch (r->loc) {
     case KN_LOC_ARENA: return LLVMBuildGEP2(cg->b, cg->t_i8, cg->a_arena, &off, 1, "");

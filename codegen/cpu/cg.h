@@ -113,6 +113,15 @@ typedef struct kn_cg {
      * pointer (row_bytes NULL: off). */
     LLVMValueRef row;
     const int64_t *row_bytes;
+    /* Operand mode (share.c): while ops is set, the node's stored operands
+     * are reached through the `inputs` argument, whose slot k holds the
+     * address of ops[k] (filled by the node function that calls this body),
+     * so that nodes differing only in where their operands live compile to
+     * one shared function. Asking for the address of any other stored value
+     * sets op_miss: the body is then emitted again the usual way. */
+    const kn_value *const *ops;
+    int n_ops;
+    bool op_miss;
 } kn_cg;
 
 /* Fills cg's LLVM types from cg->ctx (and creates cg->b if NULL). */
@@ -134,6 +143,25 @@ LLVMValueRef kn_cg_const_global(kn_cg *cg, const char *name, LLVMValueRef init, 
 /* Gives fn's loads and stores, emitted for n, LLVM scoped-noalias metadata
  * from the memory plan (alias.c): which operands cannot overlap. */
 void kn_cg_tag_aliases(kn_cg *cg, LLVMValueRef fn, const kn_node *n);
+/* What kn_cg_tag_aliases would derive, in operand mode, from the memory
+ * plan rather than from the body: the class of each operand slot and which
+ * arena blocks overlap. Writes at most KN_CG_ALIAS_KEY_MAX words to out and
+ * returns their count, or -1 when n has too many operands to tag. */
+#define KN_CG_ALIAS_KEY_MAX (2 + 64 + 64 * 63 / 2 / 64 + 1)
+int kn_cg_alias_key(const kn_cg *cg, const kn_node *n, uint64_t *out);
+
+/* ---- shared bodies (share.c) ------------------------------------------------ */
+
+/* The functions emitted so far, by structure. */
+typedef struct kn_cg_share kn_cg_share;
+kn_cg_share *kn_cg_share_new(void);
+void kn_cg_share_free(kn_cg_share *t);
+/* fn, a definition, or the function of t that computes the same as fn when
+ * both are given the same `extra` words (what the body's metadata depends
+ * on): then fn is deleted and its uses call that one instead. */
+LLVMValueRef kn_cg_share_fn(kn_cg_share *t, LLVMValueRef fn, const uint64_t *extra, int n_extra);
+/* How many functions kn_cg_share_fn deleted as repeats. */
+int kn_cg_share_count(const kn_cg_share *t);
 
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);

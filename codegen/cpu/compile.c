@@ -63,6 +63,8 @@ typedef struct compile_state {
     kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
     unsigned char **op_attrs;    /* per opnode */
     LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
+    kn_cg_share *share;          /* generated bodies by structure (share.c) */
+    int n_shared_nodes;          /* node functions that call a body another node also calls */
     LLVMValueRef copy_fn;        /* copies the outputs not computed in place, or NULL */
     int64_t copy_bytes;          /* what copy_fn copies */
     LLVMValueRef desc;           /* the exported kn_artifact_desc global */
@@ -628,6 +630,122 @@ static int emit_runtime(compile_state *s, int i, const char *fname)
     return emit_kernel_call(s, i);
 }
 
+/* ---- shared bodies ------------------------------------------------------------ */
+
+#define MAX_SHARED_OPERANDS 64
+
+/* n's stored operands, each once: inputs, then outputs. -1 when there are
+ * too many to pass. */
+static int node_operands(const compile_state *s, const kn_node *n, const kn_value **ops)
+{
+    int k = 0;
+    for (int side = 0; side < 2; side++) {
+        kn_value *const *vals = side ? n->outputs : n->inputs;
+        int nv = side ? n->n_outputs : n->n_inputs;
+        for (int j = 0; j < nv; j++) {
+            const kn_value *v = vals[j];
+            if (!v || v->id < 0 || v->id >= s->plan.n_where || s->plan.where[v->id].loc < 0) continue;
+            bool seen = false;
+            for (int q = 0; q < k && !seen; q++) seen = ops[q] == v;
+            if (seen) continue;
+            if (k == MAX_SHARED_OPERANDS) return -1;
+            ops[k++] = v;
+        }
+    }
+    return k;
+}
+
+/* The definitions added to the module after `last` (NULL: from the first),
+ * in the order they were added: a body's helpers come before their callers. */
+static int new_functions(compile_state *s, LLVMValueRef last, LLVMValueRef **out)
+{
+    int n = 0, cap = 0;
+    *out = NULL;
+    for (LLVMValueRef f = last ? LLVMGetNextFunction(last) : LLVMGetFirstFunction(s->cg.mod); f;
+         f = LLVMGetNextFunction(f)) {
+        if (LLVMIsDeclaration(f)) continue;
+        if (grow((void **)out, n + 1, &cap, sizeof **out)) return -1;
+        (*out)[n++] = f;
+    }
+    return n;
+}
+
+/* Node i's generated code as a body in operand mode, shared with every
+ * earlier node whose body came out the same, called by node i's function
+ * with the addresses of its operands (kn_run's calls and the profiler's
+ * step table stay as they are). A body used once is inlined into its
+ * caller at -O2 and -O3, where its operand addresses become constants
+ * again. KN_ERR_UNSUPPORTED, with nothing left behind, when the lowering
+ * declines (its reason kept as the last error), or with *usual set when
+ * node i cannot have a shared body (its lowering reached a value that is
+ * not an operand, or it has too many operands): then it is emitted the
+ * usual way. */
+static int emit_shared(compile_state *s, int i, const char *fname, kn_cg_lower_fn lower, bool *usual)
+{
+    kn_cg *cg = &s->cg;
+    const kn_node *n = s->g->nodes[i];
+    const kn_value *ops[MAX_SHARED_OPERANDS];
+    int n_ops = node_operands(s, n, ops);
+    *usual = true;
+    if (n_ops < 0 || !s->share) return KN_ERR_UNSUPPORTED;
+    *usual = false;
+    char bname[80];
+    snprintf(bname, sizeof bname, "%s_body", fname);
+    LLVMValueRef last = LLVMGetLastFunction(cg->mod), body = NULL;
+    int dnnl_before = s->meta.n_dnnl;
+    cg->ops = ops;
+    cg->n_ops = n_ops;
+    cg->op_miss = false;
+    kn_lowered_as how = LOWERED_PARALLEL;
+    int st = kn_par_emit(cg, n, lower, bname, &body);
+    if (st == KN_ERR_UNSUPPORTED) {
+        kn_error_clear();
+        st = emit_whole(s, i, bname, lower);
+        how = s->how[i];
+        body = s->node_fns[i];
+        s->node_fns[i] = NULL;
+    }
+    bool miss = cg->op_miss;
+    cg->ops = NULL;
+    cg->n_ops = 0;
+    cg->op_miss = false;
+    LLVMValueRef *fresh;
+    int n_fresh = new_functions(s, last, &fresh);
+    if (n_fresh < 0) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (st == KN_OK && miss) { /* start over the usual way: delete callers before callees */
+        for (int k = n_fresh - 1; k >= 0; k--) LLVMDeleteFunction(fresh[k]);
+        s->meta.n_dnnl = dnnl_before;
+        st = KN_ERR_UNSUPPORTED;
+        *usual = true;
+    }
+    if (st) {
+        free(fresh);
+        return st;
+    }
+    uint64_t key[KN_CG_ALIAS_KEY_MAX];
+    int n_key = kn_cg_alias_key(cg, n, key);
+    if (n_key < 0) n_key = 0; /* too many operands to tag: no metadata to tell apart */
+    int before = kn_cg_share_count(s->share);
+    for (int k = 0; k < n_fresh; k++) {
+        LLVMValueRef kept = kn_cg_share_fn(s->share, fresh[k], key, n_key);
+        if (fresh[k] == body) body = kept;
+    }
+    free(fresh);
+    if (kn_cg_share_count(s->share) > before) s->n_shared_nodes++;
+    /* node i's function: its operands' addresses in an array, and the body */
+    LLVMValueRef fn = kn_cg_begin_function(cg, fname, true);
+    LLVMValueRef arr = LLVMBuildAlloca(cg->b, LLVMArrayType(cg->t_ptr, (unsigned)(n_ops ? n_ops : 1)), "ops");
+    for (int k = 0; k < n_ops; k++) {
+        LLVMValueRef idx = kn_cg_i64(cg, k);
+        LLVMBuildStore(cg->b, kn_cg_ptr(cg, ops[k]), LLVMBuildGEP2(cg->b, cg->t_ptr, arr, &idx, 1, ""));
+    }
+    LLVMValueRef args[5] = {cg->a_exec, cg->a_arena, cg->a_weights, arr, cg->a_outputs};
+    LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, kn_cg_fn_type(cg), body, args, 5, ""));
+    s->node_fns[i] = fn;
+    s->how[i] = how;
+    return KN_OK;
+}
+
 static int emit_node(compile_state *s, int i)
 {
     kn_cg *cg = &s->cg;
@@ -642,6 +760,12 @@ static int emit_node(compile_state *s, int i)
         if ((st = emit_whole(s, i, fname, lower)) != KN_ERR_UNSUPPORTED) return st;
         lower = find_lowering_from(n->op, 1, &table); /* a pooling's generated lowering */
         if (!lower) return emit_runtime(s, i, fname); /* the report says why oneDNN declined */
+        kn_error_clear();
+    }
+    if (lower) {
+        bool usual;
+        if ((st = emit_shared(s, i, fname, lower, &usual)) != KN_ERR_UNSUPPORTED) return st;
+        if (!usual) return emit_runtime(s, i, fname); /* the lowering declined: the report says why */
         kn_error_clear();
     }
     st = lower ? kn_par_emit(cg, n, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
@@ -965,6 +1089,9 @@ static void print_report(const compile_state *s)
            counts[4],
            (long long)s->meta.arena_bytes,
            (long long)s->meta.intermediate_bytes, (long long)s->meta.weights_bytes, s->meta.target);
+    if (s->n_shared_nodes)
+        printf("%d generated nodes reuse the code of an earlier node (%d functions not emitted again)\n",
+               s->n_shared_nodes, kn_cg_share_count(s->share));
 }
 
 /* ---- driver -------------------------------------------------------------------- */
@@ -1072,6 +1199,7 @@ static int compile(compile_state *s, kn_outset *outs)
     if ((st = make_target_machine(s))) return st;
     uint64_t target_features = s->meta.cpu_features;
     init_cg(s);
+    if (!(s->share = kn_cg_share_new())) return kn_error(KN_ERR_NOMEM, "out of memory");
     if ((st = kn_cg_plan_layouts(&s->cg)) || (st = init_meta(s)) || (st = emit_all(s))) return st;
     warn_bf16(s, target_features);
     if (s->o->external_weights && (st = write_weights_file(s, outs, wbase, sizeof wbase))) return st;
@@ -1101,6 +1229,7 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     free(s.fallback_why);
     free(s.node_fns);
     free(s.node_dnnl);
+    kn_cg_share_free(s.share);
     kn_plan_free(&s.plan);
     kn_dyn_free(&s.dyn);
     free(s.cg.layouts);

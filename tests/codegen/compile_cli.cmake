@@ -82,3 +82,10 @@ set_tests_properties(codegen/attention_long PROPERTIES TIMEOUT 300 LABELS codege
 add_test(NAME codegen/qdq_residual
          COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/qdq_residual.py $<TARGET_FILE:kiln> ${KILN_CG_OUT}/qdq_residual)
 set_tests_properties(codegen/qdq_residual PROPERTIES TIMEOUT 300 LABELS "codegen;quant")
+
+# Nodes that compile to the same code share one function (codegen/cpu/share.c):
+# ten repeated blocks, two of them with another LeakyRelu alpha, reuse code
+# at -O3 and -O0 and still agree with onnxruntime.
+add_test(NAME codegen/shared_bodies
+         COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/codegen/shared_bodies.py $<TARGET_FILE:kiln> ${KILN_CG_OUT}/shared_bodies)
+set_tests_properties(codegen/shared_bodies PROPERTIES TIMEOUT 300 LABELS codegen)
