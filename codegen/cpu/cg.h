@@ -85,6 +85,9 @@ bool kn_plan_is_alias(const kn_plan *p, const kn_node *n);
 
 /* ---- codegen context -------------------------------------------------------- */
 
+/* The most operands a node emitted in operand mode (below) may have. */
+#define KN_CG_MAX_OPS 64
+
 typedef struct kn_cg {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
@@ -119,9 +122,10 @@ typedef struct kn_cg {
      * so that nodes differing only in where their operands live compile to
      * one shared function. Asking for the address of any other stored value
      * sets op_miss: the body is then emitted again the usual way. */
-    const kn_value *const *ops;
+    const kn_value *const *ops; /* at most KN_CG_MAX_OPS */
     int n_ops;
     bool op_miss;
+    LLVMValueRef op_fn, op_ptr[KN_CG_MAX_OPS]; /* the addresses loaded in op_fn's entry block, by slot */
 } kn_cg;
 
 /* Fills cg's LLVM types from cg->ctx (and creates cg->b if NULL). */
@@ -152,16 +156,24 @@ int kn_cg_alias_key(const kn_cg *cg, const kn_node *n, uint64_t *out);
 
 /* ---- shared bodies (share.c) ------------------------------------------------ */
 
-/* The functions emitted so far, by structure. */
+/* The node bodies emitted so far, by structure. */
 typedef struct kn_cg_share kn_cg_share;
 kn_cg_share *kn_cg_share_new(void);
 void kn_cg_share_free(kn_cg_share *t);
-/* fn, a definition, or the function of t that computes the same as fn when
- * both are given the same `extra` words (what the body's metadata depends
- * on): then fn is deleted and its uses call that one instead. */
-LLVMValueRef kn_cg_share_fn(kn_cg_share *t, LLVMValueRef fn, const uint64_t *extra, int n_extra);
-/* How many functions kn_cg_share_fn deleted as repeats. */
+/* fns[0..n-1], the definitions one node's body consists of (helpers before
+ * their callers, the body's entry last), or an earlier group with the same
+ * structure that was given the same `extra` words (what the functions'
+ * metadata depends on): then fns are deleted and the earlier group's entry
+ * is returned. A body is shared whole or not at all, so a helper keeps its
+ * one caller and is still inlined into it. */
+LLVMValueRef kn_cg_share_group(kn_cg_share *t, LLVMValueRef *fns, int n, const uint64_t *extra, int n_extra);
+/* How many functions kn_cg_share_group deleted as repeats. */
 int kn_cg_share_count(const kn_cg_share *t);
+/* Once every node is emitted: an entry called by more than one node is
+ * kept out of its callers (noinline), or LLVM would inline it into each and
+ * optimize and compile it once per caller again; one called once is still
+ * inlined. */
+void kn_cg_share_finish(kn_cg_share *t);
 
 /* Number of elements of a value with a static shape. */
 int64_t kn_cg_numel(const kn_value *v);

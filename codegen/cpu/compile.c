@@ -632,8 +632,6 @@ static int emit_runtime(compile_state *s, int i, const char *fname)
 
 /* ---- shared bodies ------------------------------------------------------------ */
 
-#define MAX_SHARED_OPERANDS 64
-
 /* n's stored operands, each once: inputs, then outputs. -1 when there are
  * too many to pass. */
 static int node_operands(const compile_state *s, const kn_node *n, const kn_value **ops)
@@ -648,7 +646,7 @@ static int node_operands(const compile_state *s, const kn_node *n, const kn_valu
             bool seen = false;
             for (int q = 0; q < k && !seen; q++) seen = ops[q] == v;
             if (seen) continue;
-            if (k == MAX_SHARED_OPERANDS) return -1;
+            if (k == KN_CG_MAX_OPS) return -1;
             ops[k++] = v;
         }
     }
@@ -684,7 +682,7 @@ static int emit_shared(compile_state *s, int i, const char *fname, kn_cg_lower_f
 {
     kn_cg *cg = &s->cg;
     const kn_node *n = s->g->nodes[i];
-    const kn_value *ops[MAX_SHARED_OPERANDS];
+    const kn_value *ops[KN_CG_MAX_OPS];
     int n_ops = node_operands(s, n, ops);
     *usual = true;
     if (n_ops < 0 || !s->share) return KN_ERR_UNSUPPORTED;
@@ -726,10 +724,7 @@ static int emit_shared(compile_state *s, int i, const char *fname, kn_cg_lower_f
     int n_key = kn_cg_alias_key(cg, n, key);
     if (n_key < 0) n_key = 0; /* too many operands to tag: no metadata to tell apart */
     int before = kn_cg_share_count(s->share);
-    for (int k = 0; k < n_fresh; k++) {
-        LLVMValueRef kept = kn_cg_share_fn(s->share, fresh[k], key, n_key);
-        if (fresh[k] == body) body = kept;
-    }
+    if (n_fresh > 0 && fresh[n_fresh - 1] == body) body = kn_cg_share_group(s->share, fresh, n_fresh, key, n_key);
     free(fresh);
     if (kn_cg_share_count(s->share) > before) s->n_shared_nodes++;
     /* node i's function: its operands' addresses in an array, and the body */
@@ -1117,6 +1112,7 @@ static int emit_all(compile_state *s)
         }
         if ((st = emit_node(s, i))) return st;
     }
+    kn_cg_share_finish(s->share);
     emit_run(s);
     return add_profile_info(s);
 }

@@ -299,6 +299,7 @@ static LLVMValueRef emit_chunk_fn(kn_cg *cg, const char *name, LLVMValueRef unit
     LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, 0));
     LLVMSetLinkage(fn, LLVMInternalLinkage);
     cg->fn = fn;
+    cg->op_fn = NULL;
     LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
     LLVMValueRef *slots[5] = {&cg->a_exec, &cg->a_arena, &cg->a_weights, &cg->a_inputs, &cg->a_outputs};
     for (int k = 0; k < 5; k++) {

@@ -15,11 +15,15 @@
  * masks, indices) and its operands, each as what it is: an earlier
  * instruction or block by position, a parameter by index, anything else
  * (constants, globals, callees: uniqued by LLVM within a context) by
- * identity. Two functions with equal words and equal `extra` words (the
- * alias classes of the operands, which the loads' metadata encodes and the
- * words leave out) compute the same thing. The table keeps a hash of each
- * function's words and compares the words in full on a match, so a
- * collision costs time, never correctness.
+ * identity, but a function of the same node's body (a parallel body's
+ * chunk and unit functions) by its position in that body. Two bodies with
+ * equal words and equal `extra` words (the alias classes of the operands,
+ * which the loads' metadata encodes and the words leave out) compute the
+ * same thing. The table keeps a hash of each body's words and compares the
+ * words in full on a match, so a collision costs time, never correctness.
+ * A body is shared whole or not at all: sharing a unit function between
+ * two bodies that cut their rows differently would keep it from being
+ * inlined into either (a MaxPool ran 25% slower so).
  *
  * Metadata attachments other than alias scopes (loop hints) are left out:
  * they change how a loop is optimized, not what it computes. LLVM 16's C
@@ -85,9 +89,17 @@ static int map_get(const posmap *m, const void *k)
     return m->key[i] ? m->val[i] : -1;
 }
 
-enum { TAG_INST = 1, TAG_BLOCK, TAG_PARAM, TAG_OTHER, TAG_END };
+enum { TAG_INST = 1, TAG_BLOCK, TAG_PARAM, TAG_MEMBER, TAG_OTHER, TAG_END };
 
-static void put_operand(words *s, const posmap *m, LLVMValueRef fn, LLVMValueRef op)
+/* The functions of the group being written: a reference to one is written
+ * as its position, so that two groups with the same structure compare
+ * equal although each calls its own helpers. */
+typedef struct group {
+    LLVMValueRef *fns;
+    int n;
+} group;
+
+static void put_operand(words *s, const posmap *m, const group *gr, LLVMValueRef fn, LLVMValueRef op)
 {
     if (!op) {
         put(s, TAG_OTHER);
@@ -100,6 +112,12 @@ static void put_operand(words *s, const posmap *m, LLVMValueRef fn, LLVMValueRef
         put(s, (uint64_t)pos);
         return;
     }
+    for (int k = 0; k < gr->n; k++)
+        if (gr->fns[k] == op) {
+            put(s, TAG_MEMBER);
+            put(s, (uint64_t)k);
+            return;
+        }
     if (LLVMIsAArgument(op)) {
         unsigned n = LLVMCountParams(fn);
         for (unsigned k = 0; k < n; k++)
@@ -113,13 +131,8 @@ static void put_operand(words *s, const posmap *m, LLVMValueRef fn, LLVMValueRef
     put_ptr(s, op);
 }
 
-static unsigned noinline_kind(void) { return LLVMGetEnumAttributeKindForName("noinline", 8); }
-
-/* The function's attributes but noinline, which kn_cg_share_fn adds to a
- * body once it is shared. */
 static void put_attributes(words *s, LLVMValueRef fn)
 {
-    unsigned noinline = noinline_kind();
     unsigned n_params = LLVMCountParams(fn);
     for (long idx = -1; idx <= (long)n_params; idx++) { /* function, return, parameters */
         LLVMAttributeIndex ai = idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
@@ -132,8 +145,7 @@ static void put_attributes(words *s, LLVMValueRef fn)
             continue;
         }
         LLVMGetAttributesAtIndex(fn, ai, attrs);
-        for (unsigned k = 0; k < n; k++)
-            if (!LLVMIsEnumAttribute(attrs[k]) || LLVMGetEnumAttributeKind(attrs[k]) != noinline) put_ptr(s, attrs[k]);
+        for (unsigned k = 0; k < n; k++) put_ptr(s, attrs[k]);
     }
 }
 
@@ -164,7 +176,8 @@ static void put_details(words *s, const posmap *m, LLVMValueRef in, LLVMOpcode o
         break;
     case LLVMPHI: {
         unsigned n = LLVMCountIncoming(in);
-        for (unsigned k = 0; k < n; k++) put(s, (uint64_t)map_get(m, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(in, k))));
+        for (unsigned k = 0; k < n; k++)
+            put(s, (uint64_t)map_get(m, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(in, k))));
         break;
     }
     case LLVMShuffleVector: {
@@ -191,8 +204,8 @@ static void put_details(words *s, const posmap *m, LLVMValueRef in, LLVMOpcode o
     }
 }
 
-/* fn's words into s; false when out of memory. */
-static bool function_words(LLVMValueRef fn, words *s)
+/* fn's words appended to s; false when out of memory. */
+static bool function_words(LLVMValueRef fn, const group *gr, words *s)
 {
     size_t count = 0;
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
@@ -213,7 +226,6 @@ static bool function_words(LLVMValueRef fn, words *s)
         map_put(&m, LLVMBasicBlockAsValue(bb), pos++);
         for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) map_put(&m, in, pos++);
     }
-    s->n = 0;
     put_ptr(s, LLVMGlobalGetValueType(fn));
     put_attributes(s, fn);
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
@@ -226,7 +238,7 @@ static bool function_words(LLVMValueRef fn, words *s)
             put_details(s, &m, in, op);
             int n = LLVMGetNumOperands(in);
             put(s, (uint64_t)n);
-            for (int k = 0; k < n; k++) put_operand(s, &m, fn, LLVMGetOperand(in, (unsigned)k));
+            for (int k = 0; k < n; k++) put_operand(s, &m, gr, fn, LLVMGetOperand(in, (unsigned)k));
         }
     }
     put(s, TAG_END);
@@ -245,20 +257,30 @@ static uint64_t hash_words(const uint64_t *w, size_t n, uint64_t h)
     return h;
 }
 
+/* The words of every function of the group, in order. */
+static bool group_words(const group *gr, words *s)
+{
+    s->n = 0;
+    for (int k = 0; k < gr->n; k++)
+        if (!function_words(gr->fns[k], gr, s)) return false;
+    return true;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 typedef struct entry {
     uint64_t hash;
-    LLVMValueRef fn;
+    LLVMValueRef *fns; /* the group; fns[n - 1] is its entry; NULL: empty slot */
+    int n;
     uint64_t *extra;
     int n_extra;
 } entry;
 
 struct kn_cg_share {
-    entry *e; /* open addressing on hash; fn NULL: empty */
+    entry *e; /* open addressing on hash */
     size_t cap, n;
     words a, b;
-    int shared; /* functions removed as repeats */
+    int deleted; /* functions removed as repeats */
 };
 
 kn_cg_share *kn_cg_share_new(void) { return calloc(1, sizeof(kn_cg_share)); }
@@ -266,14 +288,17 @@ kn_cg_share *kn_cg_share_new(void) { return calloc(1, sizeof(kn_cg_share)); }
 void kn_cg_share_free(kn_cg_share *t)
 {
     if (!t) return;
-    for (size_t i = 0; i < t->cap; i++) free(t->e[i].extra);
+    for (size_t i = 0; i < t->cap; i++) {
+        free(t->e[i].fns);
+        free(t->e[i].extra);
+    }
     free(t->e);
     free(t->a.w);
     free(t->b.w);
     free(t);
 }
 
-int kn_cg_share_count(const kn_cg_share *t) { return t ? t->shared : 0; }
+int kn_cg_share_count(const kn_cg_share *t) { return t ? t->deleted : 0; }
 
 static bool grow(kn_cg_share *t)
 {
@@ -281,9 +306,9 @@ static bool grow(kn_cg_share *t)
     entry *e = calloc(cap, sizeof *e);
     if (!e) return false;
     for (size_t i = 0; i < t->cap; i++) {
-        if (!t->e[i].fn) continue;
+        if (!t->e[i].fns) continue;
         size_t j = (size_t)t->e[i].hash & (cap - 1);
-        while (e[j].fn) j = (j + 1) & (cap - 1);
+        while (e[j].fns) j = (j + 1) & (cap - 1);
         e[j] = t->e[i];
     }
     free(t->e);
@@ -292,32 +317,60 @@ static bool grow(kn_cg_share *t)
     return true;
 }
 
-LLVMValueRef kn_cg_share_fn(kn_cg_share *t, LLVMValueRef fn, const uint64_t *extra, int n_extra)
+static bool same_extra(const entry *c, const uint64_t *extra, int n_extra)
 {
-    if (!t || !fn || LLVMIsDeclaration(fn) || n_extra < 0) return fn;
-    if (!function_words(fn, &t->a)) return fn; /* out of memory: keep it, unshared */
+    return c->n_extra == n_extra && (!n_extra || !memcmp(c->extra, extra, sizeof *extra * (size_t)n_extra));
+}
+
+LLVMValueRef kn_cg_share_group(kn_cg_share *t, LLVMValueRef *fns, int n, const uint64_t *extra, int n_extra)
+{
+    if (!t || n < 1 || n_extra < 0) return n >= 1 ? fns[n - 1] : NULL;
+    group gr = {fns, n};
+    if (!group_words(&gr, &t->a)) return fns[n - 1]; /* out of memory: kept, unshared */
     uint64_t h = hash_words(t->a.w, t->a.n, hash_words(extra, (size_t)n_extra, 0xcbf29ce484222325ull));
-    for (size_t j = t->cap ? (size_t)h & (t->cap - 1) : 0; t->cap && t->e[j].fn; j = (j + 1) & (t->cap - 1)) {
+    for (size_t j = t->cap ? (size_t)h & (t->cap - 1) : 0; t->cap && t->e[j].fns; j = (j + 1) & (t->cap - 1)) {
         entry *c = &t->e[j];
-        if (c->hash != h || c->n_extra != n_extra || (n_extra && memcmp(c->extra, extra, sizeof *extra * (size_t)n_extra)))
-            continue;
-        if (!function_words(c->fn, &t->b) || t->b.n != t->a.n || memcmp(t->a.w, t->b.w, sizeof *t->a.w * t->a.n))
-            continue;
-        LLVMReplaceAllUsesWith(fn, c->fn);
-        LLVMDeleteFunction(fn);
-        t->shared++;
-        /* inlined into each caller, it would be optimized and compiled once per caller again */
-        LLVMAddAttributeAtIndex(c->fn, (LLVMAttributeIndex)LLVMAttributeFunctionIndex,
-                                LLVMCreateEnumAttribute(LLVMGetTypeContext(LLVMTypeOf(c->fn)), noinline_kind(), 0));
-        return c->fn;
+        if (c->hash != h || c->n != n || !same_extra(c, extra, n_extra)) continue;
+        group cg = {c->fns, c->n};
+        if (!group_words(&cg, &t->b) || t->b.n != t->a.n || memcmp(t->a.w, t->b.w, sizeof *t->a.w * t->a.n)) continue;
+        /* callers before callees; references between members go with them */
+        for (int k = n - 1; k >= 0; k--) {
+            LLVMReplaceAllUsesWith(fns[k], c->fns[k]);
+            LLVMDeleteFunction(fns[k]);
+        }
+        t->deleted += n;
+        return c->fns[n - 1];
     }
-    if ((t->n + 1) * 2 > t->cap && !grow(t)) return fn;
-    uint64_t *copy = n_extra ? malloc(sizeof *copy * (size_t)n_extra) : NULL;
-    if (n_extra && !copy) return fn;
-    if (n_extra) memcpy(copy, extra, sizeof *copy * (size_t)n_extra);
+    if ((t->n + 1) * 2 > t->cap && !grow(t)) return fns[n - 1];
+    LLVMValueRef *copy = malloc(sizeof *copy * (size_t)n);
+    uint64_t *xcopy = n_extra ? malloc(sizeof *xcopy * (size_t)n_extra) : NULL;
+    if (!copy || (n_extra && !xcopy)) {
+        free(copy);
+        free(xcopy);
+        return fns[n - 1];
+    }
+    memcpy(copy, fns, sizeof *copy * (size_t)n);
+    if (n_extra) memcpy(xcopy, extra, sizeof *xcopy * (size_t)n_extra);
     size_t j = (size_t)h & (t->cap - 1);
-    while (t->e[j].fn) j = (j + 1) & (t->cap - 1);
-    t->e[j] = (entry){h, fn, copy, n_extra};
+    while (t->e[j].fns) j = (j + 1) & (t->cap - 1);
+    t->e[j] = (entry){h, copy, n, xcopy, n_extra};
     t->n++;
-    return fn;
+    return fns[n - 1];
+}
+
+void kn_cg_share_finish(kn_cg_share *t)
+{
+    if (!t) return;
+    LLVMAttributeRef noinline = NULL;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->e[i].fns) continue;
+        LLVMValueRef fn = t->e[i].fns[t->e[i].n - 1];
+        int uses = 0;
+        for (LLVMUseRef u = LLVMGetFirstUse(fn); u && uses < 2; u = LLVMGetNextUse(u)) uses++;
+        if (uses < 2) continue;
+        if (!noinline)
+            noinline = LLVMCreateEnumAttribute(LLVMGetTypeContext(LLVMTypeOf(fn)),
+                                               LLVMGetEnumAttributeKindForName("noinline", 8), 0);
+        LLVMAddAttributeAtIndex(fn, (LLVMAttributeIndex)LLVMAttributeFunctionIndex, noinline);
+    }
 }
