@@ -8,9 +8,9 @@
 
 static kn_op_info k_ops[KN_OP_COUNT] = {
     [KN_OP_UNKNOWN] = {KN_OP_UNKNOWN, "?", "", 0, 0, 0, 0, NULL, NULL},
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out) \
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) \
     [KN_OP_##name] = {KN_OP_##name, #name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out) \
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) \
     [KN_OP_##ident] = {KN_OP_##ident, name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
 #include "ops.def"
 #undef KN_OP

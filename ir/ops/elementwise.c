@@ -275,16 +275,11 @@ static int infer_fused_elementwise(kn_node *n)
 #define UN(name) {KN_OP_##name, infer_unary, NULL}
 
 const kn_op_impl kn_ops_elementwise[] = {
-    BIN(Add), BIN(Sub), BIN(Mul), BIN(Div), BIN(Pow), BIN(Mod), BIN(BitShift),
-    BIN(BitwiseAnd), BIN(BitwiseOr), BIN(BitwiseXor), BIN(And), BIN(Or), BIN(Xor),
-    BIN(Equal), BIN(Greater), BIN(GreaterOrEqual), BIN(Less), BIN(LessOrEqual), BIN(PRelu),
-    VAR(Sum), VAR(Mean), VAR(Max), VAR(Min),
-    UN(Abs), UN(Neg), UN(Sign), UN(Ceil), UN(Floor), UN(Round), UN(Sqrt), UN(Reciprocal),
-    UN(Exp), UN(Log), UN(Sin), UN(Cos), UN(Tan), UN(Asin), UN(Acos), UN(Atan),
-    UN(Sinh), UN(Cosh), UN(Asinh), UN(Acosh), UN(Atanh), UN(Erf), UN(IsNaN), UN(IsInf),
-    UN(Not), UN(BitwiseNot),
-    UN(Relu), UN(LeakyRelu), UN(Sigmoid), UN(HardSigmoid), UN(HardSwish), UN(Tanh), UN(Gelu),
-    UN(Softplus), UN(Softsign), UN(Elu), UN(Selu), UN(Celu), UN(Mish), UN(ThresholdedRelu), UN(Shrink), UN(Swish),
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+#include "ops.def"
+#undef KN_OP
+#undef KN_OP_NAMED
     {KN_OP_Clip, infer_clip, NULL},
     {KN_OP_Where, infer_where, NULL},
     {KN_OP_Cast, infer_cast, NULL},

@@ -37,13 +37,27 @@ extern "C" {
 
 typedef enum kn_op {
     KN_OP_UNKNOWN = 0,
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out) KN_OP_##name,
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out) KN_OP_##ident,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_OP_##name,
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) KN_OP_##ident,
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
     KN_OP_COUNT
 } kn_op;
+
+/* The elementwise ops by ops.def's CLASS column, for the tables of the
+ * inference, execution and lowering families: a table defines UN(name),
+ * BIN(name) and VAR(name) as its entries and then
+ *
+ *     #define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
+ *     #define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+ *     #include "ops.def"
+ *
+ * so that an op added to ops.def as UNARY is inferred, run and lowered. */
+#define KN_CLASS_UNARY(name) UN(name),
+#define KN_CLASS_BINARY(name) BIN(name),
+#define KN_CLASS_VARIADIC(name) VAR(name),
+#define KN_CLASS_OTHER(name)
 
 /* Numeric values equal ONNX's AttributeProto.AttributeType. */
 typedef enum kn_attr_kind {

@@ -434,6 +434,9 @@ def lowered_ops(src):
         table = text[text.index("const kn_cg_lowering kn_cg_lower_"):]
         table = table[:table.index("};")]
         ops |= set(re.findall(r"\{KN_OP_(\w+),", table)) | set(re.findall(r"\b(?:UN|BIN|VAR)\((\w+)\)", table))
+        if "KN_CLASS_##cls" in table:  # the elementwise ops of ops.def's CLASS column
+            defs = open(os.path.join(src, "runtime", "ops", "ops.def")).read()
+            ops |= set(re.findall(r"^KN_OP\((\w+), .*, (?:UNARY|BINARY|VARIADIC)\)$", defs, re.M))
     ops.discard("UNKNOWN")
     return ops
 
