@@ -33,6 +33,7 @@
 
 #include "opdesc.h"
 #include "subgraph.h"
+#include "rbuf.h"
 #include "wbuf.h"
 
 #define ATTR_MAGIC 0x54414e4bu /* "KNAT" */
@@ -197,58 +198,10 @@ typedef struct chunk {
 } chunk; /* followed, at CHUNK_HDR, by cap bytes of 64-byte aligned data */
 
 typedef struct rbuf {
-    const unsigned char *p;
-    size_t len, pos;
+    kn_rbuf in;
     chunk *head, *cur;
     int depth; /* of the graph being read; 0 outside graphs */
 } rbuf;
-
-#define RD(call)                    \
-    do {                            \
-        int st_ = (call);           \
-        if (st_) return st_;        \
-    } while (0)
-
-static int r_bad(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int r_bad(const char *what, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return kn_error(KN_ERR_INVALID, "malformed attributes: %s: %s", what, msg);
-}
-
-static int r_need(rbuf *r, uint64_t n, const char *what)
-{
-    if (n > r->len - r->pos)
-        return r_bad(what, "truncated at byte %zu of %zu (needs %llu more)", r->pos, r->len, (unsigned long long)n);
-    return KN_OK;
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
-    return x;
-}
-
-static int r_u32(rbuf *r, uint32_t *v, const char *what)
-{
-    RD(r_need(r, 4, what));
-    *v = (uint32_t)get_le(r->p + r->pos, 4);
-    r->pos += 4;
-    return KN_OK;
-}
-
-static int r_u64(rbuf *r, uint64_t *v, const char *what)
-{
-    RD(r_need(r, 8, what));
-    *v = get_le(r->p + r->pos, 8);
-    r->pos += 8;
-    return KN_OK;
-}
 
 static int chunk_new(rbuf *r, size_t need)
 {
@@ -273,7 +226,7 @@ static int r_alloc(rbuf *r, size_t n, size_t align, void **out)
     size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
     if (!c || at > c->cap || n > c->cap - at) {
         if (n > SIZE_MAX - align) return kn_error(KN_ERR_NOMEM, "attributes: block too large");
-        RD(chunk_new(r, n + align));
+        KN_RD(chunk_new(r, n + align));
         c = r->cur;
         at = 0;
     }
@@ -286,11 +239,11 @@ static int r_alloc(rbuf *r, size_t n, size_t align, void **out)
 /* Bytes of the input as a NUL-terminated copy. */
 static int r_copy_str(rbuf *r, uint64_t n, const char **out, const char *what)
 {
-    RD(r_need(r, n, what));
+    KN_RD(kn_rbuf_need(&r->in, n, what));
     char *s = NULL;
-    RD(r_alloc(r, (size_t)n + 1, 1, (void **)&s));
-    memcpy(s, r->p + r->pos, (size_t)n);
-    r->pos += (size_t)n;
+    KN_RD(r_alloc(r, (size_t)n + 1, 1, (void **)&s));
+    memcpy(s, r->in.p + r->in.pos, (size_t)n);
+    r->in.pos += (size_t)n;
     *out = s;
     return KN_OK;
 }
@@ -298,49 +251,39 @@ static int r_copy_str(rbuf *r, uint64_t n, const char **out, const char *what)
 static int r_str32(rbuf *r, const char **out, const char *what)
 {
     uint32_t n;
-    RD(r_u32(r, &n, what));
+    KN_RD(kn_rbuf_u32(&r->in, &n, what));
     return r_copy_str(r, n, out, what);
-}
-
-/* A list length that fits in an int and leaves n * min_size bytes. */
-static int r_count(rbuf *r, int *out, size_t min_size, const char *what)
-{
-    uint32_t n;
-    RD(r_u32(r, &n, what));
-    if (n > INT_MAX || n > (r->len - r->pos) / min_size)
-        return r_bad(what, "count %u does not fit in the %zu bytes left", n, r->len - r->pos);
-    *out = (int)n;
-    return KN_OK;
 }
 
 static int r_tensor(rbuf *r, kn_tensor **out, const char *what)
 {
     kn_tensor *t;
-    RD(r_alloc(r, sizeof *t, 8, (void **)&t));
+    KN_RD(r_alloc(r, sizeof *t, 8, (void **)&t));
     uint32_t dt, rank;
-    RD(r_u32(r, &dt, what));
-    RD(r_u32(r, &rank, what));
-    if (!kn_dtype_valid((int)dt)) return r_bad(what, "tensor dtype %u", dt);
-    if (rank > KN_MAX_RANK) return r_bad(what, "tensor rank %u", rank);
+    KN_RD(kn_rbuf_u32(&r->in, &dt, what));
+    KN_RD(kn_rbuf_u32(&r->in, &rank, what));
+    if (!kn_dtype_valid((int)dt)) return kn_rbuf_bad(&r->in, what, "tensor dtype %u", dt);
+    if (rank > KN_MAX_RANK) return kn_rbuf_bad(&r->in, what, "tensor rank %u", rank);
     t->dtype = (kn_dtype)dt;
     t->rank = (int)rank;
     for (uint32_t i = 0; i < rank; i++) {
         uint64_t d;
-        RD(r_u64(r, &d, what));
+        KN_RD(kn_rbuf_u64(&r->in, &d, what));
         t->dims[i] = (int64_t)d;
     }
     int64_t numel = kn_shape_numel(t->rank, t->dims);
-    if (numel < 0 || (uint64_t)numel > SIZE_MAX / 8) return r_bad(what, "tensor dims negative or too large");
+    if (numel < 0 || (uint64_t)numel > SIZE_MAX / 8)
+        return kn_rbuf_bad(&r->in, what, "tensor dims negative or too large");
     uint64_t nbytes;
-    RD(r_u64(r, &nbytes, what));
+    KN_RD(kn_rbuf_u64(&r->in, &nbytes, what));
     if (nbytes != kn_dtype_nbytes(t->dtype, (size_t)numel))
-        return r_bad(what, "tensor of %lld %s elements with %llu bytes", (long long)numel, kn_dtype_name(t->dtype),
-                     (unsigned long long)nbytes);
-    RD(r_need(r, nbytes, what));
+        return kn_rbuf_bad(&r->in, what, "tensor of %lld %s elements with %llu bytes", (long long)numel,
+                           kn_dtype_name(t->dtype), (unsigned long long)nbytes);
+    KN_RD(kn_rbuf_need(&r->in, nbytes, what));
     if (nbytes) {
-        RD(r_alloc(r, (size_t)nbytes, 64, &t->data));
-        memcpy(t->data, r->p + r->pos, (size_t)nbytes);
-        r->pos += (size_t)nbytes;
+        KN_RD(r_alloc(r, (size_t)nbytes, 64, &t->data));
+        memcpy(t->data, r->in.p + r->in.pos, (size_t)nbytes);
+        r->in.pos += (size_t)nbytes;
     }
     t->nbytes = (size_t)nbytes;
     t->own = KN_BORROWED; /* the block owns it */
@@ -352,29 +295,29 @@ static int r_list(rbuf *r, kn_attr *a, const char *what)
 {
     static const size_t min_size[] = {[KN_ATTR_FLOATS] = 4, [KN_ATTR_INTS] = 8, [KN_ATTR_STRINGS] = 4,
                                       [KN_ATTR_TENSORS] = 16};
-    RD(r_count(r, &a->n, min_size[a->kind], what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, min_size[a->kind], &a->n, what));
     size_t n = (size_t)a->n;
     switch (a->kind) {
     case KN_ATTR_FLOATS:
-        RD(r_alloc(r, n * sizeof(float), 8, (void **)&a->floats));
+        KN_RD(r_alloc(r, n * sizeof(float), 8, (void **)&a->floats));
         for (size_t k = 0; k < n; k++) {
-            uint32_t u = (uint32_t)get_le(r->p + r->pos + 4 * k, 4);
+            uint32_t u = (uint32_t)kn_le(r->in.p + r->in.pos + 4 * k, 4);
             memcpy(&a->floats[k], &u, 4);
         }
-        r->pos += 4 * n;
+        r->in.pos += 4 * n;
         return KN_OK;
     case KN_ATTR_INTS:
-        RD(r_alloc(r, n * sizeof(int64_t), 8, (void **)&a->ints));
-        for (size_t k = 0; k < n; k++) a->ints[k] = (int64_t)get_le(r->p + r->pos + 8 * k, 8);
-        r->pos += 8 * n;
+        KN_RD(r_alloc(r, n * sizeof(int64_t), 8, (void **)&a->ints));
+        for (size_t k = 0; k < n; k++) a->ints[k] = (int64_t)kn_le(r->in.p + r->in.pos + 8 * k, 8);
+        r->in.pos += 8 * n;
         return KN_OK;
     case KN_ATTR_STRINGS:
-        RD(r_alloc(r, n * sizeof(char *), 8, (void **)&a->strings));
-        for (size_t k = 0; k < n; k++) RD(r_str32(r, &a->strings[k], what));
+        KN_RD(r_alloc(r, n * sizeof(char *), 8, (void **)&a->strings));
+        for (size_t k = 0; k < n; k++) KN_RD(r_str32(r, &a->strings[k], what));
         return KN_OK;
     default:
-        RD(r_alloc(r, n * sizeof(kn_tensor *), 8, (void **)&a->tensors));
-        for (size_t k = 0; k < n; k++) RD(r_tensor(r, &a->tensors[k], what));
+        KN_RD(r_alloc(r, n * sizeof(kn_tensor *), 8, (void **)&a->tensors));
+        for (size_t k = 0; k < n; k++) KN_RD(r_tensor(r, &a->tensors[k], what));
         return KN_OK;
     }
 }
@@ -385,11 +328,11 @@ static int r_attr(rbuf *r, kn_attr *a, int index);
 static int r_ids(rbuf *r, int *out_n, const int32_t **out_ids, const char *what)
 {
     int n;
-    RD(r_count(r, &n, 4, what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 4, &n, what));
     int32_t *ids;
-    RD(r_alloc(r, sizeof *ids * (size_t)n, 8, (void **)&ids));
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)get_le(r->p + r->pos + 4 * (size_t)i, 4);
-    r->pos += 4 * (size_t)n;
+    KN_RD(r_alloc(r, sizeof *ids * (size_t)n, 8, (void **)&ids));
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)kn_le(r->in.p + r->in.pos + 4 * (size_t)i, 4);
+    r->in.pos += 4 * (size_t)n;
     *out_n = n;
     *out_ids = ids;
     return KN_OK;
@@ -398,16 +341,18 @@ static int r_ids(rbuf *r, int *out_n, const int32_t **out_ids, const char *what)
 static int r_sg_value(rbuf *r, kn_sg_value *v, const char *what)
 {
     uint32_t dt, rank;
-    RD(r_str32(r, &v->name, what));
-    RD(r_u32(r, &dt, what));
-    RD(r_u32(r, &rank, what));
-    if (dt != KN_DT_UNDEFINED && !kn_dtype_valid((int)dt)) return r_bad(what, "value '%s': dtype %u", v->name, dt);
-    if ((int32_t)rank < -1 || (int32_t)rank > KN_MAX_RANK) return r_bad(what, "value '%s': rank %d", v->name, (int32_t)rank);
+    KN_RD(r_str32(r, &v->name, what));
+    KN_RD(kn_rbuf_u32(&r->in, &dt, what));
+    KN_RD(kn_rbuf_u32(&r->in, &rank, what));
+    if (dt != KN_DT_UNDEFINED && !kn_dtype_valid((int)dt))
+        return kn_rbuf_bad(&r->in, what, "value '%s': dtype %u", v->name, dt);
+    if ((int32_t)rank < -1 || (int32_t)rank > KN_MAX_RANK)
+        return kn_rbuf_bad(&r->in, what, "value '%s': rank %d", v->name, (int32_t)rank);
     v->dtype = (kn_dtype)dt;
     v->rank = (int32_t)rank;
     for (int d = 0; d < v->rank; d++) {
         uint64_t x;
-        RD(r_u64(r, &x, what));
+        KN_RD(kn_rbuf_u64(&r->in, &x, what));
         v->dims[d] = (int64_t)x;
     }
     return KN_OK;
@@ -418,57 +363,58 @@ static int r_sg_node(rbuf *r, kn_sg_node *n, int k, const char *gwhat)
     char what[300];
     snprintf(what, sizeof what, "%s node %d", gwhat, k);
     kn_opdesc *d = &n->desc;
-    RD(r_str32(r, &d->name, what));
+    KN_RD(r_str32(r, &d->name, what));
     snprintf(what, sizeof what, "%s node '%.100s'", gwhat, d->name);
-    RD(r_str32(r, &d->op_type, what));
-    RD(r_str32(r, &d->domain, what));
+    KN_RD(r_str32(r, &d->op_type, what));
+    KN_RD(r_str32(r, &d->domain, what));
     uint64_t opset;
-    RD(r_u64(r, &opset, what));
+    KN_RD(kn_rbuf_u64(&r->in, &opset, what));
     d->opset = (int64_t)opset;
     d->op = kn_op_from_name(d->op_type, d->domain);
-    if (d->op == KN_OP_UNKNOWN) return r_bad(what, "unknown op '%s' (domain '%s')", d->op_type, d->domain);
-    RD(r_ids(r, &d->n_inputs, &n->inputs, what));
-    RD(r_ids(r, &d->n_outputs, &n->outputs, what));
+    if (d->op == KN_OP_UNKNOWN)
+        return kn_rbuf_bad(&r->in, what, "unknown op '%s' (domain '%s')", d->op_type, d->domain);
+    KN_RD(r_ids(r, &d->n_inputs, &n->inputs, what));
+    KN_RD(r_ids(r, &d->n_outputs, &n->outputs, what));
     bool *has;
-    RD(r_alloc(r, sizeof *has * ((size_t)d->n_outputs + 1), 8, (void **)&has));
+    KN_RD(r_alloc(r, sizeof *has * ((size_t)d->n_outputs + 1), 8, (void **)&has));
     for (int i = 0; i < d->n_outputs; i++) has[i] = n->outputs[i] >= 0;
     d->has_output = has;
-    RD(r_count(r, &d->n_attrs, 12, what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 12, &d->n_attrs, what));
     kn_attr *attrs;
-    RD(r_alloc(r, sizeof *attrs * (size_t)d->n_attrs, 8, (void **)&attrs));
-    for (int a = 0; a < d->n_attrs; a++) RD(r_attr(r, &attrs[a], a));
+    KN_RD(r_alloc(r, sizeof *attrs * (size_t)d->n_attrs, 8, (void **)&attrs));
+    for (int a = 0; a < d->n_attrs; a++) KN_RD(r_attr(r, &attrs[a], a));
     d->attrs = attrs;
     return KN_OK;
 }
 
 static int r_graph_body(rbuf *r, kn_sg *g, const char *what)
 {
-    RD(r_str32(r, &g->name, what));
-    RD(r_count(r, &g->n_values, 12, what));
+    KN_RD(r_str32(r, &g->name, what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 12, &g->n_values, what));
     kn_sg_value *vals;
-    RD(r_alloc(r, sizeof *vals * (size_t)g->n_values, 8, (void **)&vals));
-    for (int i = 0; i < g->n_values; i++) RD(r_sg_value(r, &vals[i], what));
+    KN_RD(r_alloc(r, sizeof *vals * (size_t)g->n_values, 8, (void **)&vals));
+    for (int i = 0; i < g->n_values; i++) KN_RD(r_sg_value(r, &vals[i], what));
     g->values = vals;
-    RD(r_ids(r, &g->n_inputs, &g->inputs, what));
-    RD(r_ids(r, &g->n_outputs, &g->outputs, what));
-    RD(r_count(r, &g->n_consts, 4 + 16, what));
+    KN_RD(r_ids(r, &g->n_inputs, &g->inputs, what));
+    KN_RD(r_ids(r, &g->n_outputs, &g->outputs, what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 4 + 16, &g->n_consts, what));
     int32_t *ids;
     kn_tensor **ts;
-    RD(r_alloc(r, sizeof *ids * (size_t)g->n_consts, 8, (void **)&ids));
-    RD(r_alloc(r, sizeof *ts * (size_t)g->n_consts, 8, (void **)&ts));
+    KN_RD(r_alloc(r, sizeof *ids * (size_t)g->n_consts, 8, (void **)&ids));
+    KN_RD(r_alloc(r, sizeof *ts * (size_t)g->n_consts, 8, (void **)&ts));
     for (int i = 0; i < g->n_consts; i++) {
         uint32_t v;
-        RD(r_u32(r, &v, what));
+        KN_RD(kn_rbuf_u32(&r->in, &v, what));
         ids[i] = (int32_t)v;
-        RD(r_tensor(r, &ts[i], what));
+        KN_RD(r_tensor(r, &ts[i], what));
     }
     g->const_ids = ids;
     g->consts = (const kn_tensor *const *)ts;
-    RD(r_ids(r, &g->n_captures, &g->captures, what));
-    RD(r_count(r, &g->n_nodes, 28, what));
+    KN_RD(r_ids(r, &g->n_captures, &g->captures, what));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 28, &g->n_nodes, what));
     kn_sg_node *nodes;
-    RD(r_alloc(r, sizeof *nodes * (size_t)g->n_nodes, 8, (void **)&nodes));
-    for (int k = 0; k < g->n_nodes; k++) RD(r_sg_node(r, &nodes[k], k, what));
+    KN_RD(r_alloc(r, sizeof *nodes * (size_t)g->n_nodes, 8, (void **)&nodes));
+    for (int k = 0; k < g->n_nodes; k++) KN_RD(r_sg_node(r, &nodes[k], k, what));
     g->nodes = nodes;
     return KN_OK;
 }
@@ -476,9 +422,10 @@ static int r_graph_body(rbuf *r, kn_sg *g, const char *what)
 /* A graph; the outermost one is checked as a whole once it is read. */
 static int r_graph(rbuf *r, const kn_sg **out, const char *what)
 {
-    if (r->depth >= KN_SG_MAX_DEPTH) return r_bad(what, "graphs nested more than %d deep", KN_SG_MAX_DEPTH);
+    if (r->depth >= KN_SG_MAX_DEPTH)
+        return kn_rbuf_bad(&r->in, what, "graphs nested more than %d deep", KN_SG_MAX_DEPTH);
     kn_sg *g;
-    RD(r_alloc(r, sizeof *g, 8, (void **)&g));
+    KN_RD(r_alloc(r, sizeof *g, 8, (void **)&g));
     r->depth++;
     int st = r_graph_body(r, g, what);
     r->depth--;
@@ -486,7 +433,7 @@ static int r_graph(rbuf *r, const kn_sg **out, const char *what)
     if (r->depth == 0) {
         char w[200];
         snprintf(w, sizeof w, "malformed attributes: %s", what);
-        RD(kn_sg_check(g, 0, w));
+        KN_RD(kn_sg_check(g, 0, w));
     }
     *out = g;
     return KN_OK;
@@ -496,28 +443,28 @@ static int r_attr(rbuf *r, kn_attr *a, int index)
 {
     char what[128];
     snprintf(what, sizeof what, "attribute %d", index);
-    RD(r_str32(r, &a->name, what));
+    KN_RD(r_str32(r, &a->name, what));
     snprintf(what, sizeof what, "attribute '%.100s'", a->name);
     uint32_t kind;
-    RD(r_u32(r, &kind, what));
+    KN_RD(kn_rbuf_u32(&r->in, &kind, what));
     a->kind = (kn_attr_kind)kind;
     switch (kind) {
     case KN_ATTR_FLOAT: {
         uint32_t u;
-        RD(r_u32(r, &u, what));
+        KN_RD(kn_rbuf_u32(&r->in, &u, what));
         memcpy(&a->f, &u, 4);
         return KN_OK;
     }
     case KN_ATTR_INT: {
         uint64_t u;
-        RD(r_u64(r, &u, what));
+        KN_RD(kn_rbuf_u64(&r->in, &u, what));
         a->i = (int64_t)u;
         return KN_OK;
     }
     case KN_ATTR_STRING: {
         uint64_t n;
-        RD(r_u64(r, &n, what));
-        RD(r_copy_str(r, n, &a->s, what));
+        KN_RD(kn_rbuf_u64(&r->in, &n, what));
+        KN_RD(r_copy_str(r, n, &a->s, what));
         a->s_len = (size_t)n;
         return KN_OK;
     }
@@ -527,21 +474,22 @@ static int r_attr(rbuf *r, kn_attr *a, int index)
     case KN_ATTR_STRINGS:
     case KN_ATTR_TENSORS: return r_list(r, a, what);
     case KN_ATTR_GRAPH: return r_graph(r, &a->sg, what);
-    default: return r_bad(what, "kind %u cannot be read", kind);
+    default: return kn_rbuf_bad(&r->in, what, "kind %u cannot be read", kind);
     }
 }
 
 static int r_attrs(rbuf *r, kn_attr **out_attrs, int *out_n)
 {
     uint32_t magic;
-    RD(r_u32(r, &magic, "header"));
-    if (magic != ATTR_MAGIC) return r_bad("header", "bad magic 0x%08x", magic);
+    KN_RD(kn_rbuf_u32(&r->in, &magic, "header"));
+    if (magic != ATTR_MAGIC) return kn_rbuf_bad(&r->in, "header", "bad magic 0x%08x", magic);
     int n;
-    RD(r_count(r, &n, 12, "header"));
+    KN_RD(kn_rbuf_count(&r->in, INT32_MAX, 12, &n, "header"));
     kn_attr *attrs;
-    RD(r_alloc(r, sizeof *attrs * (size_t)n, 8, (void **)&attrs));
-    for (int i = 0; i < n; i++) RD(r_attr(r, &attrs[i], i));
-    if (r->pos != r->len) return r_bad("end", "%zu unexpected bytes after the last attribute", r->len - r->pos);
+    KN_RD(r_alloc(r, sizeof *attrs * (size_t)n, 8, (void **)&attrs));
+    for (int i = 0; i < n; i++) KN_RD(r_attr(r, &attrs[i], i));
+    if (r->in.pos != r->in.len)
+        return kn_rbuf_bad(&r->in, "end", "%zu unexpected bytes after the last attribute", r->in.len - r->in.pos);
     *out_attrs = attrs;
     *out_n = n;
     return KN_OK;
@@ -554,7 +502,7 @@ int kn_attrs_read(const unsigned char *bytes, size_t len, kn_attr **out_attrs, i
     if (out_block) *out_block = NULL;
     if (!out_attrs || !out_n || !out_block || (!bytes && len))
         return kn_error(KN_ERR_INVALID, "kn_attrs_read: bad arguments");
-    rbuf r = {.p = bytes, .len = len};
+    rbuf r = {.in = {.p = bytes, .len = len, .what = "attributes"}};
     int st = chunk_new(&r, 0);
     if (!st) st = r_attrs(&r, out_attrs, out_n);
     if (st) {

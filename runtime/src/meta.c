@@ -32,6 +32,7 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "opdesc.h"
+#include "rbuf.h"
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
@@ -240,8 +241,7 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
 /* ---- reading ------------------------------------------------------------ */
 
 typedef struct rbuf {
-    const unsigned char *p;
-    size_t len, pos;
+    kn_rbuf in;
     char *blk; /* one block for every string and array of the result */
     size_t cap, used;
     int32_t n_slots; /* of the meta being read, for checking tensors' slots */
@@ -249,80 +249,12 @@ typedef struct rbuf {
     const kn_abi_sym *syms;
 } rbuf;
 
-#define RD(call)                    \
-    do {                            \
-        int st_ = (call);           \
-        if (st_) return st_;        \
-    } while (0)
-
-static int r_bad(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int r_bad(const char *what, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return kn_error(KN_ERR_INVALID, "malformed meta: %s: %s", what, msg);
-}
-
-static int r_need(rbuf *r, size_t n, const char *what)
-{
-    if (n > r->len - r->pos)
-        return r_bad(what, "truncated at byte %zu of %zu (needs %zu more)", r->pos, r->len, n);
-    return KN_OK;
-}
-
-static int r_u32(rbuf *r, uint32_t *v, const char *what)
-{
-    RD(r_need(r, 4, what));
-    uint32_t x = 0;
-    for (int i = 0; i < 4; i++) x |= (uint32_t)r->p[r->pos + i] << (8 * i);
-    r->pos += 4;
-    *v = x;
-    return KN_OK;
-}
-
-static int r_u64(rbuf *r, uint64_t *v, const char *what)
-{
-    RD(r_need(r, 8, what));
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++) x |= (uint64_t)r->p[r->pos + i] << (8 * i);
-    r->pos += 8;
-    *v = x;
-    return KN_OK;
-}
-
-static int r_i32(rbuf *r, int32_t *v, const char *what)
-{
-    uint32_t u;
-    RD(r_u32(r, &u, what));
-    *v = (int32_t)u;
-    return KN_OK;
-}
-
-static int r_i64(rbuf *r, int64_t *v, const char *what)
-{
-    uint64_t u;
-    RD(r_u64(r, &u, what));
-    *v = (int64_t)u;
-    return KN_OK;
-}
-
-static int r_f32(rbuf *r, float *v, const char *what)
-{
-    uint32_t u;
-    RD(r_u32(r, &u, what));
-    memcpy(v, &u, 4);
-    return KN_OK;
-}
-
 /* Carves n bytes (8-aligned, zeroed) from the block. The block is sized so
  * that valid input always fits; running out means the counts lied. */
 static int r_alloc(rbuf *r, size_t n, void **out, const char *what)
 {
     size_t at = (r->used + 7) & ~(size_t)7;
-    if (at > r->cap || n > r->cap - at) return r_bad(what, "sizes do not add up");
+    if (at > r->cap || n > r->cap - at) return kn_rbuf_bad(&r->in, what, "sizes do not add up");
     *out = r->blk + at;
     r->used = at + n;
     return KN_OK;
@@ -331,26 +263,16 @@ static int r_alloc(rbuf *r, size_t n, void **out, const char *what)
 static int r_str(rbuf *r, const char **out, const char *what)
 {
     uint32_t n;
-    RD(r_u32(r, &n, what));
+    KN_RD(kn_rbuf_u32(&r->in, &n, what));
     *out = NULL;
     if (n == STR_NULL) return KN_OK;
-    RD(r_need(r, n, what));
+    KN_RD(kn_rbuf_need(&r->in, n, what));
     char *s = NULL;
-    RD(r_alloc(r, (size_t)n + 1, (void **)&s, what));
-    memcpy(s, r->p + r->pos, n);
+    KN_RD(r_alloc(r, (size_t)n + 1, (void **)&s, what));
+    memcpy(s, r->in.p + r->in.pos, n);
     s[n] = '\0';
-    r->pos += n;
+    r->in.pos += n;
     *out = s;
-    return KN_OK;
-}
-
-/* A count that must be in [0, max] and leave at least count * min_size bytes. */
-static int r_count(rbuf *r, int32_t *out, int32_t max, size_t min_size, const char *what)
-{
-    RD(r_i32(r, out, what));
-    if (*out < 0 || *out > max) return r_bad(what, "count %d outside [0, %d]", *out, max);
-    if ((size_t)*out > (r->len - r->pos) / min_size)
-        return r_bad(what, "count %d does not fit in the %zu bytes left", *out, r->len - r->pos);
     return KN_OK;
 }
 
@@ -358,16 +280,21 @@ enum { T_ANY = 0, T_IO = 1, T_OPNODE = 2, T_OUTPUT = 3 };
 
 /* A dynamic value (slot > 0): only graph outputs and opnode tensors may be
  * one, its slot must exist, its dims are sizes or -1, it has no size. */
-static int check_dynamic(const kn_abi_tensor *t, int mode, int n_slots, const char *what)
+static int check_dynamic(const rbuf *r, const kn_abi_tensor *t, int mode, const char *what)
 {
-    if (mode != T_OUTPUT && mode != T_OPNODE) return r_bad(what, "a graph input or oneDNN tensor cannot be dynamic");
-    if (t->slot > n_slots) return r_bad(what, "slot %d, but the artifact has %d", t->slot, n_slots);
-    if (t->rank < -1 || t->rank > KN_MAX_RANK) return r_bad(what, "rank %d outside [-1, %d]", t->rank, KN_MAX_RANK);
+    int n_slots = r->n_slots;
+    if (mode != T_OUTPUT && mode != T_OPNODE)
+        return kn_rbuf_bad(&r->in, what, "a graph input or oneDNN tensor cannot be dynamic");
+    if (t->slot > n_slots) return kn_rbuf_bad(&r->in, what, "slot %d, but the artifact has %d", t->slot, n_slots);
+    if (t->rank < -1 || t->rank > KN_MAX_RANK)
+        return kn_rbuf_bad(&r->in, what, "rank %d outside [-1, %d]", t->rank, KN_MAX_RANK);
     for (int i = 0; i < t->rank; i++)
-        if (t->dims[i] < -1) return r_bad(what, "dim %lld", (long long)t->dims[i]);
-    if (t->nbytes != 0) return r_bad(what, "a dynamic value with a static size %lld", (long long)t->nbytes);
-    if (t->dtype != KN_DT_UNDEFINED && !kn_dtype_valid(t->dtype)) return r_bad(what, "unknown dtype %d", t->dtype);
-    if (mode == T_OUTPUT && !t->name) return r_bad(what, "no name");
+        if (t->dims[i] < -1) return kn_rbuf_bad(&r->in, what, "dim %lld", (long long)t->dims[i]);
+    if (t->nbytes != 0)
+        return kn_rbuf_bad(&r->in, what, "a dynamic value with a static size %lld", (long long)t->nbytes);
+    if (t->dtype != KN_DT_UNDEFINED && !kn_dtype_valid(t->dtype))
+        return kn_rbuf_bad(&r->in, what, "unknown dtype %d", t->dtype);
+    if (mode == T_OUTPUT && !t->name) return kn_rbuf_bad(&r->in, what, "no name");
     return KN_OK;
 }
 
@@ -379,14 +306,14 @@ static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *wha
         int k = t->dim_sym[i];
         if (k == 0) continue;
         if (k < 0 || k > r->n_syms || i >= t->rank || t->slot != 0)
-            return r_bad(what, "dim %d follows symbol %d (the artifact has %d)", i, k, r->n_syms);
+            return kn_rbuf_bad(&r->in, what, "dim %d follows symbol %d (the artifact has %d)", i, k, r->n_syms);
         int64_t a = t->dim_a[i], span = r->syms[k - 1].max - r->syms[k - 1].min, low;
         /* size at the smallest value: dims - a * span, which a damaged
          * artifact can push past int64 (and UB) with a huge or negative dim */
         if (a == 0 || a > INT32_MAX || a < -INT32_MAX || __builtin_mul_overflow(a, span, &low) ||
             __builtin_sub_overflow(t->dims[i], low, &low) || low < 0)
-            return r_bad(what, "dim %d: %lld at the maximum with coefficient %lld", i, (long long)t->dims[i],
-                         (long long)a);
+            return kn_rbuf_bad(&r->in, what, "dim %d: %lld at the maximum with coefficient %lld", i,
+                               (long long)t->dims[i], (long long)a);
     }
     return KN_OK;
 }
@@ -395,42 +322,41 @@ static int check_sym_dims(const rbuf *r, const kn_abi_tensor *t, const char *wha
  * and (for I/O and opnode tensors) nbytes is what dtype and dims say. */
 static int check_tensor(const rbuf *r, const kn_abi_tensor *t, int mode, const char *what)
 {
-    int n_slots = r->n_slots;
-    if (t->slot < 0) return r_bad(what, "negative slot %d", t->slot);
-    RD(check_sym_dims(r, t, what));
-    if (t->slot > 0) return check_dynamic(t, mode, n_slots, what);
+    if (t->slot < 0) return kn_rbuf_bad(&r->in, what, "negative slot %d", t->slot);
+    KN_RD(check_sym_dims(r, t, what));
+    if (t->slot > 0) return check_dynamic(r, t, mode, what);
     if (mode == T_OUTPUT) mode = T_IO;
     int min_rank = mode == T_IO ? 0 : -1;
     if (t->rank < min_rank || t->rank > KN_MAX_RANK)
-        return r_bad(what, "rank %d outside [%d, %d]", t->rank, min_rank, KN_MAX_RANK);
+        return kn_rbuf_bad(&r->in, what, "rank %d outside [%d, %d]", t->rank, min_rank, KN_MAX_RANK);
     if (t->dtype != KN_DT_UNDEFINED && !kn_dtype_info(t->dtype)->name)
-        return r_bad(what, "unknown dtype %d", t->dtype);
-    if (t->nbytes < 0) return r_bad(what, "negative size %lld", (long long)t->nbytes);
+        return kn_rbuf_bad(&r->in, what, "unknown dtype %d", t->dtype);
+    if (t->nbytes < 0) return kn_rbuf_bad(&r->in, what, "negative size %lld", (long long)t->nbytes);
     if (t->rank < 0) return KN_OK;
     int64_t numel = kn_shape_numel(t->rank, t->dims);
-    if (numel < 0) return r_bad(what, "negative or overflowing dims");
+    if (numel < 0) return kn_rbuf_bad(&r->in, what, "negative or overflowing dims");
     if (mode == T_ANY) return KN_OK;
-    if (mode == T_IO && !t->name) return r_bad(what, "no name");
-    if (!kn_dtype_valid(t->dtype)) return r_bad(what, "dtype %d cannot be computed on", t->dtype);
-    if ((uint64_t)numel > SIZE_MAX / 8) return r_bad(what, "too many elements");
+    if (mode == T_IO && !t->name) return kn_rbuf_bad(&r->in, what, "no name");
+    if (!kn_dtype_valid(t->dtype)) return kn_rbuf_bad(&r->in, what, "dtype %d cannot be computed on", t->dtype);
+    if ((uint64_t)numel > SIZE_MAX / 8) return kn_rbuf_bad(&r->in, what, "too many elements");
     size_t want = kn_dtype_nbytes((kn_dtype)t->dtype, (size_t)numel);
     if ((uint64_t)t->nbytes != want)
-        return r_bad(what, "nbytes %lld, but %s of %lld elements is %zu bytes", (long long)t->nbytes,
+        return kn_rbuf_bad(&r->in, what, "nbytes %lld, but %s of %lld elements is %zu bytes", (long long)t->nbytes,
                      kn_dtype_name(t->dtype), (long long)numel, want);
     return KN_OK;
 }
 
 static int r_tensor(rbuf *r, kn_abi_tensor *t, int mode, const char *what)
 {
-    RD(r_str(r, &t->name, what));
-    RD(r_i32(r, &t->dtype, what));
-    RD(r_i32(r, &t->rank, what));
-    for (int i = 0; i < 8; i++) RD(r_i64(r, &t->dims[i], what));
-    for (int i = 0; i < 8; i++) RD(r_str(r, &t->dim_names[i], what));
-    RD(r_i64(r, &t->nbytes, what));
-    RD(r_i32(r, &t->slot, what));
-    for (int i = 0; i < 8; i++) RD(r_i32(r, &t->dim_sym[i], what));
-    for (int i = 0; i < 8; i++) RD(r_i64(r, &t->dim_a[i], what));
+    KN_RD(r_str(r, &t->name, what));
+    KN_RD(kn_rbuf_i32(&r->in, &t->dtype, what));
+    KN_RD(kn_rbuf_i32(&r->in, &t->rank, what));
+    for (int i = 0; i < 8; i++) KN_RD(kn_rbuf_i64(&r->in, &t->dims[i], what));
+    for (int i = 0; i < 8; i++) KN_RD(r_str(r, &t->dim_names[i], what));
+    KN_RD(kn_rbuf_i64(&r->in, &t->nbytes, what));
+    KN_RD(kn_rbuf_i32(&r->in, &t->slot, what));
+    for (int i = 0; i < 8; i++) KN_RD(kn_rbuf_i32(&r->in, &t->dim_sym[i], what));
+    for (int i = 0; i < 8; i++) KN_RD(kn_rbuf_i64(&r->in, &t->dim_a[i], what));
     return check_tensor(r, t, mode, what);
 }
 
@@ -439,23 +365,23 @@ static int r_tensors(rbuf *r, int n, kn_abi_tensor *arr, int mode, const char *w
     char item[160];
     for (int i = 0; i < n; i++) {
         snprintf(item, sizeof item, "%s %d", what, i);
-        RD(r_tensor(r, &arr[i], mode, item));
+        KN_RD(r_tensor(r, &arr[i], mode, item));
     }
     return KN_OK;
 }
 
 static int r_tensor_array(rbuf *r, int n, kn_abi_tensor **out, int mode, const char *what)
 {
-    RD(r_alloc(r, sizeof **out * (size_t)n, (void **)out, what));
+    KN_RD(r_alloc(r, sizeof **out * (size_t)n, (void **)out, what));
     return r_tensors(r, n, *out, mode, what);
 }
 
 static int r_ref(rbuf *r, kn_abi_ref *ref, const char *what)
 {
-    RD(r_i32(r, &ref->loc, what));
-    RD(r_i64(r, &ref->offset, what));
+    KN_RD(kn_rbuf_i32(&r->in, &ref->loc, what));
+    KN_RD(kn_rbuf_i64(&r->in, &ref->offset, what));
     if (ref->loc < KN_LOC_ARENA || ref->loc > KN_LOC_OUTPUT || ref->offset < 0)
-        return r_bad(what, "bad location %d / offset %lld", ref->loc, (long long)ref->offset);
+        return kn_rbuf_bad(&r->in, what, "bad location %d / offset %lld", ref->loc, (long long)ref->offset);
     return KN_OK;
 }
 
@@ -463,58 +389,58 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
 {
     char what[64];
     snprintf(what, sizeof what, "oneDNN record %d", index);
-    RD(r_i32(r, &d->kind, what));
-    RD(r_i32(r, &d->n_post, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->kind, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->n_post, what));
     for (int i = 0; i < 4; i++) {
-        RD(r_i32(r, &d->post[i].kind, what));
-        RD(r_f32(r, &d->post[i].alpha, what));
-        RD(r_f32(r, &d->post[i].beta, what));
+        KN_RD(kn_rbuf_i32(&r->in, &d->post[i].kind, what));
+        KN_RD(kn_rbuf_f32(&r->in, &d->post[i].alpha, what));
+        KN_RD(kn_rbuf_f32(&r->in, &d->post[i].beta, what));
     }
-    RD(r_tensor(r, &d->src, T_ANY, what));
-    RD(r_tensor(r, &d->wei, T_ANY, what));
-    RD(r_tensor(r, &d->bias, T_ANY, what));
-    RD(r_tensor(r, &d->dst, T_ANY, what));
-    RD(r_i32(r, &d->trans_a, what));
-    RD(r_i32(r, &d->trans_b, what));
-    RD(r_f32(r, &d->alpha, what));
-    RD(r_i32(r, &d->groups, what));
-    RD(r_i32(r, &d->spatial, what));
-    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->strides[i], what));
-    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->dilations[i], what));
-    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->pads_begin[i], what));
-    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->pads_end[i], what));
-    RD(r_ref(r, &d->wei_ref, what));
-    RD(r_ref(r, &d->bias_ref, what));
-    RD(r_i32(r, &d->src_layout, what));
-    RD(r_i32(r, &d->dst_layout, what));
-    RD(r_i32(r, &d->post_layout, what));
-    RD(r_i32(r, &d->conv_algo, what));
-    RD(r_i32(r, &d->pool_alg, what));
-    for (int i = 0; i < 3; i++) RD(r_i64(r, &d->kernel[i], what));
-    RD(r_i32(r, &d->n_scale, what));
-    RD(r_ref(r, &d->scale_ref, what));
-    RD(r_i32(r, &d->src_zp, what));
-    RD(r_i32(r, &d->dst_zp, what));
-    RD(r_i32(r, &d->compute, what));
+    KN_RD(r_tensor(r, &d->src, T_ANY, what));
+    KN_RD(r_tensor(r, &d->wei, T_ANY, what));
+    KN_RD(r_tensor(r, &d->bias, T_ANY, what));
+    KN_RD(r_tensor(r, &d->dst, T_ANY, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->trans_a, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->trans_b, what));
+    KN_RD(kn_rbuf_f32(&r->in, &d->alpha, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->groups, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->spatial, what));
+    for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->strides[i], what));
+    for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->dilations[i], what));
+    for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->pads_begin[i], what));
+    for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->pads_end[i], what));
+    KN_RD(r_ref(r, &d->wei_ref, what));
+    KN_RD(r_ref(r, &d->bias_ref, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->src_layout, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->dst_layout, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->post_layout, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->conv_algo, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->pool_alg, what));
+    for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->kernel[i], what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->n_scale, what));
+    KN_RD(r_ref(r, &d->scale_ref, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->src_zp, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->dst_zp, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->compute, what));
     if (d->compute != KN_DT_UNDEFINED &&
         (d->compute != KN_BF16 || d->n_scale != 0 || d->src.dtype != KN_F32 || d->wei.dtype != KN_F32 ||
          (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV)))
-        return r_bad(what, "compute dtype %d (bf16 is for float matmuls and convolutions)", d->compute);
-    if (d->n_scale < 0 || d->n_scale > (1 << 24)) return r_bad(what, "%d output scales", d->n_scale);
+        return kn_rbuf_bad(&r->in, what, "compute dtype %d (bf16 is for float matmuls and convolutions)", d->compute);
+    if (d->n_scale < 0 || d->n_scale > (1 << 24)) return kn_rbuf_bad(&r->in, what, "%d output scales", d->n_scale);
     if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
-        return r_bad(what, "convolution algorithm %d", d->conv_algo);
+        return kn_rbuf_bad(&r->in, what, "convolution algorithm %d", d->conv_algo);
     if (d->pool_alg < KN_POOLING_MAX || d->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)
-        return r_bad(what, "pooling algorithm %d", d->pool_alg);
+        return kn_rbuf_bad(&r->in, what, "pooling algorithm %d", d->pool_alg);
     for (int i = 0; i < 3; i++) {
         int32_t l = i == 0 ? d->src_layout : i == 1 ? d->dst_layout : d->post_layout;
         if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind == KN_DNNL_MATMUL))
-            return r_bad(what, "activation layout %d", l);
+            return kn_rbuf_bad(&r->in, what, "activation layout %d", l);
     }
     if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL && d->kind != KN_DNNL_DECONV)
-        return r_bad(what, "unknown kind %d", d->kind);
-    if (d->n_post < 0 || d->n_post > 4) return r_bad(what, "%d post-ops (at most 4)", d->n_post);
+        return kn_rbuf_bad(&r->in, what, "unknown kind %d", d->kind);
+    if (d->n_post < 0 || d->n_post > 4) return kn_rbuf_bad(&r->in, what, "%d post-ops (at most 4)", d->n_post);
     if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)
-        return r_bad(what, "spatial %d / groups %d out of range", d->spatial, d->groups);
+        return kn_rbuf_bad(&r->in, what, "spatial %d / groups %d out of range", d->spatial, d->groups);
     return KN_OK;
 }
 
@@ -522,46 +448,46 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
 {
     char what[64], list[160];
     snprintf(what, sizeof what, "opnode %d", index);
-    RD(r_i32(r, &o->op, what));
-    RD(r_count(r, &o->n_inputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
-    RD(r_count(r, &o->n_outputs, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, what));
-    RD(r_i32(r, &o->n_captures, what));
+    KN_RD(kn_rbuf_i32(&r->in, &o->op, what));
+    KN_RD(kn_rbuf_count(&r->in, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, &o->n_inputs, what));
+    KN_RD(kn_rbuf_count(&r->in, MAX_OPNODE_ARITY, MIN_TENSOR_BYTES, &o->n_outputs, what));
+    KN_RD(kn_rbuf_i32(&r->in, &o->n_captures, what));
     if (o->n_captures < 0 || o->n_captures > o->n_inputs)
-        return r_bad(what, "%d captures among %d inputs", o->n_captures, o->n_inputs);
-    RD(r_i64(r, &o->opset, what));
-    RD(r_str(r, &o->name, what));
-    RD(r_str(r, &o->op_type, what));
-    if (!o->name || !o->op_type) return r_bad(what, "no name or op type");
+        return kn_rbuf_bad(&r->in, what, "%d captures among %d inputs", o->n_captures, o->n_inputs);
+    KN_RD(kn_rbuf_i64(&r->in, &o->opset, what));
+    KN_RD(r_str(r, &o->name, what));
+    KN_RD(r_str(r, &o->op_type, what));
+    if (!o->name || !o->op_type) return kn_rbuf_bad(&r->in, what, "no name or op type");
     snprintf(list, sizeof list, "opnode %d ('%s') input", index, o->name);
-    RD(r_tensor_array(r, o->n_inputs, (kn_abi_tensor **)&o->inputs, T_OPNODE, list));
+    KN_RD(r_tensor_array(r, o->n_inputs, (kn_abi_tensor **)&o->inputs, T_OPNODE, list));
     snprintf(list, sizeof list, "opnode %d ('%s') output", index, o->name);
-    RD(r_tensor_array(r, o->n_outputs, (kn_abi_tensor **)&o->outputs, T_OPNODE, list));
+    KN_RD(r_tensor_array(r, o->n_outputs, (kn_abi_tensor **)&o->outputs, T_OPNODE, list));
     uint64_t n;
-    RD(r_u64(r, &n, what));
-    RD(r_need(r, n, what));
+    KN_RD(kn_rbuf_u64(&r->in, &n, what));
+    KN_RD(kn_rbuf_need(&r->in, n, what));
     unsigned char *a;
-    RD(r_alloc(r, (size_t)n, (void **)&a, what));
-    memcpy(a, r->p + r->pos, (size_t)n);
-    r->pos += (size_t)n;
+    KN_RD(r_alloc(r, (size_t)n, (void **)&a, what));
+    memcpy(a, r->in.p + r->in.pos, (size_t)n);
+    r->in.pos += (size_t)n;
     o->attrs = a;
     o->attrs_len = (int64_t)n;
-    RD(r_i32(r, &o->compute, what));
+    KN_RD(kn_rbuf_i32(&r->in, &o->compute, what));
     if (o->compute != KN_DT_UNDEFINED && (o->compute != KN_BF16 || o->op != KN_OP_Attention))
-        return r_bad(what, "compute dtype %d (bf16 is for Attention)", o->compute);
+        return kn_rbuf_bad(&r->in, what, "compute dtype %d (bf16 is for Attention)", o->compute);
     return KN_OK;
 }
 
 static int r_sizes(rbuf *r, kn_meta *m)
 {
-    RD(r_i64(r, &m->arena_bytes, "sizes"));
-    RD(r_i64(r, &m->intermediate_bytes, "sizes"));
-    RD(r_i64(r, &m->weights_bytes, "sizes"));
+    KN_RD(kn_rbuf_i64(&r->in, &m->arena_bytes, "sizes"));
+    KN_RD(kn_rbuf_i64(&r->in, &m->intermediate_bytes, "sizes"));
+    KN_RD(kn_rbuf_i64(&r->in, &m->weights_bytes, "sizes"));
     if (m->arena_bytes < 0 || m->intermediate_bytes < 0 || m->weights_bytes < 0)
-        return r_bad("sizes", "negative arena, intermediate or weights size");
-    RD(r_str(r, &m->weights_file, "weights file"));
+        return kn_rbuf_bad(&r->in, "sizes", "negative arena, intermediate or weights size");
+    KN_RD(r_str(r, &m->weights_file, "weights file"));
     if (m->weights_file && (!*m->weights_file || strchr(m->weights_file, '/')))
-        return r_bad("weights file", "'%s' is not a plain file name", m->weights_file);
-    RD(r_u64(r, &m->weights_hash, "weights hash"));
+        return kn_rbuf_bad(&r->in, "weights file", "'%s' is not a plain file name", m->weights_file);
+    KN_RD(kn_rbuf_u64(&r->in, &m->weights_hash, "weights hash"));
     return KN_OK;
 }
 
@@ -570,54 +496,57 @@ static int r_sizes(rbuf *r, kn_meta *m)
 static int r_profile(rbuf *r, kn_meta *m)
 {
     char what[64];
-    RD(r_count(r, &m->n_steps, 1 << 24, MIN_STEP_BYTES, "steps"));
-    RD(r_count(r, &m->n_buffers, 1 << 24, MIN_BUFFER_BYTES, "buffers"));
-    RD(r_alloc(r, sizeof *m->steps * (size_t)m->n_steps, (void **)&m->steps, "steps"));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 24, MIN_STEP_BYTES, &m->n_steps, "steps"));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 24, MIN_BUFFER_BYTES, &m->n_buffers, "buffers"));
+    KN_RD(r_alloc(r, sizeof *m->steps * (size_t)m->n_steps, (void **)&m->steps, "steps"));
     for (int i = 0; i < m->n_steps; i++) {
         kn_abi_step *t = &m->steps[i];
         snprintf(what, sizeof what, "step %d", i);
-        RD(r_str(r, &t->name, what));
-        RD(r_str(r, &t->op_type, what));
-        RD(r_i64(r, &t->flops, what));
-        RD(r_i64(r, &t->bytes_read, what));
-        RD(r_i64(r, &t->bytes_written, what));
-        RD(r_i32(r, &t->dnnl, what));
-        if (!t->name || !t->op_type) return r_bad(what, "no name or op type");
-        if (t->dnnl < -1 || t->dnnl >= m->n_dnnl) return r_bad(what, "oneDNN record %d of %d", t->dnnl, m->n_dnnl);
-        if (t->flops < 0 || t->bytes_read < 0 || t->bytes_written < 0) return r_bad(what, "negative count");
+        KN_RD(r_str(r, &t->name, what));
+        KN_RD(r_str(r, &t->op_type, what));
+        KN_RD(kn_rbuf_i64(&r->in, &t->flops, what));
+        KN_RD(kn_rbuf_i64(&r->in, &t->bytes_read, what));
+        KN_RD(kn_rbuf_i64(&r->in, &t->bytes_written, what));
+        KN_RD(kn_rbuf_i32(&r->in, &t->dnnl, what));
+        if (!t->name || !t->op_type) return kn_rbuf_bad(&r->in, what, "no name or op type");
+        if (t->dnnl < -1 || t->dnnl >= m->n_dnnl)
+            return kn_rbuf_bad(&r->in, what, "oneDNN record %d of %d", t->dnnl, m->n_dnnl);
+        if (t->flops < 0 || t->bytes_read < 0 || t->bytes_written < 0)
+            return kn_rbuf_bad(&r->in, what, "negative count");
     }
-    RD(r_alloc(r, sizeof *m->buffers * (size_t)m->n_buffers, (void **)&m->buffers, "buffers"));
+    KN_RD(r_alloc(r, sizeof *m->buffers * (size_t)m->n_buffers, (void **)&m->buffers, "buffers"));
     for (int i = 0; i < m->n_buffers; i++) {
         kn_abi_buffer *b = &m->buffers[i];
         snprintf(what, sizeof what, "buffer %d", i);
-        RD(r_str(r, &b->name, what));
-        RD(r_i64(r, &b->offset, what));
-        RD(r_i64(r, &b->nbytes, what));
-        RD(r_i32(r, &b->first_step, what));
-        RD(r_i32(r, &b->last_step, what));
-        if (!b->name) return r_bad(what, "no name");
+        KN_RD(r_str(r, &b->name, what));
+        KN_RD(kn_rbuf_i64(&r->in, &b->offset, what));
+        KN_RD(kn_rbuf_i64(&r->in, &b->nbytes, what));
+        KN_RD(kn_rbuf_i32(&r->in, &b->first_step, what));
+        KN_RD(kn_rbuf_i32(&r->in, &b->last_step, what));
+        if (!b->name) return kn_rbuf_bad(&r->in, what, "no name");
         if (b->offset < 0 || b->nbytes < 0 || b->offset > m->arena_bytes || b->nbytes > m->arena_bytes - b->offset)
-            return r_bad(what, "[%lld, +%lld) outside the arena of %lld bytes", (long long)b->offset,
+            return kn_rbuf_bad(&r->in, what, "[%lld, +%lld) outside the arena of %lld bytes", (long long)b->offset,
                          (long long)b->nbytes, (long long)m->arena_bytes);
         if (b->first_step < 0 || b->first_step > b->last_step || b->last_step >= m->n_steps)
-            return r_bad(what, "steps %d..%d outside [0, %d)", b->first_step, b->last_step, m->n_steps);
+            return kn_rbuf_bad(&r->in, what, "steps %d..%d outside [0, %d)", b->first_step, b->last_step, m->n_steps);
     }
     return KN_OK;
 }
 
 static int r_syms(rbuf *r, kn_meta *m)
 {
-    RD(r_alloc(r, sizeof *m->syms * (size_t)m->n_syms, (void **)&m->syms, "dynamic dims"));
+    KN_RD(r_alloc(r, sizeof *m->syms * (size_t)m->n_syms, (void **)&m->syms, "dynamic dims"));
     for (int i = 0; i < m->n_syms; i++) {
-        RD(r_str(r, &m->syms[i].name, "dynamic dims"));
-        RD(r_i64(r, &m->syms[i].max, "dynamic dims"));
-        RD(r_i64(r, &m->syms[i].min, "dynamic dims"));
-        RD(r_i64(r, &m->syms[i].align, "dynamic dims"));
+        KN_RD(r_str(r, &m->syms[i].name, "dynamic dims"));
+        KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].max, "dynamic dims"));
+        KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].min, "dynamic dims"));
+        KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].align, "dynamic dims"));
         if (!m->syms[i].name || m->syms[i].max < 1 || m->syms[i].max > INT32_MAX)
-            return r_bad("dynamic dims", "symbol %d: no name or maximum %lld", i, (long long)m->syms[i].max);
+            return kn_rbuf_bad(&r->in, "dynamic dims", "symbol %d: no name or maximum %lld", i,
+                               (long long)m->syms[i].max);
         if (m->syms[i].min < 1 || m->syms[i].min > m->syms[i].max || m->syms[i].align < 1 ||
             m->syms[i].align > INT32_MAX || m->syms[i].align * m->syms[i].max > INT32_MAX)
-            return r_bad("dynamic dims", "symbol %d: minimum %lld, maximum %lld, alignment %lld", i,
+            return kn_rbuf_bad(&r->in, "dynamic dims", "symbol %d: minimum %lld, maximum %lld, alignment %lld", i,
                          (long long)m->syms[i].min, (long long)m->syms[i].max, (long long)m->syms[i].align);
     }
     r->n_syms = m->n_syms;
@@ -628,38 +557,41 @@ static int r_syms(rbuf *r, kn_meta *m)
 static int r_meta(rbuf *r, kn_meta *m)
 {
     uint32_t magic, format;
-    RD(r_u32(r, &magic, "header"));
-    RD(r_u32(r, &format, "header"));
-    if (magic != META_MAGIC) return r_bad("header", "bad magic 0x%08x", magic);
-    if (format != META_FORMAT) return r_bad("header", "format v%u, this runtime reads v%u", format, META_FORMAT);
-    RD(r_u64(r, &m->model_hash, "header"));
-    RD(r_u64(r, &m->cpu_features, "header"));
-    RD(r_count(r, &m->n_inputs, 1 << 20, MIN_TENSOR_BYTES, "inputs"));
-    RD(r_count(r, &m->n_outputs, 1 << 20, MIN_TENSOR_BYTES, "outputs"));
-    RD(r_i32(r, &m->n_slots, "slots"));
-    if (m->n_slots < 0 || m->n_slots > MAX_SLOTS) return r_bad("slots", "count %d outside [0, %d]", m->n_slots, MAX_SLOTS);
+    KN_RD(kn_rbuf_u32(&r->in, &magic, "header"));
+    KN_RD(kn_rbuf_u32(&r->in, &format, "header"));
+    if (magic != META_MAGIC) return kn_rbuf_bad(&r->in, "header", "bad magic 0x%08x", magic);
+    if (format != META_FORMAT)
+        return kn_rbuf_bad(&r->in, "header", "format v%u, this runtime reads v%u", format, META_FORMAT);
+    KN_RD(kn_rbuf_u64(&r->in, &m->model_hash, "header"));
+    KN_RD(kn_rbuf_u64(&r->in, &m->cpu_features, "header"));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 20, MIN_TENSOR_BYTES, &m->n_inputs, "inputs"));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 20, MIN_TENSOR_BYTES, &m->n_outputs, "outputs"));
+    KN_RD(kn_rbuf_i32(&r->in, &m->n_slots, "slots"));
+    if (m->n_slots < 0 || m->n_slots > MAX_SLOTS)
+        return kn_rbuf_bad(&r->in, "slots", "count %d outside [0, %d]", m->n_slots, MAX_SLOTS);
     r->n_slots = m->n_slots;
-    RD(r_i32(r, &m->n_syms, "dynamic dims"));
+    KN_RD(kn_rbuf_i32(&r->in, &m->n_syms, "dynamic dims"));
     if (m->n_syms < 0 || m->n_syms > KN_MAX_SYMS)
-        return r_bad("dynamic dims", "count %d outside [0, %d]", m->n_syms, KN_MAX_SYMS);
+        return kn_rbuf_bad(&r->in, "dynamic dims", "count %d outside [0, %d]", m->n_syms, KN_MAX_SYMS);
     /* the inputs array comes first in the block (even when empty), so that
      * kn_meta_free finds the block through m->inputs */
-    RD(r_alloc(r, sizeof *m->inputs * (size_t)m->n_inputs, (void **)&m->inputs, "inputs"));
-    RD(r_str(r, &m->name, "name"));
-    RD(r_str(r, &m->target, "target"));
-    RD(r_str(r, &m->kiln_version, "kiln version"));
-    RD(r_syms(r, m));
-    RD(r_tensors(r, m->n_inputs, m->inputs, T_IO, "input"));
-    RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_OUTPUT, "output"));
-    RD(r_sizes(r, m));
-    RD(r_count(r, &m->n_dnnl, 1 << 24, MIN_DNNL_BYTES, "oneDNN records"));
-    RD(r_count(r, &m->n_opnodes, 1 << 24, MIN_OPNODE_BYTES, "opnodes"));
-    RD(r_alloc(r, sizeof *m->dnnl * (size_t)m->n_dnnl, (void **)&m->dnnl, "oneDNN records"));
-    for (int i = 0; i < m->n_dnnl; i++) RD(r_dnnl(r, &m->dnnl[i], i));
-    RD(r_alloc(r, sizeof *m->opnodes * (size_t)m->n_opnodes, (void **)&m->opnodes, "opnodes"));
-    for (int i = 0; i < m->n_opnodes; i++) RD(r_opnode(r, &m->opnodes[i], i));
-    RD(r_profile(r, m));
-    if (r->pos != r->len) return r_bad("end", "%zu unexpected bytes after the last record", r->len - r->pos);
+    KN_RD(r_alloc(r, sizeof *m->inputs * (size_t)m->n_inputs, (void **)&m->inputs, "inputs"));
+    KN_RD(r_str(r, &m->name, "name"));
+    KN_RD(r_str(r, &m->target, "target"));
+    KN_RD(r_str(r, &m->kiln_version, "kiln version"));
+    KN_RD(r_syms(r, m));
+    KN_RD(r_tensors(r, m->n_inputs, m->inputs, T_IO, "input"));
+    KN_RD(r_tensor_array(r, m->n_outputs, &m->outputs, T_OUTPUT, "output"));
+    KN_RD(r_sizes(r, m));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 24, MIN_DNNL_BYTES, &m->n_dnnl, "oneDNN records"));
+    KN_RD(kn_rbuf_count(&r->in, 1 << 24, MIN_OPNODE_BYTES, &m->n_opnodes, "opnodes"));
+    KN_RD(r_alloc(r, sizeof *m->dnnl * (size_t)m->n_dnnl, (void **)&m->dnnl, "oneDNN records"));
+    for (int i = 0; i < m->n_dnnl; i++) KN_RD(r_dnnl(r, &m->dnnl[i], i));
+    KN_RD(r_alloc(r, sizeof *m->opnodes * (size_t)m->n_opnodes, (void **)&m->opnodes, "opnodes"));
+    for (int i = 0; i < m->n_opnodes; i++) KN_RD(r_opnode(r, &m->opnodes[i], i));
+    KN_RD(r_profile(r, m));
+    if (r->in.pos != r->in.len)
+        return kn_rbuf_bad(&r->in, "end", "%zu unexpected bytes after the last record", r->in.len - r->in.pos);
     return KN_OK;
 }
 
@@ -673,7 +605,7 @@ int kn_meta_read(const unsigned char *bytes, size_t len, kn_meta *out)
      * memory (tightest: an opnode with empty names and no tensors, 44 bytes
      * for 88), so 4*len is enough for valid input; running out of the block
      * means the counts lied. */
-    rbuf r = {.p = bytes, .len = len, .cap = 4 * len + 1024};
+    rbuf r = {.in = {.p = bytes, .len = len, .what = "meta"}, .cap = 4 * len + 1024};
     r.blk = calloc(1, r.cap);
     if (!r.blk) return kn_error(KN_ERR_NOMEM, "meta: out of memory (%zu bytes)", r.cap);
     int st = r_meta(&r, out);
