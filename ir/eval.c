@@ -62,7 +62,7 @@ double kn_tensor_scalar_f64(const kn_tensor *t)
 bool kn_op_runnable(kn_op op)
 {
     if (op == KN_OP_UNKNOWN) return false;
-    return kn_op_get(op)->eval || kn_op_exec(op);
+    return kn_op_exec(op) != NULL;
 }
 
 void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output)
@@ -103,8 +103,6 @@ static kn_dtype ir_output_dtype(void *ctx, const kn_attr *g, int i)
 
 int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out)
 {
-    const kn_op_info *oi = kn_op_get(n->op);
-    if (oi->eval) return oi->eval(ctx, n, in, out);
     kn_exec_fn exec = kn_op_exec(n->op);
     if (!exec)
         return kn_node_error(n, KN_ERR_UNSUPPORTED, "op %s%s%s is not supported by the reference evaluator",

@@ -51,10 +51,13 @@ bool kn_op_runnable(kn_op op);
  * room for n->n_outputs entries; out borrows n's strings and attributes. */
 void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output);
 
-/* Runs one node on tensors: through its IR eval function or its runtime
- * exec function; ops with subgraphs (If, Loop, Scan) run their bodies
- * through ctx, which may be NULL only for ops without subgraphs. Same
- * contract as kn_eval_fn. */
+/* Runs one node on tensors through its runtime exec function (runtime/ops);
+ * ops with subgraphs (If, Loop, Scan) run their bodies through ctx, which
+ * may be NULL only for ops without subgraphs. in[i] is NULL for omitted
+ * optional inputs (and for i >= n->n_inputs is never read). out has
+ * n->n_outputs zeroed entries; each one whose n->outputs[i] is non-NULL is
+ * allocated and filled. On failure the status comes with a message naming
+ * the node; the caller frees whatever was allocated. */
 int kn_node_eval(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
 
 /* ---- helpers for op definitions (ir/ops/<family>.c) --------------------------- */

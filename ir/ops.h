@@ -1,28 +1,24 @@
 /*
  * ir/ops.h — the op registry.
  *
- * Ops are declared once in runtime/ops/ops.def (name, domain, arity). Each is defined
- * once, in the family file ir/ops/<family>.c that owns it, by an entry of that
- * family's kn_op_impl table: a type/shape inference function and a reference
- * evaluation function. ir/registry.c merges the family tables and checks at
+ * Ops are declared once in runtime/ops/ops.def (name, domain, arity, class,
+ * opset range). Each is given its type/shape inference once, in the family
+ * file ir/ops/<family>.c that owns it, by an entry of that family's
+ * kn_op_impl table; it runs through its runtime/ops exec function
+ * (kn_op_exec). ir/registry.c merges the family tables and checks at
  * start-up that no op is defined twice.
  *
  *     const kn_op_info *oi = kn_op_lookup("Conv", "");
- *     if (!oi || !oi->eval) ... unsupported ...
+ *     if (!oi || !oi->infer) ... unsupported ...
  *
- * Writing an op's definition (in its family file):
+ * Writing an op's inference (in its family file):
  *
  *     static int infer_relu(kn_node *n) {  // fill n->outputs[i]->dtype/shape
  *         return kn_infer_same_as_input(n, 0);
  *     }
- *     static int eval_relu(kn_eval_ctx *ctx, const kn_node *n,
- *                          const kn_tensor *const *in, kn_tensor *out) {
- *         // in[i] is NULL for an omitted optional input; allocate every
- *         // present output with kn_tensor_alloc(&out[i], ...) and fill it.
- *     }
  *     const kn_op_impl kn_ops_elementwise[] = {
- *         {KN_OP_Relu, infer_relu, eval_relu},
- *         {KN_OP_UNKNOWN, NULL, NULL},   // terminator
+ *         {KN_OP_Relu, infer_relu},
+ *         {KN_OP_UNKNOWN, NULL},   // terminator
  *     };
  */
 #ifndef KILN_IR_OPS_H
@@ -44,18 +40,9 @@ typedef struct kn_eval_ctx kn_eval_ctx;
  * inputs are inconsistent. */
 typedef int (*kn_infer_fn)(kn_node *n);
 
-/* Computes n's outputs. in[i] is NULL for omitted optional inputs (and for i
- * >= n->n_inputs is never read). out has n->n_outputs zeroed entries; the
- * function allocates (kn_tensor_alloc) and fills each one whose
- * n->outputs[i] is non-NULL. On failure it returns a status with a message
- * from kn_node_error(); the caller frees whatever was allocated. */
-typedef int (*kn_eval_fn)(kn_eval_ctx *ctx, const kn_node *n, const kn_tensor *const *in,
-                          kn_tensor *out);
-
 typedef struct kn_op_impl {
     kn_op op;
     kn_infer_fn infer;
-    kn_eval_fn eval;
 } kn_op_impl;
 
 typedef struct kn_op_info {
@@ -64,8 +51,8 @@ typedef struct kn_op_info {
     const char *domain; /* "" for the default domain */
     int min_inputs, max_inputs;
     int min_outputs, max_outputs;
+    int since, until;   /* the domain's opsets in which the op exists (ops.def; until 0: no end) */
     kn_infer_fn infer;  /* NULL if not defined yet */
-    kn_eval_fn eval;    /* NULL if not defined yet */
 } kn_op_info;
 
 /* Info for an op; never NULL for op in (KN_OP_UNKNOWN, KN_OP_COUNT). */

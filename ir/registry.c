@@ -7,11 +7,11 @@
 #include "ir.h"
 
 static kn_op_info k_ops[KN_OP_COUNT] = {
-    [KN_OP_UNKNOWN] = {KN_OP_UNKNOWN, "?", "", 0, 0, 0, 0, NULL, NULL},
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) \
-    [KN_OP_##name] = {KN_OP_##name, #name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) \
-    [KN_OP_##ident] = {KN_OP_##ident, name, domain, min_in, max_in, min_out, max_out, NULL, NULL},
+    [KN_OP_UNKNOWN] = {KN_OP_UNKNOWN, "?", "", 0, 0, 0, 0, 0, 0, NULL},
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) \
+    [KN_OP_##name] = {KN_OP_##name, #name, domain, min_in, max_in, min_out, max_out, since, until, NULL},
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) \
+    [KN_OP_##ident] = {KN_OP_##ident, name, domain, min_in, max_in, min_out, max_out, since, until, NULL},
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
@@ -29,13 +29,12 @@ static void registry_init(void)
     for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++) {
         for (const kn_op_impl *e = k_families[f]; e->op != KN_OP_UNKNOWN; e++) {
             kn_op_info *oi = &k_ops[e->op];
-            if (oi->infer || oi->eval) {
+            if (oi->infer) {
                 /* A broken invariant of kiln itself, caught by every test run. */
                 fprintf(stderr, "kiln: op %s is defined twice in the registry\n", oi->name);
                 abort();
             }
             oi->infer = e->infer;
-            oi->eval = e->eval;
         }
     }
 }

@@ -28,21 +28,14 @@
 
 #include "pass.h"
 
-/* The ops autocast runs in bf16, when their operands and output are f32. */
+/* The ops autocast runs in bf16 (KN_OPF_BF16 in ops.def), when their
+ * operands and output are f32. */
 static bool candidate(const kn_node *n)
 {
-    switch (n->op) {
-    case KN_OP_MatMul:
-    case KN_OP_Gemm:
-    case KN_OP_FusedMatMul:
-    case KN_OP_Conv:
-    case KN_OP_FusedConv: break;
-    case KN_OP_Attention: { /* Q, K and V; the past KV inputs share their dtype */
+    if (!(kn_op_flags(n->op) & KN_OPF_BF16)) return false;
+    if (n->op == KN_OP_Attention) { /* Q, K and V; the past KV inputs share their dtype */
         const kn_value *v = kn_node_input(n, 2);
         if (!v || v->dtype != KN_F32) return false;
-        break;
-    }
-    default: return false;
     }
     const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1);
     const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;

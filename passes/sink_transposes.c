@@ -49,8 +49,8 @@ static bool is_scalar(const kn_value *v, int rank)
 /* True if n is a unary op that works elementwise whatever the layout. */
 static bool unary_agnostic(const kn_node *n)
 {
-    if (n->op == KN_OP_Cast || kn_ew_un_find(n->op)) return n->n_inputs == 1;
-    if (n->op != KN_OP_Clip) return false;
+    if (!(kn_op_flags(n->op) & KN_OPF_LAYOUT)) return false;
+    if (n->op != KN_OP_Clip) return n->n_inputs == 1;
     for (int i = 1; i < n->n_inputs; i++)
         if (n->inputs[i] && !is_scalar(n->inputs[i], KN_MAX_RANK)) return false;
     return true;

@@ -41,17 +41,7 @@ int kn_quant_check_keep(const kn_graph *g, int n_keep, const char *const *keep)
     return KN_OK;
 }
 
-static bool is_qop(const kn_node *n)
-{
-    switch (n->op) {
-    case KN_OP_Conv: case KN_OP_ConvTranspose: case KN_OP_MatMul: case KN_OP_Gemm: case KN_OP_Add: case KN_OP_Mul:
-    case KN_OP_Concat: case KN_OP_MaxPool: case KN_OP_AveragePool: case KN_OP_GlobalAveragePool: case KN_OP_Relu:
-    case KN_OP_Clip: case KN_OP_LeakyRelu: case KN_OP_Sigmoid:
-        return true;
-    default:
-        return false;
-    }
-}
+static bool is_qop(const kn_node *n) { return kn_op_flags(n->op) & KN_OPF_QUANT; }
 
 static bool is_matrix_op(kn_op op) { return op == KN_OP_Conv || op == KN_OP_MatMul || op == KN_OP_Gemm; }
 

@@ -1100,8 +1100,8 @@ static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
 #define VAR(name) {KN_OP_##name, lower_variadic}
 
 const kn_cg_lowering kn_cg_lower_elementwise[] = {
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_CLASS_##cls(name)
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags)
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED

@@ -25,6 +25,7 @@
  * no read or write ever leaves its buffer.
  */
 #include "cg.h"
+#include "movement_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -583,24 +584,6 @@ static int lower_split(kn_cg *cg, const kn_node *n)
     return KN_OK;
 }
 
-/* ONNX clamping of one axis' start (the reference's rule); returns the count. */
-static int64_t slice_axis(int64_t d, int64_t s, int64_t e, int64_t step, int64_t *out_start)
-{
-    if (s < 0) s += d;
-    if (e < 0) e += d;
-    if (step > 0) {
-        s = s < 0 ? 0 : s > d ? d : s;
-        e = e < 0 ? 0 : e > d ? d : e;
-        *out_start = s;
-        return e > s ? (e - s - 1) / step + 1 : 0;
-    }
-    s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
-    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-    *out_start = s;
-    int64_t ms = step == INT64_MIN ? INT64_MAX : -step;
-    return s > e ? (s - e - 1) / ms + 1 : 0;
-}
-
 static int slice_params(const kn_node *n, int r, const int64_t *dims, int64_t *starts, int64_t *steps, int64_t *cnts)
 {
     int64_t s[KN_MAX_RANK], e[KN_MAX_RANK], ax[KN_MAX_RANK], st[KN_MAX_RANK];
@@ -626,7 +609,7 @@ static int slice_params(const kn_node *n, int r, const int64_t *dims, int64_t *s
         int64_t step = nt >= 0 ? st[i] : 1;
         if (k < 0 || seen[k] || step == 0) return KN_ERR_UNSUPPORTED;
         seen[k] = true;
-        cnts[k] = slice_axis(dims[k], s[i], e[i], step, &starts[k]);
+        cnts[k] = kn_mv_slice_axis(dims[k], s[i], e[i], step, &starts[k]);
         steps[k] = step;
     }
     return KN_OK;

@@ -466,6 +466,25 @@ static int create_node(kn_graph *g, name_set *ns, const Onnx__NodeProto *np, siz
     return st ? st : name_add(ns, n->name);
 }
 
+/* A default-domain op used outside the opsets in which ONNX defines it
+ * (ops.def's SINCE and UNTIL: Gelu before opset 20, Upsample after 9) is
+ * refused, as onnxruntime refuses the model: a kiln that read it anyway
+ * would guess at semantics the model's opset never had. */
+static int check_opset(const kn_node *n)
+{
+    const kn_op_info *oi = kn_op_lookup(n->op_type, n->domain);
+    if (!oi || oi->domain[0]) return KN_OK;
+    int64_t v = kn_node_opset(n);
+    if (v <= 0) return KN_OK;
+    if (v < oi->since)
+        return kn_node_error(n, KN_ERR_INVALID, "%s is defined from opset %d on; the model imports opset %lld",
+                             oi->name, oi->since, (long long)v);
+    if (oi->until && v > oi->until)
+        return kn_node_error(n, KN_ERR_INVALID, "%s was removed from ONNX after opset %d; the model imports opset %lld",
+                             oi->name, oi->until, (long long)v);
+    return KN_OK;
+}
+
 /* Pass 3: attributes (and subgraphs), then inputs resolved by name. */
 static int wire_node(importer *im, kn_node *n, const Onnx__NodeProto *np, int depth)
 {
@@ -473,7 +492,8 @@ static int wire_node(importer *im, kn_node *n, const Onnx__NodeProto *np, int de
         int st = import_attr(im, n, np->attribute[i], depth);
         if (st) return st;
     }
-    int st = kn_onnx_check_node_attrs(n, kn_node_opset(n));
+    int st = check_opset(n);
+    if (!st) st = kn_onnx_check_node_attrs(n, kn_node_opset(n));
     if (st) return st;
     for (size_t i = 0; i < np->n_input; i++) {
         const char *name = np->input[i];

@@ -75,7 +75,7 @@ static int64_t last_dim(const kn_node *n, int i)
  * inv_std_var its shape with the last dim 1. */
 static int infer_skip_ln(kn_node *n)
 {
-    static const char *const known[] = {"epsilon", NULL};
+    static const char *const known[] = {"epsilon"};
     int st = check_attrs(n, known);
     if (!st) st = require(n, 0, "input");
     if (!st) st = require(n, 1, "skip");
@@ -112,7 +112,7 @@ static int infer_ms_attention(kn_node *n)
 {
     static const char *const known[] = {"num_heads",        "unidirectional",       "qkv_hidden_sizes",
                                         "mask_filter_value", "scale",               "do_rotary",
-                                        "rotary_embedding_dim", "past_present_share_buffer", NULL};
+                                        "rotary_embedding_dim", "past_present_share_buffer"};
     int st = check_attrs(n, known);
     if (!st) st = require(n, 0, "input");
     if (!st) st = require(n, 1, "weights");
@@ -139,7 +139,7 @@ static int infer_ms_attention(kn_node *n)
 
 static int infer_mha(kn_node *n)
 {
-    static const char *const known[] = {"num_heads", "unidirectional", "mask_filter_value", "scale", NULL};
+    static const char *const known[] = {"num_heads", "unidirectional", "mask_filter_value", "scale"};
     int st = check_attrs(n, known);
     if (!st) st = require(n, 0, "query");
     if (st) return st;
@@ -164,7 +164,7 @@ static int infer_mha(kn_node *n)
 
 static int infer_embed_ln(kn_node *n)
 {
-    static const char *const known[] = {"epsilon", "mask_index_type", NULL};
+    static const char *const known[] = {"epsilon", "mask_index_type"};
     int st = check_attrs(n, known);
     if (!st) st = require(n, 0, "input_ids");
     if (!st) st = require(n, 2, "word_embedding");
@@ -185,13 +185,13 @@ static int infer_embed_ln(kn_node *n)
 }
 
 const kn_op_impl kn_ops_contrib_bert[] = {
-    {KN_OP_SkipLayerNormalization, infer_skip_ln, NULL},
-    {KN_OP_SkipSimplifiedLayerNormalization, infer_skip_ln, NULL},
-    {KN_OP_BiasGelu, infer_gelu, NULL},
-    {KN_OP_FastGelu, infer_gelu, NULL},
-    {KN_OP_MsGelu, infer_gelu, NULL},
-    {KN_OP_MsAttention, infer_ms_attention, NULL},
-    {KN_OP_MultiHeadAttention, infer_mha, NULL},
-    {KN_OP_EmbedLayerNormalization, infer_embed_ln, NULL},
-    {KN_OP_UNKNOWN, NULL, NULL},
+    {KN_OP_SkipLayerNormalization, infer_skip_ln},
+    {KN_OP_SkipSimplifiedLayerNormalization, infer_skip_ln},
+    {KN_OP_BiasGelu, infer_gelu},
+    {KN_OP_FastGelu, infer_gelu},
+    {KN_OP_MsGelu, infer_gelu},
+    {KN_OP_MsAttention, infer_ms_attention},
+    {KN_OP_MultiHeadAttention, infer_mha},
+    {KN_OP_EmbedLayerNormalization, infer_embed_ln},
+    {KN_OP_UNKNOWN, NULL},
 };

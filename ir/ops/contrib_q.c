@@ -244,15 +244,15 @@ static int infer_dynamic_quantize_lstm(kn_node *n)
 }
 
 const kn_op_impl kn_ops_contrib_q[] = {
-    {KN_OP_QLinearAdd, infer_qlinear_binary, NULL},
-    {KN_OP_QLinearMul, infer_qlinear_binary, NULL},
-    {KN_OP_QLinearConcat, infer_qlinear_concat, NULL},
-    {KN_OP_QLinearGlobalAveragePool, infer_qlinear_gap, NULL},
-    {KN_OP_QLinearSigmoid, infer_qlinear_unary, NULL},
-    {KN_OP_QLinearLeakyRelu, infer_qlinear_unary, NULL},
-    {KN_OP_QGemm, infer_qgemm, NULL},
-    {KN_OP_MatMulIntegerToFloat, infer_matmul_integer_to_float, NULL},
-    {KN_OP_DynamicQuantizeMatMul, infer_dynamic_quantize_matmul, NULL},
-    {KN_OP_DynamicQuantizeLSTM, infer_dynamic_quantize_lstm, NULL},
-    {KN_OP_UNKNOWN, NULL, NULL},
+    {KN_OP_QLinearAdd, infer_qlinear_binary},
+    {KN_OP_QLinearMul, infer_qlinear_binary},
+    {KN_OP_QLinearConcat, infer_qlinear_concat},
+    {KN_OP_QLinearGlobalAveragePool, infer_qlinear_gap},
+    {KN_OP_QLinearSigmoid, infer_qlinear_unary},
+    {KN_OP_QLinearLeakyRelu, infer_qlinear_unary},
+    {KN_OP_QGemm, infer_qgemm},
+    {KN_OP_MatMulIntegerToFloat, infer_matmul_integer_to_float},
+    {KN_OP_DynamicQuantizeMatMul, infer_dynamic_quantize_matmul},
+    {KN_OP_DynamicQuantizeLSTM, infer_dynamic_quantize_lstm},
+    {KN_OP_UNKNOWN, NULL},
 };

@@ -173,10 +173,10 @@ static int infer_scan(kn_node *n)
 }
 
 const kn_op_impl kn_ops_control[] = {
-    {KN_OP_Constant, infer_constant, NULL},
-    {KN_OP_Identity, infer_identity, NULL},
-    {KN_OP_If, infer_if, NULL},
-    {KN_OP_Loop, infer_loop, NULL},
-    {KN_OP_Scan, infer_scan, NULL},
-    {KN_OP_UNKNOWN, NULL, NULL},
+    {KN_OP_Constant, infer_constant},
+    {KN_OP_Identity, infer_identity},
+    {KN_OP_If, infer_if},
+    {KN_OP_Loop, infer_loop},
+    {KN_OP_Scan, infer_scan},
+    {KN_OP_UNKNOWN, NULL},
 };

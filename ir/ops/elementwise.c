@@ -270,20 +270,20 @@ static int infer_fused_elementwise(kn_node *n)
 
 /* ---- the family table (execution: kn_exec_elementwise) ------------------------------------- */
 
-#define BIN(name) {KN_OP_##name, infer_binary, NULL}
-#define VAR(name) {KN_OP_##name, infer_variadic, NULL}
-#define UN(name) {KN_OP_##name, infer_unary, NULL}
+#define BIN(name) {KN_OP_##name, infer_binary}
+#define VAR(name) {KN_OP_##name, infer_variadic}
+#define UN(name) {KN_OP_##name, infer_unary}
 
 const kn_op_impl kn_ops_elementwise[] = {
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_CLASS_##cls(name)
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags)
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
-    {KN_OP_Clip, infer_clip, NULL},
-    {KN_OP_Where, infer_where, NULL},
-    {KN_OP_Cast, infer_cast, NULL},
-    {KN_OP_CastLike, infer_cast, NULL},
-    {KN_OP_FusedElementwise, infer_fused_elementwise, NULL},
-    {KN_OP_UNKNOWN, NULL, NULL},
+    {KN_OP_Clip, infer_clip},
+    {KN_OP_Where, infer_where},
+    {KN_OP_Cast, infer_cast},
+    {KN_OP_CastLike, infer_cast},
+    {KN_OP_FusedElementwise, infer_fused_elementwise},
+    {KN_OP_UNKNOWN, NULL},
 };

@@ -187,10 +187,10 @@ static int infer_qmatmul(kn_node *n)
 }
 
 const kn_op_impl kn_ops_fused[] = {
-    {KN_OP_QConv, infer_qconv, NULL},
-    {KN_OP_QMatMul, infer_qmatmul, NULL},
-    {KN_OP_FusedConv, infer_fused_conv, NULL},
-    {KN_OP_FusedConvTranspose, infer_fused_convt, NULL},
-    {KN_OP_FusedMatMul, infer_fused_matmul, NULL},
-    {KN_OP_UNKNOWN, NULL, NULL},
+    {KN_OP_QConv, infer_qconv},
+    {KN_OP_QMatMul, infer_qmatmul},
+    {KN_OP_FusedConv, infer_fused_conv},
+    {KN_OP_FusedConvTranspose, infer_fused_convt},
+    {KN_OP_FusedMatMul, infer_fused_matmul},
+    {KN_OP_UNKNOWN, NULL},
 };

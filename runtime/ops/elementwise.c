@@ -399,8 +399,8 @@ static int exec_cast(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
 #define UN(name) {KN_OP_##name, exec_unary}
 
 const kn_exec_impl kn_exec_elementwise[] = {
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_CLASS_##cls(name)
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags)
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED

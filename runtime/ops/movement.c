@@ -572,8 +572,7 @@ static int slice_read(const kn_mv_args *a, slice_lists *l)
     return KN_OK;
 }
 
-/* Clamps one axis' start/end the way ONNX does; returns the element count. */
-static int64_t slice_axis(int64_t dv, int64_t s, int64_t e, int64_t step, int64_t *out_start)
+int64_t kn_mv_slice_axis(int64_t dv, int64_t s, int64_t e, int64_t step, int64_t *out_start)
 {
     if (s < 0) s += dv;
     if (e < 0) e += dv;
@@ -624,7 +623,7 @@ static int slice_plan(const kn_mv_args *a, kn_mv_shape *o, int64_t *starts, int6
             o->dims[k] = -1;
             continue;
         }
-        o->dims[k] = slice_axis(x->dims[k], l.starts[i], l.ends[i], step, &starts[k]);
+        o->dims[k] = kn_mv_slice_axis(x->dims[k], l.starts[i], l.ends[i], step, &starts[k]);
         steps[k] = step;
     }
     return KN_OK;

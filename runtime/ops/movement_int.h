@@ -72,6 +72,10 @@ int kn_mv_attr_ints(const kn_opdesc *d, const char *name, int64_t *out, int max,
 int kn_mv_fail(const kn_opdesc *d, int st);
 int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s);
 int kn_mv_axis(const kn_opdesc *d, int64_t axis, int r, int *out);
+/* One axis of Slice over a dim of size dv: start and end clamped as ONNX
+ * does for the step's sign; the first index in *out_start, the element
+ * count returned. Shared by the runtime kernel and the generated Slice. */
+int64_t kn_mv_slice_axis(int64_t dv, int64_t s, int64_t e, int64_t step, int64_t *out_start);
 /* Eval preamble: checks input 0, computes (fn) and allocates output 0. */
 int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
                      kn_mv_args *a);

@@ -9,8 +9,8 @@
 
 static const char *const k_names[KN_OP_COUNT] = {
     [KN_OP_UNKNOWN] = "?",
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##name] = #name,
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##ident] = name,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##name] = #name,
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##ident] = name,
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
@@ -18,16 +18,32 @@ static const char *const k_names[KN_OP_COUNT] = {
 
 static const char *const k_domains[KN_OP_COUNT] = {
     [KN_OP_UNKNOWN] = "",
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##name] = domain,
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##ident] = domain,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##name] = domain,
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##ident] = domain,
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
 };
 
+#define CLASS_FLAGS_UNARY (KN_OPF_ELEMENTWISE | KN_OPF_LAYOUT)
+#define CLASS_FLAGS_BINARY KN_OPF_ELEMENTWISE
+#define CLASS_FLAGS_VARIADIC KN_OPF_ELEMENTWISE
+#define CLASS_FLAGS_OTHER 0
+static const unsigned k_flags[KN_OP_COUNT] = {
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) \
+    [KN_OP_##name] = CLASS_FLAGS_##cls | (flags),
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) \
+    [KN_OP_##ident] = CLASS_FLAGS_##cls | (flags),
+#include "ops.def"
+#undef KN_OP
+#undef KN_OP_NAMED
+};
+
+unsigned kn_op_flags(kn_op op) { return (int)op > 0 && op < KN_OP_COUNT ? k_flags[op] : 0; }
+
 static const int k_arity[KN_OP_COUNT][3] = {
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##name] = {min_in, max_in, max_out},
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) [KN_OP_##ident] = {min_in, max_in, max_out},
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##name] = {min_in, max_in, max_out},
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) [KN_OP_##ident] = {min_in, max_in, max_out},
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED

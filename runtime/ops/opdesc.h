@@ -37,8 +37,8 @@ extern "C" {
 
 typedef enum kn_op {
     KN_OP_UNKNOWN = 0,
-#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_OP_##name,
-#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls) KN_OP_##ident,
+#define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_OP_##name,
+#define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_OP_##ident,
 #include "ops.def"
 #undef KN_OP
 #undef KN_OP_NAMED
@@ -49,8 +49,8 @@ typedef enum kn_op {
  * inference, execution and lowering families: a table defines UN(name),
  * BIN(name) and VAR(name) as its entries and then
  *
- *     #define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls) KN_CLASS_##cls(name)
- *     #define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls)
+ *     #define KN_OP(name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags) KN_CLASS_##cls(name)
+ *     #define KN_OP_NAMED(ident, name, domain, min_in, max_in, min_out, max_out, cls, since, until, flags)
  *     #include "ops.def"
  *
  * so that an op added to ops.def as UNARY is inferred, run and lowered. */
@@ -175,6 +175,17 @@ kn_exec_fn kn_op_exec(kn_op op);
 int kn_op_check_arity(const kn_opdesc *d);
 /* ONNX name of op ("?" if unknown). */
 const char *kn_op_type_name(kn_op op);
+
+/* What passes ask about an op (ops.def's FLAGS column). */
+enum {
+    KN_OPF_ELEMENTWISE = 1 << 0, /* computed per element, inputs broadcast */
+    KN_OPF_LAYOUT = 1 << 1,      /* one input, the same computation in any layout */
+    KN_OPF_QUANT = 1 << 2,       /* static INT8 quantizes its activations */
+    KN_OPF_BF16 = 1 << 3,        /* autocast (--precision bf16|mixed) runs it in bf16 */
+};
+/* op's flags, with those its class implies: UNARY ops are elementwise and
+ * layout-agnostic, BINARY and VARIADIC ones elementwise. 0 for KN_OP_UNKNOWN. */
+unsigned kn_op_flags(kn_op op);
 /* op for an ONNX name in the default domain ("" or "ai.onnx"); KN_OP_UNKNOWN if none. */
 kn_op kn_op_from_name(const char *op_type, const char *domain);
 

@@ -45,6 +45,11 @@ CASES = [
      "node 'r' (Relu): output 0 'y' is declared i64 in the model but the node computes f32"),
     ("opset99", model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("y")], opset=99),
      "default-domain opset 99 is outside the range kiln supports (1 to 25)"),
+    ("gelu_opset17", model([helper.make_node("Gelu", ["x"], ["y"], name="g")], [vi("x", [2])], [vi("y")]),
+     "node 'g' (Gelu): Gelu is defined from opset 20 on; the model imports opset 17"),
+    ("upsample_opset13", model([helper.make_node("Upsample", ["x", "s"], ["y"], name="u")], [vi("x", [1, 1, 2, 2])],
+                               [vi("y")], [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")], opset=13),
+     "node 'u' (Upsample): Upsample was removed from ONNX after opset 9; the model imports opset 13"),
     ("softmax_axis_string", model([helper.make_node("Softmax", ["x"], ["y"], name="s", axis="1")], [vi("x", [2])], [vi("y")]),
      "node 's' (Softmax): attribute 'axis' has type STRING, expected INT"),
 ]

@@ -4,3 +4,7 @@
 add_test(NAME frontend/refusals
          COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/frontend/check_refusals.py
                  $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/test_models/refusals)
+
+# ops.def's opset ranges are ONNX's (the importer refuses a node outside them).
+add_test(NAME frontend/opsets
+         COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/frontend/check_opsets.py ${CMAKE_SOURCE_DIR}/runtime/ops/ops.def)
