@@ -64,7 +64,7 @@ typedef struct compile_state {
     unsigned char **op_attrs;    /* per opnode */
     LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
     kn_cg_share *share;          /* generated bodies by structure (share.c) */
-    int n_shared_nodes;          /* node functions that call a body another node also calls */
+    int n_shared_nodes;          /* generated nodes whose body is an earlier node's */
     LLVMValueRef copy_fn;        /* copies the outputs not computed in place, or NULL */
     int64_t copy_bytes;          /* what copy_fn copies */
     LLVMValueRef desc;           /* the exported kn_artifact_desc global */

@@ -261,6 +261,7 @@ static uint64_t hash_words(const uint64_t *w, size_t n, uint64_t h)
 static bool group_words(const group *gr, words *s)
 {
     s->n = 0;
+    s->nomem = false;
     for (int k = 0; k < gr->n; k++)
         if (!function_words(gr->fns[k], gr, s)) return false;
     return true;
