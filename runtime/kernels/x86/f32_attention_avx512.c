@@ -82,6 +82,39 @@ KN_ATTN512_TARGET static void scores_avx512(const float *q, int64_t D, const flo
     else if (left > 0) scores_tile(1, q, D, kt + j, ldk, s + j, mk);
 }
 
+/* Rows 0 .. 15 of r (16 lanes each) transposed in place: r[i] lane c
+ * becomes r[c] lane i. Three rounds: pairs of rows interleaved, then
+ * 4 x 4 blocks within each 128-bit lane, then the 128-bit lanes moved. */
+KN_ATTN512_TARGET KN_ATTN512_INLINE void transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16];
+    KN_ATTN512_UNROLL for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4g + c] holds, in 128-bit lane L, column 4L + c of rows 4g .. 4g+3 */
+    KN_ATTN512_UNROLL for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+        u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+        u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    KN_ATTN512_UNROLL for (int c = 0; c < 4; c++) {
+        __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);      /* column c: lane 0 of every u */
+        r[4 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);  /* column 4 + c: lane 1 */
+        r[8 + c] = _mm512_shuffle_f32x4(x0, y0, 0xDD);  /* column 8 + c: lane 2 */
+        r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xDD); /* column 12 + c: lane 3 */
+    }
+}
+
+KN_ATTN512_TARGET void kn_attn512_transpose16(__m512 r[16])
+{
+    transpose16(r);
+}
+
 /* kt[d ldk + j] = k[j ldr + d] for nd <= 16 head dims and nj <= 16 keys,
  * keys nj .. 15 zero; only the keys in mj are stored (kt's rows end at
  * the block's key count rounded up to 8, which may fall inside these 16). */
@@ -90,7 +123,7 @@ KN_ATTN512_TARGET KN_ATTN512_INLINE void pack16(const float *k, int64_t ldr, int
     __m512 r[16];
     __mmask16 md = kn_attn512_lanes(nd);
     KN_ATTN512_UNROLL for (int i = 0; i < 16; i++) r[i] = i < nj ? _mm512_maskz_loadu_ps(md, k + i * ldr) : _mm512_setzero_ps();
-    kn_attn512_transpose16(r);
+    transpose16(r);
     KN_ATTN512_UNROLL for (int d = 0; d < 16; d++) /* a constant count: r stays in registers */
         if (d < nd) _mm512_mask_storeu_ps(kt + d * ldk, mj, r[d]);
 }

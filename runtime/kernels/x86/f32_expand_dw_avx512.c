@@ -256,10 +256,12 @@ KN_TARGET_AVX512 static void expand_row(const xdw_run *r, const float *in, float
     do {                                                                                                           \
         if (R > i) {                                                                                               \
             __m512 v = a##i;                                                                                       \
-            const float *at_ = res ? res + i * E + c : NULL;                                                       \
-            (void)at_;                                                                                             \
             _mm512_storeu_ps(out + i * E + c, (expr));                                                             \
         }                                                                                                          \
+    } while (0)
+#define DW_KEEP(i)                                                                                                 \
+    do {                                                                                                           \
+        if (R > i) _mm512_storeu_ps(acc[i], a##i);                                                                 \
     } while (0)
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void dw_block(const int R, const kn_xdw *x,
                                                                             const float *b2, const float *const *rp,
@@ -288,12 +290,24 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void dw_block(cons
     if (e->clamp) {
         __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
         DW_EACH(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+    } else if (e->n_post > 0) {
+        float acc[KN_GEMM512_ROWS][2 * KN_GEMM512_COLS];
+        DW_KEEP(0);
+        DW_KEEP(1);
+        DW_KEEP(2);
+        DW_KEEP(3);
+        DW_KEEP(4);
+        DW_KEEP(5);
+        DW_KEEP(6);
+        DW_KEEP(7);
+        kn_gemm512_posts(e, R, 1, acc[0], out + c, E, res ? res + c : NULL, E);
     } else {
-        DW_EACH(kn_gemm512_posts(e, v, at_));
+        DW_EACH(v);
     }
 }
 #undef DW_PIXEL
 #undef DW_EACH
+#undef DW_KEEP
 #undef DW_STORE
 
 /* One output row of the depthwise convolution from the KH ring rows rp. */

@@ -7,13 +7,91 @@
  * (f32_conv1x1_avx512.c) and the expansion of the 1x1 + depthwise pair
  * (f32_expand_dw_avx512.c).
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "f32_gemm_avx512.h"
 
+int kn_gemm512_row_block(int64_t rows)
+{
+    int best = KN_GEMM512_ROWS;
+    for (int r = KN_GEMM512_ROWS - 1; r >= KN_GEMM512_MIN_ROWS; r--)
+        if ((rows + r - 1) / r * r < (rows + best - 1) / best * best) best = r;
+    return best;
+}
+
+void kn_gemm512_clamp(kn_gemm512_epi *e)
+{
+    float lo = -INFINITY, hi = INFINITY;
+    e->clamp = false;
+    for (int i = 0; i < e->n_post; i++) {
+        const kn_abi_post *p = &e->post[i];
+        float a = p->kind == KN_POST_RELU ? 0.0f : p->alpha, b = p->kind == KN_POST_RELU ? INFINITY : p->beta;
+        if (p->kind == KN_POST_NONE) continue;
+        if ((p->kind != KN_POST_RELU && p->kind != KN_POST_CLIP) || !(a <= b)) return;
+        lo = lo < a ? a : lo > b ? b : lo;
+        hi = hi < a ? a : hi > b ? b : hi;
+    }
+    e->clamp = true, e->lo = lo, e->hi = hi;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+/* erf(x) to about 1e-7: Eigen's rational approximation on [-4, 4] (erf is
+ * +-1 to float precision beyond), the generated code's (fast_erff in
+ * codegen/cpu/lower_elementwise.c). */
+KN_TARGET_AVX512 static inline __m512 erf512(__m512 x)
+{
+    static const float a[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                              -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                              -1.60960333262415e-02f};
+    static const float b[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                              -7.37332916720468e-03f, -1.42647390514189e-02f};
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+    __m512 x2 = _mm512_mul_ps(xc, xc), p = _mm512_set1_ps(a[0]), q = _mm512_set1_ps(b[0]);
+    for (int i = 1; i < 7; i++) p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(a[i]));
+    for (int i = 1; i < 5; i++) q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(b[i]));
+    return _mm512_div_ps(_mm512_mul_ps(p, xc), q);
+}
+
+/* The post-ops on one vector; res: the residual at its place. */
+KN_TARGET_AVX512 static inline __m512 posts512(const kn_gemm512_epi *e, __m512 x, const float *res)
+{
+    for (int i = 0; i < e->n_post; i++) {
+        const kn_abi_post *p = &e->post[i];
+        switch (p->kind) {
+        case KN_POST_RELU: x = _mm512_max_ps(x, _mm512_setzero_ps()); break;
+        case KN_POST_LEAKY_RELU:
+            x = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x,
+                                   _mm512_set1_ps(p->alpha));
+            break;
+        case KN_POST_CLIP:
+            x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta));
+            break;
+        case KN_POST_SUM: x = _mm512_add_ps(x, _mm512_loadu_ps(res)); break;
+        case KN_POST_GELU_ERF: /* x/2 (1 + erf(x / sqrt 2)) */
+            x = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)),
+                              _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                            erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
+            break;
+        default: break;
+        }
+    }
+    return x;
+}
+
+KN_TARGET_AVX512 void kn_gemm512_posts(const kn_gemm512_epi *e, int rows, int np, const float *acc, float *out,
+                                       int64_t ldo, const float *res, int64_t ldr)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < np; j++) {
+            int64_t at = j * KN_GEMM512_COLS;
+            const float *r = res ? res + i * ldr + at : NULL;
+            _mm512_storeu_ps(out + i * ldo + at, posts512(e, _mm512_loadu_ps(acc + i * 2 * KN_GEMM512_COLS + at), r));
+        }
+}
 
 /* out[i][0..16 np] = epi(sum_k a[i lda + k] * b[k][..]) for i < R: a at R
  * consecutive rows of A, b at np (1 or 2) panels of B `next` floats apart.
@@ -70,13 +148,17 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
             c[i][0] = _mm512_min_ps(_mm512_max_ps(c[i][0], lo), hi);
             if (np == 2) c[i][1] = _mm512_min_ps(_mm512_max_ps(c[i][1], lo), hi);
         }
-    } else if (e) {
+    } else if (e && e->n_post > 0) {
+        /* other post-ops (a residual, GELU, LeakyReLU) from the block kept
+         * in L1: their switch per post-op and vector costs more than that */
+        float acc[KN_GEMM512_ROWS][2 * KN_GEMM512_COLS];
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
-            const float *res = e->res ? e->res + i * e->ldr : NULL;
-            c[i][0] = kn_gemm512_posts(e, c[i][0], res);
-            if (np == 2) c[i][1] = kn_gemm512_posts(e, c[i][1], res ? res + KN_GEMM512_COLS : NULL);
+            _mm512_storeu_ps(acc[i], c[i][0]);
+            if (np == 2) _mm512_storeu_ps(acc[i] + KN_GEMM512_COLS, c[i][1]);
         }
+        kn_gemm512_posts(e, R, np, acc[0], out, ldo, e->res, e->ldr);
+        return;
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
