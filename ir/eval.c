@@ -82,6 +82,16 @@ void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output)
     };
 }
 
+int kn_node_prepare(const kn_node *n, int k, int max_out, kn_opdesc *d, bool *has_output)
+{
+    if (n->n_outputs > max_out)
+        return kn_node_error(n, KN_ERR_INVALID, "has %d outputs, at most %d allowed", n->n_outputs, max_out);
+    for (int i = 0; i < k; i++)
+        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    kn_node_opdesc(n, d, has_output);
+    return KN_OK;
+}
+
 /* The body runner of control-flow ops in the evaluator: IR subgraphs, whose
  * outer-scope values resolve to the tensors of the enclosing evaluation. */
 static int ir_body_run(void *ctx, const kn_attr *g, int n_in, const kn_tensor *const *in, int n_out, kn_tensor *out)

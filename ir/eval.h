@@ -50,6 +50,11 @@ bool kn_op_runnable(kn_op op);
 /* Fills *out with n's descriptor for runtime execution. has_output must have
  * room for n->n_outputs entries; out borrows n's strings and attributes. */
 void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output);
+/* The preamble of an infer function that calls the runtime's rules: fails
+ * naming the node unless its first k inputs are present (an empty name in
+ * the model omits one) and it has at most max_out outputs, then fills *d
+ * (has_output: max_out entries) as kn_node_opdesc does. */
+int kn_node_prepare(const kn_node *n, int k, int max_out, kn_opdesc *d, bool *has_output);
 
 /* Runs one node on tensors through its runtime exec function (runtime/ops);
  * ops with subgraphs (If, Loop, Scan) run their bodies through ctx, which

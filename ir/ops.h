@@ -67,7 +67,9 @@ const char *kn_op_name(kn_op op);
 extern const kn_op_impl kn_ops_elementwise[]; /* unary/binary math, logic, activations, Cast, Where, Clip */
 extern const kn_op_impl kn_ops_nn[];          /* Conv*, pooling, normalizations, LRN */
 extern const kn_op_impl kn_ops_linalg[];      /* MatMul, Gemm, Einsum, Softmax family, quantization ops */
-extern const kn_op_impl kn_ops_reduce[];      /* Reduce*, ArgMax/Min, CumSum, TopK, and friends */
+extern const kn_op_impl kn_ops_reduce[];      /* Reduce*, ArgMax/Min, CumSum, TopK */
+extern const kn_op_impl kn_ops_generate[];    /* Shape, Size, ConstantOfShape, Range, EyeLike, Trilu, OneHot */
+extern const kn_op_impl kn_ops_select[];      /* NonZero, Compress, Unique (output size is data) */
 extern const kn_op_impl kn_ops_movement[];    /* shape and data-movement ops */
 extern const kn_op_impl kn_ops_control[];     /* If, Loop, Scan, Constant, Identity */
 extern const kn_op_impl kn_ops_misc[];        /* everything else (RNNs, windows, losses, ...) */

@@ -1,8 +1,7 @@
 /*
  * Type and shape inference of the 'reduce' family (see ir/ops.h): Reduce*,
- * ArgMax, ArgMin, CumSum, TopK here; the generator and shape-info ops (Shape,
- * Size, ConstantOfShape, Range, EyeLike, Trilu, OneHot, NonZero, Compress,
- * Unique) in reduce_gen.c, whose functions this file's table lists.
+ * ArgMax, ArgMin, CumSum, TopK, the ops that reduce, scan or rank along
+ * axes.
  *
  * Execution lives in runtime/ops/reduce*.c (kn_exec_reduce). The attribute
  * and shape rules are the runtime's (reduce_int.h), called here with the
@@ -13,20 +12,6 @@
 #include "../eval.h"
 #include "reduce_int.h"
 
-/* Defined in reduce_gen.c. */
-int kn_rg_prepare(const kn_node *n, int k, kn_opdesc *d, bool *has);
-int kn_rg_infer_shape(kn_node *n);
-int kn_rg_infer_size(kn_node *n);
-int kn_rg_infer_constantofshape(kn_node *n);
-int kn_rg_infer_range(kn_node *n);
-int kn_rg_infer_eyelike(kn_node *n);
-int kn_rg_infer_trilu(kn_node *n);
-int kn_rg_infer_onehot(kn_node *n);
-int kn_rg_infer_nonzero(kn_node *n);
-int kn_rg_infer_compress(kn_node *n);
-int kn_rg_infer_unique(kn_node *n);
-
-/* The reduced shape of x (kn_rd_reduced_dims), keeping symbolic dims. */
 static void reduced_shape(const kn_shape *x, uint32_t mask, bool keepdims, kn_shape *out)
 {
     int src[KN_MAX_RANK];
@@ -52,7 +37,7 @@ static int infer_reduce(kn_node *n)
 {
     kn_opdesc d;
     bool has[KN_RD_MAX_OUTPUTS];
-    if (kn_rg_prepare(n, 1, &d, has)) return KN_ERR_INVALID;
+    if (kn_node_prepare(n, 1, KN_RD_MAX_OUTPUTS, &d, has)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     kn_value *av = kn_node_input(n, 1);
     bool keepdims = kn_op_attr_int(&d, "keepdims", 1) != 0;
@@ -83,7 +68,7 @@ static int infer_arg(kn_node *n)
 {
     kn_opdesc d;
     bool has[KN_RD_MAX_OUTPUTS];
-    if (kn_rg_prepare(n, 1, &d, has)) return KN_ERR_INVALID;
+    if (kn_node_prepare(n, 1, KN_RD_MAX_OUTPUTS, &d, has)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     if (x->shape.rank < 0) {
         kn_shape u = kn_shape_unknown();
@@ -91,7 +76,7 @@ static int infer_arg(kn_node *n)
         return KN_OK;
     }
     int a;
-    int st = kn_rd_axis(&d, kn_op_attr_int(&d, "axis", 0), x->shape.rank, &a);
+    int st = kn_op_axis(&d, kn_op_attr_int(&d, "axis", 0), x->shape.rank, &a);
     if (st) return st;
     kn_shape s;
     reduced_shape(&x->shape, 1u << a, kn_op_attr_int(&d, "keepdims", 1) != 0, &s);
@@ -105,7 +90,7 @@ static int infer_cumsum(kn_node *n)
 {
     kn_opdesc d;
     bool has[KN_RD_MAX_OUTPUTS];
-    return kn_rg_prepare(n, 2, &d, has) ? KN_ERR_INVALID : kn_infer_same_as_input(n, 0);
+    return kn_node_prepare(n, 2, KN_RD_MAX_OUTPUTS, &d, has) ? KN_ERR_INVALID : kn_infer_same_as_input(n, 0);
 }
 
 /* ---- TopK -------------------------------------------------------------------- */
@@ -114,13 +99,13 @@ static int infer_topk(kn_node *n)
 {
     kn_opdesc d;
     bool has[KN_RD_MAX_OUTPUTS];
-    if (kn_rg_prepare(n, 1, &d, has)) return KN_ERR_INVALID;
+    if (kn_node_prepare(n, 1, KN_RD_MAX_OUTPUTS, &d, has)) return KN_ERR_INVALID;
     kn_value *x = n->inputs[0];
     kn_value *kv = kn_node_input(n, 1);
     kn_shape s = x->shape;
     if (s.rank >= 0) {
         int a;
-        int st = kn_rd_axis(&d, kn_op_attr_int(&d, "axis", -1), s.rank, &a);
+        int st = kn_op_axis(&d, kn_op_attr_int(&d, "axis", -1), s.rank, &a);
         if (st) return st;
         int64_t k = kn_rd_topk_k(&d, kv ? kv->const_data : NULL, kv != NULL);
         if (k == -1 && (kv == NULL || kv->const_data))
@@ -150,15 +135,5 @@ const kn_op_impl kn_ops_reduce[] = {
     {KN_OP_ArgMin, infer_arg},
     {KN_OP_CumSum, infer_cumsum},
     {KN_OP_TopK, infer_topk},
-    {KN_OP_Shape, kn_rg_infer_shape},
-    {KN_OP_Size, kn_rg_infer_size},
-    {KN_OP_ConstantOfShape, kn_rg_infer_constantofshape},
-    {KN_OP_Range, kn_rg_infer_range},
-    {KN_OP_EyeLike, kn_rg_infer_eyelike},
-    {KN_OP_Trilu, kn_rg_infer_trilu},
-    {KN_OP_OneHot, kn_rg_infer_onehot},
-    {KN_OP_NonZero, kn_rg_infer_nonzero},
-    {KN_OP_Compress, kn_rg_infer_compress},
-    {KN_OP_Unique, kn_rg_infer_unique},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -119,16 +119,6 @@ int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_sha
     return st ? kn_mv_fail(d, st) : KN_OK;
 }
 
-/* Normalizes an axis against rank r, with an error naming the node. */
-int kn_mv_axis(const kn_opdesc *d, int64_t axis, int r, int *out)
-{
-    int k = kn_norm_axis(axis, r);
-    if (k < 0) return kn_op_error(d, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, r);
-    *out = k;
-    return KN_OK;
-}
-
-
 /* Eval preamble: checks input 0, computes and allocates output 0. */
 int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
                       kn_mv_args *a)
@@ -271,7 +261,7 @@ static int mark_axes(const kn_opdesc *d, const int64_t *axes, int cnt, int r, bo
     memset(mark, 0, sizeof(bool) * KN_MAX_RANK);
     for (int i = 0; i < cnt; i++) {
         int k;
-        int st = kn_mv_axis(d, axes[i], r, &k);
+        int st = kn_op_axis(d, axes[i], r, &k);
         if (st) return st;
         if (mark[k]) return kn_op_error(d, KN_ERR_INVALID, "axis %lld is repeated", (long long)axes[i]);
         mark[k] = true;
@@ -385,7 +375,7 @@ static int concat_axis(const kn_opdesc *d, int r, int *axis)
 {
     const kn_attr *at = kn_op_attr(d, "axis");
     if (!at && d->opset >= 4) return kn_op_error(d, KN_ERR_INVALID, "missing 'axis' attribute");
-    return kn_mv_axis(d, at ? at->i : 1, r, axis);
+    return kn_op_axis(d, at ? at->i : 1, r, axis);
 }
 
 /* Shared by inference and execution: shapes[i] of cnt inputs (NULL entries skipped). */
@@ -502,7 +492,7 @@ static int split_sizes(const kn_mv_args *a, int axis, int64_t *sizes)
 static int split_axis(const kn_mv_args *a, int *axis)
 {
     if (a->shp[0].rank < 0) return KN_OK;
-    return kn_mv_axis(a->d, kn_op_attr_int(a->d, "axis", 0), a->shp[0].rank, axis);
+    return kn_op_axis(a->d, kn_op_attr_int(a->d, "axis", 0), a->shp[0].rank, axis);
 }
 
 int kn_mv_split_plan(const kn_mv_args *a, int *axis, int64_t *sizes)
@@ -613,7 +603,7 @@ static int slice_plan(const kn_mv_args *a, kn_mv_shape *o, int64_t *starts, int6
     bool seen[KN_MAX_RANK] = {0};
     for (int i = 0; i < cnt; i++) {
         int k;
-        if ((st = kn_mv_axis(d, l.na >= 0 ? l.axes[i] : i, x->rank, &k))) return st;
+        if ((st = kn_op_axis(d, l.na >= 0 ? l.axes[i] : i, x->rank, &k))) return st;
         if (seen[k]) return kn_op_error(d, KN_ERR_INVALID, "axis %d is sliced twice", k);
         seen[k] = true;
         int64_t step = l.nt >= 0 ? l.steps[i] : 1;

@@ -25,7 +25,7 @@ static int gather_axis(const kn_mv_args *a, int *axis)
     *axis = -1;
     if (a->shp[0].rank < 0) return KN_OK;
     if (a->shp[0].rank == 0) return kn_op_error(a->d, KN_ERR_INVALID, "data must have rank >= 1");
-    return kn_mv_axis(a->d, kn_op_attr_int(a->d, "axis", 0), a->shp[0].rank, axis);
+    return kn_op_axis(a->d, kn_op_attr_int(a->d, "axis", 0), a->shp[0].rank, axis);
 }
 
 int kn_mv_shape_gather(const kn_mv_args *a, kn_mv_shape *o)

@@ -93,7 +93,7 @@ static int pad_plan(const kn_mv_args *a, kn_mv_shape *o, int64_t *pads, bool *kn
     bool seen[KN_MAX_RANK] = {0};
     for (int i = 0; i < na; i++) {
         int k;
-        if ((st = kn_mv_axis(d, axes[i], r, &k))) return st;
+        if ((st = kn_op_axis(d, axes[i], r, &k))) return st;
         if (seen[k]) return kn_op_error(d, KN_ERR_INVALID, "axis %d is padded twice", k);
         seen[k] = true;
         pads[k] = raw[i];
@@ -209,7 +209,7 @@ static int resize_axes(const kn_opdesc *d, int r, int *axes, int *na)
     }
     bool seen[KN_MAX_RANK] = {0};
     for (int i = 0; i < cnt; i++) {
-        if ((st = kn_mv_axis(d, raw[i], r, &axes[i]))) return st;
+        if ((st = kn_op_axis(d, raw[i], r, &axes[i]))) return st;
         if (seen[axes[i]]) return kn_op_error(d, KN_ERR_INVALID, "axis %lld is repeated", (long long)raw[i]);
         seen[axes[i]] = true;
     }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 static const char *const k_names[KN_OP_COUNT] = {
@@ -66,8 +67,8 @@ static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 static void exec_init(void)
 {
     static const kn_exec_impl *const families[] = {
-        kn_exec_elementwise, kn_exec_nn, kn_exec_linalg, kn_exec_reduce, kn_exec_movement, kn_exec_misc,
-        kn_exec_control,
+        kn_exec_elementwise, kn_exec_nn, kn_exec_linalg, kn_exec_reduce, kn_exec_generate, kn_exec_select,
+        kn_exec_movement, kn_exec_misc, kn_exec_control,
         kn_exec_fused,      kn_exec_fused_q, kn_exec_contrib_q,
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
@@ -167,4 +168,33 @@ int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return kn_error(code, "node '%s' (%s): %s", d->name, d->op_type, msg);
+}
+
+int kn_op_need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (i >= d->n_inputs || !in[i]) return kn_op_error(d, KN_ERR_INVALID, "required input %d is missing", i);
+    return KN_OK;
+}
+
+int kn_op_axis(const kn_opdesc *d, int64_t axis, int rank, int *out)
+{
+    int k = kn_norm_axis(axis, rank);
+    if (k < 0) return kn_op_error(d, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    *out = k;
+    return KN_OK;
+}
+
+int kn_op_scalar_int(const kn_opdesc *d, const kn_tensor *t, const char *what, int64_t *out)
+{
+    if (!t || kn_tensor_numel(t) != 1)
+        return kn_op_error(d, KN_ERR_INVALID, "%s must hold exactly one element", what);
+    if (kn_dtype_info(t->dtype)->is_float) {
+        double v = kn_load_f64(t->dtype, t->data, 0);
+        if (!isfinite(v) || fabs(v) > 9e18) return kn_op_error(d, KN_ERR_INVALID, "%s is not finite", what);
+        *out = (int64_t)v;
+    } else {
+        *out = kn_load_i64(t->dtype, t->data, 0);
+    }
+    return KN_OK;
 }

@@ -161,6 +161,8 @@ extern const kn_exec_impl kn_exec_elementwise[];
 extern const kn_exec_impl kn_exec_nn[];
 extern const kn_exec_impl kn_exec_linalg[];
 extern const kn_exec_impl kn_exec_reduce[];
+extern const kn_exec_impl kn_exec_generate[];
+extern const kn_exec_impl kn_exec_select[];
 extern const kn_exec_impl kn_exec_movement[];
 extern const kn_exec_impl kn_exec_misc[];
 extern const kn_exec_impl kn_exec_control[];
@@ -220,6 +222,15 @@ int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...) __attribute_
 /* Passes st through; when it is an error, puts the node's name in front of
  * the message a kernel recorded ("node 'c1' (Conv): ..."). */
 int kn_op_fail(const kn_opdesc *d, int st);
+/* Fails naming the node unless its first k inputs are present (an empty
+ * name in the model omits one), so an exec function can read them. */
+int kn_op_need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k);
+/* Normalizes an attribute-given axis for rank into *out; fails naming the
+ * node and the axis when it is out of range. */
+int kn_op_axis(const kn_opdesc *d, int64_t axis, int rank, int *out);
+/* The integer value of a one-element tensor (a float one is truncated);
+ * fails naming `what` otherwise, or when the float is not finite. */
+int kn_op_scalar_int(const kn_opdesc *d, const kn_tensor *t, const char *what, int64_t *out);
 /* Input i, or NULL when the node omits it (in[] is only read below n_inputs). */
 static inline const kn_tensor *kn_op_input(const kn_opdesc *d, const kn_tensor *const *in, int i)
 {

@@ -1,8 +1,6 @@
 /*
  * Execution of the 'reduce' ops (see opdesc.h): Reduce*, ArgMax, ArgMin,
- * CumSum, TopK here; the generator and shape-info ops (Shape, Size,
- * ConstantOfShape, Range, EyeLike, Trilu, OneHot, NonZero, Compress, Unique)
- * in reduce_gen.c, whose functions this file's table lists. Kernels are in
+ * CumSum, TopK: the ops that reduce, scan or rank along axes. Kernels are in
  * runtime/kernels; the attribute and shape rules (reduce_int.h) are shared
  * with the family's type inference in the IR.
  */
@@ -10,15 +8,6 @@
 
 #include "k_reduce.h"
 #include "reduce_int.h"
-
-/* Fails naming the node if one of its first k inputs is missing (an empty
- * name in the model), so no function below dereferences a NULL input. */
-static int need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
-{
-    for (int i = 0; i < k; i++)
-        if (i >= d->n_inputs || !in[i]) return kn_op_error(d, KN_ERR_INVALID, "required input %d is missing", i);
-    return KN_OK;
-}
 
 /* True if optional input i is given. */
 static bool has_input(const kn_opdesc *d, const kn_tensor *const *in, int i)
@@ -44,14 +33,6 @@ int kn_rd_read_ints(const kn_opdesc *d, const kn_tensor *t, const char *what, in
     return (int)cnt;
 }
 
-int kn_rd_axis(const kn_opdesc *d, int64_t axis, int rank, int *out)
-{
-    *out = kn_norm_axis(axis, rank);
-    if (*out < 0)
-        return kn_op_error(d, KN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, rank);
-    return KN_OK;
-}
-
 int kn_rd_axes_mask(const kn_opdesc *d, const int64_t *axes, int count, int rank, uint32_t *out)
 {
     *out = 0;
@@ -61,7 +42,7 @@ int kn_rd_axes_mask(const kn_opdesc *d, const int64_t *axes, int count, int rank
     }
     for (int i = 0; i < count; i++) {
         int a;
-        int st = kn_rd_axis(d, axes[i], rank, &a);
+        int st = kn_op_axis(d, axes[i], rank, &a);
         if (st) return st;
         *out |= 1u << a;
     }
@@ -126,7 +107,7 @@ static kn_reduce_op reduce_kind(kn_op op)
 
 static int exec_reduce(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
     bool have = has_input(d, in, 1);
     int64_t axes[KN_RD_MAX_AXES];
@@ -146,10 +127,10 @@ static int exec_reduce(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
 
 static int exec_arg(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
     int a;
-    int st = kn_rd_axis(d, kn_op_attr_int(d, "axis", 0), x->rank, &a);
+    int st = kn_op_axis(d, kn_op_attr_int(d, "axis", 0), x->rank, &a);
     if (st) return st;
     int64_t dims[KN_MAX_RANK];
     int r = kn_rd_reduced_dims(x->rank, x->dims, 1u << a, kn_op_attr_int(d, "keepdims", 1) != 0, dims, NULL);
@@ -163,13 +144,13 @@ static int exec_arg(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
 
 static int exec_cumsum(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 2)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
     int64_t axis;
     if (kn_rd_read_ints(d, in[1], "axis", &axis, 1) != 1)
         return kn_op_error(d, KN_ERR_INVALID, "axis must be a scalar integer tensor");
     int a;
-    int st = kn_rd_axis(d, axis, x->rank, &a);
+    int st = kn_op_axis(d, axis, x->rank, &a);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], x->dtype, x->rank, x->dims);
     if (st) return kn_op_fail(d, st);
@@ -181,13 +162,13 @@ static int exec_cumsum(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
 
 static int exec_topk(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     const kn_tensor *x = in[0];
     bool have = has_input(d, in, 1);
     if (!have && d->opset >= 10) return kn_op_error(d, KN_ERR_INVALID, "input K is missing");
     int64_t k = kn_rd_topk_k(d, have ? in[1] : NULL, have);
     int a;
-    int st = kn_rd_axis(d, kn_op_attr_int(d, "axis", -1), x->rank, &a);
+    int st = kn_op_axis(d, kn_op_attr_int(d, "axis", -1), x->rank, &a);
     if (st) return st;
     if (k < 0 || k > x->dims[a])
         return kn_op_error(d, KN_ERR_INVALID, "k = %lld is outside [0, %lld]", (long long)k, (long long)x->dims[a]);
@@ -225,15 +206,5 @@ const kn_exec_impl kn_exec_reduce[] = {
     {KN_OP_ArgMin, exec_arg},
     {KN_OP_CumSum, exec_cumsum},
     {KN_OP_TopK, exec_topk},
-    {KN_OP_Shape, kn_rd_exec_shape},
-    {KN_OP_Size, kn_rd_exec_size},
-    {KN_OP_ConstantOfShape, kn_rd_exec_constantofshape},
-    {KN_OP_Range, kn_rd_exec_range},
-    {KN_OP_EyeLike, kn_rd_exec_eyelike},
-    {KN_OP_Trilu, kn_rd_exec_trilu},
-    {KN_OP_OneHot, kn_rd_exec_onehot},
-    {KN_OP_NonZero, kn_rd_exec_nonzero},
-    {KN_OP_Compress, kn_rd_exec_compress},
-    {KN_OP_Unique, kn_rd_exec_unique},
     {KN_OP_UNKNOWN, NULL},
 };

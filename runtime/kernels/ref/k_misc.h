@@ -1,15 +1,7 @@
 /*
- * k_misc.h — plain C reference kernels for generator and shape-dependent ops
- * (Range, EyeLike, Trilu, OneHot, NonZero, Compress, Unique) and for the
- * rarer ops of the 'misc' family.
- *
- * Kernels take kn_tensor and plain parameters (no IR). Where the output
- * shape is known beforehand the caller allocates it; where it depends on the
- * data (NonZero, Compress, Unique) the kernel allocates its outputs (owned
- * by the caller afterwards, freed by it on failure too).
- *
- *     kn_tensor idx = {0};
- *     int st = kn_k_nonzero(&x, &idx);   // idx: i64 [rank, count]
+ * k_misc.h — plain C reference kernels for the rarer ops of the 'misc'
+ * family. Kernels take kn_tensor and plain parameters (no IR); the caller
+ * allocates the output unless a kernel says it allocates it.
  */
 #ifndef KILN_K_MISC_H
 #define KILN_K_MISC_H
@@ -23,39 +15,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* out[i] = start + i * delta for every element of the preallocated 1-D out
- * (integers computed exactly in int64, floats in double). */
-int kn_k_range(double fstart, double fdelta, int64_t istart, int64_t idelta, kn_tensor *out);
-
-/* Ones on the k-th diagonal of the preallocated 2-D out, zeros elsewhere. */
-int kn_k_eyelike(int64_t k, kn_tensor *out);
-
-/* Copies x into out (same shape) keeping the upper (or lower) triangle of
- * the last two dims relative to diagonal k, zeroing the rest. */
-int kn_k_trilu(const kn_tensor *x, int64_t k, bool upper, kn_tensor *out);
-
-/* One-hot: out has indices' shape with `depth` inserted at `axis` and
- * values' dtype; entries are values[1] at the index and values[0] elsewhere.
- * Negative indices count from depth; out-of-range ones give an all-off row. */
-int kn_k_onehot(const kn_tensor *indices, int64_t depth, const kn_tensor *values, int axis,
-                kn_tensor *out);
-
-/* Allocates out (i64 [rank, count]) with the indices of the non-zero
- * elements of x in row-major order. */
-int kn_k_nonzero(const kn_tensor *x, kn_tensor *out);
-
-/* Allocates out with the slices of x along `axis` (the flattened x if axis
- * is -1) whose entry in the 1-D condition is true. */
-int kn_k_compress(const kn_tensor *x, const kn_tensor *cond, int axis, kn_tensor *out);
-
-/* Unique elements (axis -1: of the flattened x) or unique slices along axis.
- * Allocates out[0] = Y, out[1] = first-occurrence indices, out[2] = inverse
- * indices, out[3] = counts (i64). sorted: ascending; else in order of first
- * occurrence. */
-int kn_k_unique(const kn_tensor *x, int axis, bool sorted, kn_tensor out[4]);
-
-/* ---- 'misc' ops ---------------------------------------------------------------- */
 
 typedef enum kn_loss_reduction { KN_LOSS_NONE, KN_LOSS_SUM, KN_LOSS_MEAN } kn_loss_reduction;
 

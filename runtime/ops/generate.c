@@ -1,42 +1,20 @@
 /*
- * Execution of the generator and shape-info ops of the 'reduce' family:
- * Shape, Size, ConstantOfShape, Range, EyeLike, Trilu, OneHot, NonZero,
- * Compress, Unique. kn_exec_reduce in reduce.c lists the functions defined
- * here; the attribute rules (reduce_int.h) are shared with the IR's
- * inference of these ops.
+ * Execution of the 'generate' ops (see opdesc.h): the tensors made from a
+ * shape or from positions rather than computed from an input's values:
+ * Shape, Size, ConstantOfShape, Range, EyeLike, Trilu, OneHot. Kernels are
+ * in runtime/kernels/ref/generate.c; the attribute and shape rules
+ * (generate_int.h) are shared with the family's type inference in the IR
+ * (ir/ops/generate.c).
  */
 #include <math.h>
 #include <string.h>
 
-#include "k_misc.h"
-#include "reduce_int.h"
-
-/* Fails naming the node if one of its first k inputs is missing (an empty
- * name in the model), so no function below dereferences a NULL input. */
-static int need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
-{
-    for (int i = 0; i < k; i++)
-        if (i >= d->n_inputs || !in[i]) return kn_op_error(d, KN_ERR_INVALID, "required input %d is missing", i);
-    return KN_OK;
-}
-
-int kn_rd_scalar_int(const kn_opdesc *d, const kn_tensor *t, const char *what, int64_t *out)
-{
-    if (!t || kn_tensor_numel(t) != 1)
-        return kn_op_error(d, KN_ERR_INVALID, "%s must hold exactly one element", what);
-    if (kn_dtype_info(t->dtype)->is_float) {
-        double v = kn_load_f64(t->dtype, t->data, 0);
-        if (!isfinite(v) || fabs(v) > 9e18) return kn_op_error(d, KN_ERR_INVALID, "%s is not finite", what);
-        *out = (int64_t)v;
-    } else {
-        *out = kn_load_i64(t->dtype, t->data, 0);
-    }
-    return KN_OK;
-}
+#include "generate_int.h"
+#include "k_generate.h"
 
 /* ---- Shape / Size ------------------------------------------------------------------- */
 
-void kn_rd_shape_window(const kn_opdesc *d, int rank, int64_t *s, int64_t *e)
+void kn_gen_shape_window(const kn_opdesc *d, int rank, int64_t *s, int64_t *e)
 {
     *s = kn_op_attr_int(d, "start", 0);
     *e = kn_op_attr_int(d, "end", rank);
@@ -47,11 +25,11 @@ void kn_rd_shape_window(const kn_opdesc *d, int rank, int64_t *s, int64_t *e)
     if (*e < *s) *e = *s;
 }
 
-int kn_rd_exec_shape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_shape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     int64_t s, e;
-    kn_rd_shape_window(d, in[0]->rank, &s, &e);
+    kn_gen_shape_window(d, in[0]->rank, &s, &e);
     int64_t len = e - s;
     int st = kn_tensor_alloc(&out[0], KN_I64, 1, &len);
     if (st) return kn_op_fail(d, st);
@@ -59,9 +37,9 @@ int kn_rd_exec_shape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     return KN_OK;
 }
 
-int kn_rd_exec_size(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_size(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     int st = kn_tensor_alloc(&out[0], KN_I64, 0, NULL);
     if (st) return kn_op_fail(d, st);
     *(int64_t *)out[0].data = kn_tensor_numel(in[0]);
@@ -70,13 +48,13 @@ int kn_rd_exec_size(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *o
 
 /* ---- ConstantOfShape ------------------------------------------------------------------ */
 
-const kn_tensor *kn_rd_cos_value(const kn_opdesc *d)
+const kn_tensor *kn_gen_cos_value(const kn_opdesc *d)
 {
     const kn_attr *a = kn_op_attr(d, "value");
     return a && a->kind == KN_ATTR_TENSOR ? a->t : NULL;
 }
 
-int kn_rd_read_shape(const kn_opdesc *d, const kn_tensor *t, int64_t *dims)
+int kn_gen_read_shape(const kn_opdesc *d, const kn_tensor *t, int64_t *dims)
 {
     int64_t cnt = kn_tensor_numel(t);
     if (!kn_dtype_info(t->dtype)->is_integer || t->rank > 1 || cnt < 0 || cnt > KN_MAX_RANK) {
@@ -93,14 +71,14 @@ int kn_rd_read_shape(const kn_opdesc *d, const kn_tensor *t, int64_t *dims)
     return (int)cnt;
 }
 
-int kn_rd_exec_constantofshape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_constantofshape(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
-    const kn_tensor *v = kn_rd_cos_value(d);
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    const kn_tensor *v = kn_gen_cos_value(d);
     if (v && (kn_tensor_numel(v) != 1 || kn_dtype_size(v->dtype) == 0))
         return kn_op_error(d, KN_ERR_INVALID, "value must be a one-element tensor");
     int64_t dims[KN_MAX_RANK];
-    int r = kn_rd_read_shape(d, in[0], dims);
+    int r = kn_gen_read_shape(d, in[0], dims);
     if (r < 0) return KN_ERR_INVALID;
     int st = kn_tensor_alloc(&out[0], v ? v->dtype : KN_F32, r, dims);
     if (st) return kn_op_fail(d, st);
@@ -114,7 +92,7 @@ int kn_rd_exec_constantofshape(const kn_opdesc *d, const kn_tensor *const *in, k
 /* ---- Range ---------------------------------------------------------------------------- */
 
 /* max(ceil((limit - start) / delta), 0). */
-int kn_rd_range_count(const kn_opdesc *d, const kn_tensor *const *in, int64_t *out_n)
+int kn_gen_range_count(const kn_opdesc *d, const kn_tensor *const *in, int64_t *out_n)
 {
     for (int i = 0; i < 3; i++)
         if (kn_tensor_numel(in[i]) != 1) return kn_op_error(d, KN_ERR_INVALID, "input %d must be a scalar", i);
@@ -139,11 +117,11 @@ int kn_rd_range_count(const kn_opdesc *d, const kn_tensor *const *in, int64_t *o
     return KN_OK;
 }
 
-int kn_rd_exec_range(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_range(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 3)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 3)) return KN_ERR_INVALID;
     int64_t len;
-    int st = kn_rd_range_count(d, in, &len);
+    int st = kn_gen_range_count(d, in, &len);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], in[0]->dtype, 1, &len);
     if (st) return kn_op_fail(d, st);
@@ -155,17 +133,17 @@ int kn_rd_exec_range(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
 
 /* ---- EyeLike / Trilu ----------------------------------------------------------------- */
 
-kn_dtype kn_rd_eyelike_dtype(const kn_opdesc *d, kn_dtype in_dt)
+kn_dtype kn_gen_eyelike_dtype(const kn_opdesc *d, kn_dtype in_dt)
 {
     int64_t dt = kn_op_attr_int(d, "dtype", 0);
     return dt ? (kn_dtype)dt : in_dt;
 }
 
-int kn_rd_exec_eyelike(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_eyelike(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     if (in[0]->rank != 2) return kn_op_error(d, KN_ERR_INVALID, "input rank %d, expected 2", in[0]->rank);
-    kn_dtype dt = kn_rd_eyelike_dtype(d, in[0]->dtype);
+    kn_dtype dt = kn_gen_eyelike_dtype(d, in[0]->dtype);
     /* the attribute is the model's word: check it before it sizes anything */
     if (!kn_dtype_valid(dt)) return kn_op_error(d, KN_ERR_UNSUPPORTED, "dtype %d is not supported", (int)dt);
     int st = kn_tensor_alloc(&out[0], dt, 2, in[0]->dims);
@@ -173,11 +151,11 @@ int kn_rd_exec_eyelike(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     return kn_op_fail(d, kn_k_eyelike(kn_op_attr_int(d, "k", 0), &out[0]));
 }
 
-int kn_rd_exec_trilu(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_trilu(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 1)) return KN_ERR_INVALID;
     int64_t k = 0;
-    if (d->n_inputs > 1 && in[1] && kn_rd_scalar_int(d, in[1], "k", &k)) return KN_ERR_INVALID;
+    if (d->n_inputs > 1 && in[1] && kn_op_scalar_int(d, in[1], "k", &k)) return KN_ERR_INVALID;
     if (in[0]->rank < 2)
         return kn_op_error(d, KN_ERR_INVALID, "input rank %d, expected at least 2", in[0]->rank);
     int st = kn_tensor_alloc(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
@@ -187,17 +165,17 @@ int kn_rd_exec_trilu(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
 
 /* ---- OneHot ------------------------------------------------------------------------- */
 
-int kn_rd_exec_onehot(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
+static int exec_onehot(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
-    if (need_inputs(d, in, 3)) return KN_ERR_INVALID;
+    if (kn_op_need_inputs(d, in, 3)) return KN_ERR_INVALID;
     const kn_tensor *idx = in[0];
     int64_t depth;
-    if (kn_rd_scalar_int(d, in[1], "depth", &depth)) return KN_ERR_INVALID;
+    if (kn_op_scalar_int(d, in[1], "depth", &depth)) return KN_ERR_INVALID;
     if (depth < 0) return kn_op_error(d, KN_ERR_INVALID, "depth %lld is negative", (long long)depth);
     if (idx->rank + 1 > KN_MAX_RANK)
         return kn_op_error(d, KN_ERR_UNSUPPORTED, "indices rank %d too large", idx->rank);
     int r = idx->rank + 1, a;
-    int st = kn_rd_axis(d, kn_op_attr_int(d, "axis", -1), r, &a);
+    int st = kn_op_axis(d, kn_op_attr_int(d, "axis", -1), r, &a);
     if (st) return st;
     int64_t dims[KN_MAX_RANK];
     for (int i = 0, j = 0; i < r; i++) dims[i] = i == a ? depth : idx->dims[j++];
@@ -206,42 +184,15 @@ int kn_rd_exec_onehot(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     return kn_op_fail(d, kn_k_onehot(idx, depth, in[2], a, &out[0]));
 }
 
-/* ---- NonZero / Compress / Unique ------------------------------------------------------ */
+/* ---- the family table ---------------------------------------------------------- */
 
-int kn_rd_exec_nonzero(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
-    return kn_op_fail(d, kn_k_nonzero(in[0], &out[0]));
-}
-
-int kn_rd_opt_axis(const kn_opdesc *d, int rank)
-{
-    if (!kn_op_attr(d, "axis")) return -1;
-    if (rank < 0) return 0;
-    int a;
-    return kn_rd_axis(d, kn_op_attr_int(d, "axis", 0), rank, &a) ? -2 : a;
-}
-
-int kn_rd_exec_compress(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    if (need_inputs(d, in, 2)) return KN_ERR_INVALID;
-    int a = kn_rd_opt_axis(d, in[0]->rank);
-    if (a == -2) return KN_ERR_INVALID;
-    return kn_op_fail(d, kn_k_compress(in[0], in[1], a, &out[0]));
-}
-
-int kn_rd_exec_unique(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
-{
-    if (need_inputs(d, in, 1)) return KN_ERR_INVALID;
-    int a = kn_rd_opt_axis(d, in[0]->rank);
-    if (a == -2) return KN_ERR_INVALID;
-    kn_tensor all[KN_RD_MAX_OUTPUTS];
-    memset(all, 0, sizeof all);
-    int st = kn_k_unique(in[0], a, kn_op_attr_int(d, "sorted", 1) != 0, all);
-    /* Hand over the outputs the node wants; free the rest. */
-    for (int i = 0; i < KN_RD_MAX_OUTPUTS; i++) {
-        if (!st && kn_op_has_output(d, i)) out[i] = all[i];
-        else kn_tensor_free(&all[i]);
-    }
-    return kn_op_fail(d, st);
-}
+const kn_exec_impl kn_exec_generate[] = {
+    {KN_OP_Shape, exec_shape},
+    {KN_OP_Size, exec_size},
+    {KN_OP_ConstantOfShape, exec_constantofshape},
+    {KN_OP_Range, exec_range},
+    {KN_OP_EyeLike, exec_eyelike},
+    {KN_OP_Trilu, exec_trilu},
+    {KN_OP_OneHot, exec_onehot},
+    {KN_OP_UNKNOWN, NULL},
+};
