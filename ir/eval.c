@@ -82,12 +82,19 @@ void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output)
     };
 }
 
+int kn_node_need_inputs(const kn_node *n, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    return KN_OK;
+}
+
 int kn_node_prepare(const kn_node *n, int k, int max_out, kn_opdesc *d, bool *has_output)
 {
     if (n->n_outputs > max_out)
         return kn_node_error(n, KN_ERR_INVALID, "has %d outputs, at most %d allowed", n->n_outputs, max_out);
-    for (int i = 0; i < k; i++)
-        if (!kn_node_input(n, i)) return kn_node_error(n, KN_ERR_INVALID, "required input %d is missing", i);
+    int st = kn_node_need_inputs(n, k);
+    if (st) return st;
     kn_node_opdesc(n, d, has_output);
     return KN_OK;
 }

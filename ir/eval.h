@@ -50,6 +50,9 @@ bool kn_op_runnable(kn_op op);
 /* Fills *out with n's descriptor for runtime execution. has_output must have
  * room for n->n_outputs entries; out borrows n's strings and attributes. */
 void kn_node_opdesc(const kn_node *n, kn_opdesc *out, bool *has_output);
+/* Fails naming the node unless its first k inputs are present (an empty
+ * name in the model omits one), so an infer function can read them. */
+int kn_node_need_inputs(const kn_node *n, int k);
 /* The preamble of an infer function that calls the runtime's rules: fails
  * naming the node unless its first k inputs are present (an empty name in
  * the model omits one) and it has at most max_out outputs, then fills *d

@@ -72,7 +72,10 @@ extern const kn_op_impl kn_ops_generate[];    /* Shape, Size, ConstantOfShape, R
 extern const kn_op_impl kn_ops_select[];      /* NonZero, Compress, Unique (output size is data) */
 extern const kn_op_impl kn_ops_movement[];    /* shape and data-movement ops */
 extern const kn_op_impl kn_ops_control[];     /* If, Loop, Scan, Constant, Identity */
-extern const kn_op_impl kn_ops_misc[];        /* everything else (RNNs, windows, losses, ...) */
+extern const kn_op_impl kn_ops_vision[];      /* GridSample, AffineGrid, DeformConv, NonMaxSuppression */
+extern const kn_op_impl kn_ops_signal[];      /* DFT, STFT, MelWeightMatrix, the windows */
+extern const kn_op_impl kn_ops_recurrent[];   /* RNN, GRU, LSTM */
+extern const kn_op_impl kn_ops_misc[];        /* the losses, CenterCropPad, ReverseSequence, TfIdfVectorizer */
 extern const kn_op_impl kn_ops_fused[];       /* kiln-domain fused ops (FusedConv, FusedMatMul) */
 extern const kn_op_impl kn_ops_contrib_q[];   /* com.microsoft quantization ops (QLinearAdd, QGemm, ...) */
 extern const kn_op_impl kn_ops_contrib_bert[]; /* com.microsoft transformer ops (SkipLayerNormalization, Attention, ...) */

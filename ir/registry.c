@@ -19,7 +19,8 @@ static kn_op_info k_ops[KN_OP_COUNT] = {
 
 static const kn_op_impl *const k_families[] = {
     kn_ops_elementwise, kn_ops_nn,    kn_ops_linalg, kn_ops_reduce,    kn_ops_generate,   kn_ops_select,
-    kn_ops_movement,    kn_ops_control, kn_ops_misc, kn_ops_fused, kn_ops_contrib_q, kn_ops_contrib_bert,
+    kn_ops_movement,    kn_ops_vision, kn_ops_signal, kn_ops_recurrent, kn_ops_control,    kn_ops_misc,
+    kn_ops_fused,       kn_ops_contrib_q, kn_ops_contrib_bert,
 };
 
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;

@@ -68,7 +68,7 @@ static void exec_init(void)
 {
     static const kn_exec_impl *const families[] = {
         kn_exec_elementwise, kn_exec_nn, kn_exec_linalg, kn_exec_reduce, kn_exec_generate, kn_exec_select,
-        kn_exec_movement, kn_exec_misc, kn_exec_control,
+        kn_exec_movement, kn_exec_vision, kn_exec_signal, kn_exec_recurrent, kn_exec_misc, kn_exec_control,
         kn_exec_fused,      kn_exec_fused_q, kn_exec_contrib_q,
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)

@@ -164,6 +164,9 @@ extern const kn_exec_impl kn_exec_reduce[];
 extern const kn_exec_impl kn_exec_generate[];
 extern const kn_exec_impl kn_exec_select[];
 extern const kn_exec_impl kn_exec_movement[];
+extern const kn_exec_impl kn_exec_vision[];
+extern const kn_exec_impl kn_exec_signal[];
+extern const kn_exec_impl kn_exec_recurrent[];
 extern const kn_exec_impl kn_exec_misc[];
 extern const kn_exec_impl kn_exec_control[];
 extern const kn_exec_impl kn_exec_fused[]; /* kiln-domain fused ops */

@@ -2,7 +2,7 @@
  * runtime/src/rnn.h — the compiled path of LSTM, GRU and RNN (rnn.c) and the
  * kernels it is made of (private to libkiln_rt). runtime/ops/misc.c
  * dispatches a compiled artifact's recurrent node here and the reference
- * evaluator's to the plain C kernel (kernels/ref/misc_rnn_dft.c), which
+ * evaluator's to the plain C kernel (kernels/ref/recurrent.c), which
  * stays the oracle.
  *
  * The weights are packed once per session in a column order where the
@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "k_misc.h"
+#include "k_recurrent.h"
 #include "opdesc.h"
 
 /* Runs a recurrent node as kn_k_rnn does (same arguments, outputs

@@ -1,4 +1,5 @@
-/* Reference kernels for the rarer ops of the 'misc' family (k_misc.h). */
+/* Reference kernels of the 'misc' family (k_misc.h): the losses,
+ * CenterCropPad, ReverseSequence, TfIdfVectorizer. */
 #include "k_misc.h"
 
 #include <math.h>
@@ -70,25 +71,7 @@ int kn_k_log_softmax_axis1(const kn_tensor *x, kn_tensor *out)
     return KN_OK;
 }
 
-/* ---- windows -------------------------------------------------------------------------- */
-
-int kn_k_window(kn_window_kind kind, bool periodic, kn_tensor *out)
-{
-    int64_t n = kn_tensor_numel(out);
-    double den = (double)(periodic ? n : n - 1);
-    for (int64_t i = 0; i < n; i++) {
-        double a = 2 * M_PI * (double)i / den, v;
-        if (kind == KN_WINDOW_HANN) v = 0.5 - 0.5 * cos(a);
-        else if (kind == KN_WINDOW_HAMMING) v = 25.0 / 46.0 - (21.0 / 46.0) * cos(a);
-        else v = 0.42 - 0.5 * cos(a) + 0.08 * cos(2 * a);
-        /* A one-point symmetric window divides 0 by 0; torch gives 1. */
-        if (den == 0) v = 1.0;
-        kn_store_f64(out->dtype, out->data, (size_t)i, v);
-    }
-    return KN_OK;
-}
-
-/* ---- crops, reversals, sampling ----------------------------------------------------------- */
+/* ---- crops and reversals ------------------------------------------------------------------- */
 
 int kn_k_center_crop_pad(const kn_tensor *x, kn_tensor *out)
 {
@@ -152,241 +135,100 @@ int kn_k_reverse_sequence(const kn_tensor *x, const kn_tensor *lens, int batch_a
     return KN_OK;
 }
 
-/* Reflects x into [lo, hi] by folding at the borders (as ONNX's reference). */
-static double gs_reflect(double x, double lo, double hi)
-{
-    double rng = hi - lo;
-    if (rng <= 0 || !isfinite(x)) return lo;
-    /* Parity of the number of folds decides which border the rest is measured from. */
-    if (x < lo) {
-        double dx = lo - x, n = floor(dx / rng), r = dx - n * rng;
-        return fmod(n, 2.0) == 0 ? lo + r : hi - r;
-    }
-    if (x > hi) {
-        double dx = x - hi, n = floor(dx / rng), r = dx - n * rng;
-        return fmod(n, 2.0) == 0 ? hi - r : lo + r;
-    }
-    return x;
-}
+/* ---- TfIdfVectorizer ------------------------------------------------------------------- */
 
-static void cubic_coeffs(double x, double c[4])
-{
-    const double a = -0.75;
-    x = fabs(x);
-    c[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
-    c[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
-    c[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
-    c[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
-}
+typedef struct ngram {
+    int64_t size, start; /* n-gram's length and first item in the pool */
+    int64_t col;         /* output column */
+} ngram;
 
-typedef struct gs_geom {
-    int k;                        /* spatial dims */
-    const int64_t *dims;          /* k spatial sizes */
-    int64_t strides[KN_MAX_RANK]; /* within one (n, c) plane */
-    double lo[KN_MAX_RANK], hi[KN_MAX_RANK];
-    kn_gs_pad pad;
-} gs_geom;
-
-/* Maps an integer tap position along dim d to an index, or -1 for a zero. */
-static int64_t gs_tap(const gs_geom *g, int d, int64_t i)
+/* Flattens the pool into n-grams of the sizes in [min_gram, max_gram], in id
+ * order; ngram_indexes maps each id (over all sizes) to an output column. */
+static int tfidf_ngrams(const kn_tfidf_params *p, ngram **out, int64_t *count)
 {
-    int64_t n = g->dims[d];
-    if (i >= 0 && i < n) return i;
-    if (g->pad == KN_GS_ZEROS) return -1;
-    if (g->pad == KN_GS_BORDER) return i < 0 ? 0 : n - 1;
-    int64_t r = (int64_t)gs_reflect((double)i, g->lo[d], g->hi[d]);
-    return r < 0 ? 0 : r >= n ? n - 1 : r;
-}
-
-/* Interpolates one plane at continuous position pos: each dim has `taps`
- * positions starting at base[d] with weights w[d][t]; sums every combination. */
-static double gs_combine(const kn_tensor *x, size_t plane, const gs_geom *g, const int64_t *base,
-                         double w[][4], int taps)
-{
-    int64_t combos = 1;
-    for (int d = 0; d < g->k; d++) combos *= taps;
-    double acc = 0;
-    for (int64_t c = 0; c < combos; c++) {
-        int64_t rem = c, off = 0;
-        double wt = 1;
-        bool zero = false;
-        for (int d = g->k - 1; d >= 0; d--) {
-            int t = (int)(rem % taps);
-            rem /= taps;
-            int64_t idx = gs_tap(g, d, base[d] + t);
-            if (idx < 0) zero = true;
-            else off += idx * g->strides[d];
-            wt *= w[d][t];
+    *out = NULL;
+    *count = 0;
+    ngram *g = malloc(sizeof *g * (size_t)(p->n_pool > 0 ? p->n_pool : 1));
+    if (!g) return kn_error(KN_ERR_NOMEM, "out of memory for %lld n-grams", (long long)p->n_pool);
+    int64_t id = 0, cnt = 0;
+    for (int64_t i = 0; i < p->n_counts; i++) {
+        int64_t size = i + 1, beg = p->counts[i], end = i + 1 < p->n_counts ? p->counts[i + 1] : p->n_pool;
+        if (beg < 0 || end > p->n_pool || beg > end) {
+            free(g);
+            return kn_error(KN_ERR_INVALID, "ngram_counts[%lld] = %lld is out of range for a pool of %lld",
+                            (long long)i, (long long)beg, (long long)p->n_pool);
         }
-        if (!zero && wt != 0) acc += wt * kn_load_f64(x->dtype, x->data, plane + (size_t)off);
-    }
-    return acc;
-}
-
-static double gs_sample(const kn_tensor *x, size_t plane, const gs_geom *g, const double *pos, kn_gs_mode mode)
-{
-    int64_t base[KN_MAX_RANK];
-    double w[KN_MAX_RANK][4];
-    if (mode == KN_GS_NEAREST) {
-        for (int d = 0; d < g->k; d++) {
-            base[d] = (int64_t)pos[d];
-            w[d][0] = 1;
-        }
-        return gs_combine(x, plane, g, base, w, 1);
-    }
-    for (int d = 0; d < g->k; d++) {
-        double f = floor(pos[d]);
-        double t = pos[d] - f;
-        if (mode == KN_GS_LINEAR) {
-            base[d] = (int64_t)f;
-            w[d][0] = 1 - t;
-            w[d][1] = t;
-        } else {
-            base[d] = (int64_t)f - 1;
-            cubic_coeffs(t, w[d]);
-        }
-    }
-    return gs_combine(x, plane, g, base, w, mode == KN_GS_LINEAR ? 2 : 4);
-}
-
-int kn_k_grid_sample(const kn_tensor *x, const kn_tensor *grid, kn_gs_mode mode, kn_gs_pad pad,
-                     bool align_corners, kn_tensor *out)
-{
-    int k = x->rank - 2;
-    if (k < 1 || grid->rank != k + 2 || grid->dims[k + 1] != k || grid->dims[0] != x->dims[0])
-        return kn_error(KN_ERR_INVALID, "GridSample: grid must be (N, ..., %d) matching X's batch", k);
-    gs_geom g = {.k = k, .dims = x->dims + 2, .pad = pad};
-    kn_shape_strides(k, g.dims, g.strides);
-    for (int d = 0; d < k; d++) {
-        g.lo[d] = align_corners ? 0.0 : -0.5;
-        g.hi[d] = align_corners ? (double)g.dims[d] - 1 : (double)g.dims[d] - 0.5;
-    }
-    int64_t N = x->dims[0], C = x->dims[1], plane = 1, opts = 1;
-    for (int d = 0; d < k; d++) {
-        plane *= g.dims[d];
-        opts *= grid->dims[1 + d];
-    }
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < opts; o++) {
-            double pos[KN_MAX_RANK];
-            for (int d = 0; d < k; d++) {
-                /* The grid's last axis lists x (innermost dim) first. */
-                double v = kn_load_f64(grid->dtype, grid->data, (size_t)((n * opts + o) * k + (k - 1 - d)));
-                double len = (double)g.dims[d];
-                double p = align_corners ? (v + 1) / 2 * (len - 1) : ((v + 1) * len - 1) / 2;
-                if (mode == KN_GS_NEAREST) p = nearbyint(p);
-                if (p < g.lo[d] || p > g.hi[d]) {
-                    if (pad == KN_GS_BORDER) p = p < 0 ? 0 : p > len - 1 ? len - 1 : p;
-                    else if (pad == KN_GS_REFLECTION) p = gs_reflect(p, g.lo[d], g.hi[d]);
-                }
-                /* Far-out (or NaN) coordinates only read padding; keep them in int64 range. */
-                if (!(fabs(p) < 1e9)) p = -1e9;
-                pos[d] = p;
+        for (int64_t j = 0; j + size <= end - beg; j += size, id++) {
+            if (size < p->min_gram || size > p->max_gram) continue;
+            if (id >= p->n_indexes) {
+                free(g);
+                return kn_error(KN_ERR_INVALID, "ngram_indexes has %lld entries, n-gram %lld has none",
+                                (long long)p->n_indexes, (long long)id);
             }
-            for (int64_t c = 0; c < C; c++) {
-                double v = gs_sample(x, (size_t)((n * C + c) * plane), &g, pos, mode);
-                kn_store_f64(out->dtype, out->data, (size_t)((n * C + c) * opts + o), v);
+            int64_t col = p->indexes[id];
+            if (col < 0 || col >= p->out_size) {
+                free(g);
+                return kn_error(KN_ERR_INVALID, "ngram_indexes[%lld] = %lld is out of range", (long long)id, (long long)col);
             }
+            g[cnt++] = (ngram){size, beg + j, col};
         }
+    }
+    *out = g;
+    *count = cnt;
     return KN_OK;
 }
 
-/* ---- NonMaxSuppression ---------------------------------------------------------------- */
-
-typedef struct nms_cand {
-    double score;
-    int64_t idx;
-} nms_cand;
-
-static int cmp_nms(const void *pa, const void *pb)
+/* Output column of the n-gram of length size starting at row[0] with items
+ * every `skip` apart; -1 if none. A later duplicate wins (as in the ONNX
+ * reference's trie). */
+static int64_t tfidf_match(const kn_tfidf_params *p, const ngram *g, int64_t ng, const kn_tensor *x, size_t row0,
+                           int64_t skip, int64_t size)
 {
-    const nms_cand *a = pa, *b = pb;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
-}
-
-/* Corners (ymin, xmin, ymax, xmax) of box i of batch b. */
-static void nms_box(const kn_tensor *boxes, int64_t b, int64_t i, bool center, double r[4])
-{
-    double v[4];
-    size_t base = (size_t)((b * boxes->dims[1] + i) * 4);
-    for (int j = 0; j < 4; j++) v[j] = kn_load_f64(boxes->dtype, boxes->data, base + (size_t)j);
-    if (center) {
-        r[0] = v[1] - v[3] / 2;
-        r[2] = v[1] + v[3] / 2;
-        r[1] = v[0] - v[2] / 2;
-        r[3] = v[0] + v[2] / 2;
-    } else {
-        r[0] = fmin(v[0], v[2]);
-        r[2] = fmax(v[0], v[2]);
-        r[1] = fmin(v[1], v[3]);
-        r[3] = fmax(v[1], v[3]);
+    int64_t col = -1;
+    for (int64_t i = 0; i < ng; i++) {
+        if (g[i].size != size) continue;
+        int64_t k = 0;
+        while (k < size && kn_load_i64(x->dtype, x->data, row0 + (size_t)(k * skip)) == p->pool[g[i].start + k]) k++;
+        if (k == size) col = g[i].col;
     }
+    return col;
 }
 
-static bool nms_suppress(const double a[4], const double b[4], double thr)
+int kn_k_tfidf(const kn_tensor *x, const kn_tfidf_params *p, kn_tensor *out)
 {
-    double ih = fmin(a[2], b[2]) - fmax(a[0], b[0]);
-    double iw = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    if (ih <= 0 || iw <= 0) return false;
-    double inter = ih * iw;
-    double a1 = (a[2] - a[0]) * (a[3] - a[1]), a2 = (b[2] - b[0]) * (b[3] - b[1]);
-    double uni = a1 + a2 - inter;
-    if (a1 <= 0 || a2 <= 0 || uni <= 0) return false;
-    return inter / uni > thr;
-}
-
-int kn_k_nms(const kn_tensor *boxes, const kn_tensor *scores, int64_t max_per_class,
-             double iou_threshold, bool has_score_threshold, double score_threshold,
-             bool center_point_box, kn_tensor *out)
-{
-    if (boxes->rank != 3 || boxes->dims[2] != 4 || scores->rank != 3 || scores->dims[0] != boxes->dims[0] ||
-        scores->dims[2] != boxes->dims[1])
-        return kn_error(KN_ERR_INVALID, "NonMaxSuppression: boxes must be (B, S, 4) and scores (B, C, S)");
-    int64_t B = boxes->dims[0], C = scores->dims[1], S = boxes->dims[1];
-    if (max_per_class < 0) max_per_class = 0;
-    if (max_per_class > S) max_per_class = S;
-    size_t cap = (size_t)(B * C * max_per_class);
-    nms_cand *cand = malloc((size_t)(S ? S : 1) * sizeof *cand);
-    int64_t *kept = malloc((size_t)(S ? S : 1) * sizeof *kept);
-    int64_t *sel = malloc((cap ? cap : 1) * 3 * sizeof *sel);
-    if (!cand || !kept || !sel) {
-        free(cand);
-        free(kept);
-        free(sel);
-        return kn_error(KN_ERR_NOMEM, "NonMaxSuppression: out of memory");
+    if (x->rank != 1 && x->rank != 2) return kn_error(KN_ERR_INVALID, "X must be [C] or [B, C], got rank %d", x->rank);
+    if (p->n_weights && p->n_weights < p->out_size)
+        return kn_error(KN_ERR_INVALID, "%lld weights for %lld output columns", (long long)p->n_weights, (long long)p->out_size);
+    int64_t B = x->rank == 2 ? x->dims[0] : 1, C = x->dims[x->rank - 1];
+    if (kn_tensor_numel(out) != B * p->out_size) return kn_error(KN_ERR_INTERNAL, "tfidf output has the wrong shape");
+    ngram *g;
+    int64_t ng;
+    int st = tfidf_ngrams(p, &g, &ng);
+    if (st) return st;
+    int64_t *freq = calloc((size_t)(p->out_size > 0 ? p->out_size : 1), sizeof *freq);
+    if (!freq) {
+        free(g);
+        return kn_error(KN_ERR_NOMEM, "out of memory for %lld counts", (long long)p->out_size);
     }
-    int64_t nsel = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t c = 0; c < C; c++) {
-            int64_t nc = 0, nk = 0;
-            for (int64_t s = 0; s < S; s++) {
-                double v = kn_load_f64(scores->dtype, scores->data, (size_t)((b * C + c) * S + s));
-                if (has_score_threshold && !(v > score_threshold)) continue;
-                cand[nc++] = (nms_cand){v, s};
-            }
-            qsort(cand, (size_t)nc, sizeof *cand, cmp_nms);
-            for (int64_t i = 0; i < nc && nk < max_per_class; i++) {
-                double bi[4], bk[4];
-                nms_box(boxes, b, cand[i].idx, center_point_box, bi);
-                bool keep = true;
-                for (int64_t j = 0; j < nk && keep; j++) {
-                    nms_box(boxes, b, kept[j], center_point_box, bk);
-                    keep = !nms_suppress(bi, bk, iou_threshold);
+    for (int64_t r = 0; r < B; r++) {
+        memset(freq, 0, sizeof *freq * (size_t)p->out_size);
+        /* Unigrams are counted once; longer n-grams once per skip distance. */
+        int64_t first = p->min_gram > 1 ? p->min_gram : 1;
+        for (int64_t skip = 1; skip <= p->max_skip + 1; skip++) {
+            for (int64_t start = 0; start < C; start++)
+                for (int64_t size = first; size <= p->max_gram && start + (size - 1) * skip < C; size++) {
+                    int64_t col = tfidf_match(p, g, ng, x, (size_t)(r * C + start), skip, size);
+                    if (col >= 0) freq[col]++;
                 }
-                if (!keep) continue;
-                kept[nk++] = cand[i].idx;
-                sel[nsel * 3] = b;
-                sel[nsel * 3 + 1] = c;
-                sel[nsel * 3 + 2] = cand[i].idx;
-                nsel++;
-            }
+            if (first == 1) first = 2;
         }
-    int64_t dims[2] = {nsel, 3};
-    int st = kn_tensor_alloc(out, KN_I64, 2, dims);
-    if (!st && nsel) memcpy(out->data, sel, (size_t)nsel * 3 * sizeof *sel);
-    free(cand);
-    free(kept);
-    free(sel);
-    return st;
+        for (int64_t c = 0; c < p->out_size; c++) {
+            double f = (double)freq[c], wgt = p->n_weights ? p->weights[c] : 1.0;
+            double v = p->mode == KN_TFIDF_TF ? f : p->mode == KN_TFIDF_IDF ? (f > 0 ? wgt : 0.0) : wgt * f;
+            kn_store_f64(out->dtype, out->data, (size_t)(r * p->out_size + c), v);
+        }
+    }
+    free(freq);
+    free(g);
+    return KN_OK;
 }

@@ -1,16 +1,15 @@
 /*
- * k_misc2.h — plain C reference kernels for more rare ops of the 'misc'
- * family: AffineGrid, DeformConv and TfIdfVectorizer (integer pools).
- *
- * The caller allocates every output with its final shape; kernels check the
- * data-dependent parts (sizes, indices from attributes or inputs) and fail
- * with a message instead of reading out of bounds.
+ * k_vision.h — plain C reference kernels of the 'vision' family: GridSample,
+ * AffineGrid, DeformConv, NonMaxSuppression (vision.c). The caller
+ * allocates every output with its final shape, but NonMaxSuppression's,
+ * whose size is data; kernels check the data-dependent parts (sizes,
+ * indices) and fail with a message instead of reading out of bounds.
  *
  *     kn_tensor grid;   // (N, H, W, 2) for theta (N, 2, 3)
  *     int st = kn_k_affine_grid(&theta, 2, hw, align_corners, &grid);
  */
-#ifndef KILN_K_MISC2_H
-#define KILN_K_MISC2_H
+#ifndef KILN_K_VISION_H
+#define KILN_K_VISION_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +20,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum kn_gs_mode { KN_GS_NEAREST, KN_GS_LINEAR, KN_GS_CUBIC } kn_gs_mode;
+typedef enum kn_gs_pad { KN_GS_ZEROS, KN_GS_BORDER, KN_GS_REFLECTION } kn_gs_pad;
+
+/* GridSample: x (N, C, D1..Dk), grid (N, O1..Ok, k) with coordinates in
+ * [-1, 1] ordered innermost dim first; out (N, C, O1..Ok) preallocated. */
+int kn_k_grid_sample(const kn_tensor *x, const kn_tensor *grid, kn_gs_mode mode, kn_gs_pad pad,
+                     bool align_corners, kn_tensor *out);
 
 /* Sampling grid of an affine map: theta is (N, s, s+1) for s = 2 or 3
  * spatial dims of sizes `size` (H, W or D, H, W); out is (N, size..., s)
@@ -45,21 +52,13 @@ typedef struct kn_deform_params {
 int kn_k_deform_conv(const kn_tensor *x, const kn_tensor *w, const kn_tensor *offset, const kn_tensor *b,
                      const kn_tensor *mask, const kn_deform_params *p, kn_tensor *out);
 
-typedef enum kn_tfidf_mode { KN_TFIDF_TF, KN_TFIDF_IDF, KN_TFIDF_TFIDF } kn_tfidf_mode;
-
-typedef struct kn_tfidf_params {
-    kn_tfidf_mode mode;
-    int64_t min_gram, max_gram, max_skip;
-    const int64_t *pool;    int64_t n_pool;     /* n-grams, grouped by size */
-    const int64_t *counts;  int64_t n_counts;   /* start of size i+1 in pool */
-    const int64_t *indexes; int64_t n_indexes;  /* output column of each n-gram */
-    const float *weights;   int64_t n_weights;  /* per output column, or none */
-    int64_t out_size;                           /* max(indexes) + 1 */
-} kn_tfidf_params;
-
-/* N-gram counts (weighted per mode) of the integer rows of x ([C] or
- * [B, C]) into the preallocated out ([out_size] or [B, out_size]). */
-int kn_k_tfidf(const kn_tensor *x, const kn_tfidf_params *p, kn_tensor *out);
+/* NonMaxSuppression: boxes (B, S, 4), scores (B, C, S). Allocates out
+ * (i64 [count, 3] of batch, class, box). Only boxes scoring above
+ * score_threshold (when has_score_threshold) are candidates; a candidate is
+ * dropped when its IoU with a kept box exceeds iou_threshold. */
+int kn_k_nms(const kn_tensor *boxes, const kn_tensor *scores, int64_t max_per_class,
+             double iou_threshold, bool has_score_threshold, double score_threshold,
+             bool center_point_box, kn_tensor *out);
 
 #ifdef __cplusplus
 }
