@@ -674,3 +674,68 @@ int kn_graph_toposort(kn_graph *g)
     free(ready_val);
     return st;
 }
+
+/* ---- captures of a control-flow node ------------------------------------------ */
+
+typedef struct value_set {
+    kn_value **v;
+    int n, cap;
+} value_set;
+
+static int set_add(value_set *s, kn_value *v)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i] == v) return KN_OK;
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 8;
+        kn_value **p = realloc(s->v, sizeof *p * (size_t)cap);
+        if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");
+        s->v = p;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+    return KN_OK;
+}
+
+static int collect_graph(const kn_graph *sub, const kn_graph *g, value_set *s);
+
+/* Values of g read by the subgraphs of node n (itself anywhere below g). */
+static int collect_node(const kn_node *n, const kn_graph *g, value_set *s)
+{
+    int st = KN_OK;
+    for (int a = 0; a < n->n_attrs && !st; a++) {
+        const kn_attr *at = &n->attrs[a];
+        if (at->kind == KN_ATTR_GRAPH && at->g) st = collect_graph(at->g, g, s);
+        for (int k = 0; at->kind == KN_ATTR_GRAPHS && k < at->n && !st; k++) st = collect_graph(at->graphs[k], g, s);
+    }
+    return st;
+}
+
+static int collect_graph(const kn_graph *sub, const kn_graph *g, value_set *s)
+{
+    int st = KN_OK;
+    for (int k = 0; k < sub->n_nodes && !st; k++) {
+        const kn_node *n = sub->nodes[k];
+        for (int i = 0; i < n->n_inputs && !st; i++)
+            if (n->inputs[i] && n->inputs[i]->graph == g) st = set_add(s, n->inputs[i]);
+        if (!st) st = collect_node(n, g, s);
+    }
+    for (int i = 0; i < sub->n_outputs && !st; i++)
+        if (sub->outputs[i]->graph == g) st = set_add(s, sub->outputs[i]);
+    return st;
+}
+
+int kn_node_captures(const kn_node *n, kn_value ***out_vals, int *out_n)
+{
+    *out_vals = NULL;
+    *out_n = 0;
+    value_set s = {0};
+    int st = collect_node(n, n->graph, &s);
+    if (st) {
+        free(s.v);
+        return st;
+    }
+    *out_vals = s.v;
+    *out_n = s.n;
+    return KN_OK;
+}

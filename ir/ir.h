@@ -250,6 +250,12 @@ void kn_node_remove(kn_node *n);
 /* True if n has at least one output and every output it has holds its data
  * (const_data): evaluated at compile time, nothing left to run. */
 bool kn_node_outputs_known(const kn_node *n);
+/* Values of n's own graph that its subgraphs read, at any depth: the
+ * implicit inputs of a control-flow node, which a memory plan keeps alive
+ * until n runs and the runtime binds to the bodies' captures by name.
+ * *out_vals is malloc'd (the caller frees it); none for a node without
+ * subgraphs. */
+int kn_node_captures(const kn_node *n, kn_value ***out_vals, int *out_n);
 /* Replaces every use of `from` by `to` (graph outputs included). */
 void kn_value_replace_uses(kn_value *from, kn_value *to);
 

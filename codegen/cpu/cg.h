@@ -49,39 +49,12 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "ir.h"
+#include "plan.h"
 #include "kiln/abi.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- memory plan ---------------------------------------------------------- */
-
-typedef struct kn_plan {
-    kn_abi_ref *where;       /* indexed by value id; loc -1 for values never stored */
-    int n_where;
-    int64_t arena_bytes;     /* peak */
-    int64_t intermediate_bytes; /* sum of all arena values (no reuse) */
-    unsigned char *weights;  /* 64-byte aligned blob of every constant (malloc'd) */
-    int64_t weights_bytes;
-    int n_slots;             /* values in KN_LOC_DYNAMIC (offset = slot index) */
-    /* per value id: for a value that owns an arena block (not an alias),
-     * the index of the node that writes it and of the last node that reads
-     * it or an alias of it; -1 for every other value */
-    int *live_first, *live_last;
-} kn_plan;
-
-/* Plans g (main graph, static input shapes): constants → weights blob,
- * values whose shape is not static (it depends on data) → a session slot
- * each (KN_LOC_DYNAMIC), graph inputs/outputs → user buffers, everything
- * else → arena offsets (64-byte
- * aligned, reused once a value's last user has run). Reshape-like ops whose
- * output may share the input's bytes (Reshape, Flatten, Squeeze, Unsqueeze,
- * Identity, inference Dropout) alias it when that is safe. */
-int kn_plan_build(const kn_graph *g, kn_plan *out);
-void kn_plan_free(kn_plan *p);
-/* True if node n's output aliases its input in the plan (nothing to emit). */
-bool kn_plan_is_alias(const kn_plan *p, const kn_node *n);
 
 /* ---- codegen context -------------------------------------------------------- */
 
@@ -256,12 +229,6 @@ LLVMValueRef kn_cg_emit_row_fn(kn_cg *cg, const kn_node *n, const kn_cg_rows *r,
 LLVMValueRef kn_cg_emit_row_loop(kn_cg *cg, LLVMValueRef n, LLVMValueRef start, int64_t step, LLVMValueRef fn);
 
 /* ---- control flow (subgraph.c) ---------------------------------------------- */
-
-/* Values of n's own graph that its subgraphs read, at any depth: the
- * implicit inputs of a control-flow node, which the plan keeps alive until
- * n runs and the runtime binds to the bodies' captures by name. *out_vals is
- * malloc'd (the caller frees it); none for a node without subgraphs. */
-int kn_cg_captures(const kn_node *n, kn_value ***out_vals, int *out_n);
 
 typedef struct kn_cg_sgpool kn_cg_sgpool; /* what kn_cg_sg_attrs allocated */
 /* A copy of n's attributes in which every GRAPH carries its runtime form

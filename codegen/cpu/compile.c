@@ -2,7 +2,7 @@
  * codegen/cpu/compile.c — the CPU compiler driver (kn_compile_cpu).
  *
  * Checks that the graph can be compiled (static input shapes),
- * plans memory (plan.c), creates the LLVM target machine for the requested
+ * plans memory (codegen/plan/plan.c), creates the LLVM target machine for the requested
  * target, emits one function per node (a lowering from the four tables, or a
  * call to the op's runtime kernel through kn_rt_opnode_exec), a `run`
  * function calling them in order, the serialized meta (with the profiling
@@ -468,7 +468,7 @@ static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entr
         return kn_node_error(n, KN_ERR_UNSUPPORTED, "the cpu backend has neither a lowering nor a runtime kernel "
                                                      "for this op");
     kn_value **caps = NULL, **ins = NULL;
-    int n_caps = 0, index = 0, st = kn_cg_captures(n, &caps, &n_caps);
+    int n_caps = 0, index = 0, st = kn_node_captures(n, &caps, &n_caps);
     if (!st) st = add_opnode(s, n, caps, n_caps, &index);
     if (!st && !(ins = calloc((size_t)(n->n_inputs + n_caps) + 1, sizeof *ins)))
         st = kn_error(KN_ERR_NOMEM, "out of memory");

@@ -1,5 +1,5 @@
 /*
- * codegen/cpu/plan.c — the static memory plan of a graph with static shapes.
+ * codegen/plan/plan.c — the static memory plan of a graph (plan.h).
  *
  * Every value gets a kn_abi_ref: constants an offset in one weights blob
  * (64-byte aligned each, one copy per distinct tensor), graph inputs and
@@ -14,10 +14,11 @@
  * copied there at every run). A computed value whose shape is not
  * static (it depends on input data) gets a session slot instead: the runtime
  * kernel that produces it sizes it at run time. The outer values that a
- * control-flow node's subgraphs read (kn_cg_captures) count as inputs of
+ * control-flow node's subgraphs read (kn_node_captures) count as inputs of
  * that node: they are stored and stay alive until it has run.
  */
-#include "cg.h"
+#include "plan.h"
+
 #include "fused_int.h"
 
 #include <stdint.h>
@@ -90,7 +91,7 @@ static int mark_captured(const kn_graph *g, unsigned char *captured)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         kn_value **vals;
-        int n, st = kn_cg_captures(g->nodes[i], &vals, &n);
+        int n, st = kn_node_captures(g->nodes[i], &vals, &n);
         if (st) return st;
         for (int k = 0; k < n; k++) captured[vals[k]->id] = 1;
         free(vals);
@@ -266,7 +267,7 @@ static int find_last_uses(const kn_graph *g, const int *root, int *last, int nv)
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] && last[root[n->inputs[k]->id]] < i) last[root[n->inputs[k]->id]] = i;
         kn_value **caps;
-        int n_caps, st = kn_cg_captures(n, &caps, &n_caps);
+        int n_caps, st = kn_node_captures(n, &caps, &n_caps);
         if (st) return st;
         for (int k = 0; k < n_caps; k++)
             if (last[root[caps[k]->id]] < i) last[root[caps[k]->id]] = i;
