@@ -57,7 +57,7 @@ static int read_type(importer *im, const Onnx__ValueInfoProto *vi, const char *w
     int dt = tt && tt->has_elem_type ? tt->elem_type : 0;
     if (dt != KN_DT_UNDEFINED && !kn_dtype_valid(dt)) {
         if (!strict) return KN_OK;
-        const char *name = kn_onnx_dtype_name(dt);
+        const char *name = kn_onnx_type_name(dt);
         if (name) return kn_error(KN_ERR_UNSUPPORTED, "%s has dtype %s, which kiln does not support", what, name);
         return kn_error(KN_ERR_UNSUPPORTED, "%s has unknown dtype %d", what, dt);
     }

@@ -16,10 +16,6 @@
  * weights in external data files. */
 #define KN_ONNX_MAX_PROTO_BYTES ((size_t)INT32_MAX)
 
-/* Name for an ONNX TensorProto.DataType value, including the ones kiln
- * does not support ("complex64", "float8e4m3fn"); NULL if ONNX has none. */
-const char *kn_onnx_dtype_name(int dt);
-
 /* Converts a TensorProto into *out (an owned kn_tensor; zeroed on failure).
  * `what` names the tensor in messages ("initializer 'w'"). base_dir is where
  * external data files live (NULL: external data is an error). */

@@ -24,26 +24,12 @@
  * so that a shape is rejected up front with a message naming the tensor. */
 #define MAX_ELEMS (((int64_t)1 << 40) / 8)
 
-const char *kn_onnx_dtype_name(int dt)
-{
-    switch (dt) {
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case KN_STRING: return "string";
-    default: return kn_dtype_info(dt)->name;
-    }
-}
-
 /* Rejects dtypes kiln cannot hold, naming the tensor. */
 static int check_dtype(int dt, const char *what)
 {
     if (dt == KN_DT_UNDEFINED) return kn_error(KN_ERR_INVALID, "%s has no data_type", what);
     if (kn_dtype_valid(dt)) return KN_OK;
-    const char *name = kn_onnx_dtype_name(dt);
+    const char *name = kn_onnx_type_name(dt);
     if (name) return kn_error(KN_ERR_UNSUPPORTED, "%s has dtype %s, which kiln does not support", what, name);
     return kn_error(KN_ERR_UNSUPPORTED, "%s has unknown dtype %d", what, dt);
 }

@@ -320,32 +320,19 @@ static int exec_where(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
 
 /* ---- Cast, CastLike --------------------------------------------------------------------- */
 
-/* The ONNX type code of a TensorProto.DataType name; -1 if unknown. */
+/* The ONNX type code of a TensorProto.DataType name, for the types Cast
+ * named before opset 6 (byte-sized, computable); -1 otherwise. */
 static int64_t legacy_type_code(const char *name)
 {
-    static const struct { const char *name; kn_dtype dt; } k_names[] = {
-        {"FLOAT", KN_F32}, {"UINT8", KN_U8}, {"INT8", KN_I8}, {"UINT16", KN_U16}, {"INT16", KN_I16},
-        {"INT32", KN_I32}, {"INT64", KN_I64}, {"BOOL", KN_BOOL}, {"FLOAT16", KN_F16}, {"DOUBLE", KN_F64},
-        {"UINT32", KN_U32}, {"UINT64", KN_U64}, {"BFLOAT16", KN_BF16},
-    };
-    for (size_t i = 0; name && i < sizeof k_names / sizeof k_names[0]; i++)
-        if (strcmp(k_names[i].name, name) == 0) return k_names[i].dt;
-    return -1;
+    kn_dtype dt = kn_dtype_from_onnx_name(name);
+    return kn_dtype_valid(dt) && kn_dtype_size(dt) > 0 ? (int64_t)dt : -1;
 }
 
-/* A name for ONNX type codes kiln cannot compute on, for messages. */
+/* A name for an ONNX type code kiln cannot compute on, for messages. */
 static const char *onnx_type_name(int64_t code)
 {
-    switch (code) {
-    case 8: return "string";
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    default: return code > 0 && code < KN_DT_COUNT ? kn_dtype_name((int)code) : "an unknown type";
-    }
+    const char *n = code > 0 && code < 1000 ? kn_onnx_type_name((int)code) : NULL;
+    return n ? n : "an unknown type";
 }
 
 int kn_ew_cast_target(const kn_opdesc *d, kn_dtype like, kn_dtype *out)

@@ -5,22 +5,22 @@
 #include <string.h>
 
 static const kn_dtype_traits k_traits[KN_DT_COUNT] = {
-    [KN_F32] = {"f32", "<f4", 32, true, true, false},
-    [KN_U8] = {"u8", "|u1", 8, false, false, true},
-    [KN_I8] = {"i8", "|i1", 8, false, true, true},
-    [KN_U16] = {"u16", "<u2", 16, false, false, true},
-    [KN_I16] = {"i16", "<i2", 16, false, true, true},
-    [KN_I32] = {"i32", "<i4", 32, false, true, true},
-    [KN_I64] = {"i64", "<i8", 64, false, true, true},
-    [KN_STRING] = {"string", NULL, 0, false, false, false},
-    [KN_BOOL] = {"bool", "|b1", 8, false, false, false},
-    [KN_F16] = {"f16", "<f2", 16, true, true, false},
-    [KN_F64] = {"f64", "<f8", 64, true, true, false},
-    [KN_U32] = {"u32", "<u4", 32, false, false, true},
-    [KN_U64] = {"u64", "<u8", 64, false, false, true},
-    [KN_BF16] = {"bf16", NULL, 16, true, true, false},
-    [KN_UINT4] = {"u4", NULL, 4, false, false, true},
-    [KN_INT4] = {"i4", NULL, 4, false, true, true},
+    [KN_F32] = {"f32", "<f4", 32, true, true, false, "FLOAT"},
+    [KN_U8] = {"u8", "|u1", 8, false, false, true, "UINT8"},
+    [KN_I8] = {"i8", "|i1", 8, false, true, true, "INT8"},
+    [KN_U16] = {"u16", "<u2", 16, false, false, true, "UINT16"},
+    [KN_I16] = {"i16", "<i2", 16, false, true, true, "INT16"},
+    [KN_I32] = {"i32", "<i4", 32, false, true, true, "INT32"},
+    [KN_I64] = {"i64", "<i8", 64, false, true, true, "INT64"},
+    [KN_STRING] = {"string", NULL, 0, false, false, false, "STRING"},
+    [KN_BOOL] = {"bool", "|b1", 8, false, false, false, "BOOL"},
+    [KN_F16] = {"f16", "<f2", 16, true, true, false, "FLOAT16"},
+    [KN_F64] = {"f64", "<f8", 64, true, true, false, "DOUBLE"},
+    [KN_U32] = {"u32", "<u4", 32, false, false, true, "UINT32"},
+    [KN_U64] = {"u64", "<u8", 64, false, false, true, "UINT64"},
+    [KN_BF16] = {"bf16", NULL, 16, true, true, false, "BFLOAT16"},
+    [KN_UINT4] = {"u4", NULL, 4, false, false, true, "UINT4"},
+    [KN_INT4] = {"i4", NULL, 4, false, true, true, "INT4"},
 };
 
 static const kn_dtype_traits k_unknown = {0};
@@ -44,6 +44,27 @@ kn_dtype kn_dtype_from_name(const char *name)
     for (int i = 1; i < KN_DT_COUNT; i++)
         if (k_traits[i].name && strcmp(k_traits[i].name, name) == 0) return (kn_dtype)i;
     return KN_DT_UNDEFINED;
+}
+
+kn_dtype kn_dtype_from_onnx_name(const char *name)
+{
+    for (int i = 1; name && i < KN_DT_COUNT; i++)
+        if (k_traits[i].onnx_name && strcmp(k_traits[i].onnx_name, name) == 0) return (kn_dtype)i;
+    return KN_DT_UNDEFINED;
+}
+
+const char *kn_onnx_type_name(int code)
+{
+    switch (code) {
+    case 14: return "complex64";
+    case 15: return "complex128";
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case KN_STRING: return "string";
+    default: return kn_dtype_info(code)->name;
+    }
 }
 
 size_t kn_dtype_nbytes(kn_dtype dt, size_t n)

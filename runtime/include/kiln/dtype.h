@@ -47,7 +47,17 @@ typedef struct kn_dtype_traits {
     bool is_float;
     bool is_signed;      /* for integers; floats are signed too */
     bool is_integer;
+    const char *onnx_name; /* TensorProto.DataType's name ("FLOAT", "INT64", ...) */
 } kn_dtype_traits;
+
+/* The dtype whose ONNX TensorProto.DataType name is `name` ("FLOAT");
+ * KN_DT_UNDEFINED if none. The dtype's code is ONNX's code. */
+kn_dtype kn_dtype_from_onnx_name(const char *name);
+
+/* A name for any ONNX TensorProto.DataType code, kiln's own short name
+ * ("f32") or one of the types kiln cannot hold ("complex64",
+ * "float8e4m3fn", "string"), for messages; NULL if ONNX has no such code. */
+const char *kn_onnx_type_name(int code);
 
 /* Traits of `dt`; a zeroed record (name NULL) for values kiln does not know. */
 const kn_dtype_traits *kn_dtype_info(int dt);
