@@ -107,7 +107,7 @@ static bool const_eq(const void *a, const void *b)
 
 static int merge_constants(kn_pass_ctx *ctx, kn_graph *g, bool *changed)
 {
-    ptr_table seen;
+    ptr_table seen = {0};
     int st = table_init(&seen, g->n_values);
     if (st) return st;
     for (int i = 0; i < g->n_values; i++) {
@@ -241,7 +241,7 @@ static bool replace_node(kn_node *keep, kn_node *dup)
 static int merge_nodes(kn_pass_ctx *ctx, kn_graph *g, bool *changed)
 {
     int n = g->n_nodes;
-    ptr_table seen;
+    ptr_table seen = {0};
     bool *gone = calloc((size_t)n + 1, sizeof *gone);
     int st = gone ? table_init(&seen, n) : kn_error(KN_ERR_NOMEM, "out of memory");
     if (st) {

@@ -146,7 +146,7 @@ int kn_mv_shape_scatter(const kn_mv_args *a, kn_mv_shape *o)
 int kn_mv_exec_scatter_elements(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     kn_mv_args a;
-    kn_reduction red;
+    kn_reduction red = KN_REDUCE_NONE;
     int axis;
     if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
     int st = scatter_reduction(d, &red);
@@ -158,7 +158,7 @@ int kn_mv_exec_scatter_elements(const kn_opdesc *d, const kn_tensor *const *in, 
 int kn_mv_exec_scatter_nd(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
 {
     kn_mv_args a;
-    kn_reduction red;
+    kn_reduction red = KN_REDUCE_NONE;
     if (!kn_mv_in(d, in, 1) || !kn_mv_in(d, in, 2)) return kn_op_error(d, KN_ERR_INVALID, "missing indices or updates");
     int st = scatter_reduction(d, &red);
     if (st || (st = kn_mv_exec_begin(d, in, out, kn_mv_shape_scatter, &a))) return st;

@@ -78,7 +78,7 @@ static int pad_plan(const kn_mv_args *a, kn_mv_shape *o, int64_t *pads, bool *kn
 {
     const kn_opdesc *d = a->d;
     const kn_mv_shape *x = &a->shp[0];
-    kn_pad_mode mode;
+    kn_pad_mode mode = KN_PAD_CONSTANT;
     int st = pad_mode(d, &mode);
     *known = false;
     if (st) return st;
@@ -143,7 +143,7 @@ int kn_mv_exec_pad(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *ou
     kn_mv_shape o;
     int64_t pads[2 * KN_MAX_RANK];
     bool known;
-    kn_pad_mode mode;
+    kn_pad_mode mode = KN_PAD_CONSTANT;
     int st = pad_plan(&a, &o, pads, &known);
     if (st || (st = pad_mode(d, &mode)) || (st = kn_mv_alloc(d, &out[0], in[0]->dtype, &o))) return st;
     if (kn_dtype_size(in[0]->dtype) > 8 || kn_dtype_size(in[0]->dtype) == 0)

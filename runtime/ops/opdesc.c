@@ -2,10 +2,10 @@
 #include "opdesc.h"
 
 #include <pthread.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <math.h>
 #include <string.h>
 
 static const char *const k_names[KN_OP_COUNT] = {

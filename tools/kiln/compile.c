@@ -276,7 +276,7 @@ static int parse_bound(const char *flag, const char *spec, kn_compile_opts *o)
     long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
     if (!eq || eq == spec || end == eq + 1 || *end || errno || v < 1 || v > INT32_MAX)
         return kn_error(KN_ERR_INVALID, "%s '%s': expected DIM=N with N >= 1", flag, spec);
-    kn_compile_sym *y;
+    kn_compile_sym *y = NULL;
     int st = find_sym(o, spec, (size_t)(eq - spec), flag, spec, &y);
     if (st) return st;
     int64_t *field = !strcmp(flag, "--max") ? &y->max : !strcmp(flag, "--min") ? &y->min : &y->align;
@@ -309,7 +309,7 @@ static int resolve_syms(const char *path, int n_shapes, char **shapes, kn_compil
             if (!ranges[d].max) continue;
             char buf[300];
             const char *nm = range_name(in, d, buf, sizeof buf);
-            kn_compile_sym *y;
+            kn_compile_sym *y = NULL;
             st = find_sym(o, nm, strlen(nm), "--shape", shapes[k], &y);
             const dim_range *r = &ranges[d];
             if (!st && ((y->max && y->max != r->max) || (y->min && r->min && y->min != r->min) ||

@@ -10,7 +10,7 @@
 int kn_k_range(double fstart, double fdelta, int64_t istart, int64_t idelta, kn_tensor *out)
 {
     int64_t n = kn_tensor_numel(out);
-    bool flt = kn_is_float_dtype(out->dtype);
+    bool flt = kn_k_is_float(out->dtype);
     for (int64_t i = 0; i < n; i++) {
         if (flt) kn_store_f64(out->dtype, out->data, (size_t)i, fstart + (double)i * fdelta);
         else kn_store_i64(out->dtype, out->data, (size_t)i, (int64_t)((uint64_t)istart + (uint64_t)i * (uint64_t)idelta));

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_float(kn_dtype dt) { return kn_dtype_info(dt)->is_float; }
+#include "k_util.h"
 
 /* Splits x's shape around `axis` into outer × n × inner. */
 static void split_axis(const kn_tensor *x, int axis, int64_t *outer, int64_t *n, int64_t *inner)
@@ -45,7 +45,7 @@ static int64_t reduced_strides(const kn_tensor *x, uint32_t mask, int64_t *st)
  * arithmetic makes overflow wrap (like numpy) instead of being UB. */
 static bool int_path(kn_reduce_op op, kn_dtype dt)
 {
-    if (is_float(dt)) return false;
+    if (kn_k_is_float(dt)) return false;
     return op == KN_REDUCE_SUM || op == KN_REDUCE_PROD || op == KN_REDUCE_MAX ||
            op == KN_REDUCE_MIN || op == KN_REDUCE_L1 || op == KN_REDUCE_SUMSQ;
 }
@@ -166,25 +166,9 @@ int kn_k_reduce(kn_reduce_op op, const kn_tensor *x, uint32_t mask, kn_tensor *o
     return reduce_float(op, x, st, out, nout, count);
 }
 
-/* -1, 0 or 1 comparing elements a and b of x (ints exactly, floats as
- * double). NaN is handled by the caller. */
-static int cmp_elems(const kn_tensor *x, size_t a, size_t b)
-{
-    if (is_float(x->dtype)) {
-        double u = kn_load_f64(x->dtype, x->data, a), v = kn_load_f64(x->dtype, x->data, b);
-        return (u > v) - (u < v);
-    }
-    if (x->dtype == KN_U64) {
-        uint64_t u = kn_load_u64(x->dtype, x->data, a), v = kn_load_u64(x->dtype, x->data, b);
-        return (u > v) - (u < v);
-    }
-    int64_t u = kn_load_i64(x->dtype, x->data, a), v = kn_load_i64(x->dtype, x->data, b);
-    return (u > v) - (u < v);
-}
-
 static bool is_nan_at(const kn_tensor *x, size_t i)
 {
-    return is_float(x->dtype) && isnan(kn_load_f64(x->dtype, x->data, i));
+    return kn_k_is_float(x->dtype) && isnan(kn_load_f64(x->dtype, x->data, i));
 }
 
 int kn_k_argreduce(const kn_tensor *x, int axis, bool is_max, bool select_last, kn_tensor *out)
@@ -210,7 +194,7 @@ int kn_k_argreduce(const kn_tensor *x, int axis, bool is_max, bool select_last, 
                 /* NaN wins ArgMax and ArgMin alike (numpy's argmax/argmin):
                  * the first one, or the last with select_last_index */
                 bool nan = is_nan_at(x, at);
-                int c = nan || best_nan ? nan - best_nan : cmp_elems(x, at, base + (size_t)(best * inner));
+                int c = nan || best_nan ? nan - best_nan : kn_k_cmp_elems(x, at, base + (size_t)(best * inner));
                 if (!is_max && !nan && !best_nan) c = -c;
                 if (c > 0 || (c == 0 && select_last)) best = j, best_nan = nan;
             }
@@ -228,7 +212,7 @@ int kn_k_cumsum(const kn_tensor *x, int axis, bool exclusive, bool reverse, kn_t
         return kn_error(KN_ERR_INTERNAL, "CumSum: output size differs from input");
     int64_t outer, n, inner;
     split_axis(x, axis, &outer, &n, &inner);
-    bool flt = is_float(x->dtype);
+    bool flt = kn_k_is_float(x->dtype);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             double fa = 0;
@@ -306,7 +290,7 @@ int kn_k_topk(const kn_tensor *x, int axis, int64_t k, bool largest, kn_tensor *
         return kn_error(KN_ERR_UNSUPPORTED, "TopK: dtype %s is not supported", kn_dtype_name(x->dtype));
     topk_elem *e = malloc((size_t)(n ? n : 1) * sizeof *e);
     if (!e) return kn_error(KN_ERR_NOMEM, "TopK: out of memory");
-    bool flt = is_float(x->dtype);
+    bool flt = kn_k_is_float(x->dtype);
     int (*cmp)(const void *, const void *) =
         flt ? (largest ? cmp_f_desc : cmp_f_asc) : (largest ? cmp_i_desc : cmp_i_asc);
     int64_t *yi = indices->data;

@@ -10,7 +10,7 @@
 
 static bool nonzero_at(const kn_tensor *x, size_t i)
 {
-    if (kn_is_float_dtype(x->dtype)) return kn_load_f64(x->dtype, x->data, i) != 0.0;
+    if (kn_k_is_float(x->dtype)) return kn_load_f64(x->dtype, x->data, i) != 0.0;
     return kn_load_i64(x->dtype, x->data, i) != 0;
 }
 
@@ -86,25 +86,11 @@ typedef struct uniq_ctx {
     int64_t outer, m, inner;
 } uniq_ctx;
 
-static int cmp_vals(const kn_tensor *x, size_t a, size_t b)
-{
-    if (kn_is_float_dtype(x->dtype)) {
-        double u = kn_load_f64(x->dtype, x->data, a), v = kn_load_f64(x->dtype, x->data, b);
-        return (u > v) - (u < v);
-    }
-    if (x->dtype == KN_U64) {
-        uint64_t u = kn_load_u64(x->dtype, x->data, a), v = kn_load_u64(x->dtype, x->data, b);
-        return (u > v) - (u < v);
-    }
-    int64_t u = kn_load_i64(x->dtype, x->data, a), v = kn_load_i64(x->dtype, x->data, b);
-    return (u > v) - (u < v);
-}
-
 static int cmp_items(const uniq_ctx *c, int64_t a, int64_t b)
 {
     for (int64_t o = 0; o < c->outer; o++)
         for (int64_t i = 0; i < c->inner; i++) {
-            int r = cmp_vals(c->x, (size_t)((o * c->m + a) * c->inner + i), (size_t)((o * c->m + b) * c->inner + i));
+            int r = kn_k_cmp_elems(c->x, (size_t)((o * c->m + a) * c->inner + i), (size_t)((o * c->m + b) * c->inner + i));
             if (r) return r;
         }
     return 0;
