@@ -35,23 +35,11 @@ static bool float_const(const kn_value *v)
 /* Reads a, b from the BN's constants; the reason of a failure in *why. */
 static bool read_bn(const kn_node *bn, int64_t channels, bn_params *p, const char **why)
 {
-    for (int i = 1; i < 5; i++) {
-        const kn_value *v = kn_node_input(bn, i);
-        if (!float_const(v)) return *why = "its parameters are not float constants", false;
-        if (kn_tensor_numel(v->const_data) != channels) return *why = "its parameters do not have one value per channel", false;
-    }
     p->channels = channels;
     p->a = malloc(sizeof(double) * (size_t)channels);
     p->b = malloc(sizeof(double) * (size_t)channels);
     if (!p->a || !p->b) return *why = "out of memory", false;
-    double eps = kn_attr_float(bn, "epsilon", 1e-5f);
-    const kn_tensor *sc = bn->inputs[1]->const_data, *be = bn->inputs[2]->const_data;
-    const kn_tensor *mu = bn->inputs[3]->const_data, *var = bn->inputs[4]->const_data;
-    for (int64_t c = 0; c < channels; c++) {
-        p->a[c] = kn_pm_get_f(sc, c) / sqrt(kn_pm_get_f(var, c) + eps);
-        p->b[c] = kn_pm_get_f(be, c) - kn_pm_get_f(mu, c) * p->a[c];
-    }
-    return true;
+    return kn_pm_bn_affine(bn, channels, p->a, p->b, why);
 }
 
 /* Which output channel element i of a weight tensor W feeds. */

@@ -48,6 +48,13 @@
  * quantized output is not a plain rescaling (Sigmoid, Tanh, Gelu,
  * HardSwish) end the group in float.
  *
+ * PyTorch's QAT exports: a fused Conv+BatchNorm arrives as Conv → Div →
+ * Add → BatchNormalization (per-channel constants), which the group folds
+ * into the weights' per-channel scales and the bias (the integers stay);
+ * a fake quantization to a narrower range than its type's arrives as
+ * QuantizeLinear → Clip, which becomes a float Clip before the
+ * QuantizeLinear (normalize_q_clip).
+ *
  * QOperator form: onnxruntime's QLinearConv, QLinearMatMul, and
  * com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearConcat,
  * QLinearGlobalAveragePool, QLinearSigmoid and QLinearLeakyRelu are first
@@ -68,6 +75,7 @@
 #include <string.h>
 
 #include "fuse_util.h"
+#include "match.h"
 #include "fused_q.h"
 #include "normalize_qop.h"
 
@@ -285,6 +293,75 @@ static void grow_dynamic(kn_pass_ctx *ctx, qgroup *q, int64_t N, float *bias)
     }
 }
 
+/* True if constant c scales or shifts each channel of a value of rank
+ * `rank` with `chans` channels on axis 1 (NCHW) alike: one f32 value, or
+ * `chans` values along that axis only. */
+static bool chan_const(const kn_value *c, int rank, int64_t chans)
+{
+    if (!c || !c->const_data || c->dtype != KN_F32 || c->shape.rank > rank) return false;
+    int64_t n = const_numel(c);
+    if (n == 1) return true;
+    int at = c->shape.rank - (rank - 1); /* c's axis under axis 1 */
+    return n == chans && at >= 0 && c->shape.dims[at] == chans;
+}
+
+/* Node u as y = f[c] * x + g[c] on the group's output x (chans channels):
+ * Mul or Div by, Add or Sub of a per-channel constant (x first for Div and
+ * Sub), or an inference BatchNormalization. *why says why not when u is
+ * one of these ops. */
+static bool channel_affine(const qgroup *q, const kn_node *u, int64_t chans, double *f, double *g, const char **why)
+{
+    *why = NULL;
+    if (u->op == KN_OP_BatchNormalization) {
+        for (int k = 1; k < u->n_outputs; k++)
+            if (u->outputs[k] && u->outputs[k]->n_users) return *why = "its running statistics are read", false;
+        if (kn_attr_int(u, "training_mode", 0) != 0) return *why = "it is in training mode", false;
+        return u->inputs[0] == q->out && kn_pm_bn_affine(u, chans, f, g, why);
+    }
+    if (u->op != KN_OP_Mul && u->op != KN_OP_Div && u->op != KN_OP_Add && u->op != KN_OP_Sub) return false;
+    kn_value *a = kn_node_input(u, 0), *b = kn_node_input(u, 1), *c = a == q->out ? b : a;
+    if (c == q->out || !chan_const(c, q->out->shape.rank, chans))
+        return *why = "the other operand is not a constant of one value or one per output channel", false;
+    if ((u->op == KN_OP_Div || u->op == KN_OP_Sub) && a != q->out)
+        return *why = "the convolution is its second operand", false;
+    int64_t n = const_numel(c);
+    for (int64_t i = 0; i < chans; i++) {
+        double v = const_at(c, n == 1 ? 0 : i);
+        f[i] = u->op == KN_OP_Mul ? v : u->op == KN_OP_Div ? 1.0 / v : 1.0;
+        g[i] = u->op == KN_OP_Add ? v : u->op == KN_OP_Sub ? -v : 0.0;
+    }
+    return true;
+}
+
+/* Takes the nodes right after a convolution that scale and shift each
+ * output channel by constants, which is how PyTorch exports a fused
+ * Conv+BatchNorm trained with quantization-aware training (Conv → Div →
+ * Add → BatchNormalization). y = mul[c] * conv + add[c] accumulates them
+ * (mul and add start as 1 and 0); lower_conv folds them into the weights'
+ * scales and the bias, the weights staying the same integers. */
+static void grow_affine(kn_pass_ctx *ctx, qgroup *q, int64_t chans, double *mul, double *add, double *f, double *g)
+{
+    kn_node *u;
+    while ((u = sole_user(q->out)) && u->n_outputs >= 1 && u->outputs[0] && q->n_nodes < 12 &&
+           kn_shape_same(&u->outputs[0]->shape, &q->out->shape)) {
+        const char *why;
+        if (!channel_affine(q, u, chans, f, g, &why)) {
+            if (why) kn_pass_remark(ctx, "%s '%s' + %s '%s': %s", q->what, q->head->name, u->op_type, u->name, why);
+            return;
+        }
+        for (int64_t c = 0; c < chans; c++) {
+            double m = mul[c] * f[c], a = add[c] * f[c] + g[c];
+            if (!(isfinite(m) && m != 0 && isfinite(a))) {
+                kn_pass_remark(ctx, "%s '%s' + %s '%s': channel %lld would be scaled by %g", q->what,
+                               q->head->name, u->op_type, u->name, (long long)c, m);
+                return;
+            }
+        }
+        for (int64_t c = 0; c < chans; c++) mul[c] *= f[c], add[c] = add[c] * f[c] + g[c];
+        take(q, u);
+    }
+}
+
 /* The inner QuantizeLinear → DequantizeLinear pair as a post-op (its scale
  * and zero point; commit() puts it in output units). */
 static void add_inner_qdq(qgroup *q, const qparam *p)
@@ -449,7 +526,12 @@ static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
     if (!dx || !wv || wv->shape.rank < 3 || wv->shape.dims[0] <= 0 || !n->outputs[0]) return KN_OK;
     int64_t O = wv->shape.dims[0];
     float *ws = malloc(sizeof(float) * 2 * (size_t)O);
-    if (!ws) return kn_error(KN_ERR_NOMEM, "out of memory");
+    double *aff = malloc(sizeof(double) * 4 * (size_t)O); /* mul, add, and a step's f, g */
+    if (!ws || !aff) {
+        free(ws);
+        free(aff);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    }
     float *bias = ws + O;
     const char *why;
     kn_value *wq = const_weights(wv, 0, O, ws, &why);
@@ -463,6 +545,13 @@ static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
         kn_pass_remark(ctx, "Conv '%s': the bias is not a constant", n->name);
     } else {
         qgroup q = {.head = n, .what = "Conv", .nodes = {n}, .n_nodes = 1, .out = n->outputs[0], .inner = -1};
+        double *mul = aff, *add = aff + O;
+        for (int64_t c = 0; c < O; c++) mul[c] = 1, add[c] = 0;
+        grow_affine(ctx, &q, O, mul, add, aff + 2 * O, aff + 3 * O);
+        for (int64_t c = 0; c < O; c++) {
+            ws[c] = (float)(ws[c] * mul[c]);
+            bias[c] = (float)(bias[c] * mul[c] + add[c]);
+        }
         grow(ctx, &q);
         if (group_ok(ctx, &q)) {
             kn_value *s, *b;
@@ -472,6 +561,7 @@ static int lower_conv(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed)
         }
     }
     free(ws);
+    free(aff);
     return st;
 }
 
@@ -657,6 +747,58 @@ static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, 
     return KN_OK;
 }
 
+/* PyTorch's export of a fake quantization to a narrower range than its
+ * type's (quant_min, quant_max: u8 in [0, 127] with reduce_range):
+ *
+ *   q = QuantizeLinear(x, s, z)            f = Clip(x, (lo - z) * s, (hi - z) * s)
+ *   c = Clip(q, lo, hi)             →      c = QuantizeLinear(f, s, z)
+ *
+ * the same integers (rounding is monotonic and (lo - z) * s / s rounds to
+ * lo - z), with the Clip in float, where a group takes it as an
+ * activation. */
+static int normalize_q_clip(kn_pass_ctx *ctx, kn_graph *g, kn_node *clip, bool *changed)
+{
+    kn_value *qv = kn_node_input(clip, 0), *lo = kn_node_input(clip, 1), *hi = kn_node_input(clip, 2);
+    kn_node *q = qv ? qv->producer : NULL;
+    qparam p;
+    if (!q || !q_params(q, &p) || sole_user(qv) != clip || clip->n_outputs != 1 || !clip->outputs[0] ||
+        kn_node_opset(clip) < 11)
+        return KN_OK;
+    if ((lo && const_numel(lo) != 1) || (hi && const_numel(hi) != 1)) {
+        kn_pass_remark(ctx, "QuantizeLinear '%s' + Clip '%s': the bounds are not constants", q->name, clip->name);
+        return KN_OK;
+    }
+    kn_value *fb[2] = {NULL, NULL}, *bound[2] = {lo, hi};
+    for (int k = 0; k < 2; k++) {
+        if (!bound[k]) continue;
+        double v = ((double)const_at(bound[k], 0) - p.zp) * p.scale;
+        if (!(fb[k] = kn_pm_const_f(g, NULL, KN_F32, 0, NULL, &v))) return KN_ERR_NOMEM;
+    }
+    kn_value *ins_c[3] = {kn_node_input(q, 0), fb[0], fb[1]};
+    kn_node *fc = kn_node_create(g, KN_OP_Clip, NULL, 3, ins_c, 1);
+    kn_value *ins_q[3] = {fc ? fc->outputs[0] : NULL, kn_node_input(q, 1), kn_node_input(q, 2)};
+    kn_node *nq = fc ? kn_node_create(g, KN_OP_QuantizeLinear, NULL, 3, ins_q, 1) : NULL;
+    if (!nq) return kn_error(KN_ERR_NOMEM, "out of memory");
+    fc->outputs[0]->dtype = KN_F32;
+    fc->outputs[0]->shape = ins_c[0]->shape;
+    nq->outputs[0]->dtype = qv->dtype;
+    nq->outputs[0]->shape = qv->shape;
+    kn_value *c = clip->outputs[0];
+    bool named = c->flags & KN_VALUE_GRAPH_OUTPUT; /* kn_pm_replace hands the name on */
+    if (!kn_pm_replace(c, nq->outputs[0])) return KN_OK; /* both new nodes go with dce */
+    if (!named) kn_value_swap_names(c, nq->outputs[0]);
+    kn_node_remove(clip);
+    kn_node_remove(q);
+    /* each new node takes the name of the node it stands for (reports, profiles) */
+    char *cn = kn_arena_strdup(&g->model->arena, clip->name), *qn = kn_arena_strdup(&g->model->arena, q->name);
+    if (!cn || !qn) return kn_error(KN_ERR_NOMEM, "out of memory");
+    fc->name = cn;
+    nq->name = qn;
+    ctx->rewrites++;
+    *changed = true;
+    return KN_OK;
+}
+
 int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
 {
     *out_changed = false;
@@ -668,8 +810,10 @@ int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
     if (!heads) return kn_error(KN_ERR_NOMEM, "out of memory");
     int nh = 0;
     for (int i = 0; i < count; i++) heads[nh++] = g->nodes[i];
-    for (int i = 0; i < nh && !st; i++)
+    for (int i = 0; i < nh && !st; i++) {
         if (heads[i]->op == KN_OP_MatMulInteger) st = normalize_matmul_integer(ctx, g, heads[i], out_changed);
+        if (heads[i]->op == KN_OP_Clip) st = normalize_q_clip(ctx, g, heads[i], out_changed);
+    }
     /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */
     for (int i = 0; i < nh && !st; i++)
         if (moves_values(heads[i])) st = lower_movement(ctx, heads[i], out_changed);

@@ -41,6 +41,24 @@ bool kn_pm_const_uniform(const kn_value *v, double *out)
     return true;
 }
 
+bool kn_pm_bn_affine(const kn_node *bn, int64_t channels, double *a, double *b, const char **why)
+{
+    for (int i = 1; i < 5; i++) {
+        const kn_value *v = kn_node_input(bn, i);
+        if (!v || !v->const_data || varying(v) || !(v->dtype == KN_F32 || v->dtype == KN_F64))
+            return *why = "its parameters are not float constants", false;
+        if (kn_tensor_numel(v->const_data) != channels) return *why = "its parameters do not have one value per channel", false;
+    }
+    double eps = kn_attr_float(bn, "epsilon", 1e-5f);
+    const kn_tensor *sc = bn->inputs[1]->const_data, *be = bn->inputs[2]->const_data;
+    const kn_tensor *mu = bn->inputs[3]->const_data, *var = bn->inputs[4]->const_data;
+    for (int64_t c = 0; c < channels; c++) {
+        a[c] = kn_pm_get_f(sc, c) / sqrt(kn_pm_get_f(var, c) + eps);
+        b[c] = kn_pm_get_f(be, c) - kn_pm_get_f(mu, c) * a[c];
+    }
+    return true;
+}
+
 bool kn_pm_const_splat(const kn_value *v, double x)
 {
     double got;

@@ -54,6 +54,11 @@ kn_value *kn_pm_const_f(kn_graph *g, const char *name, kn_dtype dt, int rank, co
 kn_value *kn_pm_const_i64(kn_graph *g, const char *name, int n, const int64_t *vals);
 /* Reads element i of a float tensor as double. */
 double kn_pm_get_f(const kn_tensor *t, int64_t i);
+/* An inference BatchNormalization as y = a[c] * x + b[c] for each of
+ * `channels` channels: a = scale / sqrt(var + epsilon), b = B - mean * a.
+ * False, with the reason in *why, unless its four parameters are float
+ * constants of one value per channel. */
+bool kn_pm_bn_affine(const kn_node *bn, int64_t channels, double *a, double *b, const char **why);
 
 /* Adds an int / float / string / ints attribute; false on out of memory. */
 bool kn_pm_set_int(kn_node *n, const char *name, int64_t v);

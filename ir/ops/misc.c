@@ -67,7 +67,7 @@ static int infer_tfidf(kn_node *n)
     if (kn_node_need_inputs(n, 1)) return KN_ERR_INVALID;
     kn_tfidf_params p;
     kn_opdesc d;
-    bool has[3];
+    bool has[MISC_MAX_OUT];
     int st = kn_node_prepare(n, 0, MISC_MAX_OUT, &d, has);
     if (st || (st = kn_misc_tfidf_params(&d, &p))) return st;
     const kn_shape *xs = &n->inputs[0]->shape;

@@ -47,7 +47,7 @@ static int infer_affine_grid(kn_node *n)
     int s = 0;
     if (sv->const_data) {
         kn_opdesc d;
-        bool has[3];
+        bool has[1];
         int st = kn_node_prepare(n, 0, 1, &d, has);
         if (st || (st = kn_vis_ag_size(&d, sv->const_data, sz, &s))) return st;
     } else if (sv->shape.rank == 1 && (sv->shape.dims[0] == 4 || sv->shape.dims[0] == 5)) {
@@ -84,7 +84,7 @@ static int infer_deform_conv(kn_node *n)
         for (int i = 0; i < r - 2; i++) kd[i] = w->shape.rank == r ? w->shape.dims[2 + i] : -1;
         kn_deform_params p;
         kn_opdesc d;
-        bool has[3];
+        bool has[1];
         int st = kn_node_prepare(n, 0, 1, &d, has);
         if (st || (st = kn_vis_dc_params(&d, r - 2, kd, &p))) return st;
         out.rank = r;

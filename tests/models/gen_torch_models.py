@@ -15,6 +15,18 @@ PyTorch's outputs (torch_<name>.npy). Models:
   causal    nn.MultiheadAttention, sequence first, d_model 128, 8 heads,
             seq 48, batch 3, with a float causal mask
             (generate_square_subsequent_mask): a decoder's self-attention
+  qat       a small MobileNetV2-like CNN (stem, an inverted residual block
+            with its skip Add, global average pooling, a classifier)
+            trained for a few steps with quantization-aware training
+            (torch.ao.quantization, fbgemm: per-channel s8 weights, u8
+            activations in [0, 127]), exported with its fake quantization
+            as QuantizeLinear -> Clip -> DequantizeLinear and each fused
+            Conv+BatchNorm as Conv -> Div -> Add -> BatchNormalization;
+            torch_y is the QAT model's own (fake-quantized) output
+  qat_int8  the same model after torch.ao.quantization.convert, exported
+            with PyTorch's quantized kernels as QDQ; torch_y is the int8
+            model's output (PyTorch's default quantized engine: onednn in
+            Debian's build, which lacks fbgemm)
 
 The export runs with autograd on: in eval mode under no_grad PyTorch takes
 its BetterTransformer fast path (aten::_transformer_encoder_layer_fwd),
@@ -58,7 +70,76 @@ def causal():
     return model, (x, mask), ["x", "mask"], {"x": x, "mask": mask}
 
 
-MODELS = {"encoder": encoder, "causal": causal}
+class QatNet(torch.nn.Module):
+    """Stem, one inverted residual block (expand, depthwise, project, skip
+    Add), pooling and a classifier, with PyTorch's quantization stubs."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+
+        def cbr(cin, cout, k, stride=1, groups=1, relu=True):
+            layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+            return nn.Sequential(*(layers + [nn.ReLU()] if relu else layers))
+
+        self.quant = torch.ao.quantization.QuantStub()
+        self.stem = cbr(3, 16, 3, stride=2)
+        self.expand = cbr(16, 48, 1)
+        self.dw = cbr(48, 48, 3, groups=48)
+        self.project = cbr(48, 16, 1, relu=False)
+        self.skip = torch.ao.nn.quantized.FloatFunctional()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        x = self.stem(self.quant(x))
+        x = self.skip.add(self.project(self.dw(self.expand(x))), x)
+        return self.dequant(self.fc(torch.flatten(self.pool(x), 1)))
+
+
+def qat_model():
+    """QatNet after prepare_qat and a few SGD steps on random data (so that
+    BatchNorm statistics and the observers' ranges are those of training),
+    then frozen: eval mode, observers off."""
+    tq = torch.ao.quantization
+    model = QatNet().train()
+    with torch.no_grad():  # negative BatchNorm scales: a channel whose sign the conversion flips
+        model.dw[1].weight[::3] *= -1
+    # version 0: FakeQuantize modules that torch.onnx exports (the fused
+    # observer of version 1 has no ONNX symbolic)
+    model.qconfig = tq.get_default_qat_qconfig("fbgemm", version=0)
+    fuse = [["stem.0", "stem.1", "stem.2"], ["expand.0", "expand.1", "expand.2"], ["dw.0", "dw.1", "dw.2"],
+            ["project.0", "project.1"]]
+    tq.fuse_modules_qat(model, fuse, inplace=True)
+    tq.prepare_qat(model, inplace=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(8):
+        x = torch.randn(8, 3, 32, 32)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.apply(tq.disable_observer)
+    return model
+
+
+def qat():
+    model = qat_model()
+    x = torch.randn(1, 3, 32, 32)
+    return model, (x,), ["x"], {"x": x}
+
+
+def qat_int8():
+    model = torch.ao.quantization.convert(qat_model())
+    x = torch.randn(1, 3, 32, 32)
+    return model, (x,), ["x"], {"x": x}
+
+
+MODELS = {"encoder": encoder, "causal": causal, "qat": qat, "qat_int8": qat_int8}
+# the opset each is exported with (per-channel QuantizeLinear needs 13)
+OPSET = {"qat": 13, "qat_int8": 13}
 
 
 def main():
@@ -70,7 +151,7 @@ def main():
     model, args, names, feeds = MODELS[a.model]()
     os.makedirs(a.out_dir, exist_ok=True)
     path = os.path.join(a.out_dir, "model.onnx")
-    torch.onnx.export(model, args, path + ".tmp", input_names=names, output_names=["y"], opset_version=17,
+    torch.onnx.export(model, args, path + ".tmp", input_names=names, output_names=["y"], opset_version=OPSET.get(a.model, 17),
                       do_constant_folding=True)
     with torch.no_grad():
         y = model(*args)

@@ -68,7 +68,6 @@ set_tests_properties(models/demo PROPERTIES
 # key padding mask and nn.MultiheadAttention with a causal mask, every
 # attention block fused (one Attention node each), outputs within 1e-4 of
 # onnxruntime's and PyTorch's.
-set(KILN_SYSTEM_PYTHON /usr/bin/python3 CACHE FILEPATH "python3 with Debian's python3-torch")
 foreach(case "encoder;4" "causal;1")
   list(GET case 0 model)
   list(GET case 1 n_attn)

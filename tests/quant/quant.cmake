@@ -37,3 +37,17 @@ add_test(NAME quant/digits
          COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/quant/test_digits.py $<TARGET_FILE:kiln>
                  ${CMAKE_BINARY_DIR}/quant/digits)
 set_tests_properties(quant/digits PROPERTIES TIMEOUT 300 LABELS quant)
+
+# PyTorch quantization-aware training (gen_torch_models.py under the system
+# python3; skipped without python3-torch): the fake-quantized export (Q ->
+# Clip -> DQ, Conv -> Div -> Add -> BatchNormalization) and the converted
+# int8 model, each with every convolution on an integer kernel and >= 99%
+# of the outputs within one step of onnxruntime's and PyTorch's.
+foreach(case "qat;4" "qat_int8;5")
+  list(GET case 0 model)
+  list(GET case 1 n_int)
+  add_test(NAME quant/torch_${model}
+           COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/quant/check_torch_qat.py $<TARGET_FILE:kiln>
+                   ${KILN_SYSTEM_PYTHON} ${model} ${CMAKE_BINARY_DIR}/quant/torch_${model} --integer ${n_int})
+  set_tests_properties(quant/torch_${model} PROPERTIES LABELS quant TIMEOUT 300 SKIP_RETURN_CODE ${KILN_SKIP_CODE})
+endforeach()
