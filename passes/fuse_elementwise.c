@@ -22,6 +22,7 @@
  * fuse-conv and fuse-matmul (which take activations and bias Adds into
  * their primitives first).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,12 +74,40 @@ static bool unary_params(const kn_node *n, kn_unary_params *p)
     return true;
 }
 
+static bool is_8bit(kn_dtype dt) { return dt == KN_U8 || dt == KN_I8; }
+
+/* The step parameters of a QuantizeLinear/DequantizeLinear per tensor
+ * (scale, zero point, ONNX element type of its 8-bit side); false unless
+ * both are constant scalars and it converts between f32 and u8/s8. */
+static bool qdq_params(const kn_node *n, kn_unary_params *p)
+{
+    bool quant = n->op == KN_OP_QuantizeLinear;
+    if (!quant && n->op != KN_OP_DequantizeLinear) return false;
+    const kn_value *x = kn_node_input(n, 0), *s = kn_node_input(n, 1), *z = kn_node_input(n, 2);
+    const kn_value *y = n->outputs[0], *q = quant ? y : x, *f = quant ? x : y;
+    if (!x || !q || !is_8bit(q->dtype) || f->dtype != KN_F32 || x->shape.rank < 0 || !s || !s->const_data ||
+        s->dtype != KN_F32 || kn_tensor_numel(s->const_data) != 1 || kn_attr_int(n, "block_size", 0) != 0)
+        return false;
+    if (z && (!z->const_data || z->dtype != q->dtype || kn_tensor_numel(z->const_data) != 1)) return false;
+    p->alpha = ((const float *)s->const_data->data)[0];
+    p->beta = z ? (float)kn_load_i64(z->dtype, z->const_data->data, 0) : 0.0f;
+    p->gamma = q->dtype == KN_U8 ? 2.0f : 3.0f; /* the ONNX element type */
+    return isfinite(p->alpha) && p->alpha > 0;
+}
+
+/* How many of n's inputs a step reads (a QuantizeLinear/DequantizeLinear's
+ * scale and zero point are its parameters). */
+static int step_arity(const kn_node *n) { kn_binary_op k; return kn_fused_ew_binary(n->op, &k) ? 2 : 1; }
+
 /* True if n may be a step: an elementwise op the fused op runs, on f32
- * values of known shape. */
+ * values of known shape, or a per-tensor QuantizeLinear/DequantizeLinear
+ * between f32 and 8-bit values. */
 static bool is_step(const kn_node *n)
 {
-    if (!n || n->n_outputs != 1 || !n->outputs[0] || n->outputs[0]->dtype != KN_F32 || n->outputs[0]->shape.rank < 0)
-        return false;
+    if (!n || n->n_outputs != 1 || !n->outputs[0] || n->outputs[0]->shape.rank < 0) return false;
+    kn_unary_params qp;
+    if (qdq_params(n, &qp)) return true;
+    if (n->outputs[0]->dtype != KN_F32) return false;
     kn_binary_op k;
     int want = kn_fused_ew_binary(n->op, &k) ? 2 : 1;
     kn_unary_params p;
@@ -127,7 +156,7 @@ static void grow(kn_pass_ctx *ctx, ew_group *g, const ew_nodes *sn)
         more = false;
         for (int i = 0; i < g->n && g->n < KN_EW_MAX_STEPS; i++) {
             kn_node *n = g->nodes[i];
-            for (int j = 0; j < n->n_inputs; j++)
+            for (int j = 0; j < step_arity(n); j++)
                 if (may_join(NULL, g, n->inputs[j], sn)) {
                     g->nodes[g->n++] = n->inputs[j]->producer;
                     more = true;
@@ -135,7 +164,7 @@ static void grow(kn_pass_ctx *ctx, ew_group *g, const ew_nodes *sn)
         }
     }
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->nodes[i]->n_inputs; j++) {
+        for (int j = 0; j < step_arity(g->nodes[i]); j++) {
             const kn_value *v = g->nodes[i]->inputs[j];
             bool first = true; /* one remark per value */
             for (int k = 0; k < j; k++) first &= g->nodes[i]->inputs[k] != v;
@@ -179,8 +208,8 @@ static int commit(kn_pass_ctx *ctx, kn_graph *gr, ew_nodes *sn, ew_group *g, boo
     kn_unary_params params[KN_EW_MAX_STEPS];
     for (int s = 0; s < g->n; s++) {
         memset(&params[s], 0, sizeof params[s]);
-        if (order[s]->n_inputs == 1) unary_params(order[s], &params[s]);
-        for (int j = 0; j < order[s]->n_inputs; j++) {
+        if (!qdq_params(order[s], &params[s]) && order[s]->n_inputs == 1) unary_params(order[s], &params[s]);
+        for (int j = 0; j < step_arity(order[s]); j++) {
             int r = operand_ref(g, order, s, order[s]->inputs[j]);
             if (r == -1000) {
                 kn_pass_remark(ctx, "%s '%s': its group reads more than %d values", g->nodes[0]->op_type,

@@ -1059,6 +1059,12 @@ static LLVMValueRef body_fused(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
         if (st->binary) {
             LLVMValueRef b = st->b >= 0 ? v[st->b] : r[-st->b - 1];
             r[s] = bin_float(cg, st->bin, c->step_pow[s], a, b);
+        } else if (st->q != KN_DT_UNDEFINED) { /* an 8-bit value stays an integer in a register */
+            ew_ctx sc = *c;
+            sc.dt = sc.out_dt = st->q;
+            sc.qscale = st->p.alpha;
+            sc.qzp = (int64_t)st->p.beta;
+            r[s] = st->op == KN_OP_QuantizeLinear ? body_quantize(cg, &sc, &a) : body_dequantize(cg, &sc, &a);
         } else {
             ew_ctx sc = *c;
             sc.kop = st->un;
@@ -1082,8 +1088,8 @@ static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
         return KN_ERR_UNSUPPORTED;
     }
     for (int k = 0; k < c.n_ops; k++)
-        if (c.ops[k]->dtype != KN_F32) return KN_ERR_UNSUPPORTED;
-    if (c.out_dt != KN_F32) return KN_ERR_UNSUPPORTED;
+        if (c.ops[k]->dtype != prog.in_dt[k]) return KN_ERR_UNSUPPORTED;
+    if (c.out_dt != prog.out_dt) return KN_ERR_UNSUPPORTED;
     c.prog = &prog;
     for (int s = 0; s < prog.n_steps; s++) {
         const kn_ew_step *st = &prog.steps[s];

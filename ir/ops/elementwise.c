@@ -249,8 +249,10 @@ static int infer_cast(kn_node *n)
 
 /* ---- kiln::FusedElementwise (runtime/ops/fused_int.h) ---------------------------------------- */
 
-/* A checked program over f32 inputs; the output has their broadcast shape
- * (every step broadcasts, and every input reaches the last step). */
+/* A checked program over its inputs' dtypes (f32, or 8-bit where
+ * DequantizeLinear steps read them); the output has their broadcast shape
+ * (every step broadcasts, and every input reaches the last step) and the
+ * last step's dtype. */
 static int infer_fused_elementwise(kn_node *n)
 {
     kn_opdesc d;
@@ -262,10 +264,11 @@ static int infer_fused_elementwise(kn_node *n)
     for (int i = 0; i < n->n_inputs; i++) {
         const kn_value *v = n->inputs[i];
         if (!v) return kn_node_error(n, KN_ERR_INVALID, "input %d is missing", i);
-        if (v->dtype != KN_F32 && v->dtype != KN_DT_UNDEFINED)
-            return kn_node_error(n, KN_ERR_INVALID, "input %d has dtype %s, expected f32", i, kn_dtype_name(v->dtype));
+        if (v->dtype != prog.in_dt[i] && v->dtype != KN_DT_UNDEFINED)
+            return kn_node_error(n, KN_ERR_INVALID, "input %d has dtype %s, expected %s", i, kn_dtype_name(v->dtype),
+                                 kn_dtype_name(prog.in_dt[i]));
     }
-    return infer_bcast(n, 0, n->n_inputs, KN_F32);
+    return infer_bcast(n, 0, n->n_inputs, prog.out_dt);
 }
 
 /* ---- the family table (execution: kn_exec_elementwise) ------------------------------------- */

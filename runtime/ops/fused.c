@@ -14,6 +14,7 @@
 
 #include "elementwise_int.h"
 #include "fused_int.h"
+#include "fused_q.h"
 #include "k_elementwise.h"
 #include "k_linalg.h"
 #include "nn_int.h"
@@ -53,13 +54,31 @@ bool kn_fused_has_sum(const kn_abi_post *post, int n)
 
 static int eltwise_alg(int kind) { return kind == KN_POST_LEAKY_RELU ? KN_POST_RELU : kind; }
 
+static bool same_params(const kn_abi_post *a, const kn_abi_post *b) { return a->alpha == b->alpha && a->beta == b->beta; }
+
+int kn_fused_clip_variant(const kn_abi_post *post, int i)
+{
+    int v = 0;
+    for (int j = 0; j < i; j++) {
+        if (post[j].kind != KN_POST_CLIP) continue;
+        bool seen = false; /* j's bounds were numbered at an earlier clip */
+        for (int k = 0; k < j && !seen; k++) seen = post[k].kind == KN_POST_CLIP && same_params(&post[k], &post[j]);
+        if (seen) continue;
+        if (same_params(&post[j], &post[i])) return v;
+        v++;
+    }
+    return v;
+}
+
 bool kn_fused_posts_collide(const kn_abi_post *post, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (post[i].kind == KN_POST_CLIP && kn_fused_clip_variant(post, i) >= KN_FUSED_CLIP_VARIANTS) return true;
         for (int j = i + 1; j < n; j++)
-            if (post[i].kind != KN_POST_SUM && eltwise_alg(post[i].kind) == eltwise_alg(post[j].kind) &&
-                (post[i].alpha != post[j].alpha || post[i].beta != post[j].beta))
+            if (post[i].kind != KN_POST_SUM && post[i].kind != KN_POST_CLIP &&
+                eltwise_alg(post[i].kind) == eltwise_alg(post[j].kind) && !same_params(&post[i], &post[j]))
                 return true;
+    }
     return false;
 }
 
@@ -269,6 +288,23 @@ bool kn_fused_ew_binary(kn_op op, kn_binary_op *out)
     return false;
 }
 
+static bool is_qdq(kn_op op) { return op == KN_OP_QuantizeLinear || op == KN_OP_DequantizeLinear; }
+
+/* The dtype of operand ref as step s reads it (`want`): an input takes the
+ * type of its first reader and every other reader must agree; an earlier
+ * step's result is f32, or 8-bit for a QuantizeLinear. */
+static int ew_type(const kn_opdesc *d, kn_ew_program *prog, int s, int ref, kn_dtype want)
+{
+    kn_dtype *in = ref >= 0 ? &prog->in_dt[ref] : NULL;
+    const kn_ew_step *from = ref < 0 ? &prog->steps[-ref - 1] : NULL;
+    kn_dtype have = in ? *in : from->op == KN_OP_QuantizeLinear ? from->q : KN_F32;
+    if (in && have == KN_DT_UNDEFINED) *in = have = want;
+    if (have != want)
+        return kn_op_error(d, KN_ERR_INVALID, "step %d reads %s %d as %s, which is %s", s, in ? "input" : "step",
+                           in ? ref : -ref - 1, kn_dtype_name(want), kn_dtype_name(have));
+    return KN_OK;
+}
+
 /* Checks operand ref of step s (a step before s, or an input) and marks it read. */
 static int ew_ref(const kn_opdesc *d, int s, int64_t ref, int n_inputs, bool *in_read, bool *step_read, int *out)
 {
@@ -278,6 +314,21 @@ static int ew_ref(const kn_opdesc *d, int s, int64_t ref, int n_inputs, bool *in
     if (ref >= 0) in_read[ref] = true;
     else step_read[-ref - 1] = true;
     *out = (int)ref;
+    return KN_OK;
+}
+
+/* A QuantizeLinear/DequantizeLinear step's parameters: a positive finite
+ * scale, a u8/s8 type and a zero point in it. */
+static int ew_qparams(const kn_opdesc *d, int s, kn_ew_step *st)
+{
+    float scale = st->p.alpha, zp = st->p.beta;
+    st->q = kn_q_out_dtype((int64_t)st->p.gamma);
+    if (st->q != KN_U8 && st->q != KN_I8)
+        return kn_op_error(d, KN_ERR_INVALID, "step %d: step_gamma %g names no 8-bit type (2 u8, 3 s8)", s, st->p.gamma);
+    double lo = st->q == KN_U8 ? 0 : -128, hi = st->q == KN_U8 ? 255 : 127;
+    if (!(isfinite(scale) && scale > 0) || !(zp >= lo && zp <= hi && zp == (float)(int)zp))
+        return kn_op_error(d, KN_ERR_INVALID, "step %d: scale %g and zero point %g do not quantize to %s", s, scale, zp,
+                           kn_dtype_name(st->q));
     return KN_OK;
 }
 
@@ -305,15 +356,20 @@ int kn_fused_ew_program(const kn_opdesc *d, int n_inputs, kn_ew_program *out)
         kn_ew_step *st = &out->steps[s];
         st->op = kn_op_from_name(steps->strings[s], "");
         st->binary = kn_fused_ew_binary(st->op, &st->bin);
-        if (!st->binary && !kn_fused_ew_unary_ok(st->op))
+        st->q = KN_DT_UNDEFINED;
+        if (!st->binary && !kn_fused_ew_unary_ok(st->op) && !is_qdq(st->op))
             return kn_op_error(d, KN_ERR_INVALID, "step %d: '%s' is not an elementwise op it runs", s, steps->strings[s]);
-        if (!st->binary) st->un = kn_ew_un_find(st->op)->k;
+        if (!st->binary && !is_qdq(st->op)) st->un = kn_ew_un_find(st->op)->k;
         st->p.alpha = al[s], st->p.beta = be[s], st->p.gamma = ga[s];
+        int rc = is_qdq(st->op) ? ew_qparams(d, s, st) : KN_OK;
         int need = st->binary ? 2 : 1;
-        if (at + need > n_ops)
+        if (!rc && at + need > n_ops)
             return kn_op_error(d, KN_ERR_INVALID, "operands has %d values, too few for the steps", n_ops);
-        int rc = ew_ref(d, s, ops[at++], n_inputs, in_read, step_read, &st->a);
+        kn_dtype want = st->op == KN_OP_DequantizeLinear ? st->q : KN_F32;
+        if (!rc) rc = ew_ref(d, s, ops[at++], n_inputs, in_read, step_read, &st->a);
+        if (!rc) rc = ew_type(d, out, s, st->a, want);
         if (!rc && st->binary) rc = ew_ref(d, s, ops[at++], n_inputs, in_read, step_read, &st->b);
+        if (!rc && st->binary) rc = ew_type(d, out, s, st->b, want);
         if (rc) return rc;
     }
     if (at != n_ops) return kn_op_error(d, KN_ERR_INVALID, "operands has %d values, the steps read %d", n_ops, at);
@@ -322,7 +378,28 @@ int kn_fused_ew_program(const kn_opdesc *d, int n_inputs, kn_ew_program *out)
     for (int s = 0; s < n - 1; s++)
         if (!step_read[s]) return kn_op_error(d, KN_ERR_INVALID, "the result of step %d is read by no later step", s);
     out->n_steps = n;
+    const kn_ew_step *last = &out->steps[n - 1];
+    out->out_dt = last->op == KN_OP_QuantizeLinear ? last->q : KN_F32;
     return KN_OK;
+}
+
+/* Step st of the reference program: QuantizeLinear/DequantizeLinear of a
+ * into *y with st's per-tensor scale and zero point. */
+static int exec_qdq_step(const kn_ew_step *st, const kn_tensor *a, kn_tensor *y)
+{
+    float scale = st->p.alpha;
+    uint8_t zp[1];
+    if (st->q == KN_U8) zp[0] = (uint8_t)(int)st->p.beta;
+    else {
+        int8_t z = (int8_t)(int)st->p.beta;
+        memcpy(zp, &z, 1);
+    }
+    kn_tensor ts = {.dtype = KN_F32, .rank = 0, .data = &scale, .nbytes = sizeof scale};
+    kn_tensor tz = {.dtype = st->q, .rank = 0, .data = zp, .nbytes = 1};
+    bool quant = st->op == KN_OP_QuantizeLinear;
+    int rc = kn_tensor_alloc(y, quant ? st->q : KN_F32, a->rank, a->dims);
+    if (rc) return rc;
+    return quant ? kn_k_quantize(a, &ts, &tz, 1, 0, y) : kn_k_dequantize(a, &ts, &tz, 1, 0, y);
 }
 
 static int exec_fused_elementwise(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)
@@ -331,7 +408,8 @@ static int exec_fused_elementwise(const kn_opdesc *d, const kn_tensor *const *in
     int st = kn_fused_ew_program(d, d->n_inputs, &prog);
     if (st) return st;
     for (int i = 0; i < d->n_inputs; i++)
-        if (!in[i] || in[i]->dtype != KN_F32) return kn_op_error(d, KN_ERR_INVALID, "input %d is missing or not f32", i);
+        if (!in[i] || in[i]->dtype != prog.in_dt[i])
+            return kn_op_error(d, KN_ERR_INVALID, "input %d is missing or not %s", i, kn_dtype_name(prog.in_dt[i]));
     kn_tensor tmp[KN_EW_MAX_STEPS];
     memset(tmp, 0, sizeof tmp);
     for (int s = 0; s < prog.n_steps && !st; s++) {
@@ -342,6 +420,8 @@ static int exec_fused_elementwise(const kn_opdesc *d, const kn_tensor *const *in
             const kn_tensor *ab[2] = {a, b};
             st = kn_k_broadcast_alloc(2, ab, KN_F32, &tmp[s]);
             if (!st) st = kn_k_binary(p->bin, a, b, &tmp[s]);
+        } else if (is_qdq(p->op)) {
+            st = exec_qdq_step(p, a, &tmp[s]);
         } else {
             st = kn_tensor_alloc(&tmp[s], KN_F32, a->rank, a->dims);
             if (!st) st = kn_k_unary(p->un, &p->p, a, &tmp[s]);

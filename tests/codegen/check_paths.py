@@ -266,6 +266,18 @@ def cases():
                   consts=[("w", f32([256, 256], lo=-0.2, hi=0.2))], tol=dtol))
     c.append(Case("MatMul_runtime_b", D, "MatMul", [("a", f32([256, 256], lo=-1, hi=1)),
                                                     ("b", f32([256, 256], lo=-0.2, hi=0.2))], tol=dtol))
+    # two clips with different bounds around a residual sum: oneDNN 2.x runs two post-ops of one algorithm
+    # with the first one's bounds, so the second clip takes clip_v2_use_dst_for_bwd (runtime/ops/fused_int.h)
+    c.append(Case("FusedMatMul_clip_sum_clip", D, None, [("a", f32([256, 256], lo=-1, hi=1)),
+                                                         ("r", f32([256, 256], lo=-2, hi=2))],
+                  domain_op="FusedMatMul",
+                  consts=[("w", f32([256, 256], lo=-0.2, hi=0.2)), ("lo1", np.array(0, np.float32)),
+                          ("hi1", np.array(0.5, np.float32)), ("lo2", np.array(-0.75, np.float32)),
+                          ("hi2", np.array(1.5, np.float32))],
+                  nodes=[helper.make_node("MatMul", ["a", "w"], ["t0"], name="n_mm"),
+                         helper.make_node("Clip", ["t0", "lo1", "hi1"], ["t1"], name="n_clip1"),
+                         helper.make_node("Add", ["t1", "r"], ["t2"], name="n_add"),
+                         helper.make_node("Clip", ["t2", "lo2", "hi2"], ["out"], name="n_clip2")], tol=dtol))
     c.append(Case("FusedMatMul", D, None, [("a", f32([256, 256], lo=-1, hi=1))], domain_op="FusedMatMul",
                   consts=[("w", f32([256, 256], lo=-0.2, hi=0.2)), ("bb", f32([256]))],
                   nodes=[helper.make_node("MatMul", ["a", "w"], ["t0"], name="n_mm"),
@@ -322,6 +334,27 @@ def cases():
                          helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["t1"], name="n_q"),
                          helper.make_node("DequantizeLinear", ["t1", "ys", "yz"], ["out"], name="n_dq")],
                   tol=(0.5 * 1.001, 0)))
+    # DequantizeLinear -> float ops -> QuantizeLinear as one generated loop (a FusedElementwise with 8-bit
+    # inputs and output, passes/fuse_elementwise.c): a residual Add of two 8-bit tensors with their own
+    # parameters, and a Sigmoid from s8 to u8; one output step apart at most (a sum or a polynomial that
+    # lands near a rounding tie)
+    qadd = [("as", np.array(0.04, np.float32)), ("az", np.array(120, np.uint8)),
+            ("bs", np.array(0.03, np.float32)), ("bz", np.array(90, np.uint8)),
+            ("ys", np.array(0.05, np.float32)), ("yz", np.array(100, np.uint8))]
+    c.append(Case("FusedElementwise_qadd", E, None, [("a", u8()), ("b", u8())], domain_op="FusedElementwise",
+                  consts=qadd,
+                  nodes=[helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"], name="n_dqa"),
+                         helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], name="n_dqb"),
+                         helper.make_node("Add", ["ad", "bd"], ["t0"], name="n_add"),
+                         helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["out"], name="n_q")],
+                  tol=(1.001, 0)))
+    c.append(Case("FusedElementwise_qsigmoid", E, None, [("x", i8(SHAPE))], domain_op="FusedElementwise",
+                  consts=[("xs", np.array(0.08, np.float32)), ("xz", np.array(-3, np.int8)),
+                          ("ys", np.array(1 / 256, np.float32)), ("yz", np.array(0, np.uint8))],
+                  nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
+                         helper.make_node("Sigmoid", ["xd"], ["t0"], name="n_sig"),
+                         helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["out"], name="n_q")],
+                  tol=(1.001, 0)))
     # dynamic: x quantized at run time inside the op (runtime/src/dnnl/dynq.c), a bias and a residual
     c.append(Case("QMatMul_dynamic", D, None, [("a", f32([64, 256], lo=-2, hi=3))], domain_op="QMatMul",
                   consts=[("wq", i8([256, 256])), ("ws", RNG.uniform(0.002, 0.01, 256).astype(np.float32)),

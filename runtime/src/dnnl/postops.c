@@ -15,6 +15,7 @@
 #include <dnnl.h>
 
 #include "dnnl_int.h"
+#include "fused_int.h"
 /* Fills attr's post-ops from the record, after a binary multiply by
  * `scale_md` and a binary add of `bias_md` when given (a bias that the
  * output scale must not scale). With res_md, the record's residual sum
@@ -43,7 +44,9 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
         case KN_POST_LEAKY_RELU: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, p->alpha, 0.f); break;
         case KN_POST_CLIP:
             if (!(p->alpha <= p->beta)) bad = 3; /* oneDNN refuses it; the compiler never writes it */
-            else st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip_v2, p->alpha, p->beta);
+            else st = dnnl_post_ops_append_eltwise(po, 1.f, kn_fused_clip_variant(rec->post, i) == 0 ?
+                                                   dnnl_eltwise_clip_v2 : dnnl_eltwise_clip_v2_use_dst_for_bwd,
+                                                   p->alpha, p->beta);
             break;
         case KN_POST_SIGMOID: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_logistic, 0.f, 0.f); break;
         case KN_POST_GELU_ERF: st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_gelu_erf, 0.f, 0.f); break;
