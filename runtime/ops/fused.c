@@ -14,7 +14,6 @@
 
 #include "elementwise_int.h"
 #include "fused_int.h"
-#include "fused_q.h"
 #include "k_elementwise.h"
 #include "k_linalg.h"
 #include "nn_int.h"
@@ -322,7 +321,7 @@ static int ew_ref(const kn_opdesc *d, int s, int64_t ref, int n_inputs, bool *in
 static int ew_qparams(const kn_opdesc *d, int s, kn_ew_step *st)
 {
     float scale = st->p.alpha, zp = st->p.beta;
-    st->q = kn_q_out_dtype((int64_t)st->p.gamma);
+    st->q = st->p.gamma == 2.0f ? KN_U8 : st->p.gamma == 3.0f ? KN_I8 : KN_DT_UNDEFINED; /* ONNX element types */
     if (st->q != KN_U8 && st->q != KN_I8)
         return kn_op_error(d, KN_ERR_INVALID, "step %d: step_gamma %g names no 8-bit type (2 u8, 3 s8)", s, st->p.gamma);
     double lo = st->q == KN_U8 ? 0 : -128, hi = st->q == KN_U8 ? 255 : 127;
