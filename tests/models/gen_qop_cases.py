@@ -25,11 +25,10 @@ QLinearAdd, QLinearMul, QLinearConcat, QLinearGlobalAveragePool,
 QLinearSigmoid, QLinearLeakyRelu, QGemm, DynamicQuantizeMatMul,
 MatMulIntegerToFloat, DynamicQuantizeLSTM.
 
-Not here: opset 21 blocked quantization (QuantizeLinear/DequantizeLinear
-with block_size). onnxruntime 1.18.1 loads such a model but ignores
-block_size and fails at run time ("scale must be 1D tensor with size N"),
-so there is no reference output to test against; onnx 1.15 also does not
-know opset 21.
+Opset 21 blocked quantization (QuantizeLinear/DequantizeLinear with
+block_size: a scale and zero point per block of block_size elements
+along the axis) is written at opset 21 (Case.opset); onnxruntime 1.32 is
+its reference (1.18 ignored block_size).
 
 Does nothing if OUT_DIR holds the cases of this version of the script and
 the same libraries (OUT_DIR/stamp). --list prints the case names (CMake
@@ -72,6 +71,7 @@ class Case:
         self.inputs, self.inits, self.tol, self.consts = {}, [], {}, {}
         self.node = None
         self.domain_ms = False
+        self.opset = OPSET
 
     def input(self, name, value):
         self.inputs[name] = np.asarray(value)
@@ -118,9 +118,9 @@ class Case:
         ins = [helper.make_tensor_value_info(n, NP2TP[v.dtype], list(v.shape)) for n, v in self.inputs.items()]
         outs = [helper.make_tensor_value_info(n, t, None) for n, t in zip(self.node.output, self.out_types()) if n]
         graph = helper.make_graph([self.node], self.name, ins, outs, self.inits)
-        opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(MS, 1)] if self.domain_ms else [])
+        opsets = [helper.make_opsetid("", self.opset)] + ([helper.make_opsetid(MS, 1)] if self.domain_ms else [])
         m = helper.make_model(graph, opset_imports=opsets, producer_name="kiln-tests-qop")
-        m.ir_version = 8
+        m.ir_version = 8 if self.opset < 21 else 10
         return m
 
     def out_types(self):
@@ -193,6 +193,27 @@ def dequantizelinear_i32_bias(c):
     c.input("x", c.rng.integers(-100000, 100000, size=(64,)).astype(np.int32))
     c.op("DequantizeLinear", ["x", c.const("x_scale", np.float32(0.0003))], ["y"])
     c.floattol("y", 0, "one float multiply", rtol=1e-6)
+
+
+@case
+def dequantizelinear_s8_blocked(c):
+    # opset 21: one scale and zero point per 16 elements along axis 1 (weights with block scales); the
+    # last block of 40 is short (8 elements)
+    c.opset = 21
+    c.input("x", c.s8((3, 40)))
+    c.op("DequantizeLinear", ["x", c.const("x_scale", c.rng.uniform(0.01, 0.2, (3, 3)).astype(np.float32)),
+                              c.const("x_zero_point", c.s8((3, 3), -6, 6))], ["y"], axis=1, block_size=16)
+    c.floattol("y", 0, "one float multiply: (x - zp) * scale", rtol=1e-6)
+
+
+@case
+def quantizelinear_u8_blocked(c):
+    # opset 21: blocks of 3 rows along axis 0, u8 with a zero point per block and column
+    c.opset = 21
+    c.input("x", c.f32((6, 8), 2.0))
+    c.op("QuantizeLinear", ["x", c.const("y_scale", c.rng.uniform(0.01, 0.05, (2, 8)).astype(np.float32)),
+                            c.const("y_zero_point", c.u8((2, 8), 100, 150))], ["y"], axis=0, block_size=3)
+    c.step("y")
 
 
 # ----------------------------------------------------------------- QLinearConv --
