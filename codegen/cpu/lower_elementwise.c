@@ -116,6 +116,7 @@ struct ew_ctx {
     /* kiln::FusedElementwise: its steps, and each Pow step's constant exponent */
     const kn_ew_program *prog;
     double step_pow[KN_EW_MAX_STEPS];
+    LLVMValueRef lut; /* an 8-bit program as a [256 x i8] table (lower_fused_lut) */
 };
 
 static LLVMValueRef load_raw(kn_cg *cg, kn_dtype dt, LLVMValueRef base, LLVMValueRef idx)
@@ -1075,6 +1076,65 @@ static LLVMValueRef body_fused(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
     return r[prog->n_steps - 1];
 }
 
+/* ---- an 8-bit FusedElementwise as a lookup table ---------------------------------------------
+ * A program whose output is 8-bit and whose one varying input is 8-bit
+ * (the others constant scalars: DequantizeLinear → Sigmoid →
+ * QuantizeLinear, say) is a function of 256 values. The reference kernel
+ * computes them at compile time and the loop is y[i] = table[x[i]]: the
+ * reference's answers bit for bit, for any step (no polynomial of exp or
+ * erf to round differently at a tie) at one load per element. */
+
+/* The index of the one varying 8-bit input of an 8-bit program, or -1. */
+static int lut_input(const kn_node *n, const kn_ew_program *prog)
+{
+    if (prog->out_dt != KN_U8 && prog->out_dt != KN_I8) return -1;
+    int k = -1;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const kn_value *v = n->inputs[i];
+        if (v->const_data && kn_tensor_numel(v->const_data) == 1) continue;
+        if (k >= 0 || (prog->in_dt[i] != KN_U8 && prog->in_dt[i] != KN_I8)) return -1;
+        k = i;
+    }
+    return k >= 0 && kn_cg_numel(n->inputs[k]) == kn_cg_numel(n->outputs[0]) ? k : -1;
+}
+
+static LLVMValueRef body_lut(kn_cg *cg, const ew_ctx *c, LLVMValueRef *v)
+{
+    LLVMValueRef idx[2] = {kn_cg_i64(cg, 0), LLVMBuildZExt(cg->b, v[0], cg->t_i64, "")};
+    LLVMTypeRef at = LLVMArrayType(cg->t_i8, 256);
+    return LLVMBuildLoad2(cg->b, cg->t_i8, LLVMBuildInBoundsGEP2(cg->b, at, c->lut, idx, 2, ""), "");
+}
+
+/* Emits n as table[x] with x = input k; UNSUPPORTED when the table cannot be computed. */
+static int lower_fused_lut(kn_cg *cg, const kn_node *n, const kn_ew_program *prog, int k)
+{
+    kn_dtype xdt = prog->in_dt[k];
+    uint8_t all[256];
+    for (int i = 0; i < 256; i++) all[i] = (uint8_t)i; /* index = the byte, for s8 too */
+    int64_t d256 = 256;
+    kn_tensor x = {.dtype = xdt, .rank = 1, .dims = {256}, .data = all, .nbytes = sizeof all};
+    const kn_tensor *in[KN_EW_MAX_INPUTS];
+    for (int i = 0; i < n->n_inputs; i++) in[i] = i == k ? &x : n->inputs[i]->const_data;
+    kn_tensor out[1];
+    memset(out, 0, sizeof out);
+    int st = kn_node_eval(NULL, n, in, out);
+    if (st || out[0].dtype != prog->out_dt || kn_tensor_numel(&out[0]) != d256) {
+        kn_tensor_free(&out[0]);
+        kn_error_clear(); /* the runtime kernel reports it, naming the node */
+        return KN_ERR_UNSUPPORTED;
+    }
+    LLVMValueRef elems[256];
+    for (int i = 0; i < 256; i++) elems[i] = LLVMConstInt(cg->t_i8, ((const uint8_t *)out[0].data)[i], 0);
+    kn_tensor_free(&out[0]);
+    ew_ctx c;
+    if (!ctx_init(cg, &c, n, n->n_inputs, body_lut)) return KN_ERR_UNSUPPORTED;
+    c.ops[0] = n->inputs[k];
+    c.n_ops = 1;
+    c.raw[0] = c.out_raw = true;
+    c.lut = kn_cg_const_global(cg, "kn_lut", LLVMConstArray(cg->t_i8, elems, 256), 64);
+    return emit_map(cg, &c, n->outputs[0]);
+}
+
 static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
 {
     ew_ctx c;
@@ -1090,6 +1150,8 @@ static int lower_fused_elementwise(kn_cg *cg, const kn_node *n)
     for (int k = 0; k < c.n_ops; k++)
         if (c.ops[k]->dtype != prog.in_dt[k]) return KN_ERR_UNSUPPORTED;
     if (c.out_dt != prog.out_dt) return KN_ERR_UNSUPPORTED;
+    int k = lut_input(n, &prog);
+    if (k >= 0) return lower_fused_lut(cg, n, &prog, k);
     c.prog = &prog;
     for (int s = 0; s < prog.n_steps; s++) {
         const kn_ew_step *st = &prog.steps[s];
