@@ -256,6 +256,22 @@ static bool take_residual(kn_pass_ctx *ctx, qgroup *q, kn_node *u)
     return true;
 }
 
+/* Takes u when it adds a constant row bias (N f32 values along the last
+ * axis) to the group's result before any post-op: into bias[N]. */
+static bool take_row_bias(qgroup *q, kn_node *u, int64_t N, float *bias)
+{
+    if (u->op != KN_OP_Add || q->n_post || !u->outputs[0]) return false;
+    kn_value *a = kn_node_input(u, 0), *b = kn_node_input(u, 1), *other = a == q->out ? b : a;
+    if (other == q->out || !kn_shape_same(&u->outputs[0]->shape, &q->out->shape)) return false;
+    bool row = other->const_data && other->dtype == KN_F32 && const_numel(other) == N && other->shape.rank >= 1 &&
+               other->shape.dims[other->shape.rank - 1] == N;
+    if (!row) return false;
+    for (int64_t i = 0; i < N; i++) bias[i] += (float)const_at(other, i);
+    q->bias = other;
+    take(q, u);
+    return true;
+}
+
 /* The dynamic form: a bias Add of a constant with the output's N values
  * (into *bias), activations, and a float residual Add; never quantized. */
 static void grow_dynamic(kn_pass_ctx *ctx, qgroup *q, int64_t N, float *bias)
@@ -264,18 +280,10 @@ static void grow_dynamic(kn_pass_ctx *ctx, qgroup *q, int64_t N, float *bias)
     while ((u = sole_user(q->out)) && u->n_outputs >= 1 && u->outputs[0] && q->n_nodes < 12) {
         kn_abi_post p;
         const char *why;
+        if (take_row_bias(q, u, N, bias)) continue;
         if (u->op == KN_OP_Add) {
             kn_value *a = kn_node_input(u, 0), *b = kn_node_input(u, 1), *other = a == q->out ? b : a;
             if (other == q->out || !kn_shape_same(&u->outputs[0]->shape, &q->out->shape)) return;
-            int64_t n = const_numel(other);
-            bool row = other->const_data && other->dtype == KN_F32 && n == N && other->shape.rank >= 1 &&
-                       other->shape.dims[other->shape.rank - 1] == N;
-            if (row && q->n_post == 0) {
-                for (int64_t i = 0; i < N; i++) bias[i] += (float)const_at(other, i);
-                q->bias = other;
-                take(q, u);
-                continue;
-            }
             if (q->residual || q->n_post == KN_FUSED_MAX_POST || other->dtype != KN_F32 ||
                 !kn_shape_same(&other->shape, &q->out->shape)) {
                 kn_pass_remark(ctx, "%s '%s' + Add '%s': neither a constant row bias nor a residual", q->what,
@@ -611,8 +619,13 @@ static int lower_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, bool *changed
     } else {
         qgroup q = {.head = n, .what = n->op_type, .nodes = {n}, .n_nodes = 1, .out = n->outputs[0],
                     .dynamic = dyn != NULL, .inner = -1};
-        if (dyn) grow_dynamic(ctx, &q, N, bias);
-        else grow(ctx, &q);
+        if (dyn) {
+            grow_dynamic(ctx, &q, N, bias);
+        } else {
+            kn_node *u = sole_user(q.out); /* MatMul → Add(bias), as QDQ exports of Linear layers have it */
+            if (u && !gemm) take_row_bias(&q, u, N, bias);
+            grow(ctx, &q);
+        }
         if (group_ok(ctx, &q)) {
             kn_value *s, *b, *w = tb ? transposed(g, n, wq) : wq;
             st = w ? scales_and_bias(g, &q, xq.scale, ws, bias, N, &s, &b) : kn_error(KN_ERR_NOMEM, "out of memory");

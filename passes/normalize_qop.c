@@ -16,7 +16,17 @@
  * float), QLinearAdd / QLinearMul → Add / Mul (a QLinearAdd after a
  * QLinearConv becomes that conv group's residual Add), QLinearConcat →
  * Concat, QLinearGlobalAveragePool (channels_last=0) → GlobalAveragePool,
- * QLinearSigmoid → Sigmoid, QLinearLeakyRelu → LeakyRelu.
+ * QLinearSigmoid → Sigmoid, QLinearLeakyRelu → LeakyRelu; and the
+ * dynamic contrib ops into the canonical dynamic form:
+ *
+ *   %y = DynamicQuantizeMatMul(%a, %b, bs, bz, %bias)
+ *     →  %q, %qs, %qz = DynamicQuantizeLinear(%a)
+ *        %y = Add(MatMul(DequantizeLinear(%q, %qs, %qz),
+ *                        DequantizeLinear(%b, bs, bz, axis=1)), %bias)
+ *
+ * and MatMulIntegerToFloat(A, B, as, bs, az, bz, bias) likewise, with A
+ * dequantized by its own parameters (dynamic when they are a
+ * DynamicQuantizeLinear's outputs).
  *
  * What the grouping does not take runs as DequantizeLinear → float op →
  * QuantizeLinear, which rounds where onnxruntime's integer kernel rounds
@@ -293,6 +303,73 @@ static int norm_concat(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
     return st ? st : finish(ctx, g, n, f, ys, yz);
 }
 
+/* B's scale and zero point per tensor or per column of a 2-D B: the
+ * DequantizeLinear's axis (-1: per tensor), or -2 when they are neither. */
+static int b_axis(const kn_value *b, const kn_value *bs, const kn_value *bz)
+{
+    int64_t nb = numel(bs), nz = bz ? numel(bz) : 1;
+    if (!b || b->shape.rank != 2 || nb < 1 || (bz && nz < 1)) return -2;
+    int64_t N = b->shape.dims[1];
+    if ((nb != 1 && nb != N) || (nz != 1 && nz != N)) return -2;
+    return nb == 1 && nz == 1 ? -1 : 1;
+}
+
+/* Y = MatMul(ad, DequantizeLinear(B, bs, bz)) [+ bias] replacing n. */
+static int matmul_to_float(kn_pass_ctx *ctx, kn_graph *g, kn_node *n, kn_value *ad, kn_value *b, kn_value *bs,
+                           kn_value *bz, int axis, kn_value *bias)
+{
+    kn_value *bd = dq(g, n, "dq_b", b, bs, bz, axis);
+    if (!ad || !bd) return kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_value *in[2] = {ad, bd};
+    kn_node *f = mk(g, KN_OP_MatMul, n, "matmul", 2, in);
+    if (f && bias) { /* the Add takes n's name (finish), the product is "<n>.matmul" */
+        kn_value *add_in[2] = {f->outputs[0], bias};
+        f = mk(g, KN_OP_Add, n, "bias", 2, add_in);
+    }
+    return finish(ctx, g, n, f, NULL, NULL);
+}
+
+/* com.microsoft DynamicQuantizeMatMul(A, B, b_scale, b_zero_point?, bias?):
+ * A quantized to u8 at run time as DynamicQuantizeLinear does, times B
+ * dequantized, plus bias: the canonical dynamic form, which the grouping
+ * lowers to a dynamic QMatMul. */
+static int norm_dynamic_matmul(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
+{
+    kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1), *bs = kn_node_input(n, 2);
+    kn_value *bz = kn_node_input(n, 3), *bias = kn_node_input(n, 4);
+    int axis = b_axis(b, bs, bz);
+    if (!a || axis == -2 || !bs->const_data || (bz && !bz->const_data)) {
+        kn_pass_remark(ctx, "DynamicQuantizeMatMul '%s': B is not 2-D with constant scales per tensor or column",
+                       n->name);
+        return KN_OK;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s.dql", n->name);
+    kn_node *q = kn_node_create(g, KN_OP_DynamicQuantizeLinear, kn_graph_lookup(g, name) ? NULL : name, 1, &a, 3);
+    if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
+    return matmul_to_float(ctx, g, n, dq(g, n, "dq_a", q->outputs[0], q->outputs[1], q->outputs[2], -1), b, bs, bz,
+                           axis, bias);
+}
+
+/* com.microsoft MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point?,
+ * b_zero_point?, bias?): both sides dequantized, their product plus bias
+ * (dynamic when A and its parameters come from a DynamicQuantizeLinear). */
+static int norm_matmul_to_float(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
+{
+    kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1), *as = kn_node_input(n, 2), *bs = kn_node_input(n, 3);
+    kn_value *az = kn_node_input(n, 4), *bz = kn_node_input(n, 5), *bias = kn_node_input(n, 6);
+    int axis = b_axis(b, bs, bz);
+    bool dyn = a && a->producer && a->producer->op == KN_OP_DynamicQuantizeLinear && a->producer->n_outputs == 3 &&
+               as == a->producer->outputs[1] && (!az || az == a->producer->outputs[2]);
+    if (!a || axis == -2 || !bs->const_data || (bz && !bz->const_data) ||
+        !(dyn || (scalar_const(as, false) && scalar_const(az, true)))) {
+        kn_pass_remark(ctx, "MatMulIntegerToFloat '%s': A's parameters are neither constants per tensor nor a "
+                       "DynamicQuantizeLinear's, or B is not 2-D with constant scales per tensor or column", n->name);
+        return KN_OK;
+    }
+    return matmul_to_float(ctx, g, n, dq(g, n, "dq_a", a, as, az, -1), b, bs, bz, axis, bias);
+}
+
 int kn_normalize_qop(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
 {
     *out_changed = false;
@@ -314,6 +391,8 @@ int kn_normalize_qop(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         case KN_OP_QLinearLeakyRelu:
         case KN_OP_QLinearGlobalAveragePool: st = norm_elementwise(ctx, g, n); break;
         case KN_OP_QLinearConcat: st = norm_concat(ctx, g, n); break;
+        case KN_OP_DynamicQuantizeMatMul: st = norm_dynamic_matmul(ctx, g, n); break;
+        case KN_OP_MatMulIntegerToFloat: st = norm_matmul_to_float(ctx, g, n); break;
         default: break;
         }
     }
