@@ -179,8 +179,8 @@ def _make_case_task(spec, d, with_spec):
         return False, spec, str(e)
 
 
-def _gen_case_task(seed, max_nodes, d, with_spec):
-    spec = graphgen.generate(seed, max_nodes=max_nodes)
+def _gen_case_task(seed, max_nodes, d, with_spec, only=None):
+    spec = graphgen.generate(seed, max_nodes=max_nodes, only=only)
     return (None, None, None) if spec is None else _make_case_task(spec, d, with_spec)
 
 
@@ -204,11 +204,11 @@ def make_case(spec, d, with_spec=True):
     return ok
 
 
-def gen_case(seed, max_nodes, d, with_spec):
+def gen_case(seed, max_nodes, d, with_spec, only=None):
     """(made, spec) for seed, generated and written by the worker; spec is
     None when the generator gave up on the seed."""
     try:
-        ok, spec = _finish_task(_in_worker(_gen_case_task, seed, max_nodes, d, with_spec), d)
+        ok, spec = _finish_task(_in_worker(_gen_case_task, seed, max_nodes, d, with_spec, only), d)
     except GenBug:
         shutil.rmtree(d, ignore_errors=True)
         raise
@@ -424,7 +424,7 @@ def gen_batch(seeds, work, stats, args):
     for s in seeds:
         d = os.path.join(work, "s%d" % s)
         try:
-            ok, spec = gen_case(s, args.max_nodes, d, bool(args.keep))
+            ok, spec = gen_case(s, args.max_nodes, d, bool(args.keep), args.only)
             if spec is None:
                 continue
             if ok:
@@ -520,6 +520,8 @@ def main():
     ap.add_argument("--keep", help="keep case folders here")
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--require-coverage", action="store_true")
+    ap.add_argument("--only", type=lambda v: v.split(","), default=None,
+                    help="draw only these generators (graphgen.OPS keys, comma-separated) for a focused run")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if args.regress:

@@ -1189,15 +1189,38 @@ def g_qdq(b):
     activation, DQ of s8 weights (7-bit: CPUs without VNNI sum u8 x s8 pairs
     in saturating 16-bit lanes, in onnxruntime's kernels and oneDNN's alike)
     and of an int32 bias, Conv or MatMul, maybe Relu, Q -> DQ. Or a plain
-    Q -> DQ (the generated per-tensor loops). The group's result, which may
+    Q -> DQ (the generated per-tensor loops). Or an elementwise op between
+    quantizations: DQ -> Add/Mul of a second quantized tensor (its own
+    parameters), or Sigmoid/HardSwish/LeakyRelu -> Q -> DQ (one
+    FusedElementwise loop with 8-bit inputs and output; a lookup table for
+    the unary ops: passes/fuse_elementwise.c). The group's result, which may
     differ from onnxruntime's by one output step (one rounding instead of
     two), feeds nothing else (terminal): its "quant" family allows the step."""
     # an exact input: a value within its tolerance could round to the next step
     x = b.pick(lambda t: flt(t) and t.exact and t.numel <= 200000 and all(d >= 1 for d in t.shape))
     xs, xz = b.choice([0.02, 0.05, 0.1]), b.choice([0, 128, 100])
     xd = _dq(b, _q(b, x, xs, xz), xs, xz)
-    kind = "conv" if x.rank == 4 and b.chance(0.6) else b.choice(["matmul", "plain"])
+    kind = "conv" if x.rank == 4 and b.chance(0.6) else b.choice(["matmul", "plain", "elementwise"])
     if kind == "plain" or (kind == "conv" and x.rank != 4):
+        return
+    if kind == "elementwise":
+        op = b.choice(["Add", "Mul", "Sigmoid", "HardSwish", "LeakyRelu"])
+        if op == "HardSwish" and b.opset < 14:
+            raise Reject()
+        ins, attrs = [xd], {}
+        if op in ("Add", "Mul"):
+            x2 = b.pick(lambda t: flt(t) and t.exact and t.shape == x.shape)
+            s2, z2 = b.choice([0.03, 0.07]), b.choice([0, 90, 128])
+            ins.append(_dq(b, _q(b, x2, s2, z2), s2, z2))
+        if op == "LeakyRelu":
+            attrs["alpha"] = b.choice([0.01, 0.2])
+        family = "transc" if op == "Sigmoid" else "arith"
+        y = b.node(op, ins, [T(None, F32, x.shape, small=True)], family, **attrs)
+        ys, yz = (1 / 256, 0) if op == "Sigmoid" else (b.choice([0.02, 0.05, 0.1]), b.choice([0, 128]))
+        yq = _q(b, y, ys, yz, family=["quant", ys])
+        yq.terminal = True
+        r = _dq(b, yq, ys, yz)
+        r.terminal = True
         return
     if kind == "conv":
         n, c, h, w_ = x.shape
