@@ -812,6 +812,43 @@ static int normalize_q_clip(kn_pass_ctx *ctx, kn_graph *g, kn_node *clip, bool *
     return KN_OK;
 }
 
+/* DequantizeLinear → GlobalAveragePool → QuantizeLinear of one 8-bit type,
+ * per tensor, becomes com.microsoft QLinearGlobalAveragePool (NCHW), which
+ * the cpu backend runs as an integer sum per channel (one pass over the
+ * bytes instead of a float tensor four times their size). */
+static int compose_qgap(kn_pass_ctx *ctx, kn_graph *g, kn_node *gap, bool *changed)
+{
+    qparam xp, yp;
+    kn_value *gv = kn_node_input(gap, 0);
+    kn_node *d = dq_input(gv, &xp), *q = gap->n_outputs == 1 ? sole_user(gap->outputs[0]) : NULL;
+    if (!d || !q || sole_user(gv) != gap || !q_params(q, &yp) || yp.dt != xp.dt || gv->shape.rank < 3) return KN_OK;
+    kn_value *in[5] = {kn_node_input(d, 0), kn_node_input(d, 1), kn_node_input(d, 2), kn_node_input(q, 1),
+                       kn_node_input(q, 2)};
+    if (!in[2] || !in[4]) { /* QLinearGlobalAveragePool's zero points are required */
+        kn_pass_remark(ctx, "GlobalAveragePool '%s': a zero point is omitted", gap->name);
+        return KN_OK;
+    }
+    kn_node *n = kn_node_create(g, KN_OP_QLinearGlobalAveragePool, NULL, 5, in, 1);
+    if (!n || set_int(n, "channels_last", 0)) return kn_error(KN_ERR_NOMEM, "out of memory");
+    kn_value *y = q->outputs[0];
+    n->outputs[0]->dtype = y->dtype;
+    n->outputs[0]->shape = y->shape;
+    bool named = y->flags & KN_VALUE_GRAPH_OUTPUT;
+    if (!kn_pm_replace(y, n->outputs[0])) return KN_OK; /* the new node goes with dce */
+    if (!named) kn_value_swap_names(y, n->outputs[0]);
+    kn_node_remove(q);
+    kn_node_remove(gap);
+    kn_node_remove(d);
+    char *name = kn_arena_strdup(&g->model->arena, gap->name);
+    if (!name) return kn_error(KN_ERR_NOMEM, "out of memory");
+    n->name = name;
+    const kn_op_info *oi = kn_op_get(KN_OP_QLinearGlobalAveragePool);
+    int st = kn_model_opset(g->model, oi->domain) ? KN_OK : kn_model_set_opset(g->model, oi->domain, 1);
+    ctx->rewrites++;
+    *changed = true;
+    return st;
+}
+
 int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
 {
     *out_changed = false;
@@ -826,6 +863,7 @@ int kn_pass_lower_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
     for (int i = 0; i < nh && !st; i++) {
         if (heads[i]->op == KN_OP_MatMulInteger) st = normalize_matmul_integer(ctx, g, heads[i], out_changed);
         if (heads[i]->op == KN_OP_Clip) st = normalize_q_clip(ctx, g, heads[i], out_changed);
+        if (heads[i]->op == KN_OP_GlobalAveragePool) st = compose_qgap(ctx, g, heads[i], out_changed);
     }
     /* movement first: a MaxPool between two convolutions then hands them 8-bit tensors */
     for (int i = 0; i < nh && !st; i++)

@@ -15,8 +15,7 @@
  * with scale alpha*a_scale*b_scale; without y_scale the result stays
  * float), QLinearAdd / QLinearMul → Add / Mul (a QLinearAdd after a
  * QLinearConv becomes that conv group's residual Add), QLinearConcat →
- * Concat, QLinearGlobalAveragePool (channels_last=0) → GlobalAveragePool,
- * QLinearSigmoid → Sigmoid, QLinearLeakyRelu → LeakyRelu; and the
+ * Concat, QLinearSigmoid → Sigmoid, QLinearLeakyRelu → LeakyRelu; and the
  * dynamic contrib ops into the canonical dynamic form:
  *
  *   %y = DynamicQuantizeMatMul(%a, %b, bs, bz, %bias)
@@ -238,8 +237,10 @@ static int norm_qgemm(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
 }
 
 /* QLinearAdd / QLinearMul (A, as, az, B, bs, bz, cs, cz): inputs at 0 and
- * 3; QLinearSigmoid / QLinearLeakyRelu / QLinearGlobalAveragePool (X, xs,
- * xz, ys, yz): input at 0 only. */
+ * 3; QLinearSigmoid / QLinearLeakyRelu (X, xs, xz, ys, yz): input at 0
+ * only. (QLinearGlobalAveragePool stays: the cpu backend runs it as an
+ * integer sum, and lower-qdq makes one of DequantizeLinear →
+ * GlobalAveragePool → QuantizeLinear.) */
 static int norm_elementwise(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
 {
     bool binary = n->op == KN_OP_QLinearAdd || n->op == KN_OP_QLinearMul;
@@ -249,11 +250,6 @@ static int norm_elementwise(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
     for (int k = 0; k < nq; k++)
         ok = ok && kn_node_input(n, 3 * k) && scalar_const(kn_node_input(n, 3 * k + 1), false) &&
              scalar_const(kn_node_input(n, 3 * k + 2), true);
-    if (n->op == KN_OP_QLinearGlobalAveragePool && kn_attr_int(n, "channels_last", 0)) {
-        kn_pass_remark(ctx, "QLinearGlobalAveragePool '%s': channels_last=1 (ONNX's GlobalAveragePool is NCHW)",
-                       n->name);
-        return KN_OK;
-    }
     if (!ok) {
         kn_pass_remark(ctx, "%s '%s': the scales and zero points are not constants per tensor", n->op_type, n->name);
         return KN_OK;
@@ -267,8 +263,7 @@ static int norm_elementwise(kn_pass_ctx *ctx, kn_graph *g, kn_node *n)
     kn_op op = n->op == KN_OP_QLinearAdd ? KN_OP_Add
                : n->op == KN_OP_QLinearMul ? KN_OP_Mul
                : n->op == KN_OP_QLinearSigmoid ? KN_OP_Sigmoid
-               : n->op == KN_OP_QLinearLeakyRelu ? KN_OP_LeakyRelu
-                                                  : KN_OP_GlobalAveragePool;
+                                                : KN_OP_LeakyRelu;
     kn_node *f = mk(g, op, n, "float", nq, in);
     int st = f && op == KN_OP_LeakyRelu ? copy_attrs(f, n, NULL) : KN_OK;
     return st ? st : finish(ctx, g, n, f, ys, yz);
@@ -388,8 +383,7 @@ int kn_normalize_qop(kn_pass_ctx *ctx, kn_graph *g, bool *out_changed)
         case KN_OP_QLinearAdd:
         case KN_OP_QLinearMul:
         case KN_OP_QLinearSigmoid:
-        case KN_OP_QLinearLeakyRelu:
-        case KN_OP_QLinearGlobalAveragePool: st = norm_elementwise(ctx, g, n); break;
+        case KN_OP_QLinearLeakyRelu: st = norm_elementwise(ctx, g, n); break;
         case KN_OP_QLinearConcat: st = norm_concat(ctx, g, n); break;
         case KN_OP_DynamicQuantizeMatMul: st = norm_dynamic_matmul(ctx, g, n); break;
         case KN_OP_MatMulIntegerToFloat: st = norm_matmul_to_float(ctx, g, n); break;

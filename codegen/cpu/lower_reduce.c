@@ -1083,6 +1083,64 @@ static int lower_global_pool(kn_cg *cg, const kn_node *n)
     return KN_OK;
 }
 
+/* A constant scalar parameter of n (input i): f32 scale, or a zero point of
+ * dtype dt (absent: 0). False when it is neither. */
+static bool q_scalar(const kn_node *n, int i, kn_dtype dt, double *out)
+{
+    const kn_value *v = kn_node_input(n, i);
+    *out = 0;
+    if (!v) return dt != KN_F32;
+    if (!v->const_data || v->dtype != dt || kn_tensor_numel(v->const_data) != 1) return false;
+    *out = kn_load_f64(dt, v->const_data->data, 0);
+    return true;
+}
+
+/* com.microsoft QLinearGlobalAveragePool over NCHW (passes/lower_qdq.c
+ * makes one of DequantizeLinear → GlobalAveragePool → QuantizeLinear):
+ * per plane the integer sum of its 8-bit values, requantized as the
+ * reference kernel does, rint((float)(sum - xz·S) · xs/(ys·S)) + yz,
+ * saturated: one pass over the bytes, where DequantizeLinear wrote four
+ * times as many. */
+static int lower_qlinear_gap(kn_cg *cg, const kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
+    if (!x || !is_static(x) || !only_out0(n) || !is_static(y) || (x->dtype != KN_U8 && x->dtype != KN_I8) ||
+        y->dtype != x->dtype || x->shape.rank < 3 || kn_attr_int(n, "channels_last", 0))
+        return KN_ERR_UNSUPPORTED;
+    double xs, xz, ys, yz;
+    if (!q_scalar(n, 1, KN_F32, &xs) || !q_scalar(n, 2, x->dtype, &xz) || !q_scalar(n, 3, KN_F32, &ys) ||
+        !q_scalar(n, 4, x->dtype, &yz))
+        return KN_ERR_UNSUPPORTED;
+    int64_t planes = span(x, 0, 2), S = span(x, 2, x->shape.rank);
+    /* the sum and sum - xz*S stay in i32 */
+    if (kn_cg_numel(y) != planes || S < 1 || S > (INT32_MAX / 2) / 256) return KN_ERR_UNSUPPORTED;
+    float scale = (float)xs / ((float)ys * (float)S); /* the reference kernel's float arithmetic */
+    bool u = x->dtype == KN_U8;
+    LLVMBuilderRef b = cg->b;
+    LLVMTypeRef i32 = cg->t_i32, f = cg->t_float;
+    LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y), acc = entry_alloca(cg, i32, 1);
+    kn_cg_loop lp, ls;
+    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, planes, "pl");
+    LLVMValueRef base = LLVMBuildMul(b, pl, kn_cg_i64(cg, S), "");
+    st(cg, LLVMConstInt(i32, 0, 0), acc);
+    LLVMValueRef v = kn_cg_load(cg, x->dtype, px, LLVMBuildAdd(b, base, kn_cg_loop_begin(cg, &ls, S, "s"), ""));
+    v = u ? LLVMBuildZExt(b, v, i32, "") : LLVMBuildSExt(b, v, i32, "");
+    st(cg, LLVMBuildAdd(b, ld(cg, i32, acc), v, ""), acc);
+    kn_cg_loop_end(cg, &ls);
+    LLVMValueRef c = LLVMBuildSub(b, ld(cg, i32, acc), LLVMConstInt(i32, (uint64_t)(int64_t)(xz * (double)S), 1), "");
+    LLVMValueRef r = LLVMBuildFMul(b, LLVMBuildSIToFP(b, c, f, ""), fconst(f, scale), "");
+    r = kn_cg_intrinsic(cg, "llvm.roundeven", f, &r, 1);
+    r = LLVMBuildFAdd(b, r, fconst(f, yz), "");
+    LLVMValueRef lohi[2] = {r, fconst(f, u ? 0.0 : -128.0)};
+    r = kn_cg_intrinsic(cg, "llvm.maxnum", f, lohi, 2);
+    LLVMValueRef hi[2] = {r, fconst(f, u ? 255.0 : 127.0)};
+    r = kn_cg_intrinsic(cg, "llvm.minnum", f, hi, 2);
+    LLVMValueRef q = u ? LLVMBuildFPToUI(b, r, cg->t_i8, "") : LLVMBuildFPToSI(b, r, cg->t_i8, "");
+    kn_cg_store(cg, y->dtype, py, pl, q);
+    kn_cg_loop_end(cg, &lp);
+    return KN_OK;
+}
+
 /* 1-D/2-D pooling with the output row innermost: for each output row and each
  * kernel row inside the input, each kernel column folds the range of output
  * columns whose tap lies inside the input (a compile-time range) into a row
@@ -1328,5 +1386,6 @@ const kn_cg_lowering kn_cg_lower_reduce[] = {
     {KN_OP_AveragePool, lower_pool},
     {KN_OP_LpPool, lower_pool},
     {KN_OP_GlobalLpPool, lower_global_pool},
+    {KN_OP_QLinearGlobalAveragePool, lower_qlinear_gap},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -356,6 +356,15 @@ def cases():
                          helper.make_node("Sigmoid", ["xd"], ["t0"], name="n_sig"),
                          helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["out"], name="n_q")],
                   exact=True))
+    # DequantizeLinear -> GlobalAveragePool -> QuantizeLinear becomes com.microsoft QLinearGlobalAveragePool,
+    # generated as an integer sum per channel (the reference computes in float: one step apart at most)
+    c.append(Case("QLinearGlobalAveragePool", R, None, [("x", u8(IMG))], domain_op="QLinearGlobalAveragePool",
+                  consts=[("xs", np.array(0.05, np.float32)), ("xz", np.array(120, np.uint8)),
+                          ("ys", np.array(0.02, np.float32)), ("yz", np.array(100, np.uint8))],
+                  nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
+                         helper.make_node("GlobalAveragePool", ["xd"], ["t0"], name="n_gap"),
+                         helper.make_node("QuantizeLinear", ["t0", "ys", "yz"], ["out"], name="n_q")],
+                  tol=(1.001, 0)))
     # dynamic: x quantized at run time inside the op (runtime/src/dnnl/dynq.c), a bias and a residual
     c.append(Case("QMatMul_dynamic", D, None, [("a", f32([64, 256], lo=-2, hi=3))], domain_op="QMatMul",
                   consts=[("wq", i8([256, 256])), ("ws", RNG.uniform(0.002, 0.01, 256).astype(np.float32)),

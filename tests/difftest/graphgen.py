@@ -1193,21 +1193,22 @@ def g_qdq(b):
     quantizations: DQ -> Add/Mul of a second quantized tensor (its own
     parameters), or Sigmoid/HardSwish/LeakyRelu -> Q -> DQ (one
     FusedElementwise loop with 8-bit inputs and output; a lookup table for
-    the unary ops: passes/fuse_elementwise.c). The group's result, which may
+    the unary ops: passes/fuse_elementwise.c), or GlobalAveragePool -> Q ->
+    DQ (QLinearGlobalAveragePool, an integer sum). The group's result, which may
     differ from onnxruntime's by one output step (one rounding instead of
     two), feeds nothing else (terminal): its "quant" family allows the step."""
     # an exact input: a value within its tolerance could round to the next step
     x = b.pick(lambda t: flt(t) and t.exact and t.numel <= 200000 and all(d >= 1 for d in t.shape))
     xs, xz = b.choice([0.02, 0.05, 0.1]), b.choice([0, 128, 100])
     xd = _dq(b, _q(b, x, xs, xz), xs, xz)
-    kind = "conv" if x.rank == 4 and b.chance(0.6) else b.choice(["matmul", "plain", "elementwise"])
+    kind = "conv" if x.rank == 4 and b.chance(0.5) else b.choice(["matmul", "plain", "elementwise", "pool"])
     if kind == "plain" or (kind == "conv" and x.rank != 4):
         return
-    if kind == "elementwise":
-        op = b.choice(["Add", "Mul", "Sigmoid", "HardSwish", "LeakyRelu"])
-        if op == "HardSwish" and b.opset < 14:
+    if kind in ("elementwise", "pool"):
+        op = "GlobalAveragePool" if kind == "pool" else b.choice(["Add", "Mul", "Sigmoid", "HardSwish", "LeakyRelu"])
+        if op == "HardSwish" and b.opset < 14 or op == "GlobalAveragePool" and x.rank < 3:
             raise Reject()
-        ins, attrs = [xd], {}
+        ins, attrs, out = [xd], {}, x.shape
         if op in ("Add", "Mul"):
             x2 = b.pick(lambda t: flt(t) and t.exact and t.shape == x.shape)
             s2, z2 = b.choice([0.03, 0.07]), b.choice([0, 90, 128])
@@ -1215,7 +1216,10 @@ def g_qdq(b):
         if op == "LeakyRelu":
             attrs["alpha"] = b.choice([0.01, 0.2])
         family = "transc" if op == "Sigmoid" else "arith"
-        y = b.node(op, ins, [T(None, F32, x.shape, small=True)], family, **attrs)
+        if op == "GlobalAveragePool":  # an integer sum per channel (QLinearGlobalAveragePool)
+            out = x.shape[:2] + (1,) * (x.rank - 2)
+            family = ("reduce", x.numel // (x.shape[0] * x.shape[1]))
+        y = b.node(op, ins, [T(None, F32, out, small=True)], family, **attrs)
         ys, yz = (1 / 256, 0) if op == "Sigmoid" else (b.choice([0.02, 0.05, 0.1]), b.choice([0, 128]))
         yq = _q(b, y, ys, yz, family=["quant", ys])
         yq.terminal = True
