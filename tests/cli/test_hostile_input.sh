@@ -52,6 +52,20 @@ qg = helper.make_graph([qn], "q", [helper.make_tensor_value_info("qx", TensorPro
                         numpy_helper.from_array(np.array([0.5, 0.5], np.float32), "qs")])
 onnx.save(helper.make_model(qg, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("kiln", 1)]),
           f"{d}/badzp.onnx")
+# kiln's fused elementwise op by hand: a QuantizeLinear step whose type is
+# NaN (once a float-to-int cast), and an 8-bit input that an Add reads as f32
+fe = helper.make_node("FusedElementwise", ["fx"], ["fy"], domain="kiln", steps=["QuantizeLinear"], operands=[0],
+                      step_alpha=[float("nan")], step_beta=[0.0], step_gamma=[float("nan")])
+fg = helper.make_graph([fe], "f", [helper.make_tensor_value_info("fx", TensorProto.FLOAT, [4])],
+                       [helper.make_tensor_value_info("fy", TensorProto.UINT8, [4])])
+onnx.save(helper.make_model(fg, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("kiln", 1)]),
+          f"{d}/badstep.onnx")
+fe = helper.make_node("FusedElementwise", ["fq", "fq"], ["fy"], domain="kiln", steps=["DequantizeLinear", "Add"],
+                      operands=[0, -1, 1], step_alpha=[0.1, 0.0], step_beta=[3.0, 0.0], step_gamma=[2.0, 0.0])
+fg = helper.make_graph([fe], "f", [helper.make_tensor_value_info("fq", TensorProto.UINT8, [4])],
+                       [helper.make_tensor_value_info("fy", TensorProto.FLOAT, [4])])
+onnx.save(helper.make_model(fg, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("kiln", 1)]),
+          f"{d}/badtype.onnx")
 # a header with an extra key whose string value holds "'shape': (2, 3)"
 hdr = "{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (2, 3)\", 'shape': (2, 1, 8, 8), }"
 hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
@@ -105,6 +119,11 @@ same "$m" "$tmp/orig.onnx"; absent "$tmp/t.json"
 # naming the node, by inference (compile) and by the evaluator alike
 expect 1 "node 'QConv_0' (QConv): x_zero_point is outside the range of X's type" -- "$kiln" compile "$tmp/badzp.onnx" -o "$tmp/badzp.so"
 absent "$tmp/badzp.so"
+# a kiln::FusedElementwise with a quantization step of no 8-bit type, or an
+# 8-bit input that a float step reads: refused, naming the node and step
+expect 1 "node 'FusedElementwise_0' (FusedElementwise): step 0: step_gamma nan names no 8-bit type" -- "$kiln" compile "$tmp/badstep.onnx" -o "$tmp/badstep.so"
+expect 1 "node 'FusedElementwise_0' (FusedElementwise): input 1 has dtype u8, expected f32" -- "$kiln" compile "$tmp/badtype.onnx" -o "$tmp/badtype.so"
+absent "$tmp/badstep.so"; absent "$tmp/badtype.so"
 
 # an output path that is a FIFO (as /dev/null is a device): renaming the
 # finished file over it would replace the node itself, so it is refused
