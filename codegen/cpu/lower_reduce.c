@@ -1095,23 +1095,26 @@ static bool q_scalar(const kn_node *n, int i, kn_dtype dt, double *out)
     return true;
 }
 
-/* com.microsoft QLinearGlobalAveragePool over NCHW (passes/lower_qdq.c
- * makes one of DequantizeLinear → GlobalAveragePool → QuantizeLinear):
- * per plane the integer sum of its 8-bit values, requantized as the
+/* com.microsoft QLinearGlobalAveragePool (passes/lower_qdq.c makes one,
+ * NCHW, of DequantizeLinear → GlobalAveragePool → QuantizeLinear): per
+ * channel the integer sum of its 8-bit values, requantized as the
  * reference kernel does, rint((float)(sum - xz·S) · xs/(ys·S)) + yz,
  * saturated: one pass over the bytes, where DequantizeLinear wrote four
- * times as many. */
+ * times as many. With channels_last the channel is the last axis (the
+ * output is [N, 1.., C] either way, channel c of image b at b·C + c). */
 static int lower_qlinear_gap(kn_cg *cg, const kn_node *n)
 {
     const kn_value *x = kn_node_input(n, 0), *y = n->outputs[0];
     if (!x || !is_static(x) || !only_out0(n) || !is_static(y) || (x->dtype != KN_U8 && x->dtype != KN_I8) ||
-        y->dtype != x->dtype || x->shape.rank < 3 || kn_attr_int(n, "channels_last", 0))
+        y->dtype != x->dtype || x->shape.rank < 3)
         return KN_ERR_UNSUPPORTED;
+    bool last = kn_attr_int(n, "channels_last", 0) != 0;
     double xs, xz, ys, yz;
     if (!q_scalar(n, 1, KN_F32, &xs) || !q_scalar(n, 2, x->dtype, &xz) || !q_scalar(n, 3, KN_F32, &ys) ||
         !q_scalar(n, 4, x->dtype, &yz))
         return KN_ERR_UNSUPPORTED;
-    int64_t planes = span(x, 0, 2), S = span(x, 2, x->shape.rank);
+    int64_t C = x->shape.dims[last ? x->shape.rank - 1 : 1], planes = x->shape.dims[0] * C;
+    int64_t S = planes ? kn_cg_numel(x) / planes : 0;
     /* the sum and sum - xz*S stay in i32 */
     if (kn_cg_numel(y) != planes || S < 1 || S > (INT32_MAX / 2) / 256) return KN_ERR_UNSUPPORTED;
     float scale = (float)xs / ((float)ys * (float)S); /* the reference kernel's float arithmetic */
@@ -1120,10 +1123,18 @@ static int lower_qlinear_gap(kn_cg *cg, const kn_node *n)
     LLVMTypeRef i32 = cg->t_i32, f = cg->t_float;
     LLVMValueRef px = kn_cg_ptr(cg, x), py = kn_cg_ptr(cg, y), acc = entry_alloca(cg, i32, 1);
     kn_cg_loop lp, ls;
-    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, planes, "pl");
-    LLVMValueRef base = LLVMBuildMul(b, pl, kn_cg_i64(cg, S), "");
+    LLVMValueRef pl = kn_cg_loop_begin(cg, &lp, planes, "pl"), base, step;
+    if (last) { /* image b = pl / C, channel c = pl % C: elements b·S·C + c + s·C */
+        LLVMValueRef cc = kn_cg_i64(cg, C), img = LLVMBuildUDiv(b, pl, cc, "");
+        base = LLVMBuildAdd(b, LLVMBuildMul(b, img, kn_cg_i64(cg, S * C), ""), LLVMBuildURem(b, pl, cc, ""), "");
+        step = cc;
+    } else {
+        base = LLVMBuildMul(b, pl, kn_cg_i64(cg, S), "");
+        step = kn_cg_i64(cg, 1);
+    }
     st(cg, LLVMConstInt(i32, 0, 0), acc);
-    LLVMValueRef v = kn_cg_load(cg, x->dtype, px, LLVMBuildAdd(b, base, kn_cg_loop_begin(cg, &ls, S, "s"), ""));
+    LLVMValueRef s = kn_cg_loop_begin(cg, &ls, S, "s");
+    LLVMValueRef v = kn_cg_load(cg, x->dtype, px, LLVMBuildAdd(b, base, LLVMBuildMul(b, s, step, ""), ""));
     v = u ? LLVMBuildZExt(b, v, i32, "") : LLVMBuildSExt(b, v, i32, "");
     st(cg, LLVMBuildAdd(b, ld(cg, i32, acc), v, ""), acc);
     kn_cg_loop_end(cg, &ls);
