@@ -1111,14 +1111,13 @@ static int lower_fused_lut(kn_cg *cg, const kn_node *n, const kn_ew_program *pro
     kn_dtype xdt = prog->in_dt[k];
     uint8_t all[256];
     for (int i = 0; i < 256; i++) all[i] = (uint8_t)i; /* index = the byte, for s8 too */
-    int64_t d256 = 256;
     kn_tensor x = {.dtype = xdt, .rank = 1, .dims = {256}, .data = all, .nbytes = sizeof all};
     const kn_tensor *in[KN_EW_MAX_INPUTS];
     for (int i = 0; i < n->n_inputs; i++) in[i] = i == k ? &x : n->inputs[i]->const_data;
     kn_tensor out[1];
     memset(out, 0, sizeof out);
     int st = kn_node_eval(NULL, n, in, out);
-    if (st || out[0].dtype != prog->out_dt || kn_tensor_numel(&out[0]) != d256) {
+    if (st || out[0].dtype != prog->out_dt || kn_tensor_numel(&out[0]) != 256) {
         kn_tensor_free(&out[0]);
         kn_error_clear(); /* the runtime kernel reports it, naming the node */
         return KN_ERR_UNSUPPORTED;
