@@ -694,6 +694,26 @@ static kn_value *mul_other(const kn_node *m, const kn_value *x)
     return a == x ? b : b == x ? a : NULL;
 }
 
+/* `to` takes over y: its readers, its graph-output slot and its name.
+ * False (nothing changed) when kn_pm_replace cannot hand the output on. */
+static bool take_over(kn_value *y, kn_value *to)
+{
+    bool named = y->flags & KN_VALUE_GRAPH_OUTPUT; /* kn_pm_replace hands a graph output's name on */
+    if (!kn_pm_replace(y, to)) return false;
+    if (!named) kn_value_swap_names(y, to);
+    return true;
+}
+
+/* n takes the name of the node `from` it stands for (reports, profiles),
+ * which has left the graph. */
+static int take_name(kn_graph *g, kn_node *n, const kn_node *from)
+{
+    char *name = kn_arena_strdup(&g->model->arena, from->name);
+    if (!name) return kn_error(KN_ERR_NOMEM, "out of memory");
+    n->name = name;
+    return KN_OK;
+}
+
 /* quantize_dynamic's MatMulInteger form
  *
  *   xq, xs, xz = DynamicQuantizeLinear(x)
@@ -751,10 +771,8 @@ static int normalize_matmul_integer(kn_pass_ctx *ctx, kn_graph *g, kn_node *mi, 
     kn_node_remove(mul);
     kn_node_remove(cast);
     kn_node_remove(mi);
-    /* the MatMul takes the MatMulInteger's name (reports, profiles), free now */
-    char *mm_name = kn_arena_strdup(&g->model->arena, mi->name);
-    if (!mm_name) return kn_error(KN_ERR_NOMEM, "out of memory");
-    mm->name = mm_name;
+    int st = take_name(g, mm, mi); /* the MatMulInteger's, free now */
+    if (st) return st;
     ctx->rewrites++;
     *changed = true;
     return KN_OK;
@@ -796,17 +814,11 @@ static int normalize_q_clip(kn_pass_ctx *ctx, kn_graph *g, kn_node *clip, bool *
     fc->outputs[0]->shape = ins_c[0]->shape;
     nq->outputs[0]->dtype = qv->dtype;
     nq->outputs[0]->shape = qv->shape;
-    kn_value *c = clip->outputs[0];
-    bool named = c->flags & KN_VALUE_GRAPH_OUTPUT; /* kn_pm_replace hands the name on */
-    if (!kn_pm_replace(c, nq->outputs[0])) return KN_OK; /* both new nodes go with dce */
-    if (!named) kn_value_swap_names(c, nq->outputs[0]);
+    if (!take_over(clip->outputs[0], nq->outputs[0])) return KN_OK; /* both new nodes go with dce */
     kn_node_remove(clip);
     kn_node_remove(q);
-    /* each new node takes the name of the node it stands for (reports, profiles) */
-    char *cn = kn_arena_strdup(&g->model->arena, clip->name), *qn = kn_arena_strdup(&g->model->arena, q->name);
-    if (!cn || !qn) return kn_error(KN_ERR_NOMEM, "out of memory");
-    fc->name = cn;
-    nq->name = qn;
+    int st = take_name(g, fc, clip);
+    if (st || (st = take_name(g, nq, q))) return st;
     ctx->rewrites++;
     *changed = true;
     return KN_OK;
@@ -833,17 +845,13 @@ static int compose_qgap(kn_pass_ctx *ctx, kn_graph *g, kn_node *gap, bool *chang
     kn_value *y = q->outputs[0];
     n->outputs[0]->dtype = y->dtype;
     n->outputs[0]->shape = y->shape;
-    bool named = y->flags & KN_VALUE_GRAPH_OUTPUT;
-    if (!kn_pm_replace(y, n->outputs[0])) return KN_OK; /* the new node goes with dce */
-    if (!named) kn_value_swap_names(y, n->outputs[0]);
+    if (!take_over(y, n->outputs[0])) return KN_OK; /* the new node goes with dce */
     kn_node_remove(q);
     kn_node_remove(gap);
     kn_node_remove(d);
-    char *name = kn_arena_strdup(&g->model->arena, gap->name);
-    if (!name) return kn_error(KN_ERR_NOMEM, "out of memory");
-    n->name = name;
     const kn_op_info *oi = kn_op_get(KN_OP_QLinearGlobalAveragePool);
-    int st = kn_model_opset(g->model, oi->domain) ? KN_OK : kn_model_set_opset(g->model, oi->domain, 1);
+    int st = take_name(g, n, gap);
+    if (!st && !kn_model_opset(g->model, oi->domain)) st = kn_model_set_opset(g->model, oi->domain, 1);
     ctx->rewrites++;
     *changed = true;
     return st;

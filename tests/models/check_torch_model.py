@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import onnxruntime as ort
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from torch_export import generate_and_compile
 
 
 def main():
@@ -29,26 +29,15 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--attention", type=int, required=True)
     a = ap.parse_args()
-    g = subprocess.run([a.system_python, os.path.join(HERE, "gen_torch_models.py"), "--model", a.model, a.out_dir],
-                       capture_output=True, text=True)
-    if g.returncode == 77:
-        print(g.stdout.strip())
-        sys.exit(77)
-    if g.returncode != 0:
-        sys.exit("FAIL: generating %s: %s" % (a.model, g.stderr.strip()[-2000:]))
-    onnx_path = os.path.join(a.out_dir, "model.onnx")
-    art = os.path.join(a.out_dir, "model.so")
-    c = subprocess.run([a.kiln, "compile", onnx_path, "-o", art, "--report"], capture_output=True, text=True)
-    if c.returncode != 0:
-        sys.exit("FAIL: kiln compile: " + c.stderr.strip())
-    ops = [ln.split()[1] for ln in c.stdout.splitlines() if len(ln.split()) > 2 and not ln.startswith(" ")]
+    onnx_path, art, report = generate_and_compile(a.kiln, a.system_python, a.model, a.out_dir)
+    ops = [ln.split()[1] for ln in report.splitlines() if len(ln.split()) > 2 and not ln.startswith(" ")]
     failed = 0
     n_attn, n_softmax = ops.count("Attention"), ops.count("Softmax")
     print("%s   --report: %d Attention nodes (want %d), %d Softmax left"
           % ("ok:" if n_attn == a.attention and not n_softmax else "FAIL:", n_attn, a.attention, n_softmax))
     if n_attn != a.attention or n_softmax:
         failed += 1
-        print("\n".join(ln for ln in c.stdout.splitlines() if "attention" in ln))
+        print("\n".join(ln for ln in report.splitlines() if "attention" in ln))
     feeds, args = {}, []
     for f in sorted(glob.glob(os.path.join(a.out_dir, "input_*.npy"))):
         name = os.path.basename(f)[len("input_"):-4]

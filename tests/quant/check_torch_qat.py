@@ -26,7 +26,8 @@ import onnxruntime as ort
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GEN = os.path.join(HERE, "..", "models", "gen_torch_models.py")
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+from torch_export import generate_and_compile  # noqa: E402
 
 
 def output_step(model):
@@ -50,21 +51,11 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--integer", type=int, required=True)
     a = ap.parse_args()
-    g = subprocess.run([a.system_python, GEN, "--model", a.model, a.out_dir], capture_output=True, text=True)
-    if g.returncode == 77:
-        print(g.stdout.strip())
-        sys.exit(77)
-    if g.returncode != 0:
-        sys.exit("FAIL: generating %s: %s" % (a.model, g.stderr.strip()[-2000:]))
-    onnx_path = os.path.join(a.out_dir, "model.onnx")
-    art = os.path.join(a.out_dir, "model.so")
-    c = subprocess.run([a.kiln, "compile", onnx_path, "-o", art, "--report"], capture_output=True, text=True)
-    if c.returncode != 0:
-        sys.exit("FAIL: kiln compile: " + c.stderr.strip())
+    onnx_path, art, report = generate_and_compile(a.kiln, a.system_python, a.model, a.out_dir)
     failed = 0
-    m = re.search(r"(\d+) nodes stay float in this quantized model \((\d+) integer kernels\)", c.stdout)
+    m = re.search(r"(\d+) nodes stay float in this quantized model \((\d+) integer kernels\)", report)
     n_int = int(m.group(2)) if m else -1
-    floats = [ln.split()[1] for ln in c.stdout.split("stay float", 1)[-1].splitlines()[1:] if ln.startswith("  ")]
+    floats = [ln.split()[1] for ln in report.split("stay float", 1)[-1].splitlines()[1:] if ln.startswith("  ")]
     bad = [op for op in floats if op in ("Conv", "FusedConv", "BatchNormalization", "Div")]
     ok = n_int == a.integer and not bad
     print("%s   --report: %d integer kernels (want %d); float: %s" % ("ok:" if ok else "FAIL:", n_int, a.integer,
