@@ -118,9 +118,14 @@ class Builder:
         return self.const(draw(np.random.default_rng(self.rint(0, 2**31 - 1)), dtype, shape, kind),
                           {"pos": kind == "pos", "unit": kind == "unit", "small": True})
 
+    def usable(self):
+        """The pool tensors a new node may read: not a terminal one (a quantized
+        result, which feeds only its DequantizeLinear: g_qdq)."""
+        return [t for t in self.pool if not getattr(t, "terminal", False)]
+
     def pick(self, pred=lambda t: True, recent=True):
         """A pool tensor satisfying pred, favouring recent ones (deeper graphs)."""
-        cands = [t for t in self.pool if pred(t) and not getattr(t, "terminal", False)]
+        cands = [t for t in self.usable() if pred(t)]
         if not cands:
             raise Reject()
         if recent and self.chance(0.6):
@@ -336,7 +341,7 @@ def pick_pair(b, pred_a, pred_b=None, kind_b=None):
     kind_b (default: like a's dtype)."""
     a = b.pick(pred_a)
     pred_b = pred_b or pred_a
-    cands = [t for t in b.pool if pred_b(t) and t is not a and t.dtype == a.dtype and _bcastable(t.shape, a.shape)]
+    cands = [t for t in b.usable() if pred_b(t) and t is not a and t.dtype == a.dtype and _bcastable(t.shape, a.shape)]
     if cands and b.chance(0.6):
         return a, b.choice(cands)
     kind = kind_b or ("int" if a.dtype in INTS else "bool" if a.dtype == BOOL else "normal")
@@ -430,7 +435,7 @@ def g_variadic(op):
         k = b.rint(1, 4)
         ins, shape = [a], a.shape
         for _ in range(k - 1):
-            cands = [t for t in b.pool if t.dtype == a.dtype and _bcastable(t.shape, shape) and t not in ins]
+            cands = [t for t in b.usable() if t.dtype == a.dtype and _bcastable(t.shape, shape) and t not in ins]
             if cands and b.chance(0.6):
                 c = b.choice(cands)
             else:
@@ -463,7 +468,7 @@ def g_clip(b):
 def g_where(b):
     c = b.pick(lambda t: t.dtype == BOOL)
     x = b.pick(lambda t: _bcastable(t.shape, c.shape) and t.dtype != BOOL)
-    cands = [t for t in b.pool if t.dtype == x.dtype and _bcastable(t.shape, bcast(c.shape, x.shape))]
+    cands = [t for t in b.usable() if t.dtype == x.dtype and _bcastable(t.shape, bcast(c.shape, x.shape))]
     y = b.choice(cands) if cands and b.chance(0.5) else b.rand_const(x.dtype, bcast_shape(b, x.shape),
                                                                        "int" if x.dtype in INTS else "normal")
     shape = bcast(bcast(c.shape, x.shape), y.shape)
@@ -574,7 +579,7 @@ def g_concat(b):
     a = norm_axis(ax, x.rank)
     ins = [x]
     for _ in range(b.rint(1, 3)):
-        cands = [t for t in b.pool if t.dtype == x.dtype and t.rank == x.rank and t not in ins and all(
+        cands = [t for t in b.usable() if t.dtype == x.dtype and t.rank == x.rank and t not in ins and all(
             t.shape[i] == x.shape[i] for i in range(x.rank) if i != a)]
         if cands and b.chance(0.5):
             ins.append(b.choice(cands))
@@ -1104,7 +1109,7 @@ def _maybe_epilogue(b):
             s[1 if y.rank >= 3 else -1] = y.shape[1 if y.rank >= 3 else -1]
             c = b.rand_const(F32, s, "normal")
         else:
-            cands = [t for t in b.pool if t.dtype == F32 and t.shape == y.shape and t is not y]
+            cands = [t for t in b.usable() if t.dtype == F32 and t.shape == y.shape and t is not y]
             c = b.choice(cands) if cands else b.rand_const(F32, y.shape, "normal")
         y = b.node("Add", [y, c], [T(None, F32, y.shape, small=y.small)], "arith")
     # one or two activations: two clamps in a row merge into one post-op, and
@@ -1126,7 +1131,7 @@ def _maybe_epilogue(b):
     # a residual after the activations (a CSP/C2f bottleneck's shortcut):
     # the fusion must leave it out of a convolution (oneDNN's reference kernel)
     if acts and b.chance(0.3):
-        cands = [t for t in b.pool if t.dtype == F32 and t.shape == y.shape and t is not y]
+        cands = [t for t in b.usable() if t.dtype == F32 and t.shape == y.shape and t is not y]
         if cands:
             y = b.node("Add", [y, b.choice(cands)], [T(None, F32, y.shape, small=y.small)], "arith")
 
