@@ -8,18 +8,20 @@
  * value lives from its producer to its last user, and a freed interval is
  * reused by the best-fitting later value. Reshape-like ops whose output is
  * only a view of the input share the input's location ("alias"); the input
- * then lives until the alias's last use. A fused Conv/MatMul whose residual
- * dies there writes its output over the residual ("in place": oneDNN's sum
- * post-op then finds the residual already in dst instead of having it
- * copied there at every run). A computed value whose shape is not
- * static (it depends on input data) gets a session slot instead: the runtime
- * kernel that produces it sizes it at run time. The outer values that a
- * control-flow node's subgraphs read (kn_node_captures) count as inputs of
- * that node: they are stored and stay alive until it has run.
+ * then lives until the alias's last use. A fused Conv/MatMul (float or
+ * 8-bit) whose residual dies there writes its output over the residual ("in
+ * place": oneDNN's sum post-op then finds the residual already in dst
+ * instead of having it copied there at every run). A computed value whose
+ * shape is not static (it depends on input data) gets a session slot
+ * instead: the runtime kernel that produces it sizes it at run time. The
+ * outer values that a control-flow node's subgraphs read
+ * (kn_node_captures) count as inputs of that node: they are stored and stay
+ * alive until it has run.
  */
 #include "plan.h"
 
 #include "fused_int.h"
+#include "fused_q.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -277,18 +279,25 @@ static int find_last_uses(const kn_graph *g, const int *root, int *last, int nv)
 }
 
 /* The residual whose arena bytes the output of n (node index i) may take
- * over, or NULL: n is a kiln::FusedConv or kiln::FusedMatMul (their
- * kernels, oneDNN's with a sum post-op and the runtime's, add the residual
- * into the output), the residual is an f32 value of the output's shape in
- * the arena, not an alias, read by no later node and by no other input of n
- * (a conv must not write over its own src). */
+ * over, or NULL: n is a kiln::FusedConv or kiln::FusedMatMul, or their
+ * integer forms kiln::QConv and kiln::QMatMul (their kernels, oneDNN's with
+ * a sum post-op and the runtime's, add the residual into the output; the
+ * integer ones read it back in the output's type, with its own scale and
+ * zero point), the residual is a value of the output's shape and type in
+ * the arena, not an alias, read by no later node and by no other input of
+ * n (a conv must not write over its own src). */
 static const kn_value *in_place_residual(const kn_node *n, int i, const kn_plan *p, const int *root, const int *last)
 {
-    if ((n->op != KN_OP_FusedConv && n->op != KN_OP_FusedMatMul) || n->n_outputs < 1 || !n->outputs[0]) return NULL;
+    _Static_assert(KN_FUSED_RESIDUAL == KN_Q_R, "FusedConv and QConv take their residual at the same input");
+    bool fused = n->op == KN_OP_FusedConv || n->op == KN_OP_FusedMatMul;
+    bool quant = n->op == KN_OP_QConv || n->op == KN_OP_QMatMul;
+    if (!(fused || quant) || n->n_outputs < 1 || !n->outputs[0]) return NULL;
     const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
     if (!r || r->const_data || root[r->id] != r->id || p->where[r->id].loc != KN_LOC_ARENA || last[r->id] != i)
         return NULL;
-    if (r->dtype != KN_F32 || y->dtype != KN_F32 || r->shape.rank != y->shape.rank ||
+    bool types_ok = fused ? r->dtype == KN_F32 && y->dtype == KN_F32
+                          : r->dtype == y->dtype && (y->dtype == KN_U8 || y->dtype == KN_I8);
+    if (!types_ok || r->shape.rank != y->shape.rank ||
         value_nbytes(r) != value_nbytes(y) || value_nbytes(y) < 0)
         return NULL;
     for (int d = 0; d < y->shape.rank; d++)

@@ -53,7 +53,9 @@ static kn_node *unary(kn_model *m, kn_op op, const char *name, kn_value *x)
 /* True if fused node n writes its output over a, its residual (in place). */
 static bool written_over(const kn_plan *p, const kn_node *n, const kn_value *a)
 {
-    return (n->op == KN_OP_FusedConv || n->op == KN_OP_FusedMatMul) && kn_node_input(n, KN_FUSED_RESIDUAL) == a &&
+    bool takes_residual = n->op == KN_OP_FusedConv || n->op == KN_OP_FusedMatMul || n->op == KN_OP_QConv ||
+                          n->op == KN_OP_QMatMul;
+    return takes_residual && kn_node_input(n, KN_FUSED_RESIDUAL) == a &&
            p->where[n->outputs[0]->id].offset == p->where[a->id].offset;
 }
 
@@ -302,6 +304,50 @@ static void test_in_place_residual(void **state)
     kn_model_free(m);
 }
 
+/* The integer ops too: a u8 QMatMul writes over its dying u8 residual (m1),
+ * not over an s8 one (m2: the sum post-op reads dst in dst's type), nor an
+ * f32 output over a u8 residual (m3). */
+static void test_in_place_residual_int8(void **state)
+{
+    (void)state;
+    const char *q = "{x_zero_point=0, y_zero_point=0, y_dtype=%d, post_ops=[\"Add\"], post_alpha=[1.0], "
+                    "post_beta=[0.0]}";
+    char a1[160], a3[160];
+    snprintf(a1, sizeof a1, q, 2);
+    snprintf(a3, sizeof a3, q, 1);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "kiln-ir v1\nopset \"\" 20\nopset \"kiln\" 1\n"
+             "graph main(%%x: u8[4,8], %%r: u8[4,8], %%t: i8[4,8]) {\n"
+             "  %%w = const i8[8,8] {... fnv1a=0}\n"
+             "  %%s = const f32[1] {... fnv1a=0}\n"
+             "  %%h: u8[4,8] = Identity(%%r) #\"h\"\n"
+             "  %%hs: i8[4,8] = Identity(%%t) #\"hs\"\n"
+             "  %%y1: u8[4,8] = kiln::QMatMul(%%x, %%w, _, %%h, %%s) %s #\"m1\"\n"
+             "  %%y2: u8[4,8] = kiln::QMatMul(%%y1, %%w, _, %%hs, %%s) %s #\"m2\"\n"
+             "  %%h3: u8[4,8] = Identity(%%y2) #\"h3\"\n"
+             "  %%y3: f32[4,8] = kiln::QMatMul(%%x, %%w, _, %%h3, %%s) %s #\"m3\"\n"
+             "  %%o: f32[4,8] = Neg(%%y3) #\"o\"\n"
+             "  return %%o\n}\n",
+             a1, a1, a3);
+    kn_model *m = parse(text);
+    const kn_graph *g = m->graph;
+    kn_plan p;
+    if (kn_plan_build(g, &p)) fail_msg("%s", kn_last_error());
+    const char *names[] = {"m1", "m2", "m3"};
+    bool want[] = {true, false, false};
+    for (int i = 0; i < 3; i++) {
+        const kn_node *n = node_named(g, names[i]);
+        const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
+        bool same = p.where[r->id].loc == KN_LOC_ARENA && p.where[y->id].loc == KN_LOC_ARENA &&
+                    p.where[r->id].offset == p.where[y->id].offset;
+        if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
+    }
+    check_no_overlap(g, &p);
+    kn_plan_free(&p);
+    kn_model_free(m);
+}
+
 /* A value an If's branch reads (a capture) lives until the If: without
  * that, its bytes went to the next value while the branch still had to
  * read them (a mutation of plan.c's find_last_uses survived every test). */
@@ -343,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_chain_reuse),
         cmocka_unit_test(test_alias),
         cmocka_unit_test(test_in_place_residual),
+        cmocka_unit_test(test_in_place_residual_int8),
         cmocka_unit_test(test_capture_lives_until_if),
         cmocka_unit_test(test_constants_and_dropout),
         cmocka_unit_test(test_dynamic_refused),
