@@ -5,7 +5,8 @@
  * records each step's FLOPs in the artifact for `kiln profile`. The counts
  * are the conventional ones, so that GFLOP/s compare with what other tools
  * and papers print: a multiply-add is 2 FLOPs (Conv, ConvTranspose, MatMul,
- * Gemm and their integer and quantized forms), pure data movement is 0, and
+ * Gemm and their integer and quantized forms; the gates' products of
+ * RNN, GRU and LSTM), pure data movement is 0, and
  * any other op is estimated at one operation per output element (per input
  * element for reductions, per window element for pooling).
  */
@@ -81,9 +82,30 @@ static double fused_flops(const kn_node *n, int64_t out)
     return 2 * macs + (double)out * extra;
 }
 
+/* A recurrent layer (RNN, GRU, LSTM; W [dirs, G*H, I], R [dirs, G*H, H]):
+ * at every step of every sequence and direction, the G gates' products with
+ * the step's input and the previous hidden state, G*H*(I + H)
+ * multiply-adds, then one operation per gate value (bias and activation).
+ * Steps past a sequence's sequence_lens entry count too: the figure is the
+ * padded batch's. X holds steps x batch rows of I values in either layout;
+ * every output may be omitted, so none is read. */
+static double recurrent_flops(const kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *w = kn_node_input(n, 1), *r = kn_node_input(n, 2);
+    if (!w || !r || w->shape.rank != 3 || r->shape.rank != 3 || !kn_shape_is_static(&w->shape) ||
+        !kn_shape_is_static(&r->shape))
+        return -1;
+    int64_t xn = numel_of(x), dirs = w->shape.dims[0], gh = w->shape.dims[1], in = w->shape.dims[2];
+    int64_t h = r->shape.dims[2];
+    if (xn < 0 || in < 1) return -1;
+    double rows = (double)(xn / in) * (double)dirs;
+    return rows * (2.0 * (double)gh * (double)(in + h) + (double)gh);
+}
+
 double kn_node_flops(const kn_node *n)
 {
     if (!n || n->n_outputs < 1) return -1;
+    if (n->op == KN_OP_RNN || n->op == KN_OP_GRU || n->op == KN_OP_LSTM) return recurrent_flops(n);
     int64_t out = numel_of(n->outputs[0]);
     if (out < 0) return -1;
     double macs;

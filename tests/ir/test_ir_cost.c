@@ -1,7 +1,7 @@
 /* Unit tests of FLOP counting (ir/cost.c) on shapes whose counts are known
  * by hand: Conv (grouped, strided, padded), ConvTranspose, MatMul (batched),
- * Gemm with transA, pooling, reductions, data movement, elementwise, and
- * unknown shapes. */
+ * Gemm with transA, pooling, reductions, data movement, elementwise,
+ * recurrent layers, and unknown shapes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,6 +156,32 @@ static void test_pool_reduce_movement_elementwise(void **state)
     assert_true(kn_node_flops(relu) == 256.0);
 }
 
+/* Recurrent layers: per step, batch row and direction, G*H*(I + H)
+ * multiply-adds and one operation per gate value; the layout (batch first)
+ * does not change it. */
+static void test_recurrent(void **state)
+{
+    (void)state;
+    /* a bidirectional LSTM: 10 steps, batch 2, input 16, hidden 8 */
+    kn_value *lx[3] = {input("lx", 3, (int64_t[]){10, 2, 16}), input("lw", 3, (int64_t[]){2, 32, 16}),
+                       input("lr", 3, (int64_t[]){2, 32, 8})};
+    kn_node *lstm = node(KN_OP_LSTM, "lstm", 3, lx);
+    set_int(lstm, "hidden_size", 8);
+    kn_attr *dir = kn_node_add_attr(lstm, "direction", KN_ATTR_STRING);
+    assert_non_null(dir);
+    dir->s = "bidirectional";
+    dir->s_len = strlen(dir->s);
+    /* a GRU over batch-first input (layout 1): batch 3, 5 steps, input 4, hidden 6 */
+    kn_value *gx[3] = {input("gx", 3, (int64_t[]){3, 5, 4}), input("gw", 3, (int64_t[]){1, 18, 4}),
+                       input("gr", 3, (int64_t[]){1, 18, 6})};
+    kn_node *gru = node(KN_OP_GRU, "gru", 3, gx);
+    set_int(gru, "hidden_size", 6);
+    set_int(gru, "layout", 1);
+    infer();
+    assert_true(kn_node_flops(lstm) == 10.0 * 2 * 2 * (2.0 * 32 * (16 + 8) + 32));
+    assert_true(kn_node_flops(gru) == 5.0 * 3 * (2.0 * 18 * (4 + 6) + 18));
+}
+
 /* A symbolic dim left unpinned: the count is unknown, not a guess. */
 static void test_unknown_shape(void **state)
 {
@@ -179,6 +205,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_matmul_batched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gemm_trans_a, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_reduce_movement_elementwise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_shape, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
