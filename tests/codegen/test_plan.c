@@ -261,6 +261,21 @@ static const kn_node *node_named(const kn_graph *g, const char *name)
     return NULL;
 }
 
+/* Whether each named node writes its output over its residual, as want[]
+ * says; where it does, the residual's live range ends before the output's
+ * begins (the profile's buffers). */
+static void check_in_place(const kn_graph *g, const kn_plan *p, const char *const *names, const bool *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const kn_node *nd = node_named(g, names[i]);
+        const kn_value *r = kn_node_input(nd, KN_FUSED_RESIDUAL), *y = nd->outputs[0];
+        bool same = p->where[r->id].loc == KN_LOC_ARENA && p->where[y->id].loc == KN_LOC_ARENA &&
+                    p->where[r->id].offset == p->where[y->id].offset;
+        if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
+        if (same) assert_true(p->live_last[r->id] < p->live_first[y->id]);
+    }
+}
+
 /* A fused MatMul writes its output over its residual when the residual dies
  * there (mm1 over h); not when a later node reads the residual (mm2: h2 is
  * read by n2), when the residual is also the product's operand (mm3 over
@@ -290,15 +305,7 @@ static void test_in_place_residual(void **state)
     if (kn_plan_build(g, &p)) fail_msg("%s", kn_last_error());
     const char *names[] = {"mm1", "mm2", "mm3", "mm4"};
     bool want[] = {true, false, false, false};
-    for (int i = 0; i < 4; i++) {
-        const kn_node *n = node_named(g, names[i]);
-        const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
-        bool same = p.where[r->id].loc == KN_LOC_ARENA && p.where[y->id].loc == KN_LOC_ARENA &&
-                    p.where[r->id].offset == p.where[y->id].offset;
-        if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
-        /* the profile's buffers: the residual's ends where the output's begins */
-        if (same) assert_true(p.live_last[r->id] < p.live_first[y->id]);
-    }
+    check_in_place(g, &p, names, want, 4);
     check_no_overlap(g, &p);
     kn_plan_free(&p);
     kn_model_free(m);
@@ -336,13 +343,7 @@ static void test_in_place_residual_int8(void **state)
     if (kn_plan_build(g, &p)) fail_msg("%s", kn_last_error());
     const char *names[] = {"m1", "m2", "m3"};
     bool want[] = {true, false, false};
-    for (int i = 0; i < 3; i++) {
-        const kn_node *n = node_named(g, names[i]);
-        const kn_value *r = kn_node_input(n, KN_FUSED_RESIDUAL), *y = n->outputs[0];
-        bool same = p.where[r->id].loc == KN_LOC_ARENA && p.where[y->id].loc == KN_LOC_ARENA &&
-                    p.where[r->id].offset == p.where[y->id].offset;
-        if (same != want[i]) fail_msg("%s: in place %d, expected %d", names[i], same, want[i]);
-    }
+    check_in_place(g, &p, names, want, 3);
     check_no_overlap(g, &p);
     kn_plan_free(&p);
     kn_model_free(m);
