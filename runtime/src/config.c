@@ -216,6 +216,18 @@ kn_kernel_path kn_config_attention_path(void) { return path_of("KILN_ATTENTION")
 int kn_config_check_rnn(void) { return check_path("KILN_RNN", "recurrent-layer"); }
 int kn_config_check_attention(void) { return check_path("KILN_ATTENTION", "attention"); }
 
+int kn_config_thread_policy(kn_thread_policy *out)
+{
+    const char *v = getenv("KILN_THREADS");
+    *out = KN_THREADS_ADAPTIVE;
+    if (!v || !*v || !strcmp(v, "adaptive")) return KN_OK;
+    if (!strcmp(v, "fixed")) {
+        *out = KN_THREADS_FIXED;
+        return KN_OK;
+    }
+    return kn_error(KN_ERR_INVALID, "KILN_THREADS='%s': not a thread policy (adaptive, fixed)", v);
+}
+
 int kn_config_check(void)
 {
     if (env_family() == -2)

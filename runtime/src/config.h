@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kiln/kiln.h"
+
 /* Rates behind the Winograd cost model (kn_wino_tile): FLOP/s and bytes/s
  * per thread of the products, of oneDNN's direct kernel, of the
  * transforms' traffic, of streaming U from memory (shared by the cores)
@@ -122,6 +124,9 @@ kn_kernel_path kn_config_attention_path(void);
 /* KN_OK, or an error naming KILN_RNN's / KILN_ATTENTION's value and the
  * accepted ones. */
 int kn_config_check_rnn(void);
+/* A new session's thread policy from KILN_THREADS ("adaptive", the
+ * default, or "fixed"); KN_ERR_INVALID with a message for another value. */
+int kn_config_thread_policy(kn_thread_policy *out);
 int kn_config_check_attention(void);
 
 #endif

@@ -31,7 +31,7 @@ int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, cons
     if (index < 0 || index >= s->art->meta.n_dnnl || !s->prims || !s->prims[index])
         return kn_error(KN_ERR_INTERNAL, "kn_rt_dnnl_exec: oneDNN primitive #%d does not exist (the artifact has %d)",
                         index, s->art->meta.n_dnnl);
-    return kn_dnnl_prim_exec(s->dnnl, s->prims[index], src, wei, bias, dst, post_src, s->threads);
+    return kn_dnnl_prim_exec(s->dnnl, s->prims[index], src, wei, bias, dst, post_src, s->run_threads);
 }
 
 int64_t kn_rt_sym(kn_exec *ex, int32_t index)

@@ -56,6 +56,7 @@ int kn_session_profile(kn_session *s, const void *const *inputs, void *const *ou
     int st = kn_rt_check_buffers(s, inputs, outputs);
     if (st) return st;
     kn_error_clear();
+    kn_rt_set_run_threads(s, s->threads); /* every step on the session's threads */
     const kn_abi_run_fn *steps = a->desc->step_fns;
     for (int i = 0; i < n_steps; i++) {
         int64_t t0 = now_ns();

@@ -570,7 +570,10 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
             if (Y_c) memcpy((float *)Y_c->data + so, runs[d].c + b * Hp, sizeof(float) * (size_t)H);
         }
     free(lens);
-    if (contended) st->solo_runs = RNN_SOLO_RUNS;
+    if (contended) {
+        st->solo_runs = RNN_SOLO_RUNS;
+        kn_rt_note_contention(); /* for the session's governor too */
+    }
     if (!rc) os->impl = impl_name(p->kind, k);
     return rc;
 }

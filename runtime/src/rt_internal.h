@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "governor.h"
 #include "kiln/kiln.h"
 #include "opdesc.h"
 
@@ -38,6 +39,8 @@ int kn_dnnl_native_block(kn_dnnl_session *s);
 /* Rebuilds p for `threads` (oneDNN fixes a primitive's thread split when it
  * is created), so that the next run does not have to. */
 int kn_dnnl_prim_set_threads(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+/* Nanoseconds spent building primitives during runs, so far (0 for NULL). */
+int64_t kn_dnnl_build_ns(const kn_dnnl_session *s);
 /* Runs head, a 1x1 conv, and tail, the depthwise conv that alone reads its
  * output, as one kernel (kernels/x86/f32_expand_dw_avx512.c) where that is supported and faster:
  * then head's exec only hands its pointers on to tail's, the next one.
@@ -126,6 +129,16 @@ int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64
  * 0 .. threads - 1 (0 when the loop runs on the calling thread), for
  * per-thread scratch. */
 int kn_rt_parallel_worker(void);
+/* Late joins seen so far, process-wide (parallel.c says which count), and
+ * one more from a kernel that saw its own team wait for a CPU (rnn.c). */
+uint64_t kn_rt_contention_count(void);
+void kn_rt_note_contention(void);
+/* Says that parallel work that parallel.c does not see (a oneDNN
+ * primitive's) has just ended on the team: its workers spin now. */
+void kn_rt_team_done(void);
+/* Assembles a team of `threads` for nothing: wakes the workers, and counts
+ * a late join if one of them should have been ready and was not. */
+void kn_rt_team_check(int threads);
 
 /* ---- artifacts and sessions (artifact.c, session.c) ---------------------- */
 
@@ -171,11 +184,17 @@ struct kn_session {
     kn_dnnl_session *dnnl;
     kn_dnnl_prim **prims;          /* meta.n_dnnl */
     kn_dynconv *dynconv;           /* convs/poolings at run-time shapes (dnnl/dynconv.c), or NULL */
-    int threads;
+    int threads;                   /* kn_session_set_threads's count */
+    int run_threads;               /* the run under way's: threads, or 1 (governor.h) */
+    kn_gov gov;
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
     kn_op_session *opsess;         /* meta.n_opnodes: what runtime kernels keep across runs (opdesc.h) */
     atomic_int running;            /* 1 while a run is in progress (session.c: one thread at a time) */
 };
+
+/* Sets the thread count of the run about to start (s->run_threads, and
+ * the runtime kernels' kn_op_session.threads). */
+void kn_rt_set_run_threads(kn_session *s, int threads);
 
 /* What kn_session_run checks of the caller's buffers before running
  * (session.c); kn_session_profile checks the same. */

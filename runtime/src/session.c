@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "rt_internal.h"
@@ -135,7 +136,7 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
     s->art = a;
     atomic_init(&s->running, 0);
     s->exec.session = s;
-    s->threads = 1;
+    s->threads = s->run_threads = 1;
     for (int k = 0; k < a->meta.n_syms; k++) s->exec.syms[k] = a->meta.syms[k].max;
     int64_t bytes = a->meta.arena_bytes;
     if (bytes > 0) {
@@ -159,7 +160,11 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
         return kn_error(KN_ERR_NOMEM, "%s: out of memory", label_of(a));
     }
     for (int i = 0; i < n_slots; i++) s->slots[i].rank = -1; /* not computed yet */
-    int st = create_opsess(s);
+    kn_thread_policy policy = KN_THREADS_ADAPTIVE;
+    int st = kn_config_thread_policy(&policy);
+    if (st) kn_error_prefix("%s: ", label_of(a));
+    kn_gov_init(&s->gov, 1, policy == KN_THREADS_FIXED);
+    if (!st) st = create_opsess(s);
     if (!st) st = create_prims(s);
     if (st) {
         kn_session_free(s);
@@ -179,8 +184,26 @@ int kn_session_set_threads(kn_session *s, int threads)
         if (st) return st;
     }
     s->threads = threads;
-    for (int i = 0; s->opsess && i < s->art->meta.n_opnodes; i++) s->opsess[i].threads = threads;
+    kn_gov_init(&s->gov, threads, s->gov.fixed);
+    kn_rt_set_run_threads(s, threads);
     return KN_OK;
+}
+
+int kn_session_set_thread_policy(kn_session *s, kn_thread_policy policy)
+{
+    if (!s) return kn_error(KN_ERR_INVALID, "kn_session_set_thread_policy: NULL session");
+    if (policy != KN_THREADS_ADAPTIVE && policy != KN_THREADS_FIXED)
+        return kn_error(KN_ERR_INVALID, "kn_session_set_thread_policy: unknown policy %d", (int)policy);
+    kn_gov_init(&s->gov, s->threads, policy == KN_THREADS_FIXED);
+    kn_rt_set_run_threads(s, s->threads);
+    return KN_OK;
+}
+
+void kn_rt_set_run_threads(kn_session *s, int threads)
+{
+    if (s->run_threads == threads) return;
+    s->run_threads = threads;
+    for (int i = 0; s->opsess && i < s->art->meta.n_opnodes; i++) s->opsess[i].threads = threads;
 }
 
 int kn_rt_check_buffers(const kn_session *s, const void *const *inputs, void *const *outputs)
@@ -197,6 +220,13 @@ int kn_rt_check_buffers(const kn_session *s, const void *const *inputs, void *co
     return KN_OK;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* kn_session_run without the refusal of dynamic outputs (their buffers are
  * ignored: run_tensors takes them from the slots). */
 static int run_raw(kn_session *s, const void *const *inputs, void *const *outputs)
@@ -204,8 +234,20 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     int st = kn_rt_check_buffers(s, inputs, outputs);
     if (st) return st;
     kn_error_clear();
+    /* the governor's choice of threads (governor.h), and what it learns from
+     * the run: its time per byte of input, leaving out primitives built
+     * during it; whether a worker had to wait for a CPU */
+    int threads = kn_gov_begin(&s->gov);
+    kn_rt_set_run_threads(s, threads);
+    uint64_t late = kn_rt_contention_count();
+    kn_rt_team_check(threads);
+    int64_t built = kn_dnnl_build_ns(s->dnnl), t0 = now_ns();
     /* the ABI passes inputs as void *const *; the generated code never writes them */
     st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
+    int64_t ns = now_ns() - t0 - (kn_dnnl_build_ns(s->dnnl) - built);
+    double bytes = 0;
+    for (int i = 0; i < s->art->meta.n_inputs; i++) bytes += (double)kn_rt_tensor_nbytes(&s->exec, &s->art->meta.inputs[i]);
+    kn_gov_end(&s->gov, st ? -1.0 : (double)ns / (bytes > 0 ? bytes : 1.0), kn_rt_contention_count() != late);
     if (st && !*kn_last_error())
         kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);
     return st;

@@ -267,6 +267,29 @@ static void test_static_run(void **state)
     assert_int_equal(kn_session_run(s, null_in, out), KN_ERR_INVALID);
     assert_string_equal(kn_last_error(), "input 'x': NULL buffer");
 
+    /* the thread policy: both values taken, runs the same either way, any
+     * other value refused; KILN_THREADS sets a new session's */
+    assert_int_equal(kn_session_set_thread_policy(s, KN_THREADS_FIXED), 0);
+    assert_int_equal(kn_session_run(s, in, out), 0);
+    expect_leaky(x, y, NULL);
+    assert_int_equal(kn_session_set_thread_policy(s, (kn_thread_policy)7), KN_ERR_INVALID);
+    assert_string_equal(kn_last_error(), "kn_session_set_thread_policy: unknown policy 7");
+    assert_int_equal(kn_session_set_thread_policy(s, KN_THREADS_ADAPTIVE), 0);
+    for (int i = 0; i < 40; i++) {
+        memset(y, 0, sizeof y);
+        assert_int_equal(kn_session_run(s, in, out), 0);
+        expect_leaky(x, y, NULL);
+    }
+    kn_session_free(s);
+    setenv("KILN_THREADS", "sometimes", 1);
+    assert_int_equal(kn_session_create(a, &s), KN_ERR_INVALID);
+    assert_null(s);
+    assert_non_null(strstr(kn_last_error(), "KILN_THREADS='sometimes': not a thread policy (adaptive, fixed)"));
+    setenv("KILN_THREADS", "fixed", 1);
+    assert_int_equal(kn_session_create(a, &s), 0);
+    assert_true(s != NULL);
+    unsetenv("KILN_THREADS");
+
     kn_session_free(s);
     kn_artifact_close(a);
     free(meta);

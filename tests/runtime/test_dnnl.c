@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "../../runtime/src/dnnl/dnnl_int.h"
 #include "../../runtime/src/rt_internal.h"
 
 /* runtime/src/dnnl.c, not yet in rt_internal.h */
@@ -449,8 +450,11 @@ static void test_deterministic_2_threads(void **st)
     free(blob), free(x), free(y1), free(y2);
 }
 
-/* A primitive is rebuilt when the thread count changes (oneDNN fixes its
- * partitioning at creation): results agree across 1, 2 and 1 threads. */
+/* A primitive is rebuilt when the session's thread count changes (oneDNN
+ * fixes its partitioning at creation); a run at another count (the
+ * governor's: one thread) uses a second build of the record, p->alt, that
+ * shares the reordered weights where its layout is the same. Results
+ * agree across 1, 2 and 1 threads. */
 static void test_thread_change(void **st)
 {
     (void)st;
@@ -470,6 +474,22 @@ static void test_thread_change(void **st)
     for (int i = 0; i < 3; i++) assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y[i], NULL, threads[i]), KN_OK);
     assert_close(y[1], y[0], ny, 1e-5f);
     assert_memory_equal(y[2], y[0], (size_t)ny * 4);
+    if (!p->algo || !p->algo->keeps || !p->algo->keeps(p, 1)) {
+        assert_int_equal(p->nthr, 2); /* not rebuilt by the runs at 1 */
+        assert_non_null(p->alt);
+        assert_int_equal(p->alt->nthr, 1);
+        if (p->wei_buf && p->alt->m_wei) {
+            const dnnl_memory_desc_t *a = NULL, *b = NULL;
+            void *h = NULL;
+            assert_int_equal(dnnl_memory_get_memory_desc(p->m_wei, &a), dnnl_success);
+            assert_int_equal(dnnl_memory_get_memory_desc(p->alt->m_wei, &b), dnnl_success);
+            assert_int_equal(dnnl_memory_get_data_handle(p->alt->m_wei, &h), dnnl_success);
+            if (dnnl_memory_desc_equal(a, b)) { /* the same bytes: not a second copy */
+                assert_null(p->alt->wei_buf);
+                assert_ptr_equal(h, p->wei_buf);
+            }
+        }
+    }
     kn_dnnl_prim_free(p);
     kn_dnnl_session_free(s);
     free(blob), free(x), free(y[0]), free(y[1]), free(y[2]);

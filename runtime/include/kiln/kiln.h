@@ -83,6 +83,20 @@ int kn_artifact_find_output(const kn_artifact *a, const char *name);
 int kn_session_create(const kn_artifact *a, kn_session **out);
 /* Threads used by the session's kernels (default 1). */
 int kn_session_set_threads(kn_session *s, int threads);
+/* How a session of more than one thread picks each run's thread count. */
+typedef enum kn_thread_policy {
+    /* The default: the session's threads, or the calling thread alone while
+     * that is measured to be faster: when other processes want the CPUs, a
+     * worker waiting for one delays every parallel step of a run. A run's
+     * outputs are the same bitwise on any thread count wherever kiln's own
+     * kernels run it; a oneDNN product may split its sums differently. */
+    KN_THREADS_ADAPTIVE = 0,
+    /* Every run on the session's threads. */
+    KN_THREADS_FIXED = 1,
+} kn_thread_policy;
+/* Sets the policy (a new session's is KN_THREADS_ADAPTIVE, or what the
+ * environment variable KILN_THREADS says: "adaptive" or "fixed"). */
+int kn_session_set_thread_policy(kn_session *s, kn_thread_policy policy);
 /* Sets dynamic dim `name` (`kiln compile --max name=N`) for the following
  * kn_session_run calls, 1 <= value <= N (default N; kn_session_run_tensors
  * sets it from its inputs); the buffers passed to kn_session_run must then

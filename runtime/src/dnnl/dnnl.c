@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
@@ -373,6 +374,7 @@ static int build_prim(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
 
 void kn_dnnl_prim_clear(kn_dnnl_prim *p)
 {
+    kn_dnnl_prim_free(p->alt); /* first: it may use p's weights */
     kn_dnnl_run_free(&p->main);
     kn_dnnl_run_free(&p->reorder);
     kn_dnnl_run_free(&p->src_ro);
@@ -431,6 +433,39 @@ int kn_dnnl_rebuild(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
     *p = *q;
     p->pair = pair;
     free(q);
+    return KN_OK;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t kn_dnnl_build_ns(const kn_dnnl_session *s) { return s ? s->build_ns : 0; }
+
+int kn_dnnl_prim_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads, kn_dnnl_prim **out)
+{
+    *out = p;
+    if (threads == p->nthr || (p->algo && p->algo->keeps && p->algo->keeps(p, threads))) return KN_OK;
+    if (p->alt && p->alt->nthr == threads) {
+        *out = p->alt;
+        return KN_OK;
+    }
+    int64_t t0 = now_ns();
+    kn_dnnl_prim *q = calloc(1, sizeof *q);
+    if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
+    q->twin = p;
+    int st = build_prim(s, &p->rec, p->weights, threads, q);
+    q->twin = NULL;
+    s->build_ns += now_ns() - t0;
+    if (st) {
+        kn_dnnl_prim_free(q);
+        return st;
+    }
+    kn_dnnl_prim_free(p->alt);
+    *out = p->alt = q;
     return KN_OK;
 }
 

@@ -38,6 +38,9 @@ struct kn_dnnl_session {
     size_t act_cap[3];
     /* what KN_LAYOUT_NATIVE means in this session (probed on first use) */
     int native;
+    /* time spent building primitives during runs (kn_dnnl_prim_for), which
+     * the session's governor leaves out of a run's cost */
+    int64_t build_ns;
 };
 
 /* The layouts KN_LAYOUT_NATIVE may stand for. */
@@ -150,6 +153,12 @@ struct kn_dnnl_prim {
     /* a conv of a fused 1x1 + depthwise pair (kept when p is rebuilt; the
      * primitive itself stays built, for runs the pair cannot take) */
     xdw_pair *pair;
+    /* the same record built for another thread count: runs that the
+     * session's governor gives fewer threads (kn_dnnl_prim_for). While it is
+     * built, twin is p: its reordered constant weights are shared when the
+     * layouts agree (then alt's wei_buf is NULL). */
+    kn_dnnl_prim *alt;
+    const kn_dnnl_prim *twin;
     char impl[48]; /* oneDNN's implementation name (kn_dnnl_prim_impl) */
     kn_dnnl_dynq *dynq; /* a dynamic int8 matmul (f32 src quantized per run), or NULL */
 };
@@ -200,6 +209,10 @@ int kn_dnnl_run_exec(kn_dnnl_session *s, prim_run *r, dnnl_exec_arg_t *args, int
 void kn_dnnl_prim_clear(kn_dnnl_prim *p);
 /* Rebuilds p for a new thread count; on failure p is left as it was. */
 int kn_dnnl_rebuild(kn_dnnl_session *s, kn_dnnl_prim *p, int threads);
+/* The primitive that runs p's record with `threads` threads: p when it was
+ * built for them (or splits its work at each run), else p->alt, built now
+ * if it was built for another count. p itself is never rebuilt here. */
+int kn_dnnl_prim_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads, kn_dnnl_prim **out);
 
 /* ---- reorders, memories, post-ops (reorder.c, postops.c) ------------------ */
 

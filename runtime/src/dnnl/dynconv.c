@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <dnnl.h>
 
@@ -346,7 +347,7 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
     const void *bias = conv && on->n_inputs > 2 ? in_ptrs[2] : NULL;
     const void *res = rt->desc.op == KN_OP_FusedConv && on->n_inputs > KN_FUSED_RESIDUAL ? in_ptrs[KN_FUSED_RESIDUAL]
                                                                                           : NULL;
-    int threads = s->threads > 0 ? s->threads : 1;
+    int threads = s->run_threads > 0 ? s->run_threads : 1;
     dc_prim *p = NULL, *lru = &n->p[0];
     for (int k = 0; k < DC_WAYS && !p; k++) {
         dc_prim *q = &n->p[k];
@@ -359,7 +360,11 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
     if (!p) {
         p = lru;
         prim_free(p);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         st = build(s->dnnl, n, rt, xd, wd, od, conv ? in_ptrs[1] : NULL, bias != NULL, res != NULL, p);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        s->dnnl->build_ns += (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
         if (st) {
             prim_free(p);
             kn_error_prefix("node '%s' (%s) at %lldx%lld: ", on->name, on->op_type, (long long)xd[2],

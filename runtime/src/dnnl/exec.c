@@ -65,10 +65,13 @@ bool kn_dnnl_overlap(const void *a, size_t na, const void *b, size_t nb)
 int kn_dnnl_exec_one(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                      const void *post_src, int threads)
 {
-    int rc;
-    if (threads != p->nthr && (rc = kn_dnnl_rebuild(s, p, threads))) return rc;
-    if (p->algo && p->algo->run) return p->algo->run(s, p, src, wei, bias, dst, post_src, threads);
-    return kn_dnnl_exec_prim(s, p, src, wei, bias, dst, post_src, threads);
+    kn_dnnl_prim *r = p;
+    int rc = kn_dnnl_prim_for(s, p, threads, &r);
+    if (rc) return rc;
+    rc = r->algo && r->algo->run ? r->algo->run(s, r, src, wei, bias, dst, post_src, threads)
+                                 : kn_dnnl_exec_prim(s, r, src, wei, bias, dst, post_src, threads);
+    if (threads > 1) kn_rt_team_done();
+    return rc;
 }
 
 int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,

@@ -64,6 +64,15 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
         KN_DN(dnnl_memory_create(&p->m_wei, want, s->engine, (void *)wconst), "creating the weights memory");
         return KN_OK;
     }
+    const kn_dnnl_prim *t = p->twin;
+    if (wconst && t && t->wei_const && t->wei_buf && t->m_wei) {
+        const dnnl_memory_desc_t *tmd = NULL;
+        if (dnnl_memory_get_memory_desc(t->m_wei, &tmd) == dnnl_success && dnnl_memory_desc_equal(tmd, want)) {
+            /* the twin's reordered weights: the same bytes */
+            KN_DN(dnnl_memory_create(&p->m_wei, want, s->engine, t->wei_buf), "creating the weights memory");
+            return KN_OK;
+        }
+    }
     size_t n = dnnl_memory_desc_get_size(want);
     p->wei_buf = kn_dnnl_alloc(n);
     if (!p->wei_buf) return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of reordered weights", n);

@@ -1,0 +1,62 @@
+/*
+ * runtime/src/governor.h — how many threads the next run of a session
+ * takes: the session's count T, or the calling thread alone.
+ *
+ * Why: on a machine where another process wants one of the CPUs, every
+ * parallel region's end waits for the member the scheduler set aside, a
+ * time slice of milliseconds, and a run at T threads can take many times
+ * what it takes on one (docs/design.md, "Threads"). Nothing in the
+ * session's environment can fix libgomp's wait once it is loaded, so the
+ * session chooses per run between its T threads and one.
+ *
+ * How: runs go at T. A run at T that saw evidence of contention (a worker
+ * that joined a parallel region late, though it should have been spinning:
+ * parallel.c counts them) lets the next run try one thread (a probe). The
+ * choices are compared by cost (a run's time per byte of input, so that
+ * runs of other sizes compare), a probe against the mean of the current
+ * choice's last runs: the probe wins when it costs under 0.9 of that, and
+ * then becomes the choice. Alone, the session tries T again every 16 runs,
+ * doubling to 256 while T keeps losing (and when T, back, loses again
+ * within 32 runs); at T, a losing probe makes the next one wait twice as
+ * long (4 runs, doubling to 1024), whatever the evidence. Each probe is
+ * one run, so the cost of being wrong is one slow run in that many.
+ *
+ * The policy is this file's pure functions of the costs and evidence the
+ * session hands it (tests/runtime/test_governor.c drives it with made-up
+ * runs); session.c measures them.
+ */
+#ifndef KILN_RT_GOVERNOR_H
+#define KILN_RT_GOVERNOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Runs whose cost the mean of the current choice is taken over. */
+#define KN_GOV_WINDOW 5
+
+typedef struct kn_gov {
+    int threads;        /* the session's count T; 1: nothing to choose */
+    bool fixed;         /* KN_THREADS_FIXED: always T */
+    bool solo;          /* the current choice: one thread (else T) */
+    bool probing;       /* the run under way tries the other choice */
+    bool evidence;      /* the last run at T saw contention */
+    int64_t runs;       /* runs recorded */
+    int64_t next_probe; /* the first run that may probe */
+    int64_t gap_solo;   /* runs between probes of one thread (at T) */
+    int64_t gap_full;   /* runs between probes of T (alone) */
+    int64_t since;      /* the run at which the current choice was taken */
+    double cost[KN_GOV_WINDOW]; /* the current choice's last costs, a ring */
+    int ncost, at;
+    int64_t solo_runs; /* runs that went on one thread, probes included */
+} kn_gov;
+
+/* A governor for a session of `threads` threads; fixed: never choose. */
+void kn_gov_init(kn_gov *g, int threads, bool fixed);
+/* The thread count of the run about to start: g->threads or 1. */
+int kn_gov_begin(kn_gov *g);
+/* Records the run that kn_gov_begin started: its cost (seconds per byte of
+ * input, or any measure in which a cheaper run is smaller; < 0: not
+ * measured, e.g. a failed run) and whether it saw contention. */
+void kn_gov_end(kn_gov *g, double cost, bool contended);
+
+#endif

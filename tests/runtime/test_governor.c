@@ -1,0 +1,168 @@
+/*
+ * tests/runtime/test_governor.c — the per-run choice of threads
+ * (runtime/src/governor.c), driven by made-up runs: a quiet machine never
+ * leaves T (and a false alarm costs one run, then fewer and fewer); a
+ * loaded one goes to one thread at the first evidence and stays there,
+ * trying T rarely; when the load ends T comes back within a probe's gap;
+ * runs at T that are quick or a time slice slower by turns count by their
+ * mean; a fixed policy and one thread never choose; failed runs teach
+ * nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../runtime/src/governor.h"
+
+/* A machine: what a run costs at T threads and alone, and whether a run at
+ * T sees a late worker. */
+typedef struct machine {
+    double full, solo;
+    int evidence_every; /* a run at T sees contention every this many runs (0: never) */
+    /* bimodal T: every slow_every-th run at T costs slow instead of full */
+    int slow_every;
+    double slow;
+    int64_t n_full; /* runs at T so far */
+} machine;
+
+/* Runs n runs on m; returns how many went alone. */
+static int64_t drive(kn_gov *g, machine *m, int n)
+{
+    int64_t solo = 0;
+    for (int i = 0; i < n; i++) {
+        int t = kn_gov_begin(g);
+        double cost = m->solo;
+        bool late = false;
+        if (t > 1) {
+            m->n_full++;
+            cost = m->slow_every && m->n_full % m->slow_every == 0 ? m->slow : m->full;
+            late = m->evidence_every && m->n_full % m->evidence_every == 0;
+        } else {
+            solo++;
+        }
+        kn_gov_end(g, cost, late);
+    }
+    return solo;
+}
+
+static void test_quiet_stays(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    machine m = {.full = 1.0, .solo = 1.8};
+    assert_int_equal(drive(&g, &m, 1000), 0);
+    assert_false(g.solo);
+}
+
+static void test_false_alarms_fade(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    /* a late worker every 3rd run, and one thread is slower: each probe
+     * loses and the next waits twice as long (4, 8, ..., 1024) */
+    machine m = {.full = 1.0, .solo = 1.8, .evidence_every = 3};
+    int64_t solo = drive(&g, &m, 3000);
+    assert_true(solo >= 1);
+    assert_true(solo <= 10);
+    assert_false(g.solo);
+    assert_int_equal(g.gap_solo, 1024);
+}
+
+static void test_load_goes_solo(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    /* loaded from the first run: T costs 3x one thread, every run at T late */
+    machine m = {.full = 3.0, .solo = 1.0, .evidence_every = 1};
+    drive(&g, &m, 4); /* run 0 (not measured), 1 and 2 at T, 3 the probe */
+    assert_true(g.solo);
+    int64_t before = m.n_full;
+    int64_t solo = drive(&g, &m, 500);
+    /* T tried at gaps of 16, 32, 64, 128, 256: at most 5 runs of 500 */
+    assert_true(m.n_full - before <= 5);
+    assert_int_equal(solo + (m.n_full - before), 500);
+    assert_true(g.solo);
+}
+
+static void test_load_ends(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 4, false);
+    machine m = {.full = 3.0, .solo = 1.0, .evidence_every = 1};
+    drive(&g, &m, 100);
+    assert_true(g.solo);
+    int64_t gap = g.gap_full;
+    assert_true(gap <= 64);
+    /* quiet again: T costs half of one thread; the next probe of T wins */
+    m = (machine){.full = 0.5, .solo = 1.0};
+    drive(&g, &m, (int)gap + 1);
+    assert_false(g.solo);
+    int64_t solo = drive(&g, &m, 1000);
+    assert_int_equal(solo, 0);
+    assert_int_equal(kn_gov_begin(&g), 4);
+}
+
+static void test_bimodal_counts_by_mean(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    /* at T: 0.6 most runs, 8.0 every 4th, late workers in every run; alone
+     * 0.8. T's quick runs (or its median, 0.6) would keep T; its mean (2.45)
+     * must not */
+    machine m = {.full = 0.6, .solo = 0.8, .slow_every = 4, .slow = 8.0, .evidence_every = 1};
+    int64_t solo = drive(&g, &m, 1000);
+    assert_true(g.solo);
+    assert_true(solo >= 950);
+}
+
+static void test_no_choice(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, true); /* KN_THREADS_FIXED */
+    machine m = {.full = 3.0, .solo = 1.0, .evidence_every = 1};
+    assert_int_equal(drive(&g, &m, 200), 0);
+    kn_gov_init(&g, 1, false); /* one thread: nothing to choose */
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(kn_gov_begin(&g), 1);
+        kn_gov_end(&g, 1.0, true);
+    }
+    assert_int_equal(g.solo_runs, 0);
+}
+
+static void test_failed_runs_teach_nothing(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    machine m = {.full = 1.0, .solo = 1.8};
+    drive(&g, &m, 5);
+    int n = g.ncost;
+    kn_gov_begin(&g);
+    kn_gov_end(&g, -1.0, true);
+    assert_int_equal(g.ncost, n);
+    assert_false(g.evidence);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quiet_stays),
+        cmocka_unit_test(test_false_alarms_fade),
+        cmocka_unit_test(test_load_goes_solo),
+        cmocka_unit_test(test_load_ends),
+        cmocka_unit_test(test_bimodal_counts_by_mean),
+        cmocka_unit_test(test_no_choice),
+        cmocka_unit_test(test_failed_runs_teach_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
