@@ -58,7 +58,7 @@ int kn_rt_parallel_worker(void) { return tl_worker; }
 static _Atomic int64_t g_last_end; /* when the last loop's team finished (CLOCK_MONOTONIC ns) */
 static _Atomic uint64_t g_late;    /* late joins (and kn_rt_note_contention calls) so far */
 
-static int64_t now_ns(void)
+int64_t kn_rt_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,7 +69,7 @@ uint64_t kn_rt_contention_count(void) { return atomic_load_explicit(&g_late, mem
 
 void kn_rt_note_contention(void) { atomic_fetch_add_explicit(&g_late, 1, memory_order_relaxed); }
 
-void kn_rt_team_done(void) { atomic_store_explicit(&g_last_end, now_ns(), memory_order_relaxed); }
+void kn_rt_team_done(void) { atomic_store_explicit(&g_last_end, kn_rt_now_ns(), memory_order_relaxed); }
 
 static void find_omp(void)
 {
@@ -110,7 +110,7 @@ static void team_body(void *data)
 {
     par_job *j = data;
     tl_worker = __atomic_fetch_add(&j->joined, 1, __ATOMIC_RELAXED);
-    if (j->t_call && now_ns() - j->t_call > PAR_LATE_NS) kn_rt_note_contention();
+    if (j->t_call && kn_rt_now_ns() - j->t_call > PAR_LATE_NS) kn_rt_note_contention();
     for (int c; (c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->chunks;) run_chunk(j, c);
 }
 
@@ -125,7 +125,7 @@ int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64
     int chunks = want < n ? (int)want : (int)n, team = threads < chunks ? threads : chunks;
     pthread_once(&g_omp_once, find_omp);
     if (!g_omp.parallel) return fn(args, 0, n);
-    int64_t t = now_ns();
+    int64_t t = kn_rt_now_ns();
     bool awake = t - atomic_load_explicit(&g_last_end, memory_order_relaxed) < PAR_AWAKE_NS;
     par_job j = {.fn = fn, .args = args, .n = n, .chunks = chunks, .t_call = awake ? t : 0};
     g_omp.parallel(team_body, &j, (unsigned)team, 0);

@@ -350,13 +350,6 @@ static inline void cpu_relax(void)
 
 static int phases_of(const rnn_state *st) { return st->kind == KN_RNN_GRU && !st->lbr ? 2 : 1; }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* A member that waits this long for another one's part of a step takes
  * over the layer's remaining work: the other one has lost its CPU (steps
  * take microseconds). Without it, a machine whose other core was busy made
@@ -368,7 +361,7 @@ static int64_t now_ns(void)
  * latecomers (kn_rt_parallel_for_threads is an OpenMP region). */
 static void note_start(int64_t t_call, int *contended)
 {
-    if (contended && t_call && now_ns() - t_call > RNN_TEAM_MAX_WAIT_NS)
+    if (contended && t_call && kn_rt_now_ns() - t_call > RNN_TEAM_MAX_WAIT_NS)
         __atomic_store_n(contended, 1, __ATOMIC_RELAXED);
 }
 
@@ -400,7 +393,7 @@ static int team_member(void *args, int64_t lo, int64_t hi)
         for (int spins = 0; __atomic_load_n(&r->done, __ATOMIC_ACQUIRE) < stage * r->parts; spins++) {
             cpu_relax();
             if (spins % 64 || leader) continue;
-            int64_t t = now_ns();
+            int64_t t = kn_rt_now_ns();
             if (!t0) t0 = t;
             else if (t - t0 > RNN_TEAM_MAX_WAIT_NS && !__atomic_exchange_n(&r->solo, 1, __ATOMIC_RELAXED)) {
                 leader = true;
@@ -422,7 +415,7 @@ static int run_direction(dir_run *r)
         r->parts = r->threads < st->nblk ? r->threads : (int)st->nblk;
         r->next = r->done = 0;
         r->solo = 0;
-        r->t_call = now_ns();
+        r->t_call = kn_rt_now_ns();
         return kn_rt_parallel_for_threads(r->parts, team_member, r, r->parts);
     }
     for (int64_t s = 0; s < r->maxlen; s++)
@@ -558,7 +551,7 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
     }
     if (!rc && D == 2 && threads >= 2) {
         runs[0].threads = runs[1].threads = 1; /* one direction per thread */
-        runs[0].t_call = runs[1].t_call = now_ns();
+        runs[0].t_call = runs[1].t_call = kn_rt_now_ns();
         rc = kn_rt_parallel_for_threads(2, dir_chunk, runs, 2);
     } else if (!rc) {
         rc = dir_chunk(runs, 0, D);

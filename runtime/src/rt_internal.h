@@ -129,6 +129,8 @@ int kn_rt_parallel_for_threads(int threads, kn_rt_chunk_fn fn, void *args, int64
  * 0 .. threads - 1 (0 when the loop runs on the calling thread), for
  * per-thread scratch. */
 int kn_rt_parallel_worker(void);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t kn_rt_now_ns(void);
 /* Late joins seen so far, process-wide (parallel.c says which count), and
  * one more from a kernel that saw its own team wait for a CPU (rnn.c). */
 uint64_t kn_rt_contention_count(void);

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
 #include "rt_internal.h"
@@ -220,13 +219,6 @@ int kn_rt_check_buffers(const kn_session *s, const void *const *inputs, void *co
     return KN_OK;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* kn_session_run without the refusal of dynamic outputs (their buffers are
  * ignored: run_tensors takes them from the slots). */
 static int run_raw(kn_session *s, const void *const *inputs, void *const *outputs)
@@ -241,10 +233,10 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     kn_rt_set_run_threads(s, threads);
     uint64_t late = kn_rt_contention_count();
     kn_rt_team_check(threads);
-    int64_t built = kn_dnnl_build_ns(s->dnnl), t0 = now_ns();
+    int64_t built = kn_dnnl_build_ns(s->dnnl), t0 = kn_rt_now_ns();
     /* the ABI passes inputs as void *const *; the generated code never writes them */
     st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
-    int64_t ns = now_ns() - t0 - (kn_dnnl_build_ns(s->dnnl) - built);
+    int64_t ns = kn_rt_now_ns() - t0 - (kn_dnnl_build_ns(s->dnnl) - built);
     double bytes = 0;
     for (int i = 0; i < s->art->meta.n_inputs; i++) bytes += (double)kn_rt_tensor_nbytes(&s->exec, &s->art->meta.inputs[i]);
     kn_gov_end(&s->gov, st ? -1.0 : (double)ns / (bytes > 0 ? bytes : 1.0), kn_rt_contention_count() != late);

@@ -48,7 +48,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
@@ -436,13 +435,6 @@ int kn_dnnl_rebuild(kn_dnnl_session *s, kn_dnnl_prim *p, int threads)
     return KN_OK;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int64_t kn_dnnl_build_ns(const kn_dnnl_session *s) { return s ? s->build_ns : 0; }
 
 int kn_dnnl_prim_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads, kn_dnnl_prim **out)
@@ -453,13 +445,13 @@ int kn_dnnl_prim_for(kn_dnnl_session *s, kn_dnnl_prim *p, int threads, kn_dnnl_p
         *out = p->alt;
         return KN_OK;
     }
-    int64_t t0 = now_ns();
+    int64_t t0 = kn_rt_now_ns();
     kn_dnnl_prim *q = calloc(1, sizeof *q);
     if (!q) return kn_error(KN_ERR_NOMEM, "out of memory");
     q->twin = p;
     int st = build_prim(s, &p->rec, p->weights, threads, q);
     q->twin = NULL;
-    s->build_ns += now_ns() - t0;
+    s->build_ns += kn_rt_now_ns() - t0;
     if (st) {
         kn_dnnl_prim_free(q);
         return st;

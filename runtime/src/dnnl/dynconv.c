@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <dnnl.h>
 
@@ -360,11 +359,9 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
     if (!p) {
         p = lru;
         prim_free(p);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int64_t t0 = kn_rt_now_ns();
         st = build(s->dnnl, n, rt, xd, wd, od, conv ? in_ptrs[1] : NULL, bias != NULL, res != NULL, p);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        s->dnnl->build_ns += (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+        s->dnnl->build_ns += kn_rt_now_ns() - t0;
         if (st) {
             prim_free(p);
             kn_error_prefix("node '%s' (%s) at %lldx%lld: ", on->name, on->op_type, (long long)xd[2],
