@@ -121,6 +121,21 @@ int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float 
                 const float *residual, int threads);
 void kn_xdw_free(kn_xdw *x);
 
+/* ---- transposed convolutions with kernel = stride (kernels/x86/f32_deconv_patch_avx512.c) */
+
+/* A KN_DNNL_DECONV record whose kernel equals its stride, 2-D, no padding,
+ * one group, constant weights, on AVX-512: each input pixel's own output
+ * patch. Its src is channels-last (NHWC); dst_nhwc says dst's layout
+ * (else NCHW). A residual (SUM) only where the kernel stores in place:
+ * dst NHWC, kw O a multiple of 16. */
+typedef struct kn_pdc kn_pdc;
+bool kn_pdc_supported(const kn_abi_dnnl *rec, bool dst_nhwc);
+/* w: ONNX's [C, O, kh, kw]; bias: O values or NULL. */
+int kn_pdc_create(const kn_abi_dnnl *rec, const float *w, const float *bias, bool dst_nhwc, kn_pdc **out);
+/* residual: in dst's layout, equal to dst or apart from it. */
+int kn_pdc_exec(const kn_pdc *k, const float *src, float *dst, const float *residual, int threads);
+void kn_pdc_free(kn_pdc *k);
+
 /* ---- parallel loops (parallel.c) ------------------------------------------ */
 
 /* kn_rt_parallel_for for a given thread count (threads <= 1: fn(args, 0, n)). */

@@ -238,7 +238,8 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     st = s->art->desc->run(&s->exec, s->arena, (const char *)s->art->weights, (void *const *)inputs, outputs);
     int64_t ns = kn_rt_now_ns() - t0 - (kn_dnnl_build_ns(s->dnnl) - built);
     double bytes = 0;
-    for (int i = 0; i < s->art->meta.n_inputs; i++) bytes += (double)kn_rt_tensor_nbytes(&s->exec, &s->art->meta.inputs[i]);
+    for (int i = 0; i < s->art->meta.n_inputs; i++)
+        bytes += (double)kn_rt_tensor_nbytes(&s->exec, &s->art->meta.inputs[i]);
     kn_gov_end(&s->gov, st ? -1.0 : (double)ns / (bytes > 0 ? bytes : 1.0), kn_rt_contention_count() != late);
     if (st && !*kn_last_error())
         kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);

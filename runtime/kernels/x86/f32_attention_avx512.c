@@ -22,30 +22,13 @@
 
 #include "attention.h"
 #include "attention_avx512.h"
+#include "f32_gemm_avx512.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-/* exp(x) for x <= 0 (scores minus their maximum) as exp8 of the AVX2
- * kernel: below -87 the result is 0, so masked keys weigh nothing. */
-KN_ATTN512_TARGET KN_ATTN512_INLINE __m512 exp16(__m512 x)
-{
-    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    /* y * 2^fx: fx is integral and within [-126, 127], so vscalefps gives
-     * what the AVX2 kernel builds from the exponent bits */
-    return _mm512_maskz_scalef_ps(live, y, fx);
-}
+/* exp(x) for x <= 0 (scores minus their maximum): below -87 the result is
+ * 0, so masked keys weigh nothing. */
+KN_ATTN512_TARGET KN_ATTN512_INLINE __m512 exp16(__m512 x) { return kn_exp512(x); }
 
 /* s[r][0 .. 16 nv) for the 4 rows: nv vectors of keys, the last masked by
  * mk (loads of masked lanes read nothing, stores leave them). */

@@ -54,6 +54,30 @@ __attribute__((visibility("hidden"))) void kn_gemm512_clamp(kn_gemm512_epi *e);
 
 #define KN_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
+/* exp(x), Cephes' expf as the AVX2 kernels' exp8 (range reduction by ln 2
+ * in two parts, a degree-5 polynomial; about 1 ulp): 0 below -87, x
+ * clamped to 88 above. The epilogue's Sigmoid and the attention kernels'
+ * softmax use it. */
+KN_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 kn_exp512(__m512 x)
+{
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    /* y * 2^fx: fx is integral and within [-126, 127], so vscalefps gives
+     * what the AVX2 kernel builds from the exponent bits */
+    return _mm512_maskz_scalef_ps(live, y, fx);
+}
+
 /* out[i][..] = the post-ops of e (not its bias) on acc[i][..] for a block
  * of rows x 16 np floats: acc holds 32 floats per row, out has ldo floats
  * between rows, res is the residual at the block's place (ldr floats

@@ -294,11 +294,86 @@ static int deconv_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     return KN_OK;
 }
 
+/* ---- kernel = stride: kiln's patch kernel (kernels/x86/f32_deconv_patch_avx512.c) ---- */
+
+/* Whether dst (or src) is channels-last in s: the session's NHWC, or one
+ * channel in any layout (the same bytes). */
+static bool nhwc(kn_dnnl_session *s, int32_t layout, int64_t channels)
+{
+    return channels == 1 || (layout == KN_LAYOUT_NATIVE && kn_dnnl_native_block(s) == 0);
+}
+
+/* The patch kernel takes rec: an f32 record not forced onto oneDNN, src
+ * channels-last, a residual in dst's layout. */
+static bool patch_supported(kn_dnnl_session *s, const kn_abi_dnnl *rec, bool *dst_nhwc)
+{
+    *dst_nhwc = nhwc(s, rec->dst_layout, rec->dst.dims[1]);
+    bool plain_dst = rec->dst_layout == KN_LAYOUT_PLAIN;
+    if (!*dst_nhwc && !plain_dst) return false; /* a blocked dst */
+    kn_conv_algo forced = kn_config_conv_algo();
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->compute == KN_DT_UNDEFINED && forced != KN_ALGO_DNNL &&
+           forced != KN_ALGO_DIRECT && rec->src.rank == 4 && nhwc(s, rec->src_layout, rec->src.dims[1]) &&
+           (!kn_dnnl_has_sum(rec) || rec->post_layout == rec->dst_layout) && kn_pdc_supported(rec, *dst_nhwc);
+}
+
+static int patch_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                     const void *post_src, int threads)
+{
+    (void)wei, (void)bias;
+    if (post_src && post_src != dst && kn_dnnl_overlap(post_src, p->dst_bytes, dst, p->dst_bytes)) {
+        int rc = kn_dnnl_copy_parallel(s->act[2], post_src, p->dst_bytes, threads);
+        if (rc) return rc;
+        post_src = s->act[2];
+    }
+    return kn_pdc_exec(p->state, src, dst, post_src, threads);
+}
+
+static void patch_free(void *state) { kn_pdc_free(state); }
+
+static bool patch_keeps(const kn_dnnl_prim *p, int threads)
+{
+    (void)p, (void)threads;
+    return true; /* it splits its work at each run */
+}
+
+static const char *patch_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln patch deconv:avx512";
+}
+
+static const kn_dnnl_algo PATCH = {
+    .id = KN_ALGO_AUTO, .dtype = KN_F32, .run = patch_run, .free = patch_free, .keeps = patch_keeps,
+    .impl = patch_impl,
+};
+
+static int patch_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, bool dst_nhwc,
+                        kn_dnnl_prim *p)
+{
+    const void *w = NULL, *b = NULL;
+    int st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w);
+    if (!st && kn_dnnl_has_bias(rec)) st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b);
+    kn_pdc *k = NULL;
+    if (!st) st = kn_pdc_create(rec, w, b, dst_nhwc, &k);
+    p->dst_bytes = (size_t)rec->dst.nbytes;
+    /* a residual that overlaps dst other than exactly is copied aside (patch_run) */
+    if (!st && kn_dnnl_has_sum(rec)) st = kn_dnnl_reserve(s, 2, p->dst_bytes);
+    if (st) {
+        kn_pdc_free(k);
+        return st;
+    }
+    p->algo = &PATCH;
+    p->state = k;
+    return KN_OK;
+}
+
 int kn_dnnl_create_deconv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr)
 {
     int st = check_deconv(rec);
     if (st) return st;
+    bool dst_nhwc = false;
+    if (patch_supported(s, rec, &dst_nhwc)) return patch_create(s, rec, weights, dst_nhwc, p);
     p->algo = &DECONV;
     st = deconv_create(s, rec, weights, p, attr);
     if (st) p->algo = NULL; /* the caller frees what was made; no state to free */

@@ -1,0 +1,196 @@
+/*
+ * tests/runtime/test_deconv_patch.c — the transposed convolution whose
+ * kernel equals its stride (kernels/x86/f32_deconv_patch_avx512.c) against
+ * a plain loop: 2x2, 3x3 and 2x1 kernels; channels-last dst stored by the
+ * product itself (kw O a multiple of 16) and through the block (other
+ * widths), NCHW dst; bias, ReLU, Sigmoid, a residual (in place too);
+ * widths that leave a partial block of pixels; 1 and 2 threads bitwise
+ * equal. And which records it refuses: padding, a stride other than the
+ * kernel, groups, a residual it cannot store. Skipped without AVX-512F.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../runtime/src/rt_internal.h"
+#include "test_skip.h"
+
+typedef struct pcase {
+    int64_t N, C, H, W, O, kh, kw;
+    bool dst_nhwc, bias;
+    int n_post;
+    kn_abi_post post[4];
+} pcase;
+
+static uint32_t g_seed = 7;
+static float frand(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *rand_buf(int64_t n)
+{
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static void record(const pcase *c, kn_abi_dnnl *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = KN_DNNL_DECONV;
+    r->spatial = 2;
+    r->groups = 1;
+    r->src = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {c->N, c->C, c->H, c->W}};
+    r->wei = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {c->C, c->O, c->kh, c->kw}};
+    r->dst = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {c->N, c->O, c->H * c->kh, c->W * c->kw}};
+    r->dst.nbytes = c->N * c->O * c->H * c->kh * c->W * c->kw * 4;
+    if (c->bias) r->bias = (kn_abi_tensor){.dtype = KN_F32, .rank = 1, .dims = {c->O}, .nbytes = c->O * 4};
+    r->strides[0] = c->kh, r->strides[1] = c->kw;
+    r->dilations[0] = r->dilations[1] = 1;
+    r->wei_ref.loc = r->bias_ref.loc = KN_LOC_WEIGHTS;
+    r->n_post = c->n_post;
+    memcpy(r->post, c->post, sizeof r->post);
+}
+
+static float post(const pcase *c, float v, float res)
+{
+    for (int i = 0; i < c->n_post; i++) switch (c->post[i].kind) {
+        case KN_POST_RELU: v = v > 0 ? v : 0; break;
+        case KN_POST_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
+        case KN_POST_SUM: v += res; break;
+        default: break;
+        }
+    return v;
+}
+
+/* dst (in c's layout) from src NHWC by the definition. */
+static void reference(const pcase *c, const float *src, const float *w, const float *b, const float *res,
+                      float *dst)
+{
+    int64_t OH = c->H * c->kh, OW = c->W * c->kw;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++)
+                for (int64_t o = 0; o < c->O; o++) {
+                    int64_t y = oy / c->kh, i = oy % c->kh, x = ox / c->kw, j = ox % c->kw;
+                    double acc = b ? b[o] : 0;
+                    for (int64_t ch = 0; ch < c->C; ch++)
+                        acc += (double)src[((n * c->H + y) * c->W + x) * c->C + ch] *
+                               w[((ch * c->O + o) * c->kh + i) * c->kw + j];
+                    int64_t at = c->dst_nhwc ? ((n * OH + oy) * OW + ox) * c->O + o
+                                             : ((n * c->O + o) * OH + oy) * OW + ox;
+                    dst[at] = post(c, (float)acc, res ? res[at] : 0);
+                }
+}
+
+static void run_case(const pcase *c, bool in_place)
+{
+    kn_abi_dnnl r;
+    record(c, &r);
+    assert_true(kn_pdc_supported(&r, c->dst_nhwc));
+    int64_t nsrc = c->N * c->H * c->W * c->C, ndst = r.dst.nbytes / 4;
+    float *src = rand_buf(nsrc), *w = rand_buf(c->C * c->O * c->kh * c->kw), *b = rand_buf(c->O);
+    float *res = rand_buf(ndst), *want = malloc(sizeof(float) * (size_t)ndst);
+    float *got[2] = {malloc(sizeof(float) * (size_t)ndst), malloc(sizeof(float) * (size_t)ndst)};
+    bool sum = false;
+    for (int i = 0; i < c->n_post; i++) sum |= c->post[i].kind == KN_POST_SUM;
+    reference(c, src, w, c->bias ? b : NULL, sum ? res : NULL, want);
+    kn_pdc *k = NULL;
+    assert_int_equal(kn_pdc_create(&r, w, c->bias ? b : NULL, c->dst_nhwc, &k), KN_OK);
+    for (int t = 0; t < 2; t++) {
+        const float *rs = NULL;
+        if (sum && in_place) memcpy(got[t], res, sizeof(float) * (size_t)ndst), rs = got[t];
+        else if (sum) rs = res;
+        assert_int_equal(kn_pdc_exec(k, src, got[t], rs, t + 1), KN_OK);
+        for (int64_t i = 0; i < ndst; i++)
+            if (fabsf(got[t][i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+                fail_msg("%d threads, C %lld O %lld k %lldx%lld %s: element %lld is %g, expected %g", t + 1,
+                         (long long)c->C, (long long)c->O, (long long)c->kh, (long long)c->kw,
+                         c->dst_nhwc ? "NHWC" : "NCHW", (long long)i, got[t][i], want[i]);
+    }
+    assert_memory_equal(got[0], got[1], sizeof(float) * (size_t)ndst);
+    kn_pdc_free(k);
+    free(src), free(w), free(b), free(res), free(want), free(got[0]), free(got[1]);
+}
+
+static bool have_avx512(void) { return (kn_cpu_features() & KN_CPU_AVX512F) != 0; }
+
+static void test_direct_nhwc(void **state)
+{
+    (void)state;
+    if (!have_avx512()) KN_SKIP("the patch kernel needs AVX-512F");
+    /* kw O = 32 and 16: the product stores into the patches itself */
+    pcase c = {.N = 1, .C = 16, .H = 5, .W = 11, .O = 16, .kh = 2, .kw = 2, .dst_nhwc = true, .bias = true,
+               .n_post = 1, .post = {{KN_POST_RELU, 0, 0}}};
+    run_case(&c, false);
+    c = (pcase){.N = 2, .C = 24, .H = 3, .W = 9, .O = 8, .kh = 3, .kw = 2, .dst_nhwc = true, .bias = true};
+    run_case(&c, false);
+    /* a residual, apart and in place */
+    c = (pcase){.N = 1, .C = 7, .H = 4, .W = 13, .O = 16, .kh = 2, .kw = 2, .dst_nhwc = true, .bias = false,
+                .n_post = 2, .post = {{KN_POST_SUM, 0, 0}, {KN_POST_RELU, 0, 0}}};
+    run_case(&c, false);
+    run_case(&c, true);
+}
+
+static void test_blocked(void **state)
+{
+    (void)state;
+    if (!have_avx512()) KN_SKIP("the patch kernel needs AVX-512F");
+    /* DBNet's last layer: 16 -> 1 channel, 2x2, a Sigmoid, NCHW out */
+    pcase c = {.N = 1, .C = 16, .H = 6, .W = 21, .O = 1, .kh = 2, .kw = 2, .dst_nhwc = false, .bias = true,
+               .n_post = 1, .post = {{KN_POST_SIGMOID, 0, 0}}};
+    run_case(&c, false);
+    c = (pcase){.N = 2, .C = 5, .H = 3, .W = 7, .O = 3, .kh = 2, .kw = 1, .dst_nhwc = false, .bias = true};
+    run_case(&c, false);
+    c = (pcase){.N = 1, .C = 9, .H = 4, .W = 10, .O = 5, .kh = 3, .kw = 3, .dst_nhwc = true, .bias = true,
+                .n_post = 1, .post = {{KN_POST_RELU, 0, 0}}};
+    run_case(&c, false);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    if (!have_avx512()) KN_SKIP("the patch kernel needs AVX-512F");
+    pcase c = {.N = 1, .C = 16, .H = 4, .W = 4, .O = 3, .kh = 2, .kw = 2, .dst_nhwc = true, .bias = true};
+    kn_abi_dnnl r;
+    record(&c, &r);
+    assert_true(kn_pdc_supported(&r, true));
+    kn_abi_dnnl bad = r;
+    bad.pads_begin[0] = 1;
+    assert_false(kn_pdc_supported(&bad, true));
+    bad = r;
+    bad.strides[1] = 1;
+    assert_false(kn_pdc_supported(&bad, true));
+    bad = r;
+    bad.groups = 2;
+    assert_false(kn_pdc_supported(&bad, true));
+    bad = r; /* a residual where the block stores (kw O = 6) */
+    bad.n_post = 1;
+    bad.post[0] = (kn_abi_post){KN_POST_SUM, 0, 0};
+    assert_false(kn_pdc_supported(&bad, true));
+    bad.post[0] = (kn_abi_post){KN_POST_TANH, 0, 0};
+    assert_false(kn_pdc_supported(&bad, true));
+    bad = r;
+    bad.wei_ref.loc = KN_LOC_ARENA;
+    assert_false(kn_pdc_supported(&bad, true));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_nhwc),
+        cmocka_unit_test(test_blocked),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
