@@ -45,6 +45,8 @@ static float post1(const kn_abi_post *p, float v, float res)
     case KN_POST_LEAKY_RELU: return v > 0 ? v : v * p->alpha;
     case KN_POST_CLIP: return v < p->alpha ? p->alpha : v > p->beta ? p->beta : v;
     case KN_POST_SUM: return v + res;
+    case KN_POST_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)v)));
+    case KN_POST_SWISH: return (float)(v / (1.0 + exp(-(double)v)));
     default: return v;
     }
 }

@@ -227,7 +227,7 @@ static void test_refusals(void **st)
     assert_false(kn_pw_supported(&r));
     r = base, r.wei.dims[0] = r.dst.dims[1] = 24; /* not whole 16-channel panels */
     assert_false(kn_pw_supported(&r));
-    r = base, r.n_post = 1, r.post[0].kind = KN_POST_SIGMOID;
+    r = base, r.n_post = 1, r.post[0].kind = KN_POST_TANH;
     assert_false(kn_pw_supported(&r));
     r = base, r.wei_ref.loc = KN_LOC_ARENA; /* weights per run */
     assert_false(kn_pw_supported(&r));
@@ -330,6 +330,11 @@ static void test_matmul(void **st)
     /* no bias; GELU's tails (large |x|) */
     mcase c = {.rank = 2, .M = 300, .K = 256, .N = 32, .n_post = 1, .post = {gelu}};
     run_mm(&c);
+    /* SiLU, and a Sigmoid after a residual sum */
+    mcase d = {.rank = 2, .M = 21, .K = 40, .N = 32, .bias = true, .n_post = 1, .post = {{KN_POST_SWISH, 0, 0}}};
+    run_mm(&d);
+    d.n_post = 2, d.post[0] = SUM, d.post[1] = (kn_abi_post){KN_POST_SIGMOID, 0, 0};
+    run_mm(&d);
 }
 
 static void test_matmul_refusals(void **st)

@@ -262,6 +262,12 @@ static void test_post_ops(void **st)
     wcase t = a;
     t.n_post = 3, t.post[0] = RELU, t.post[1] = SUM, t.post[2] = clip;
     run_case(&t);
+    /* YOLOv8's SiLU, alone and before a residual sum */
+    wcase u = a;
+    u.post[0] = (kn_abi_post){KN_POST_SWISH, 0, 0};
+    run_case(&u);
+    u.n_post = 2, u.post[1] = SUM;
+    run_case(&u);
 }
 
 static void test_refusals(void **st)
@@ -289,6 +295,8 @@ static void test_refusals(void **st)
     r = base, r.wei_ref.loc = KN_LOC_ARENA; /* weights given per run */
     assert_false(kn_wino_supported(&r));
     r = base, r.n_post = 1, r.post[0].kind = KN_POST_GELU_ERF;
+    assert_false(kn_wino_supported(&r));
+    r = base, r.n_post = 1, r.post[0].kind = KN_POST_SIGMOID;
     assert_false(kn_wino_supported(&r));
     kn_wino *k = (kn_wino *)&base; /* must be set to NULL */
     r = base, r.strides[0] = 2;

@@ -71,6 +71,9 @@ KN_TARGET_AVX512 static inline __m512 posts512(const kn_gemm512_epi *e, __m512 x
             x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta));
             break;
         case KN_POST_SUM: x = _mm512_add_ps(x, _mm512_loadu_ps(res)); break;
+        case KN_POST_SWISH: /* x / (1 + exp(-x)) */
+            x = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), kn_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+            break;
         case KN_POST_SIGMOID: /* 1 / (1 + exp(-x)) */
             x = _mm512_div_ps(_mm512_set1_ps(1.0f),
                               _mm512_add_ps(_mm512_set1_ps(1.0f), kn_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));

@@ -36,7 +36,7 @@
  *     f32_gemm_8x32_avx512.c, shared with f32_conv1x1_avx512.c) whose row
  *     block is sized to the tiles and which prefetches the next item's U
  *     while it computes;
- *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU,
+ *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU, SiLU,
  *     clip, residual sum, in the record's order) and the store into dst.
  * On AVX-512 CPUs, a layer whose U is small (the tuning table's wino_block_max_u) runs instead in
  * blocks of tiles, each block through the three phases on one worker, its
@@ -52,6 +52,7 @@
 
 #include "fused_int.h"
 #include "config.h"
+#include "f32_exp_avx2.h"
 #include "f32_gemm_avx512.h"
 #include "rt_internal.h"
 
@@ -102,7 +103,7 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
     for (int i = 0; i < rec->n_post; i++) {
         int k = rec->post[i].kind;
         if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
-            k != KN_POST_SUM)
+            k != KN_POST_SUM && k != KN_POST_SWISH)
             return false;
     }
     return true;
@@ -401,6 +402,7 @@ KN_TARGET_AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_MIN _mm256_min_ps
 #define XF_LEAKY(x, a)                                                                                             \
     _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(a)), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
+#define XF_SWISH(x) _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), kn_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))))
 #include "f32_winograd_xform.inc"
 
 #define XF_TARGET KN_TARGET_AVX512
@@ -422,6 +424,7 @@ KN_TARGET_AVX512 static int gemm512_chunk(void *args, int64_t lo, int64_t hi)
 #define XF_MIN _mm512_min_ps
 #define XF_LEAKY(x, a)                                                                                             \
     _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a))
+#define XF_SWISH(x) _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), kn_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))))
 #include "f32_winograd_xform.inc"
 
 /* Blocks of tiles [lo, hi), each through all three phases on the calling
