@@ -47,6 +47,10 @@ static float post1(const kn_abi_post *p, float v, float res)
     case KN_POST_SUM: return v + res;
     case KN_POST_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)v)));
     case KN_POST_SWISH: return (float)(v / (1.0 + exp(-(double)v)));
+    case KN_POST_HARDSWISH: {
+        double g = (double)v / 6.0 + 0.5;
+        return (float)((double)v * (g < 0 ? 0 : g > 1 ? 1 : g));
+    }
     default: return v;
     }
 }

@@ -335,6 +335,8 @@ static void test_matmul(void **st)
     run_mm(&d);
     d.n_post = 2, d.post[0] = SUM, d.post[1] = (kn_abi_post){KN_POST_SIGMOID, 0, 0};
     run_mm(&d);
+    d.n_post = 1, d.post[0] = (kn_abi_post){KN_POST_HARDSWISH, 0, 0};
+    run_mm(&d);
 }
 
 static void test_matmul_refusals(void **st)

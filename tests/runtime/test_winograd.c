@@ -268,6 +268,9 @@ static void test_post_ops(void **st)
     run_case(&u);
     u.n_post = 2, u.post[1] = SUM;
     run_case(&u);
+    /* MobileNetV3's HardSwish */
+    u.n_post = 1, u.post[0] = (kn_abi_post){KN_POST_HARDSWISH, 0, 0};
+    run_case(&u);
 }
 
 static void test_refusals(void **st)

@@ -53,7 +53,8 @@ static bool posts_supported(const kn_abi_dnnl *rec, bool sum_ok)
     for (int i = 0; i < rec->n_post; i++) {
         int k = rec->post[i].kind;
         if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
-            !(k == KN_POST_SUM && sum_ok) && k != KN_POST_GELU_ERF && k != KN_POST_SIGMOID && k != KN_POST_SWISH)
+            !(k == KN_POST_SUM && sum_ok) && k != KN_POST_GELU_ERF && k != KN_POST_SIGMOID && k != KN_POST_SWISH &&
+            k != KN_POST_HARDSWISH)
             return false;
     }
     return true;

@@ -71,6 +71,12 @@ KN_TARGET_AVX512 static inline __m512 posts512(const kn_gemm512_epi *e, __m512 x
             x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(p->alpha)), _mm512_set1_ps(p->beta));
             break;
         case KN_POST_SUM: x = _mm512_add_ps(x, _mm512_loadu_ps(res)); break;
+        case KN_POST_HARDSWISH: /* x clip(x / 6 + 1/2, 0, 1) */
+            x = _mm512_mul_ps(x, _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f),
+                                                                             _mm512_set1_ps(0.5f)),
+                                                             _mm512_setzero_ps()),
+                                               _mm512_set1_ps(1.0f)));
+            break;
         case KN_POST_SWISH: /* x / (1 + exp(-x)) */
             x = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), kn_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
             break;

@@ -37,7 +37,7 @@
  *     block is sized to the tiles and which prefetches the next item's U
  *     while it computes;
  *  3. output transform A^T m A, then bias, the post-ops (ReLU, leaky ReLU, SiLU,
- *     clip, residual sum, in the record's order) and the store into dst.
+ *     HardSwish, clip, residual sum, in the record's order) and the store into dst.
  * On AVX-512 CPUs, a layer whose U is small (the tuning table's wino_block_max_u) runs instead in
  * blocks of tiles, each block through the three phases on one worker, its
  * V and M in that worker's L2 cache (block_chunk).
@@ -103,7 +103,7 @@ bool kn_wino_supported(const kn_abi_dnnl *rec)
     for (int i = 0; i < rec->n_post; i++) {
         int k = rec->post[i].kind;
         if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
-            k != KN_POST_SUM && k != KN_POST_SWISH)
+            k != KN_POST_SUM && k != KN_POST_SWISH && k != KN_POST_HARDSWISH)
             return false;
     }
     return true;
