@@ -1116,7 +1116,8 @@ def _maybe_epilogue(b):
     # two of one oneDNN algorithm with different parameters must not reach it
     acts = b.choice([0, 1, 1, 2])
     for _ in range(acts):
-        op = b.choice(["Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU"])
+        op = b.choice(["Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU"] +
+                      (["HardSwish"] if b.opset >= 14 else []))
         out = [T(None, F32, y.shape, small=True)]
         if op == "SiLU":  # as exporters write it: one Swish post-op
             s = b.node("Sigmoid", [y], [T(None, F32, y.shape, small=True)], "transc")

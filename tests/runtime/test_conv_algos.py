@@ -3,10 +3,11 @@ KILN_CONV_ALGO override (runtime/src/config.h), on a compiled model, against
 onnxruntime's outputs (max|a-b|/max|b| <= 1e-5).
 
 The model has one layer for each algorithm: 3x3 stride-1 convs (Winograd;
-one adds a residual), a 3x3 stride-2 conv with a 14x14 output (im2col), a
-1x1 expansion with ReLU6 read by a depthwise 3x3 alone (kiln's 1x1 kernel,
-the 1x1 + depthwise pair), a 1x1 projection that adds a residual, and a
-last 1x1 conv that writes the model's output: kiln's own kernels run only
+one adds a residual, one ends in SiLU as exporters write it, Sigmoid and
+Mul), a 3x3 stride-2 conv with a 14x14 output (im2col), a 1x1 expansion
+with ReLU6 read by a depthwise 3x3 alone (kiln's 1x1 kernel, the 1x1 +
+depthwise pair), a 1x1 projection that adds a residual, a 1x1 conv with
+HardSwish, and a last 1x1 conv that writes the model's output: kiln's own kernels run only
 between activations in the session's layout, so the stem (the plain
 input) and the head (the plain output) are oneDNN's under any row. It is
 compiled twice: in the session's layout between convolutions (every kiln
@@ -48,10 +49,12 @@ def make(path):
     arrays = {
         "w_stem": w(32, 16, 3, 3), "b_stem": w(32) * 0.1,
         "w_c2": w(32, 32, 3, 3),
+        "w_c3": w(32, 32, 3, 3), "b_c3": w(32) * 0.1,
         "w_down": w(32, 32, 3, 3), "b_down": w(32) * 0.1,
         "w_exp": w(64, 32, 1, 1), "b_exp": w(64) * 0.1,
         "w_dw": w(64, 1, 3, 3), "b_dw": w(64) * 0.1,
         "w_proj": w(32, 64, 1, 1),
+        "w_mix": w(32, 32, 1, 1),
         "w_head": w(32, 32, 1, 1),
         "lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32),
     }
@@ -63,14 +66,19 @@ def make(path):
         conv("c2", ["stem_r", "w_c2"], pads=[1, 1, 1, 1]),
         helper.make_node("Add", ["c2", "stem_r"], ["c2_sum"], name="c2_add"),
         helper.make_node("Relu", ["c2_sum"], ["c2_r"], name="c2_relu"),
-        conv("down", ["c2_r", "w_down", "b_down"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        conv("c3", ["c2_r", "w_c3", "b_c3"], pads=[1, 1, 1, 1]),  # SiLU as exporters write it
+        helper.make_node("Sigmoid", ["c3"], ["c3_sig"], name="c3_sigmoid"),
+        helper.make_node("Mul", ["c3", "c3_sig"], ["c3_silu"], name="c3_silu"),
+        conv("down", ["c3_silu", "w_down", "b_down"], pads=[1, 1, 1, 1], strides=[2, 2]),
         conv("expand", ["down", "w_exp", "b_exp"]),
         helper.make_node("Clip", ["expand", "lo", "hi"], ["exp6"], name="expand_relu6"),
         conv("depthwise", ["exp6", "w_dw", "b_dw"], pads=[1, 1, 1, 1], group=64, kernel_shape=[3, 3]),
         helper.make_node("Clip", ["depthwise", "lo", "hi"], ["dw6"], name="depthwise_relu6"),
         conv("project", ["dw6", "w_proj"]),
         helper.make_node("Add", ["project", "down"], ["proj_sum"], name="project_add"),
-        conv("head", ["proj_sum", "w_head"]),
+        conv("mix", ["proj_sum", "w_mix"]),
+        helper.make_node("HardSwish", ["mix"], ["mix_hs"], name="mix_hardswish"),
+        conv("head", ["mix_hs", "w_head"]),
         helper.make_node("Identity", ["head"], ["y"], name="out"),
     ]
     g = helper.make_graph(nodes, "conv_algos", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
@@ -128,11 +136,12 @@ def main():
         kiln_kernel = lambda k: k.startswith(("winograd", "im2col", "kiln "))
         checks = {
             # (the stem reads the model's plain input: oneDNN's direct kernel)
-            "winograd": (env_with(KILN_CONV_ALGO="winograd"), lambda ks: ks["c2"].startswith("winograd"), True),
+            "winograd": (env_with(KILN_CONV_ALGO="winograd"),
+                         lambda ks: ks["c2"].startswith("winograd") and ks["c3"].startswith("winograd"), True),
             "im2col": (env_with(KILN_CONV_ALGO="im2col", ONEDNN_MAX_CPU_ISA="AVX2"),
                        lambda ks: ks["down"].startswith("im2col"), True),
             "pointwise": (env_with(KILN_CONV_ALGO="pointwise"),
-                          lambda ks: ks["project"] == "kiln 1x1:avx512", nhwc),
+                          lambda ks: ks["project"] == ks["mix"] == "kiln 1x1:avx512", nhwc),
             "xdw": (env_with(KILN_CONV_ALGO="xdw"), lambda ks: ks["depthwise"] == "kiln 1x1+dw:avx512", nhwc),
             "direct": (env_with(KILN_CONV_ALGO="direct"), lambda ks: not any(map(kiln_kernel, ks.values())), True),
             "dnnl": (env_with(KILN_CONV_ALGO="dnnl"), lambda ks: not any(map(kiln_kernel, ks.values())), True),
