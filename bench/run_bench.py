@@ -271,7 +271,8 @@ def bench_loaded(a, prep, threads):
     """The row again beside a.load busy processes: its figures under load."""
     with BusyLoad(a.load):
         got = bench_one(a, prep, threads)
-    return {k: got[k] for k in ("median_ms", "p90_ms", "ort_median_ms", "ort_p90_ms", "ratio") if k in got}
+    keys = ("median_ms", "p90_ms", "ort_median_ms", "ort_p90_ms", "ratio", "runs_alone", "runs_all")
+    return {k: got[k] for k in keys if k in got}
 
 
 def prepare_int8(a, model, batch, art_dir, fp32_prep):
@@ -561,18 +562,20 @@ def report(a, meta, peaks, rows):
             "",
             f"Under load: each FP32 row again with {a.load} busy process(es) beside both sides. "
             "loaded/quiet = the loaded kiln/ORT ratio over the quiet one (above 1: kiln suffers more from "
-            "the load than onnxruntime); p90/median of each side's timed runs under load.",
+            "the load than onnxruntime); p90/median of each side's timed runs under load; kiln alone: the "
+            "runs (warm-up included) that kiln's thread governor ran on one thread (docs/design.md).",
             "",
             "| model | batch | threads | kiln loaded median | ORT loaded median | kiln/ORT quiet | kiln/ORT loaded "
-            "| loaded/quiet | kiln p90/median | ORT p90/median |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| loaded/quiet | kiln p90/median | ORT p90/median | kiln alone |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in loaded:
             ld = r["load"]
             ort_tail = f"{ld['ort_p90_ms'] / ld['ort_median_ms']:.2f}" if "ort_p90_ms" in ld else "?"
             lines.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {ld['median_ms']:.2f} | "
                          f"{ld['ort_median_ms']:.2f} | {r['ratio']:.2f} | {ld['ratio']:.2f} | "
-                         f"{ld['ratio'] / r['ratio']:.2f} | {ld['p90_ms'] / ld['median_ms']:.2f} | {ort_tail} |")
+                         f"{ld['ratio'] / r['ratio']:.2f} | {ld['p90_ms'] / ld['median_ms']:.2f} | {ort_tail} | "
+                         f"{ld.get('runs_alone', '?')} of {ld.get('runs_all', '?')} |")
     return "\n".join(lines) + "\n"
 
 

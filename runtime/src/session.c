@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "kiln/profile.h"
 #include "rt_internal.h"
 
 #define KN_RUNTIME_VERSION "0.1.0"
@@ -195,6 +196,14 @@ int kn_session_set_thread_policy(kn_session *s, kn_thread_policy policy)
         return kn_error(KN_ERR_INVALID, "kn_session_set_thread_policy: unknown policy %d", (int)policy);
     kn_gov_init(&s->gov, s->threads, policy == KN_THREADS_FIXED);
     kn_rt_set_run_threads(s, s->threads);
+    return KN_OK;
+}
+
+int kn_session_thread_stats(const kn_session *s, int64_t *runs, int64_t *solo_runs)
+{
+    if (!s || !runs || !solo_runs) return kn_error(KN_ERR_INVALID, "kn_session_thread_stats: NULL argument");
+    *runs = s->gov.runs;
+    *solo_runs = s->gov.solo_runs;
     return KN_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "cg.h"
 #include "cli.h"
 #include "kiln/kiln.h"
+#include "kiln/profile.h"
 #include "kiln/npy.h"
 #include "ort_server.h"
 #include "peak.h"
@@ -222,9 +223,11 @@ static void median_p90(double *ms, int n, double *out_median, double *out_p90)
     *out_p90 = ms[(int)((n - 1) * 0.9 + 0.5)];
 }
 
-static void print_result(const bench_opts *o, bench_times *kt, bench_times *ot)
+static void print_result(const bench_opts *o, const kn_session *s, bench_times *kt, bench_times *ot)
 {
     double med, p90, ort_med = 0, ort_p90 = 0, cold = 0, ort_cold = 0, cold_p90; /* cold_p90: not shown */
+    int64_t runs = 0, alone = 0; /* runs (warm-up included) the thread governor ran on one thread */
+    kn_session_thread_stats(s, &runs, &alone);
     median_p90(kt->warm, o->runs, &med, &p90);
     if (o->ort_model) {
         median_p90(ot->warm, o->runs, &ort_med, &ort_p90);
@@ -238,9 +241,13 @@ static void print_result(const bench_opts *o, bench_times *kt, bench_times *ot)
             printf(", \"ort_median_ms\": %.4f, \"ort_p90_ms\": %.4f, \"ratio\": %.4f, \"cold_median_ms\": %.4f, "
                    "\"ort_cold_median_ms\": %.4f, \"cold_ratio\": %.4f, \"protocol\": \"interleaved, rewarmed\"",
                    ort_med, ort_p90, med / ort_med, cold, ort_cold, cold / ort_cold);
-        printf("}\n");
+        printf(", \"runs_alone\": %lld, \"runs_all\": %lld}\n", (long long)alone, (long long)runs);
     } else {
         printf("%s: threads %d, %d runs: median %.3f ms, p90 %.3f ms\n", o->path, o->threads, o->runs, med, p90);
+        if (alone > 0)
+            printf("on one thread: %lld of %lld runs (warm-up included): other work wanted the CPUs "
+                   "(KILN_THREADS=fixed keeps %d)\n",
+                   (long long)alone, (long long)runs, o->threads);
         if (o->ort_model) {
             printf("onnxruntime: median %.3f ms, p90 %.3f ms; kiln/onnxruntime = %.2f\n", ort_med, ort_p90,
                    med / ort_med);
@@ -273,7 +280,7 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     if (st) kn_ort_server_abort(&ort);
     else st = kn_ort_server_finish(&ort);
     if (st) kn_cli_report(NULL);
-    else print_result(o, &kt, &ot);
+    else print_result(o, s, &kt, &ot);
     kiln_free(&k);
     free(ms);
     kn_session_free(s);

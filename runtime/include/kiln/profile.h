@@ -55,6 +55,11 @@ int kn_session_profile(kn_session *s, const void *const *inputs, void *const *ou
 
 const char *kn_session_step_impl(const kn_session *s, int step);
 
+/* How many of the session's runs since its last kn_session_set_threads
+ * (or thread policy) there were, and how many of them the thread governor
+ * ran on the calling thread alone (KN_THREADS_ADAPTIVE: kiln.h). */
+int kn_session_thread_stats(const kn_session *s, int64_t *runs, int64_t *solo_runs);
+
 #ifdef __cplusplus
 }
 #endif
