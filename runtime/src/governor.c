@@ -16,6 +16,19 @@
 #define GOV_GAP_SOLO_MAX 1024
 #define GOV_GAP_FULL 16
 #define GOV_GAP_FULL_MAX 256
+/* Runs in a probe. A probe of one thread is judged by the cheaper: the
+ * first run of a switch pays for it once (primitives built for one thread
+ * run for the first time), 16 ms for MobileNetV2's 7 ms run alone beside a
+ * busy process. A probe of T by the costlier (see kn_gov_end). */
+#define GOV_PROBE_RUNS 2
+/* A run at T that costs this many times the least of the last runs counts
+ * as evidence of contention. */
+#define GOV_JUMP 1.5
+/* The run at which one thread is tried once whatever the evidence, so that
+ * a session started on a loaded machine (no quick runs at T to compare
+ * with, and lateness inside oneDNN's regions unseen) learns what a run
+ * alone costs: from then on a run at T that costs more is evidence. */
+#define GOV_EXPLORE_AT 3
 
 void kn_gov_init(kn_gov *g, int threads, bool fixed)
 {
@@ -32,8 +45,14 @@ int kn_gov_begin(kn_gov *g)
 {
     if (!chooses(g)) return g->threads;
     /* a probe needs two runs of the current choice to compare with; alone,
-     * T is tried on a schedule; at T, one thread only on evidence */
-    g->probing = g->runs >= g->next_probe && g->ncost >= 2 && (g->solo || g->evidence);
+     * T is tried on a schedule; at T, one thread only on evidence. A probe
+     * lasts GOV_PROBE_RUNS runs (probe_left counts them down). */
+    bool explore = !g->explored && g->runs >= GOV_EXPLORE_AT;
+    if (!g->probing && g->runs >= g->next_probe && g->ncost >= 2 && (g->solo || g->evidence || explore)) {
+        g->probing = true;
+        g->probe_left = GOV_PROBE_RUNS;
+        g->probe_cost = -1;
+    }
     return g->solo != g->probing ? 1 : g->threads;
 }
 
@@ -54,24 +73,51 @@ static double mean(const kn_gov *g)
     return sum / g->ncost;
 }
 
+static double least(const kn_gov *g)
+{
+    double m = g->cost[0];
+    for (int i = 1; i < g->ncost; i++) m = g->cost[i] < m ? g->cost[i] : m;
+    return m;
+}
+
 static int64_t doubled(int64_t gap, int64_t max) { return gap * 2 < max ? gap * 2 : max; }
 
 void kn_gov_end(kn_gov *g, double cost, bool contended)
 {
     if (!chooses(g)) return;
     bool probe = g->probing;
-    g->probing = false;
     if (g->solo != probe) g->solo_runs++;
     int64_t run = g->runs++;
     /* the first run pays for first touches (pages, caches, threads
-     * created): neither a cost nor evidence. A failed run: nothing. */
-    if (run == 0 || cost < 0) return;
-    if (!probe) {
-        push(g, cost);
-        if (!g->solo) g->evidence = contended;
+     * created): neither a cost nor evidence. A failed run: nothing (a
+     * probe is dropped). */
+    if (run == 0 || cost < 0) {
+        g->probing = false;
         return;
     }
+    if (!probe) {
+        /* a run at T this much slower than its best recent one is evidence
+         * too: a late worker inside oneDNN's parallel regions is not seen */
+        if (!g->solo) {
+            g->evidence = contended || (g->ncost >= 2 && cost > GOV_JUMP * least(g)) ||
+                          (g->solo_cost > 0 && cost > g->solo_cost);
+            g->last_full = cost;
+        } else {
+            g->solo_cost = cost;
+        }
+        push(g, cost);
+        return;
+    }
+    /* one thread by its cheaper run (the first pays for the switch), T by
+     * its costlier one (under load a run at T is now and then as quick as
+     * on a quiet machine: T must be quick twice to come back) */
+    if (g->probe_cost < 0 || (g->solo ? cost > g->probe_cost : cost < g->probe_cost)) g->probe_cost = cost;
+    if (!g->solo) g->solo_cost = cost;
+    if (--g->probe_left > 0) return;
+    g->probing = false;
     g->evidence = false;
+    g->explored = true;
+    cost = g->probe_cost;
     if (cost < GOV_WIN * mean(g)) { /* the probe's choice wins */
         g->solo = !g->solo;
         g->ncost = g->at = 0;
@@ -82,10 +128,19 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
                                                                      : GOV_GAP_FULL;
         else g->gap_solo = GOV_GAP_SOLO;
         g->since = run;
+        if (!g->solo) { /* back at T: the next evidence may probe one thread at once */
+            g->next_probe = run + 1;
+            return;
+        }
     } else if (g->solo) {
         g->gap_full = doubled(g->gap_full, GOV_GAP_FULL_MAX);
-    } else {
+    } else if (cost >= GOV_WIN * g->last_full) {
         g->gap_solo = doubled(g->gap_solo, GOV_GAP_SOLO_MAX);
+    } else { /* one thread beat the last run at T but not T's mean, which
+              * still holds runs from before the load: undecided, probe
+              * again soon */
+        g->next_probe = run + 1 + GOV_GAP_SOLO;
+        return;
     }
     g->next_probe = run + 1 + (g->solo ? g->gap_full : g->gap_solo);
 }

@@ -9,17 +9,25 @@
  * session's environment can fix libgomp's wait once it is loaded, so the
  * session chooses per run between its T threads and one.
  *
- * How: runs go at T. A run at T that saw evidence of contention (a worker
- * that joined a parallel region late, though it should have been spinning:
- * parallel.c counts them) lets the next run try one thread (a probe). The
+ * How: runs go at T. The fourth and fifth runs try one thread once (a
+ * probe: two runs, judged by the cheaper, since the first run of a switch
+ * pays for it), to learn what a run alone costs. A run at T that saw evidence of contention
+ * (a worker that joined a parallel region late, though it should have been
+ * spinning: parallel.c counts them; a run 1.5 times as costly as the least
+ * of the last five at T; a run costlier than the last one alone: lateness
+ * inside oneDNN's own parallel regions is not seen) lets the next run try
+ * one thread. The
  * choices are compared by cost (a run's time per byte of input, so that
  * runs of other sizes compare), a probe against the mean of the current
  * choice's last runs: the probe wins when it costs under 0.9 of that, and
  * then becomes the choice. Alone, the session tries T again every 16 runs,
  * doubling to 256 while T keeps losing (and when T, back, loses again
- * within 32 runs); at T, a losing probe makes the next one wait twice as
- * long (4 runs, doubling to 1024), whatever the evidence. Each probe is
- * one run, so the cost of being wrong is one slow run in that many.
+ * within 32 runs); back at T, the next evidence probes one thread at once.
+ * At T, a losing probe makes the next one wait twice as long (4 runs,
+ * doubling to 1024),
+ * whatever the evidence, unless it beat the last run at T (T's mean still
+ * holds runs from before the load: the next probe comes as soon). The cost of being wrong is one or two slow runs
+ * in that many.
  *
  * The policy is this file's pure functions of the costs and evidence the
  * session hands it (tests/runtime/test_governor.c drives it with made-up
@@ -39,12 +47,17 @@ typedef struct kn_gov {
     bool fixed;         /* KN_THREADS_FIXED: always T */
     bool solo;          /* the current choice: one thread (else T) */
     bool probing;       /* the run under way tries the other choice */
+    int probe_left;     /* runs of the probe still to go, this one included */
+    double probe_cost;  /* the least cost of the probe's runs so far */
     bool evidence;      /* the last run at T saw contention */
     int64_t runs;       /* runs recorded */
     int64_t next_probe; /* the first run that may probe */
     int64_t gap_solo;   /* runs between probes of one thread (at T) */
     int64_t gap_full;   /* runs between probes of T (alone) */
     int64_t since;      /* the run at which the current choice was taken */
+    double last_full;   /* the cost of the last run at T that was not a probe */
+    double solo_cost;   /* the cost of the last run alone (0: none yet) */
+    bool explored;      /* one thread has been tried (GOV_EXPLORE_AT) */
     double cost[KN_GOV_WINDOW]; /* the current choice's last costs, a ring */
     int ncost, at;
     int64_t solo_runs; /* runs that went on one thread, probes included */

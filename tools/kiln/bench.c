@@ -245,8 +245,8 @@ static void print_result(const bench_opts *o, const kn_session *s, bench_times *
     } else {
         printf("%s: threads %d, %d runs: median %.3f ms, p90 %.3f ms\n", o->path, o->threads, o->runs, med, p90);
         if (alone > 0)
-            printf("on one thread: %lld of %lld runs (warm-up included): other work wanted the CPUs "
-                   "(KILN_THREADS=fixed keeps %d)\n",
+            printf("on one thread: %lld of %lld runs (warm-up included): the thread governor's probes, and runs "
+                   "while that was faster (KILN_THREADS=fixed keeps %d)\n",
                    (long long)alone, (long long)runs, o->threads);
         if (o->ort_model) {
             printf("onnxruntime: median %.3f ms, p90 %.3f ms; kiln/onnxruntime = %.2f\n", ort_med, ort_p90,
