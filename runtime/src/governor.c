@@ -113,7 +113,9 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
      * on a quiet machine: T must be quick twice to come back) */
     if (g->probe_cost < 0 || (g->solo ? cost > g->probe_cost : cost < g->probe_cost)) g->probe_cost = cost;
     if (!g->solo) g->solo_cost = cost;
-    if (--g->probe_left > 0) return;
+    /* a run of T that already loses ends its probe: under load each costs a
+     * time slice or more */
+    if (--g->probe_left > 0 && !(g->solo && cost >= GOV_WIN * mean(g))) return;
     g->probing = false;
     g->evidence = false;
     g->explored = true;
