@@ -37,6 +37,7 @@ void kn_gov_init(kn_gov *g, int threads, bool fixed)
     g->fixed = fixed;
     g->gap_solo = GOV_GAP_SOLO;
     g->gap_full = GOV_GAP_FULL;
+    g->since = -2 * GOV_GAP_FULL; /* T was not taken back from a probe: no doubled gap at the first switch */
 }
 
 static bool chooses(const kn_gov *g) { return g->threads > 1 && !g->fixed; }
@@ -118,9 +119,13 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
     if (--g->probe_left > 0 && !(g->solo && cost >= GOV_WIN * mean(g))) return;
     g->probing = false;
     g->evidence = false;
+    /* the first probe, which no evidence asked for, against T's best run:
+     * a session's first runs at T are slow (pages touched, caches cold) and
+     * would make one thread look better on a quiet machine */
+    double against = g->explored ? mean(g) : least(g);
     g->explored = true;
     cost = g->probe_cost;
-    if (cost < GOV_WIN * mean(g)) { /* the probe's choice wins */
+    if (cost < GOV_WIN * against) { /* the probe's choice wins */
         g->solo = !g->solo;
         g->ncost = g->at = 0;
         push(g, cost);

@@ -11,7 +11,8 @@
  *
  * How: runs go at T. The fourth and fifth runs try one thread once (a
  * probe: two runs, judged by the cheaper, since the first run of a switch
- * pays for it), to learn what a run alone costs. A run at T that saw evidence of contention
+ * pays for it; against T's best run so far, since a session's first runs
+ * are slow), to learn what a run alone costs. A run at T that saw evidence of contention
  * (a worker that joined a parallel region late, though it should have been
  * spinning: parallel.c counts them; a run 1.5 times as costly as the least
  * of the last five at T; a run costlier than the last one alone: lateness

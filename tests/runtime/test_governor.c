@@ -85,6 +85,7 @@ static void test_load_goes_solo(void **state)
     machine m = {.full = 3.0, .solo = 1.0, .evidence_every = 1};
     drive(&g, &m, 5); /* run 0 (not measured), 1 and 2 at T, 3 and 4 the probe */
     assert_true(g.solo);
+    assert_int_equal(g.gap_full, 16); /* T had not come back from a probe: not doubled */
     int64_t before = m.n_full;
     int64_t solo = drive(&g, &m, 500);
     /* T tried at gaps of 16, 32, 64, 128, 256, one run each (a losing run
@@ -141,6 +142,24 @@ static void test_lucky_runs_at_t(void **state)
     assert_true(solo >= 950);
 }
 
+static void test_slow_first_runs(void **state)
+{
+    (void)state;
+    kn_gov g;
+    kn_gov_init(&g, 2, false);
+    /* a session's first runs at T cost 4-5x (pages, caches); one thread
+     * costs 1.8x a warm run at T: the first probe must not go alone */
+    double first[] = {5.0, 4.0, 1.0};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kn_gov_begin(&g), 2);
+        kn_gov_end(&g, first[i], false);
+    }
+    machine m = {.full = 1.0, .solo = 1.8};
+    drive(&g, &m, 100);
+    assert_false(g.solo);
+    assert_int_equal(g.solo_runs, 2);
+}
+
 static void test_load_seen_in_times(void **state)
 {
     (void)state;
@@ -194,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_load_ends),
         cmocka_unit_test(test_bimodal_counts_by_mean),
         cmocka_unit_test(test_lucky_runs_at_t),
+        cmocka_unit_test(test_slow_first_runs),
         cmocka_unit_test(test_load_seen_in_times),
         cmocka_unit_test(test_no_choice),
         cmocka_unit_test(test_failed_runs_teach_nothing),
