@@ -14,7 +14,7 @@
  * that lost: doubled, up to the maximum), and of T while running alone. */
 #define GOV_GAP_SOLO 4
 #define GOV_GAP_SOLO_MAX 1024
-#define GOV_GAP_FULL 16
+#define GOV_GAP_FULL 32
 #define GOV_GAP_FULL_MAX 256
 /* Runs in a probe. A probe of one thread is judged by the cheaper: the
  * first run of a switch pays for it once (primitives built for one thread
@@ -122,7 +122,8 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
     /* the first probe, which no evidence asked for, against T's best run:
      * a session's first runs at T are slow (pages touched, caches cold) and
      * would make one thread look better on a quiet machine */
-    double against = g->explored ? mean(g) : least(g);
+    bool first = !g->explored;
+    double against = first ? least(g) : mean(g);
     g->explored = true;
     cost = g->probe_cost;
     if (cost < GOV_WIN * against) { /* the probe's choice wins */
@@ -141,7 +142,7 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
         }
     } else if (g->solo) {
         g->gap_full = doubled(g->gap_full, GOV_GAP_FULL_MAX);
-    } else if (cost >= GOV_WIN * g->last_full) {
+    } else if (cost >= GOV_WIN * g->last_full && !first) { /* (the first probe asked for no evidence) */
         g->gap_solo = doubled(g->gap_solo, GOV_GAP_SOLO_MAX);
     } else { /* one thread beat the last run at T but not T's mean, which
               * still holds runs from before the load: undecided, probe

@@ -22,9 +22,9 @@
  * runs of other sizes compare), a probe against the mean of the current
  * choice's last runs: the probe wins when it costs under 0.9 of that, and
  * then becomes the choice (a probe of T ends at its first losing run).
- * Alone, the session tries T again every 16 runs,
+ * Alone, the session tries T again every 32 runs,
  * doubling to 256 while T keeps losing (and when T, back, loses again
- * within 32 runs); back at T, the next evidence probes one thread at once.
+ * within 64 runs); back at T, the next evidence probes one thread at once.
  * At T, a losing probe makes the next one wait twice as long (4 runs,
  * doubling to 1024),
  * whatever the evidence, unless it beat the last run at T (T's mean still
