@@ -19,7 +19,8 @@
 /* Runs in a probe. A probe of one thread is judged by the cheaper: the
  * first run of a switch pays for it once (primitives built for one thread
  * run for the first time), 16 ms for MobileNetV2's 7 ms run alone beside a
- * busy process. A probe of T by the costlier (see kn_gov_end). */
+ * busy process. A probe of T by their mean: a run after a pause wakes
+ * sleeping workers and costs T more than one thread, the next does not. */
 #define GOV_PROBE_RUNS 2
 /* A run at T that costs this many times the least of the last runs counts
  * as evidence of contention. */
@@ -29,6 +30,15 @@
  * with, and lateness inside oneDNN's regions unseen) learns what a run
  * alone costs: from then on a run at T that costs more is evidence. */
 #define GOV_EXPLORE_AT 3
+/* A run of a probe of T this many times the cost of one thread's mean has
+ * lost: the probe ends there (under load each such run costs a time slice
+ * or more). */
+#define GOV_LOST 1.5
+/* Runs to the first probe of T after the first probe went alone: the
+ * session's first runs may have met a passing load (a process starting
+ * beside it: onnxruntime's pool spinning after its warm-up in `kiln bench
+ * --vs-ort`), which should not keep it alone for long. */
+#define GOV_GAP_EXPLORED 8
 
 void kn_gov_init(kn_gov *g, int threads, bool fixed)
 {
@@ -110,13 +120,12 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
         return;
     }
     /* one thread by its cheaper run (the first pays for the switch), T by
-     * its costlier one (under load a run at T is now and then as quick as
-     * on a quiet machine: T must be quick twice to come back) */
-    if (g->probe_cost < 0 || (g->solo ? cost > g->probe_cost : cost < g->probe_cost)) g->probe_cost = cost;
+     * the mean of its runs (GOV_PROBE_RUNS) */
+    if (g->solo) g->probe_cost = g->probe_cost < 0 ? cost : g->probe_cost + cost; /* T: the sum, then the mean */
+    else if (g->probe_cost < 0 || cost < g->probe_cost) g->probe_cost = cost;
     if (!g->solo) g->solo_cost = cost;
-    /* a run of T that already loses ends its probe: under load each costs a
-     * time slice or more */
-    if (--g->probe_left > 0 && !(g->solo && cost >= GOV_WIN * mean(g))) return;
+    /* a run of T that has clearly lost ends its probe (GOV_LOST) */
+    if (--g->probe_left > 0 && !(g->solo && cost >= GOV_LOST * mean(g))) return;
     g->probing = false;
     g->evidence = false;
     /* the first probe, which no evidence asked for, against T's best run:
@@ -125,15 +134,16 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
     bool first = !g->explored;
     double against = first ? least(g) : mean(g);
     g->explored = true;
-    cost = g->probe_cost;
+    cost = g->solo ? g->probe_cost / (GOV_PROBE_RUNS - g->probe_left) : g->probe_cost;
     if (cost < GOV_WIN * against) { /* the probe's choice wins */
         g->solo = !g->solo;
         g->ncost = g->at = 0;
         push(g, cost);
         /* back alone soon after T won a probe: T's win was luck (its runs
          * are quick or slow by turns), so T waits twice as long as last time */
-        if (g->solo) g->gap_full = run - g->since < 2 * GOV_GAP_FULL ? doubled(g->gap_full, GOV_GAP_FULL_MAX)
-                                                                     : GOV_GAP_FULL;
+        if (g->solo) g->gap_full = first ? GOV_GAP_EXPLORED
+                                   : run - g->since < 2 * GOV_GAP_FULL ? doubled(g->gap_full, GOV_GAP_FULL_MAX)
+                                                                        : GOV_GAP_FULL;
         else g->gap_solo = GOV_GAP_SOLO;
         g->since = run;
         if (!g->solo) { /* back at T: the next evidence may probe one thread at once */

@@ -21,8 +21,9 @@
  * choices are compared by cost (a run's time per byte of input, so that
  * runs of other sizes compare), a probe against the mean of the current
  * choice's last runs: the probe wins when it costs under 0.9 of that, and
- * then becomes the choice (a probe of T ends at its first losing run).
- * Alone, the session tries T again every 32 runs,
+ * then becomes the choice (a probe of T is judged by the mean of its two
+ * runs, and ends at a run that costs 1.5 times one thread's mean). Alone,
+ * the session tries T again every 32 runs (8 after the first probe),
  * doubling to 256 while T keeps losing (and when T, back, loses again
  * within 64 runs); back at T, the next evidence probes one thread at once.
  * At T, a losing probe makes the next one wait twice as long (4 runs,
@@ -50,7 +51,7 @@ typedef struct kn_gov {
     bool solo;          /* the current choice: one thread (else T) */
     bool probing;       /* the run under way tries the other choice */
     int probe_left;     /* runs of the probe still to go, this one included */
-    double probe_cost;  /* the least cost of the probe's runs so far */
+    double probe_cost;  /* one thread: the least cost of the probe's runs so far; T: their sum */
     bool evidence;      /* the last run at T saw contention */
     int64_t runs;       /* runs recorded */
     int64_t next_probe; /* the first run that may probe */
