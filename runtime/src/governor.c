@@ -47,7 +47,7 @@ void kn_gov_init(kn_gov *g, int threads, bool fixed)
     g->fixed = fixed;
     g->gap_solo = GOV_GAP_SOLO;
     g->gap_full = GOV_GAP_FULL;
-    g->since = -2 * GOV_GAP_FULL; /* T was not taken back from a probe: no doubled gap at the first switch */
+    g->since = -2 * GOV_GAP_FULL; /* no T taken back from a probe yet: no doubled gap */
 }
 
 static bool chooses(const kn_gov *g) { return g->threads > 1 && !g->fixed; }
@@ -120,11 +120,14 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
         return;
     }
     /* one thread by its cheaper run (the first pays for the switch), T by
-     * the mean of its runs (GOV_PROBE_RUNS) */
-    if (g->solo) g->probe_cost = g->probe_cost < 0 ? cost : g->probe_cost + cost; /* T: the sum, then the mean */
-    else if (g->probe_cost < 0 || cost < g->probe_cost) g->probe_cost = cost;
-    if (!g->solo) g->solo_cost = cost;
-    /* a run of T that has clearly lost ends its probe (GOV_LOST) */
+     * the mean of its runs (GOV_PROBE_RUNS); a run of T that has clearly
+     * lost ends its probe (GOV_LOST) */
+    if (g->solo) {
+        g->probe_cost = g->probe_cost < 0 ? cost : g->probe_cost + cost; /* the sum, then the mean */
+    } else {
+        if (g->probe_cost < 0 || cost < g->probe_cost) g->probe_cost = cost;
+        g->solo_cost = cost;
+    }
     if (--g->probe_left > 0 && !(g->solo && cost >= GOV_LOST * mean(g))) return;
     g->probing = false;
     g->evidence = false;
@@ -139,24 +142,27 @@ void kn_gov_end(kn_gov *g, double cost, bool contended)
         g->solo = !g->solo;
         g->ncost = g->at = 0;
         push(g, cost);
-        /* back alone soon after T won a probe: T's win was luck (its runs
-         * are quick or slow by turns), so T waits twice as long as last time */
-        if (g->solo) g->gap_full = first ? GOV_GAP_EXPLORED
-                                   : run - g->since < 2 * GOV_GAP_FULL ? doubled(g->gap_full, GOV_GAP_FULL_MAX)
-                                                                        : GOV_GAP_FULL;
-        else g->gap_solo = GOV_GAP_SOLO;
+        int64_t stint = run - g->since;
         g->since = run;
         if (!g->solo) { /* back at T: the next evidence may probe one thread at once */
+            g->gap_solo = GOV_GAP_SOLO;
             g->next_probe = run + 1;
             return;
         }
-    } else if (g->solo) {
+        /* alone: T soon after the first probe (GOV_GAP_EXPLORED); twice as
+         * late as last time when T, back from a probe, lost again within
+         * two gaps (its win was luck: its runs are quick or slow by turns) */
+        g->gap_full = first                      ? GOV_GAP_EXPLORED
+                      : stint < 2 * GOV_GAP_FULL ? doubled(g->gap_full, GOV_GAP_FULL_MAX)
+                                                 : GOV_GAP_FULL;
+    } else if (g->solo) { /* T lost */
         g->gap_full = doubled(g->gap_full, GOV_GAP_FULL_MAX);
-    } else if (cost >= GOV_WIN * g->last_full && !first) { /* (the first probe asked for no evidence) */
+    } else if (!first && cost >= GOV_WIN * g->last_full) { /* one thread lost */
         g->gap_solo = doubled(g->gap_solo, GOV_GAP_SOLO_MAX);
-    } else { /* one thread beat the last run at T but not T's mean, which
-              * still holds runs from before the load: undecided, probe
-              * again soon */
+    } else {
+        /* the first probe, which no evidence asked for, or one that beat the
+         * last run at T but not T's mean, which still holds runs from before
+         * the load: the next may come soon */
         g->next_probe = run + 1 + GOV_GAP_SOLO;
         return;
     }
