@@ -12,25 +12,25 @@
  * How: runs go at T. The fourth and fifth runs try one thread once (a
  * probe: two runs, judged by the cheaper, since the first run of a switch
  * pays for it; against T's best run so far, since a session's first runs
- * are slow), to learn what a run alone costs. A run at T that saw evidence of contention
- * (a worker that joined a parallel region late, though it should have been
- * spinning: parallel.c counts them; a run 1.5 times as costly as the least
- * of the last five at T; a run costlier than the last one alone: lateness
- * inside oneDNN's own parallel regions is not seen) lets the next run try
- * one thread. The
- * choices are compared by cost (a run's time per byte of input, so that
- * runs of other sizes compare), a probe against the mean of the current
- * choice's last runs: the probe wins when it costs under 0.9 of that, and
- * then becomes the choice (a probe of T is judged by the mean of its two
- * runs, and ends at a run that costs 1.5 times one thread's mean). Alone,
- * the session tries T again every 32 runs (8 after the first probe),
- * doubling to 256 while T keeps losing (and when T, back, loses again
- * within 64 runs); back at T, the next evidence probes one thread at once.
- * At T, a losing probe makes the next one wait twice as long (4 runs,
- * doubling to 1024),
- * whatever the evidence, unless it beat the last run at T (T's mean still
- * holds runs from before the load: the next probe comes as soon). The cost of being wrong is one or two slow runs
- * in that many.
+ * are slow), to learn what a run alone costs. After that, a run at T that
+ * saw evidence of contention lets the next runs try one thread. Evidence
+ * is a worker that joined a parallel region late though it should have
+ * been spinning (parallel.c counts them), a run 1.5 times as costly as the
+ * least of the last five at T, or a run costlier than the last one alone
+ * (lateness inside oneDNN's own parallel regions is not seen).
+ *
+ * The choices are compared by cost (a run's time per byte of input, so
+ * that runs of other sizes compare): a probe wins, and becomes the choice,
+ * when it costs under 0.9 of the mean of the current choice's last runs.
+ * A probe of T is judged by the mean of its two runs and ends at a run
+ * that costs 1.5 times one thread's mean. Alone, the session tries T again
+ * every 32 runs (8 after the first probe), doubling to 256 while T keeps
+ * losing (and when T, back, loses again within 64 runs); back at T, the
+ * next evidence probes one thread at once. At T, a losing probe makes the
+ * next one wait twice as long (4 runs, doubling to 1024) whatever the
+ * evidence, unless it beat the last run at T (T's mean still holds runs
+ * from before the load: the next probe comes as soon). Being wrong costs
+ * one or two slow runs in that many.
  *
  * The policy is this file's pure functions of the costs and evidence the
  * session hands it (tests/runtime/test_governor.c drives it with made-up
