@@ -6,19 +6,11 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "kiln/profile.h"
 #include "rt_internal.h"
 
 const kn_meta *kn_artifact_meta(const kn_artifact *a) { return a ? &a->meta : NULL; }
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 const char *kn_session_step_impl(const kn_session *s, int step)
 {
@@ -59,9 +51,9 @@ int kn_session_profile(kn_session *s, const void *const *inputs, void *const *ou
     kn_rt_set_run_threads(s, s->threads); /* every step on the session's threads */
     const kn_abi_run_fn *steps = a->desc->step_fns;
     for (int i = 0; i < n_steps; i++) {
-        int64_t t0 = now_ns();
+        int64_t t0 = kn_rt_now_ns();
         st = steps[i](&s->exec, s->arena, (const char *)a->weights, (void *const *)inputs, outputs);
-        out_step_ns[i] = now_ns() - t0;
+        out_step_ns[i] = kn_rt_now_ns() - t0;
         if (st) {
             if (!*kn_last_error()) kn_error(KN_ERR_INTERNAL, "step failed with status %d", st);
             kn_error_prefix("%s: step %d '%s' (%s): ", label, i, m->steps[i].name, m->steps[i].op_type);

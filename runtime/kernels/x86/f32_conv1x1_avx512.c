@@ -57,19 +57,8 @@ struct kn_pw {
     kn_gemm512_epi epi; /* the post-ops (bias and residual set per block) */
 };
 
-/* The post-ops the kernel applies. */
-static bool posts_supported(const kn_abi_dnnl *rec)
-{
-    if (rec->n_post < 0 || rec->n_post > 4) return false;
-    for (int i = 0; i < rec->n_post; i++) {
-        int k = rec->post[i].kind;
-        if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
-            k != KN_POST_SUM && k != KN_POST_GELU_ERF && k != KN_POST_SWISH && k != KN_POST_SIGMOID &&
-            k != KN_POST_HARDSWISH)
-            return false;
-    }
-    return true;
-}
+/* The post-ops the kernel applies: its epilogue's (residual included). */
+static bool posts_supported(const kn_abi_dnnl *rec) { return kn_gemm512_posts_supported(rec->post, rec->n_post, true); }
 
 bool kn_pw_supported(const kn_abi_dnnl *rec)
 {

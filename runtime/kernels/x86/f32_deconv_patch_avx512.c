@@ -47,19 +47,6 @@ struct kn_pdc {
     kn_gemm512_epi epi;
 };
 
-static bool posts_supported(const kn_abi_dnnl *rec, bool sum_ok)
-{
-    if (rec->n_post < 0 || rec->n_post > 4) return false;
-    for (int i = 0; i < rec->n_post; i++) {
-        int k = rec->post[i].kind;
-        if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
-            !(k == KN_POST_SUM && sum_ok) && k != KN_POST_GELU_ERF && k != KN_POST_SIGMOID && k != KN_POST_SWISH &&
-            k != KN_POST_HARDSWISH)
-            return false;
-    }
-    return true;
-}
-
 static bool direct_store(const kn_abi_dnnl *rec, bool dst_nhwc)
 {
     return dst_nhwc && (rec->wei.dims[3] * rec->wei.dims[1]) % KN_GEMM512_COLS == 0;
@@ -86,7 +73,7 @@ bool kn_pdc_supported(const kn_abi_dnnl *rec, bool dst_nhwc)
     if (!direct && rec->wei.dims[2] * rec->wei.dims[3] * O > PDC_MAX_COLS) return false;
     bool no_bias = rec->bias.rank == 0 && rec->bias.nbytes == 0;
     bool bias_ok = no_bias || (rec->bias.rank == 1 && rec->bias.dims[0] == O && rec->bias_ref.loc == KN_LOC_WEIGHTS);
-    return rec->wei_ref.loc == KN_LOC_WEIGHTS && bias_ok && posts_supported(rec, direct);
+    return rec->wei_ref.loc == KN_LOC_WEIGHTS && bias_ok && kn_gemm512_posts_supported(rec->post, rec->n_post, direct);
 #else
     (void)rec, (void)dst_nhwc;
     return false;

@@ -21,6 +21,19 @@ int kn_gemm512_row_block(int64_t rows)
     return best;
 }
 
+bool kn_gemm512_posts_supported(const kn_abi_post *post, int n, bool sum_ok)
+{
+    if (n < 0 || n > 4) return false;
+    for (int i = 0; i < n; i++) {
+        int k = post[i].kind;
+        if (k != KN_POST_NONE && k != KN_POST_RELU && k != KN_POST_LEAKY_RELU && k != KN_POST_CLIP &&
+            !(k == KN_POST_SUM && sum_ok) && k != KN_POST_GELU_ERF && k != KN_POST_SIGMOID && k != KN_POST_SWISH &&
+            k != KN_POST_HARDSWISH)
+            return false;
+    }
+    return true;
+}
+
 void kn_gemm512_clamp(kn_gemm512_epi *e)
 {
     float lo = -INFINITY, hi = INFINITY;

@@ -49,6 +49,11 @@ typedef struct kn_gemm512_epi {
  * gives the interval of the two clamps in a row. */
 __attribute__((visibility("hidden"))) void kn_gemm512_clamp(kn_gemm512_epi *e);
 
+/* True if the epilogue applies every one of the n post-ops (at most 4);
+ * sum_ok: a residual (SUM) too, for a caller that stores where the
+ * residual is. The list of what kn_gemm512_posts implements. */
+__attribute__((visibility("hidden"))) bool kn_gemm512_posts_supported(const kn_abi_post *post, int n, bool sum_ok);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 

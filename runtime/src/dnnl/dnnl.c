@@ -36,7 +36,9 @@
  *
  * Threads: oneDNN fixes a primitive's thread partitioning when it is created,
  * so primitives are built for 1 thread (a new session's count) and rebuilt
- * once when kn_dnnl_prim_exec sees another count. libdnnl here uses GNU
+ * when the session's count changes (kn_dnnl_prim_set_threads); a run at
+ * another count (the governor's: one thread) uses a second build, p->alt,
+ * made at the first such run (kn_dnnl_prim_for). libdnnl here uses GNU
  * OpenMP: the count is set for the calling thread with omp_set_num_threads,
  * looked up with dlsym in the libgomp that libdnnl already loaded, so that
  * libkiln_rt (and static apps) need neither -fopenmp nor -lgomp.
