@@ -32,6 +32,12 @@
  * from before the load: the next probe comes as soon). Being wrong costs
  * one or two slow runs in that many.
  *
+ * A run that starts 2 ms or more after the last one ended (its workers
+ * asleep, their vCPUs halted, its caches cold) takes the current choice
+ * and teaches nothing, unless the run before it followed a pause too: an
+ * application that runs now and then is judged by its runs, which are
+ * alike, and one that runs in bursts by the runs after the first of each.
+ *
  * The policy is this file's pure functions of the costs and evidence the
  * session hands it (tests/runtime/test_governor.c drives it with made-up
  * runs); session.c measures them.
@@ -61,6 +67,8 @@ typedef struct kn_gov {
     double last_full;   /* the cost of the last run at T that was not a probe */
     double solo_cost;   /* the cost of the last run alone (0: none yet) */
     bool explored;      /* one thread has been tried (GOV_EXPLORE_AT) */
+    bool paused;        /* the run under way follows a pause */
+    bool skip;          /* ... and the run before it did not: it teaches nothing */
     double cost[KN_GOV_WINDOW]; /* the current choice's last costs, a ring */
     int ncost, at;
     int64_t solo_runs; /* runs that went on one thread, probes included */
@@ -68,8 +76,9 @@ typedef struct kn_gov {
 
 /* A governor for a session of `threads` threads; fixed: never choose. */
 void kn_gov_init(kn_gov *g, int threads, bool fixed);
-/* The thread count of the run about to start: g->threads or 1. */
-int kn_gov_begin(kn_gov *g);
+/* The thread count of the run about to start: g->threads or 1. idle_ns:
+ * the time since the session's last run ended (< 0: no run yet). */
+int kn_gov_begin(kn_gov *g, int64_t idle_ns);
 /* Records the run that kn_gov_begin started: its cost (seconds per byte of
  * input, or any measure in which a cheaper run is smaller; < 0: not
  * measured, e.g. a failed run) and whether it saw contention. */

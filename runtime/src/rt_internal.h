@@ -204,6 +204,7 @@ struct kn_session {
     int threads;                   /* kn_session_set_threads's count */
     int run_threads;               /* the run under way's: threads, or 1 (governor.h) */
     kn_gov gov;
+    int64_t last_end_ns;           /* when the last run ended (0: none yet), for the governor */
     kn_tensor *slots;              /* meta.n_slots dynamic values, owned; kept until the next run */
     kn_op_session *opsess;         /* meta.n_opnodes: what runtime kernels keep across runs (opdesc.h) */
     atomic_int running;            /* 1 while a run is in progress (session.c: one thread at a time) */

@@ -238,7 +238,8 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     /* the governor's choice of threads (governor.h), and what it learns from
      * the run: its time per byte of input, leaving out primitives built
      * during it; whether a worker had to wait for a CPU */
-    int threads = kn_gov_begin(&s->gov);
+    int64_t begin = kn_rt_now_ns();
+    int threads = kn_gov_begin(&s->gov, s->last_end_ns ? begin - s->last_end_ns : -1);
     kn_rt_set_run_threads(s, threads);
     uint64_t late = kn_rt_contention_count();
     kn_rt_team_check(threads);
@@ -250,6 +251,7 @@ static int run_raw(kn_session *s, const void *const *inputs, void *const *output
     for (int i = 0; i < s->art->meta.n_inputs; i++)
         bytes += (double)kn_rt_tensor_nbytes(&s->exec, &s->art->meta.inputs[i]);
     kn_gov_end(&s->gov, st ? -1.0 : (double)ns / (bytes > 0 ? bytes : 1.0), kn_rt_contention_count() != late);
+    s->last_end_ns = kn_rt_now_ns();
     if (st && !*kn_last_error())
         kn_error(KN_ERR_INTERNAL, "%s: the model's run function failed with status %d", label_of(s->art), st);
     return st;
