@@ -37,8 +37,10 @@
 /* Runs to the first probe of T after the first probe went alone: the
  * session's first runs may have met a passing load (a process starting
  * beside it: onnxruntime's pool spinning after its warm-up in `kiln bench
- * --vs-ort`), which should not keep it alone for long. */
-#define GOV_GAP_EXPLORED 8
+ * --vs-ort`), which should not keep it alone for long; but under a steady
+ * load every probe of T costs a slow run, and at 8 the first 43 runs of
+ * the interleaved bench held two (audio_rnn's p90 6x its median). */
+#define GOV_GAP_EXPLORED 16
 /* A run that starts this long after the last one ended follows a pause:
  * the workers have stopped spinning and gone to sleep (libgomp spins for
  * a few milliseconds), and on a virtual machine their idle vCPUs have been

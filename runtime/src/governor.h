@@ -24,7 +24,7 @@
  * when it costs under 0.9 of the mean of the current choice's last runs.
  * A probe of T is judged by the mean of its two runs and ends at a run
  * that costs 1.5 times one thread's mean. Alone, the session tries T again
- * every 32 runs (8 after the first probe), doubling to 256 while T keeps
+ * every 32 runs (16 after the first probe), doubling to 256 while T keeps
  * losing (and when T, back, loses again within 64 runs); back at T, the
  * next evidence probes one thread at once. At T, a losing probe makes the
  * next one wait twice as long (4 runs, doubling to 1024) whatever the
