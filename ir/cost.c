@@ -102,10 +102,35 @@ static double recurrent_flops(const kn_node *n)
     return rows * (2.0 * (double)gh * (double)(in + h) + (double)gh);
 }
 
+/* ONNX Attention (Q [B, Hq, S, D] or [B, S, Hq*D]; K [B, Hkv, T, D] or
+ * [B, T, Hkv*D]; past_key [B, Hkv, P, D]; Y with head size Dv): for every
+ * head, query row and key, D multiply-adds for the score and Dv for the
+ * weighted value, then one operation for mask and softmax. T counts the
+ * past keys; masked, causal or padded keys count too (the dense figure). */
+static double attention_flops(const kn_node *n)
+{
+    const kn_value *q = kn_node_input(n, 0), *k = kn_node_input(n, 1), *past = kn_node_input(n, 4);
+    int64_t qn = numel_of(q), yn = numel_of(n->outputs[0]);
+    if (qn < 0 || yn < 0 || !k || (k->shape.rank != 3 && k->shape.rank != 4) || q->shape.rank != k->shape.rank ||
+        !kn_shape_is_static(&k->shape))
+        return -1;
+    bool three_d = q->shape.rank == 3;
+    int64_t t = k->shape.dims[three_d ? 1 : 2];
+    if (past) {
+        if (past->shape.rank != 4 || !kn_shape_is_static(&past->shape)) return -1;
+        t += past->shape.dims[2];
+    }
+    int64_t heads = three_d ? kn_attr_int(n, "q_num_heads", 0) : q->shape.dims[1];
+    int64_t d = q->shape.dims[q->shape.rank - 1] / (three_d ? heads : 1);
+    if (heads < 1 || d < 1) return -1;
+    return 2.0 * (double)t * (double)(qn + yn) + (double)(qn / d) * (double)t;
+}
+
 double kn_node_flops(const kn_node *n)
 {
     if (!n || n->n_outputs < 1) return -1;
     if (n->op == KN_OP_RNN || n->op == KN_OP_GRU || n->op == KN_OP_LSTM) return recurrent_flops(n);
+    if (n->op == KN_OP_Attention) return attention_flops(n);
     int64_t out = numel_of(n->outputs[0]);
     if (out < 0) return -1;
     double macs;

@@ -182,6 +182,27 @@ static void test_recurrent(void **state)
     assert_true(kn_node_flops(gru) == 5.0 * 3 * (2.0 * 18 * (4 + 6) + 18));
 }
 
+/* Attention: per head, query row and key, D + Dv multiply-adds and one
+ * softmax operation; the 3-D form's heads from q_num_heads; past keys
+ * count. */
+static void test_attention(void **state)
+{
+    (void)state;
+    /* 4-D: batch 2, 3 heads, 5 queries, 7 keys, D 4, Dv 6 */
+    kn_value *a4[3] = {input("q4", 4, (int64_t[]){2, 3, 5, 4}), input("k4", 4, (int64_t[]){2, 3, 7, 4}),
+                       input("v4", 4, (int64_t[]){2, 3, 7, 6})};
+    kn_node *att4 = node(KN_OP_Attention, "att4", 3, a4);
+    /* 3-D with 2 heads of 8 (GQA: one key head), and 3 past keys */
+    kn_value *a3[5] = {input("q3", 3, (int64_t[]){1, 4, 16}), input("k3", 3, (int64_t[]){1, 2, 8}),
+                       input("v3", 3, (int64_t[]){1, 2, 8}), NULL, input("pk", 4, (int64_t[]){1, 1, 3, 8})};
+    kn_node *att3 = node(KN_OP_Attention, "att3", 5, a3);
+    set_int(att3, "q_num_heads", 2);
+    set_int(att3, "kv_num_heads", 1);
+    infer();
+    assert_true(kn_node_flops(att4) == 2.0 * 3 * 5 * 7 * (2.0 * (4 + 6) + 1));
+    assert_true(kn_node_flops(att3) == 1.0 * 2 * 4 * (2 + 3) * (2.0 * (8 + 8) + 1));
+}
+
 /* A symbolic dim left unpinned: the count is unknown, not a guess. */
 static void test_unknown_shape(void **state)
 {
@@ -206,6 +227,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gemm_trans_a, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_reduce_movement_elementwise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_shape, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
