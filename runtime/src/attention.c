@@ -135,9 +135,12 @@ static void softmax_step(const kn_attn_kern *k, float *s, const float *add, int6
         return;
     }
     if (*m == -INFINITY) return; /* every key so far masked: s is 0, nothing to add */
-    float alpha = before == -INFINITY ? 0.0f : expf(before - *m);
-    if (alpha != 1.0f)
-        for (int64_t e = 0; e < dv; e++) o[e] *= alpha;
+    if (before == -INFINITY) { /* the row's first weights: o holds 0 (or NaN from 0 x inf), nothing to rescale */
+        *l = sum;
+        return;
+    }
+    float alpha = expf(before - *m);
+    if (alpha != 1.0f) k->scale(o, o, dv, alpha);
     *l = *l * alpha + sum;
 }
 
@@ -157,11 +160,7 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
     head_view vv = view_of(dm->three_d, dm->Hkv, dm->Skv, Dv, b, hk);
     const float scale = (float)r->pr->scale;
     int64_t nr4 = (nr + R - 1) / R * R;
-    for (int64_t i = 0; i < nr; i++) { /* contiguous rows: the compiler vectorizes it */
-        const float *src = r->q + qv.base + (i0 + i) * qv.row;
-        float *dst = qs + i * D;
-        for (int64_t d = 0; d < D; d++) dst[d] = src[d] * scale;
-    }
+    for (int64_t i = 0; i < nr; i++) k->scale(qs + i * D, r->q + qv.base + (i0 + i) * qv.row, D, scale);
     memset(qs + nr * D, 0, (size_t)((nr4 - nr) * D) * sizeof *qs); /* the last tile's missing rows */
     if (k->pack_q) k->pack_q(qs, nr4, D); /* bf16: Q rounded after the scale, as q * scale in bf16 would be */
     memset(o, 0, (size_t)(nr4 * Dv) * sizeof *o);
@@ -196,7 +195,7 @@ static void run_task(const attn_run *r, int64_t t, float *scratch)
     for (int64_t i = 0; i < nr; i++) {
         float *y = r->y + yv.base + (i0 + i) * yv.row;
         float inv = l[i] > 0 ? 1.0f / l[i] : NAN; /* no key at all: NaN, as the reference kernel */
-        for (int64_t e = 0; e < Dv; e++) y[e] = o[i * Dv + e] * inv;
+        k->scale(y, o + i * Dv, Dv, inv);
     }
 }
 

@@ -78,6 +78,9 @@ typedef struct kn_attn_kern {
      * e < dv. */
     void (*pv)(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv, float *o,
                int64_t ldo);
+    /* y[i] = x[i] * a for i < n (y may be x): a task's Q scaled, its
+     * output rescaled to a new maximum and divided by the sum of weights. */
+    void (*scale)(float *y, const float *x, int64_t n, float a);
 } kn_attn_kern;
 
 extern const kn_attn_kern kn_attn_kern_portable;

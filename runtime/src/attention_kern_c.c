@@ -63,9 +63,15 @@ static void pv_c(const float *p, int64_t ldp, int64_t n, const float *v, int64_t
         }
 }
 
+static void scale_c(float *y, const float *x, int64_t n, float a)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a;
+}
+
 const kn_attn_kern kn_attn_kern_portable = {.isa = "portable",
                                             .impl = "kiln attention:portable",
                                             .pack_kt = pack_kt_c,
                                             .scores = scores_c,
                                             .softmax_step = softmax_step_c,
-                                            .pv = pv_c};
+                                            .pv = pv_c,
+                                            .scale = scale_c};

@@ -22,10 +22,12 @@
  * store around every FMA (the kernels ran slower than the AVX2 ones). */
 #define KN_ATTN512_UNROLL _Pragma("GCC unroll 16")
 
-/* The f32 table's softmax_step and pv (attention.h has their contracts). */
+/* The f32 table's softmax_step, pv and scale (attention.h has their
+ * contracts). */
 KN_ATTN512_TARGET float kn_attn_softmax_step_avx512(float *s, const float *add, int64_t n, float *m);
 KN_ATTN512_TARGET void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n, const float *v, int64_t ldv, int64_t dv,
                               float *o, int64_t ldo);
+KN_ATTN512_TARGET void kn_attn_scale_avx512(float *y, const float *x, int64_t n, float a);
 
 /* Lanes 0 .. n-1 set (none for n <= 0, all 16 for n >= 16). */
 KN_ATTN512_INLINE __mmask16 kn_attn512_lanes(int64_t n)

@@ -112,7 +112,8 @@ const kn_attn_kern kn_attn_kern_avx512_bf16 = {.isa = "avx512-bf16",
                                                .pack_kt = pack_kt_bf16,
                                                .scores = scores_bf16,
                                                .softmax_step = kn_attn_softmax_step_avx512,
-                                               .pv = kn_attn_pv_avx512};
+                                               .pv = kn_attn_pv_avx512,
+                                               .scale = kn_attn_scale_avx512};
 
 #else
 

@@ -212,12 +212,24 @@ AVX2 static void pv_avx2(const float *p, int64_t ldp, int64_t n, const float *v,
     for (; e < dv; e += 8) pv8(p, ldp, n, v + e, ldv, o + e, ldo, tail_mask(dv - e < 8 ? dv - e : 8));
 }
 
+AVX2 static void scale_avx2(float *y, const float *x, int64_t n, float a)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    if (i < n) {
+        __m256i mk = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, mk, _mm256_mul_ps(_mm256_maskload_ps(x + i, mk), va));
+    }
+}
+
 const kn_attn_kern kn_attn_kern_avx2 = {.isa = "avx2",
                                         .impl = "kiln attention:avx2",
                                         .pack_kt = pack_kt_avx2,
                                         .scores = scores_avx2,
                                         .softmax_step = softmax_step_avx2,
-                                        .pv = pv_avx2};
+                                        .pv = pv_avx2,
+                                        .scale = scale_avx2};
 
 #else
 

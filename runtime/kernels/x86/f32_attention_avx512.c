@@ -198,12 +198,22 @@ KN_ATTN512_TARGET void kn_attn_pv_avx512(const float *p, int64_t ldp, int64_t n,
     else if (left > 0) pv_tile(1, p, ldp, n, v + e, ldv, o + e, ldo, mk);
 }
 
+KN_ATTN512_TARGET void kn_attn_scale_avx512(float *y, const float *x, int64_t n, float a)
+{
+    __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mk = kn_attn512_lanes(n - i);
+        _mm512_mask_storeu_ps(y + i, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + i), va));
+    }
+}
+
 const kn_attn_kern kn_attn_kern_avx512 = {.isa = "avx512",
                                           .impl = "kiln attention:avx512",
                                           .pack_kt = pack_kt_avx512,
                                           .scores = scores_avx512,
                                           .softmax_step = kn_attn_softmax_step_avx512,
-                                          .pv = kn_attn_pv_avx512};
+                                          .pv = kn_attn_pv_avx512,
+                                          .scale = kn_attn_scale_avx512};
 
 #else
 
