@@ -224,6 +224,42 @@ static void store_value(kn_tensor *out, size_t i, double v)
     else kn_store_i64(out->dtype, out->data, i, (int64_t)v);
 }
 
+/* The axis leaves every coordinate where it is: one slot, weight 1. */
+static bool is_identity(const axis_win *a, int64_t in, int64_t out)
+{
+    if (in != out) return false;
+    for (int64_t o = 0; o < out; o++)
+        if (a->cnt[o] != 1 || a->idx[o * a->wn] != o || a->w[o * a->wn] != 1.0 || a->oor[o]) return false;
+    return true;
+}
+
+/* f32 resized over its last two axes only (an image's H and W; the leading
+ * axes identity): per plane and output row, the row's taps times the
+ * column's, in the order and with the products interpolate() uses, so the
+ * result is the same bit for bit, without its per-element walk over every
+ * axis (a DBNet neck's 2x upsamplings took 17 ms of a 38 ms run). */
+static void resize_planes_f32(const kn_tensor *x, const axis_win *aw, kn_tensor *out)
+{
+    int r = x->rank;
+    int64_t ih = x->dims[r - 2], iw = x->dims[r - 1], oh = out->dims[r - 2], ow = out->dims[r - 1];
+    int64_t planes = kn_tensor_numel(x) / (ih * iw);
+    const axis_win *ay = &aw[r - 2], *ax = &aw[r - 1];
+    const float *src = x->data;
+    float *dst = out->data;
+    for (int64_t pl = 0; pl < planes; pl++, src += ih * iw)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                double acc = 0;
+                for (int ty = 0; ty < ay->cnt[oy]; ty++) {
+                    const float *row = src + ay->idx[oy * ay->wn + ty] * iw;
+                    double wy = ay->w[oy * ay->wn + ty];
+                    for (int tx = 0; tx < ax->cnt[ox]; tx++)
+                        acc += wy * ax->w[ox * ax->wn + tx] * (double)row[ax->idx[ox * ax->wn + tx]];
+                }
+                *dst++ = (float)acc;
+            }
+}
+
 int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
 {
     int r = x->rank;
@@ -236,7 +272,11 @@ int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
     memset(aw, 0, sizeof aw);
     int st = KN_OK;
     for (int k = 0; k < r && !st; k++) st = build_axis(p, k, r, x->dims[k], out->dims[k], &aw[k]);
-    if (!st) {
+    bool planes = !st && r >= 2 && x->dtype == KN_F32 && p->coord != KN_COORD_TF_CROP_AND_RESIZE;
+    for (int k = 0; planes && k < r - 2; k++) planes = is_identity(&aw[k], x->dims[k], out->dims[k]);
+    if (planes) {
+        resize_planes_f32(x, aw, out);
+    } else if (!st) {
         int64_t xs[KN_MAX_RANK];
         kn_shape_strides(r, x->dims, xs);
         kn_index it;
