@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "convt.h"
 #include "elementwise_int.h"
 #include "fused_int.h"
 #include "k_elementwise.h"
@@ -228,8 +229,22 @@ static int exec_fused_convt(const kn_opdesc *d, const kn_tensor *const *in, kn_t
         return kn_op_error(d, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
                            (long long)kn_tensor_numel(b), (long long)od[1]);
     if ((st = kn_tensor_alloc(&out[0], x->dtype, x->rank, od))) return kn_op_fail(d, st);
-    if ((st = kn_k_conv_transpose(x, w, b, &win, group, &out[0]))) return kn_op_fail(d, st);
-    return run_posts(d, in, &out[0]);
+    /* compiled artifacts: the patch kernel where it applies (convt.h), with
+     * the post-ops when there is no residual */
+    kn_abi_post post[KN_FUSED_MAX_POST];
+    int n_post = 0;
+    bool posts_done = false;
+    st = KN_ERR_UNSUPPORTED;
+    if (d->sess && (st = kn_fused_posts(d, post, &n_post)) == KN_OK) {
+        if (kn_op_input(d, in, KN_FUSED_RESIDUAL)) n_post = 0;
+        st = kn_convt_fast(d->sess, x, w, b, post, n_post, &win, group, &out[0], &posts_done);
+    }
+    if (st == KN_ERR_UNSUPPORTED) {
+        if (d->sess) d->sess->impl = NULL;
+        st = kn_k_conv_transpose(x, w, b, &win, group, &out[0]);
+    }
+    if (st) return kn_op_fail(d, st);
+    return posts_done ? KN_OK : run_posts(d, in, &out[0]);
 }
 
 static int exec_fused_matmul(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out)

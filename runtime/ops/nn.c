@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "convt.h"
 #include "nn_int.h"
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -83,6 +84,13 @@ static int exec_convt(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor
         return kn_op_error(op, KN_ERR_INVALID, "bias has %lld elements, expected %lld (output channels)",
                            (long long)kn_tensor_numel(b), (long long)od[1]);
     if ((st = alloc_out(op, out, 0, x->dtype, x->rank, od))) return st;
+    /* compiled artifacts: the patch kernel where it applies (convt.h) */
+    if (op->sess) {
+        bool posts_done;
+        st = kn_convt_fast(op->sess, x, w, b, NULL, 0, &win, group, &out[0], &posts_done);
+        if (st != KN_ERR_UNSUPPORTED) return kernel_status(op, st);
+        op->sess->impl = NULL;
+    }
     return kernel_status(op, kn_k_conv_transpose(x, w, b, &win, group, &out[0]));
 }
 

@@ -134,6 +134,10 @@ bool kn_pdc_supported(const kn_abi_dnnl *rec, bool dst_nhwc);
 int kn_pdc_create(const kn_abi_dnnl *rec, const float *w, const float *bias, bool dst_nhwc, kn_pdc **out);
 /* residual: in dst's layout, equal to dst or apart from it. */
 int kn_pdc_exec(const kn_pdc *k, const float *src, float *dst, const float *residual, int threads);
+/* The same at another batch and input image (N, H, W; the record's C, O,
+ * kernel and layouts), for a node whose spatial dims vary (convt.c). */
+int kn_pdc_exec_at(const kn_pdc *k, int64_t N, int64_t H, int64_t W, const float *src, float *dst,
+                   const float *residual, int threads);
 void kn_pdc_free(kn_pdc *k);
 
 /* ---- parallel loops (parallel.c) ------------------------------------------ */

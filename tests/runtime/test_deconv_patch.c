@@ -6,7 +6,11 @@
  * widths), NCHW dst; bias, ReLU, Sigmoid, a residual (in place too);
  * widths that leave a partial block of pixels; 1 and 2 threads bitwise
  * equal. And which records it refuses: padding, a stride other than the
- * kernel, groups, a residual it cannot store. Skipped without AVX-512F.
+ * kernel, groups, a residual it cannot store. Then the kernel at run-time
+ * shapes (runtime/src/convt.c): a node's NCHW input at two image sizes
+ * against the plain C kernel, with the post-ops in the epilogue or left to
+ * the caller, and the nodes it leaves to the plain kernel. Skipped without
+ * AVX-512F.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -20,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "../../runtime/src/convt.h"
 #include "../../runtime/src/rt_internal.h"
 #include "test_skip.h"
 
@@ -185,12 +190,72 @@ static void test_refusals(void **state)
     assert_false(kn_pdc_supported(&bad, true));
 }
 
+/* A tensor over data (not owned). */
+static kn_tensor view(int rank, const int64_t *dims, float *data)
+{
+    kn_tensor t = {.dtype = KN_F32, .rank = rank, .data = data};
+    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+    t.nbytes = sizeof(float) * (size_t)kn_tensor_numel(&t);
+    return t;
+}
+
+static void test_run_time_shapes(void **state)
+{
+    (void)state;
+    if (!have_avx512()) KN_SKIP("the patch kernel needs AVX-512F");
+    /* the artifact's weights: W [C=6][O=4][2][2] then the bias */
+    enum { C = 6, O = 4, K = 2, NW = C * O * K * K };
+    float *blob = rand_buf(NW + O);
+    int64_t wd[4] = {C, O, K, K}, bd[1] = {O};
+    kn_tensor w = view(4, wd, blob), b = view(1, bd, blob + NW);
+    kn_op_session os = {.threads = 2, .weights = (const unsigned char *)blob, .weights_len = sizeof(float) * (NW + O)};
+    kn_nn_window win = {.nsp = 2, .kernel = {K, K}, .strides = {K, K}, .dilations = {1, 1}};
+    kn_abi_post relu = {KN_POST_RELU, 0, 0}, tanh_ = {KN_POST_TANH, 0, 0};
+    int64_t sizes[3][2] = {{3, 5}, {4, 9}, {3, 5}}; /* the weights packed at the first size serve the second */
+    for (int s = 0; s < 3; s++) {
+        int64_t H = sizes[s][0], W = sizes[s][1], xd[4] = {1, C, H, W}, yd[4] = {1, O, H * K, W * K};
+        float *xs = rand_buf(C * H * W);
+        kn_tensor x = view(4, xd, xs), want, got;
+        assert_int_equal(kn_tensor_alloc(&want, KN_F32, 4, yd), KN_OK);
+        assert_int_equal(kn_tensor_alloc(&got, KN_F32, 4, yd), KN_OK);
+        assert_int_equal(kn_k_conv_transpose(&x, &w, &b, &win, 1, &want), KN_OK);
+        /* Relu in the epilogue; Tanh is not there: bias only, the caller's */
+        bool done = false;
+        const kn_abi_post *post = s == 2 ? &tanh_ : &relu;
+        assert_int_equal(kn_convt_fast(&os, &x, &w, &b, post, 1, &win, 1, &got, &done), KN_OK);
+        assert_int_equal(done, s != 2);
+        assert_string_equal(os.impl, "kiln patch deconv:avx512");
+        const float *g = got.data, *r = want.data;
+        for (int64_t i = 0; i < kn_tensor_numel(&got); i++) {
+            float e = s == 2 ? r[i] : r[i] > 0 ? r[i] : 0;
+            if (fabsf(g[i] - e) > 1e-5f * (1 + fabsf(e)))
+                fail_msg("%lldx%lld: element %lld is %g, expected %g", (long long)H, (long long)W, (long long)i, g[i], e);
+        }
+        kn_tensor_free(&want), kn_tensor_free(&got), free(xs);
+    }
+    /* left to the plain kernel: padding, weights that are not the
+     * artifact's constants */
+    int64_t xd[4] = {1, C, 3, 3}, yd[4] = {1, O, 6, 6};
+    float *xs = rand_buf(C * 9), *ys = rand_buf(O * 36), *copy = malloc(sizeof(float) * NW);
+    memcpy(copy, blob, sizeof(float) * NW);
+    kn_tensor x = view(4, xd, xs), y = view(4, yd, ys), wc = view(4, wd, copy);
+    bool done;
+    kn_nn_window padded = win;
+    padded.pads[0] = padded.pads[2] = 1;
+    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &padded, 1, &y, &done), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_convt_fast(&os, &x, &wc, &b, NULL, 0, &win, 1, &y, &done), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &win, 2, &y, &done), KN_ERR_UNSUPPORTED);
+    if (os.free_state) os.free_state(os.state);
+    free(xs), free(ys), free(copy), free(blob);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_nhwc),
         cmocka_unit_test(test_blocked),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_run_time_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

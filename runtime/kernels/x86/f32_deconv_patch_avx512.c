@@ -130,6 +130,7 @@ int kn_pdc_create(const kn_abi_dnnl *rec, const float *w, const float *bias, boo
 
 typedef struct pdc_run {
     const kn_pdc *k;
+    int64_t H, W; /* the run's input image */
     const float *src, *res;
     float *dst;
 } pdc_run;
@@ -163,13 +164,14 @@ KN_TARGET_AVX512 static int pdc_rows(void *args, int64_t lo, int64_t hi)
 {
     const pdc_run *r = args;
     const kn_pdc *k = r->k;
-    int64_t OH = k->H * k->kh, OW = k->W * k->kw, rowc = k->kw * k->O; /* floats of a patch row */
+    const int64_t H = r->H, W = r->W;
+    int64_t OH = H * k->kh, OW = W * k->kw, rowc = k->kw * k->O; /* floats of a patch row */
     float blk[KN_GEMM512_ROWS * PDC_MAX_COLS] __attribute__((aligned(64)));
     for (int64_t ny = lo; ny < hi; ny++) {
-        int64_t n = ny / k->H, y = ny % k->H;
-        const float *in = r->src + ny * k->W * k->C;
-        for (int64_t x0 = 0; x0 < k->W; x0 += KN_GEMM512_ROWS) {
-            int R = (int)(k->W - x0 < KN_GEMM512_ROWS ? k->W - x0 : KN_GEMM512_ROWS);
+        int64_t n = ny / H, y = ny % H;
+        const float *in = r->src + ny * W * k->C;
+        for (int64_t x0 = 0; x0 < W; x0 += KN_GEMM512_ROWS) {
+            int R = (int)(W - x0 < KN_GEMM512_ROWS ? W - x0 : KN_GEMM512_ROWS);
             const float *a = in + x0 * k->C;
             if (k->direct) {
                 int64_t per_row = rowc / KN_GEMM512_COLS; /* panels of a patch row */
@@ -218,16 +220,30 @@ KN_TARGET_AVX512 static int pdc_rows(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
-int kn_pdc_exec(const kn_pdc *k, const float *src, float *dst, const float *residual, int threads)
+int kn_pdc_exec_at(const kn_pdc *k, int64_t N, int64_t H, int64_t W, const float *src, float *dst,
+                   const float *residual, int threads)
 {
     if (!k || !src || !dst) return kn_error(KN_ERR_INVALID, "kn_pdc_exec: NULL argument");
     if (kn_fused_has_sum(k->post, k->n_post) && !residual)
         return kn_error(KN_ERR_INVALID, "transposed convolution: the residual add has no input");
-    pdc_run r = {k, src, residual, dst};
-    return kn_rt_parallel_for_threads(threads, pdc_rows, &r, k->N * k->H);
+    pdc_run r = {.k = k, .H = H, .W = W, .src = src, .res = residual, .dst = dst};
+    return kn_rt_parallel_for_threads(threads, pdc_rows, &r, N * H);
+}
+
+int kn_pdc_exec(const kn_pdc *k, const float *src, float *dst, const float *residual, int threads)
+{
+    if (!k) return kn_error(KN_ERR_INVALID, "kn_pdc_exec: NULL argument");
+    return kn_pdc_exec_at(k, k->N, k->H, k->W, src, dst, residual, threads);
 }
 
 #else
+
+int kn_pdc_exec_at(const kn_pdc *k, int64_t N, int64_t H, int64_t W, const float *src, float *dst,
+                   const float *residual, int threads)
+{
+    (void)k, (void)N, (void)H, (void)W, (void)src, (void)dst, (void)residual, (void)threads;
+    return kn_error(KN_ERR_UNSUPPORTED, "transposed convolution: the patch kernel needs x86-64");
+}
 
 int kn_pdc_exec(const kn_pdc *k, const float *src, float *dst, const float *residual, int threads)
 {

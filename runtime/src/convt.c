@@ -1,0 +1,113 @@
+/*
+ * runtime/src/convt.c — ConvTranspose in compiled artifacts whose spatial
+ * dims vary (`kiln compile --shape x=1x3x[32..640%32]x[32..640%32]`): such
+ * a node runs as a runtime op at the run's shape, and its plain C kernel
+ * (kernels/ref/nn_conv.c) took 9.7 of a 21 ms DBNet run at 256x160. Where
+ * the patch kernel applies (kernel = stride, no padding, one group, f32,
+ * AVX-512: every upsampling of the text detectors), the node's activation,
+ * plain NCHW in the arena, is copied channels-last into a scratch buffer
+ * and the patch kernel writes the NCHW output, with the node's post-ops in
+ * its epilogue where it has them. The weights are packed once per session.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "convt.h"
+#include "rt_internal.h"
+
+typedef struct convt_state {
+    kn_pdc *k;
+    const void *w, *b; /* the constant weights and bias it was packed from */
+    bool posts;        /* k applies the node's post-ops */
+    float *nhwc;       /* the input, channels-last */
+    size_t cap;        /* floats in nhwc */
+} convt_state;
+
+static void state_free(void *p)
+{
+    convt_state *st = p;
+    if (!st) return;
+    kn_pdc_free(st->k);
+    free(st->nhwc);
+    free(st);
+}
+
+/* t's bytes lie inside the artifact's weights: the same at every run. */
+static bool constant(const kn_op_session *os, const kn_tensor *t)
+{
+    const unsigned char *p = t->data;
+    size_t n = (size_t)kn_tensor_numel(t) * kn_dtype_size(t->dtype);
+    return os->weights && p >= os->weights && n <= os->weights_len && (size_t)(p - os->weights) <= os->weights_len - n;
+}
+
+/* The patch kernel's record for this node at the run's shape. */
+static kn_abi_dnnl record_of(const kn_tensor *x, const kn_tensor *w, const kn_tensor *b, const kn_nn_window *win)
+{
+    kn_abi_dnnl rec = {.kind = KN_DNNL_DECONV, .groups = 1, .spatial = 2, .alpha = 1.0f};
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], O = w->dims[1];
+    rec.src = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {N, C, H, W}};
+    rec.wei = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {C, O, w->dims[2], w->dims[3]}};
+    rec.dst = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {N, O, H * w->dims[2], W * w->dims[3]}};
+    if (b) rec.bias = (kn_abi_tensor){.dtype = KN_F32, .rank = 1, .dims = {O}, .nbytes = O * (int64_t)sizeof(float)};
+    rec.wei_ref.loc = rec.bias_ref.loc = KN_LOC_WEIGHTS;
+    for (int i = 0; i < 2; i++) {
+        rec.strides[i] = win->strides[i];
+        rec.dilations[i] = win->dilations[i];
+        rec.pads_begin[i] = win->pads[i];
+        rec.pads_end[i] = win->pads[2 + i];
+    }
+    return rec;
+}
+
+/* src [C][HW] to dst [HW][C], in 16 x 16 tiles. */
+static void to_channels_last(const float *src, int64_t C, int64_t HW, float *dst)
+{
+    for (int64_t c0 = 0; c0 < C; c0 += 16)
+        for (int64_t p0 = 0; p0 < HW; p0 += 16) {
+            int64_t c1 = c0 + 16 < C ? c0 + 16 : C, p1 = p0 + 16 < HW ? p0 + 16 : HW;
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t p = p0; p < p1; p++) dst[p * C + c] = src[c * HW + p];
+        }
+}
+
+int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, const kn_tensor *b,
+                  const kn_abi_post *post, int n_post, const kn_nn_window *win, int64_t group, kn_tensor *y,
+                  bool *posts_done)
+{
+    *posts_done = false;
+    if (!os || x->dtype != KN_F32 || w->dtype != KN_F32 || (b && b->dtype != KN_F32) || y->dtype != KN_F32 ||
+        x->rank != 4 || w->rank != 4 || win->nsp != 2 || group != 1 || !constant(os, w) || (b && !constant(os, b)))
+        return KN_ERR_UNSUPPORTED;
+    kn_abi_dnnl rec = record_of(x, w, b, win);
+    for (int i = 0; i < 4; i++)
+        if (y->dims[i] != rec.dst.dims[i]) return KN_ERR_UNSUPPORTED; /* output_padding or output_shape */
+    if (!kn_pdc_supported(&rec, false)) return KN_ERR_UNSUPPORTED;
+    if (n_post > 0 && n_post <= 4) { /* with the post-ops where the epilogue has them all */
+        rec.n_post = n_post;
+        memcpy(rec.post, post, sizeof *post * (size_t)n_post);
+        if (!kn_pdc_supported(&rec, false)) rec.n_post = 0;
+    }
+    convt_state *st = os->state;
+    if (!st || st->w != w->data || st->b != (b ? b->data : NULL) || st->posts != (rec.n_post > 0)) {
+        state_free(st);
+        os->state = st = calloc(1, sizeof *st);
+        os->free_state = state_free;
+        if (!st) return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory");
+        int rc = kn_pdc_create(&rec, w->data, b ? b->data : NULL, false, &st->k);
+        if (rc) return rc;
+        st->w = w->data, st->b = b ? b->data : NULL, st->posts = rec.n_post > 0;
+    }
+    int64_t N = x->dims[0], C = x->dims[1], HW = x->dims[2] * x->dims[3];
+    size_t need = (size_t)(N * C * HW);
+    if (need > st->cap) {
+        free(st->nhwc);
+        st->cap = 0;
+        if (!(st->nhwc = malloc(need * sizeof(float))))
+            return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory for a %lld-float input", (long long)need);
+        st->cap = need;
+    }
+    for (int64_t n = 0; n < N; n++) to_channels_last((const float *)x->data + n * C * HW, C, HW, st->nhwc + n * C * HW);
+    os->impl = "kiln patch deconv:avx512";
+    *posts_done = st->posts;
+    return kn_pdc_exec_at(st->k, N, x->dims[2], x->dims[3], st->nhwc, y->data, NULL, os->threads > 0 ? os->threads : 1);
+}
