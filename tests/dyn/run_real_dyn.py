@@ -8,6 +8,7 @@ showing every conv and pooling over dynamic spatial dims on oneDNN.
 
 Usage: run_real_dyn.py KILN WORK_DIR MODEL
 """
+import json
 import os
 import subprocess
 import sys
@@ -120,6 +121,14 @@ def main():
             ok = got.shape == r.shape and np.allclose(got, r, atol=1e-4, rtol=1e-3)
             err = float(np.abs(got - r).max()) if got.shape == r.shape else float("nan")
             check(ok, f"{MODEL} at {tag}: {o.name} {got.shape} vs onnxruntime {r.shape}, max abs error {err:.2e}")
+    if MODEL == "dbnet" and "avx512f" in open("/proc/cpuinfo").read().split():
+        # the head's upsamplings at a run-time size run the patch kernel (runtime/src/convt.c)
+        rc, prof, se = kiln("profile", art, "--runs", "1", "--no-peak", "--json", "--shape", "input=1x3x96x64")
+        steps = json.loads(prof)["steps"] if rc == 0 else []
+        convt = [st for st in steps if st["op"] in ("ConvTranspose", "FusedConvTranspose")]
+        check(rc == 0 and convt and all(st["kernel"] == "kiln patch deconv:avx512" for st in convt),
+              f"{MODEL}: ConvTranspose at a run-time size: " +
+              (", ".join(f"{st['name']} on {st['kernel'] or 'the plain C kernel'}" for st in convt) or se.strip()[-300:]))
     for tag, make, msg in refusals:
         d = os.path.join(work, "bad_" + tag)
         rc, _, se = kiln("run", art, "--output-dir", os.path.join(work, "out_bad"), *write_inputs(d, make(rng)))
