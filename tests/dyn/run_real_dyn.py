@@ -129,6 +129,20 @@ def main():
         check(rc == 0 and convt and all(st["kernel"] == "kiln patch deconv:avx512" for st in convt),
               f"{MODEL}: ConvTranspose at a run-time size: " +
               (", ".join(f"{st['name']} on {st['kernel'] or 'the plain C kernel'}" for st in convt) or se.strip()[-300:]))
+    if MODEL == "dbnet":
+        # kiln bench and profile of the artifact at a run-time size: --shape
+        # or an .npy of that size; outside the range, the session's message
+        small = os.path.join(work, "in_96x64", "input.npy")
+        for verb in ("bench", "profile"):
+            for how in (["--shape", "input=1x3x96x64"], ["--input", "input=" + small]):
+                rc, _, se = kiln(verb, art, "--runs", "2", "--warmup", "1", "--json", *how,
+                                 *(["--no-peak"] if verb == "profile" else []))
+                check(rc == 0, f"kiln {verb} {MODEL} {' '.join(how)}: {se.strip()[-300:]}")
+        rc, _, se = kiln("bench", art, "--runs", "1", "--shape", "input=1x3x288x64")
+        check(rc != 0 and "is 288, the artifact was compiled for at most 256" in se,
+              f"kiln bench {MODEL} --shape input=1x3x288x64 must be refused by its range: {se.strip()[-300:]}")
+        rc, _, se = kiln("bench", art, "--runs", "1", "--shape", "input=1x3x96")
+        check(rc != 0 and "expected 4 dims" in se, f"kiln bench {MODEL} --shape input=1x3x96: {se.strip()[-300:]}")
     for tag, make, msg in refusals:
         d = os.path.join(work, "bad_" + tag)
         rc, _, se = kiln("run", art, "--output-dir", os.path.join(work, "out_bad"), *write_inputs(d, make(rng)))

@@ -25,8 +25,11 @@ static void bench_usage(FILE *f)
             "       kiln bench --peak [--threads T] [--json]\n"
             "\n"
             "Times kn_session_run: median and p90 of N runs (default 20) after W warm-up runs\n"
-            "(default 3). An .onnx model is compiled first (-O3, native). Inputs not given\n"
-            "are random with a fixed seed (floats in [-1,1), integers in [0,10)).\n"
+            "(default 3). An .onnx model is compiled first (-O3, native; --shape as for\n"
+            "kiln compile). Inputs not given are random with a fixed seed (floats in [-1,1),\n"
+            "integers in [0,10)), in the artifact's shape or, for an ART.so with dynamic\n"
+            "dims, the one --shape NAME=DIMS (1x3x256x160) gives; an .npy of a run-time\n"
+            "size works too. The session checks such sizes against the compiled range.\n"
             "With --vs-ort, onnxruntime (ORT_ENABLE_ALL, same thread count) runs the same\n"
             "model on the same inputs in this run and the ratio kiln/onnxruntime is printed.\n"
             "The two sides take turns (the side that starts a round alternating too) so\n"
@@ -84,8 +87,9 @@ static int run_tensors_once(kn_session *s, int n_in, const kn_tensor *in, int n_
 typedef struct bench_opts {
     const char *path;      /* as given: the name printed */
     const char *ort_model; /* the .onnx for onnxruntime; NULL without --vs-ort */
-    int threads, runs, warmup, n_specs;
-    char **specs; /* --input NAME=FILE.npy */
+    int threads, runs, warmup, n_specs, n_shapes;
+    char **specs;  /* --input NAME=FILE.npy */
+    char **shapes; /* --shape NAME=DIMS of an artifact's inputs (an .onnx's were compiled in) */
     bool json;
 } bench_opts;
 
@@ -120,8 +124,12 @@ static int kiln_setup(const kn_artifact *art, kn_session *s, const bench_opts *o
     k->in_ptrs = calloc((size_t)k->n_in + 1, sizeof *k->in_ptrs);
     k->out_ptrs = calloc((size_t)k->n_out + 1, sizeof *k->out_ptrs);
     if (!k->in || !k->in_ptrs || !k->out_ptrs) return kn_error(KN_ERR_NOMEM, "out of memory");
-    int st = kn_cli_artifact_inputs(art, o->n_specs, o->specs, k->in);
+    bool other_shape = false;
+    int st = kn_cli_artifact_inputs(art, o->n_specs, o->specs, o->n_shapes, o->shapes, k->in, &other_shape);
     for (int i = 0; !st && i < k->n_in; i++) k->in_ptrs[i] = k->in[i].data;
+    /* a run-time size of a dynamic dim: one run on tensors sets it for the
+     * session's raw runs (checked against the compiled range there) */
+    if (!st && other_shape) st = run_tensors_once(s, k->n_in, k->in, k->n_out);
     /* outputs whose shape depends on data need kn_session_run_tensors */
     for (int i = 0; !st && i < k->n_out; i++) {
         kn_io_info info;
@@ -373,6 +381,7 @@ int kn_cmd_bench(int argc, char **argv)
     }
     bench_opts bo = {.path = path, .ort_model = vs_ort ? ort_model : NULL, .threads = threads, .runs = runs,
                      .warmup = warmup, .n_specs = n_specs, .specs = specs, .json = json};
+    if (art_file == path) bo.n_shapes = n_shapes, bo.shapes = shapes;
     rc = bench_artifact(&bo, art_file, dir);
 cleanup:;
     char cmd[4200];

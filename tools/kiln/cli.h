@@ -70,11 +70,15 @@ bool kn_cli_is_artifact(const char *path);
 struct kn_artifact;
 /* Fills out[0..num_inputs) for art (inputs.c): from the .npy file of each
  * NAME=FILE spec, random with a fixed seed (floats in [-1,1), integers in
- * [0,10)) for inputs not given. A spec naming no input, or a file of the
- * wrong dtype or size, is an error (out is then freed); so is an input
- * given twice. The caller frees
- * the tensors. */
-int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out);
+ * [0,10)) for inputs not given, in the artifact's shape or the one a
+ * NAME=DIMS shape spec gives (1x3x256x160). A spec naming no input, a file
+ * of the wrong dtype or rank, or an input given twice is an error (out is
+ * then freed). *other_shape: some input is not in the artifact's shape (a
+ * run-time size of a dynamic dim, which the session checks against the
+ * compiled range: run once with kn_session_run_tensors to set it). The
+ * caller frees the tensors. */
+int kn_cli_artifact_inputs(const struct kn_artifact *art, int n_specs, char *const *specs, int n_shapes,
+                           char *const *shapes, kn_tensor *out, bool *other_shape);
 
 /* 0 if got equals want (dtype, shape, and every element: integers and bools
  * exactly, or within atol when atol >= 1 (a quantized output one step off);

@@ -18,9 +18,9 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
-static int random_input(const kn_io_info *info, uint64_t *seed, kn_tensor *out)
+static int random_input(const kn_io_info *info, const int64_t *dims, uint64_t *seed, kn_tensor *out)
 {
-    int st = kn_tensor_alloc(out, info->dtype, info->rank, info->dims);
+    int st = kn_tensor_alloc(out, info->dtype, info->rank, dims);
     if (st) return st;
     int64_t n = kn_tensor_numel(out);
     bool is_float = kn_dtype_info(info->dtype)->is_float;
@@ -32,9 +32,33 @@ static int random_input(const kn_io_info *info, uint64_t *seed, kn_tensor *out)
     return KN_OK;
 }
 
-int kn_cli_artifact_inputs(const kn_artifact *art, int n_specs, char *const *specs, kn_tensor *out)
+/* The dims of a NAME=DIMS spec for input `info` ("1x3x256x160"), or an error
+ * naming the spec. */
+static int shape_dims(const char *spec, const kn_io_info *info, int64_t *dims)
+{
+    const char *p = spec + strlen(info->name) + 1;
+    int r = 0;
+    while (r < KN_MAX_RANK) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1) break;
+        dims[r++] = v;
+        if (*end == '\0') {
+            if (r != info->rank) break;
+            return KN_OK;
+        }
+        if (*end != 'x') break;
+        p = end + 1;
+    }
+    return kn_error(KN_ERR_INVALID, "--shape %s: expected %d dims of at least 1 separated by 'x' (input '%s')", spec,
+                    info->rank, info->name);
+}
+
+int kn_cli_artifact_inputs(const kn_artifact *art, int n_specs, char *const *specs, int n_shapes,
+                           char *const *shapes, kn_tensor *out, bool *other_shape)
 {
     int n_in = kn_artifact_num_inputs(art);
+    *other_shape = false;
     memset(out, 0, sizeof *out * (size_t)n_in);
     const char **names = calloc((size_t)n_in + 1, sizeof *names), **files = calloc((size_t)n_specs + 1, sizeof *files);
     int *idx = calloc((size_t)n_specs + 1, sizeof *idx);
@@ -45,20 +69,33 @@ int kn_cli_artifact_inputs(const kn_artifact *art, int n_specs, char *const *spe
         names[i] = info.name;
     }
     if (!st) st = kn_cli_match_inputs("the artifact", n_in, names, NULL, n_specs, specs, false, idx, files);
+    int *sidx = calloc((size_t)n_shapes + 1, sizeof *sidx);
+    const char **sfiles = calloc((size_t)n_shapes + 1, sizeof *sfiles);
+    if (!st && (!sidx || !sfiles)) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!st && n_shapes) st = kn_cli_match_inputs("the artifact", n_in, names, NULL, n_shapes, shapes, false, sidx, sfiles);
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (int i = 0; !st && i < n_in; i++) {
         kn_io_info info;
         kn_artifact_input_info(art, i, &info);
-        const char *file = NULL;
+        const char *file = NULL, *shape = NULL;
         for (int k = 0; k < n_specs; k++)
             if (idx[k] == i) file = files[k];
-        st = file ? kn_npy_read(file, &out[i]) : random_input(&info, &seed, &out[i]);
-        if (!st && (out[i].dtype != info.dtype || (size_t)out[i].nbytes != info.nbytes))
-            st = kn_error(KN_ERR_INVALID, "input '%s': expected %s with %zu bytes", info.name,
-                          kn_dtype_name(info.dtype), info.nbytes);
+        for (int k = 0; k < n_shapes; k++)
+            if (sidx[k] == i) shape = shapes[k];
+        int64_t dims[KN_MAX_RANK];
+        memcpy(dims, info.dims, sizeof dims);
+        if (file && shape)
+            st = kn_error(KN_ERR_INVALID, "input '%s': given by a file and by --shape %s: drop one", info.name, shape);
+        else if (shape)
+            st = shape_dims(shape, &info, dims);
+        if (!st) st = file ? kn_npy_read(file, &out[i]) : random_input(&info, dims, &seed, &out[i]);
+        if (!st && (out[i].dtype != info.dtype || out[i].rank != info.rank))
+            st = kn_error(KN_ERR_INVALID, "input '%s': expected %s of rank %d, got %s of rank %d", info.name,
+                          kn_dtype_name(info.dtype), info.rank, kn_dtype_name(out[i].dtype), out[i].rank);
+        if (!st && memcmp(out[i].dims, info.dims, sizeof(int64_t) * (size_t)info.rank)) *other_shape = true;
     }
     if (st)
         for (int j = 0; j < n_in; j++) kn_tensor_free(&out[j]);
-    free(names), free(files), free(idx);
+    free(names), free(files), free(idx), free(sidx), free(sfiles);
     return st;
 }

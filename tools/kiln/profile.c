@@ -31,8 +31,11 @@ static void profile_usage(FILE *f)
             "bytes live during it; then a summary per op type with the fraction of this\n"
             "machine's FP32 FMA peak (measured first for T threads, about 0.5 s), and the\n"
             "arena peak against the sum of all intermediates and the weights.\n"
-            "An .onnx model is compiled first (-O3, native). Inputs not given are random\n"
-            "with a fixed seed. kn_session_run is not instrumented: only profiling pays.\n"
+            "An .onnx model is compiled first (-O3, native; --shape as for kiln compile).\n"
+            "Inputs not given are random with a fixed seed, in the artifact's shape or, for\n"
+            "an ART.so with dynamic dims, the one --shape NAME=DIMS gives (an .npy of a\n"
+            "run-time size works too); FLOPs and bytes are the compiled maximum's.\n"
+            "kn_session_run is not instrumented: only profiling pays.\n"
             "\n"
             "  --order              list steps in run order instead of by time\n"
             "  --no-peak            do not measure the FMA peak\n"
@@ -161,10 +164,14 @@ static int measure(kn_session *s, const kn_artifact *art, const prof_args *a, in
     void **out = calloc((size_t)n_out + 1, sizeof *out);
     int64_t *scratch = calloc((size_t)n + 1, sizeof *scratch);
     int st = in && in_ptrs && out && scratch ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
-    if (!st && !(st = kn_cli_artifact_inputs(art, a->n_specs, a->specs, in))) {
+    bool other_shape = false, from_onnx = !kn_cli_is_artifact(a->path);
+    if (!st && !(st = kn_cli_artifact_inputs(art, a->n_specs, a->specs, from_onnx ? 0 : a->n_shapes, a->shapes, in,
+                                             &other_shape))) {
         for (int i = 0; i < n_in; i++) in_ptrs[i] = in[i].data;
         bool dynamic;
         st = alloc_outputs(art, out, &dynamic);
+        /* a run-time size of a dynamic dim: one run on tensors sets it */
+        if (!st && other_shape) st = plain_run(s, art, true, in, in_ptrs, out);
         for (int r = 0; !st && r < a->warmup; r++) st = kn_session_profile(s, in_ptrs, out, n, scratch);
         for (int r = 0; !st && r < a->runs; r++) {
             st = kn_session_profile(s, in_ptrs, out, n, ns + (size_t)r * (size_t)n);
