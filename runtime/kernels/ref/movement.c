@@ -123,13 +123,26 @@ int kn_k_slice(const kn_tensor *x, const int64_t *starts, const int64_t *steps, 
         base += starts[k] * xs[k];
         ss[k] = steps[k] * xs[k];
     }
-    kn_index it;
-    kn_index_init(&it, r, out->dims);
+    /* the innermost run copied whole: the trailing axes taken whole with
+     * step 1, and the step-1 axis before them (a Split's piece of each row) */
+    int outer = r;
+    size_t run = 1;
+    while (outer > 0 && steps[outer - 1] == 1 && out->dims[outer - 1] == x->dims[outer - 1])
+        run *= (size_t)out->dims[--outer];
+    if (outer > 0 && steps[outer - 1] == 1) run *= (size_t)out->dims[--outer];
     char *dst = out->data;
     const char *src = x->data;
+    if (outer == 0) {
+        memcpy(dst, src + (size_t)base * es, run * es);
+        return KN_OK;
+    }
+    kn_index it;
+    kn_index_init(&it, outer, out->dims);
     do {
-        copy_elem(dst, src + (size_t)(base + kn_index_offset(&it, ss)) * es, es);
-        dst += es;
+        const char *from = src + (size_t)(base + kn_index_offset(&it, ss)) * es;
+        if (run == 1) copy_elem(dst, from, es);
+        else memcpy(dst, from, run * es);
+        dst += run * es;
     } while (kn_index_next(&it));
     return KN_OK;
 }
