@@ -74,6 +74,10 @@ size_t kn_wino_scratch_bytes(const kn_wino *w);
  * when not constant. */
 int kn_wino_exec(const kn_wino *w, const float *src, const float *bias, float *dst, const float *residual,
                  float *scratch, int threads);
+/* The same filter at another batch and image (N, H, W: a node whose
+ * spatial dims vary, dnnl/dynconv.c): it shares w's transformed filter, so
+ * it must be freed (kn_wino_free) before w. */
+int kn_wino_view(const kn_wino *w, int64_t N, int64_t H, int64_t W, kn_wino **out);
 void kn_wino_free(kn_wino *w);
 
 /* ---- 1x1 convolutions (kernels/x86/f32_conv1x1_avx512.c) -------------------------------------- */

@@ -129,6 +129,13 @@ def main():
         check(rc == 0 and convt and all(st["kernel"] == "kiln patch deconv:avx512" for st in convt),
               f"{MODEL}: ConvTranspose at a run-time size: " +
               (", ".join(f"{st['name']} on {st['kernel'] or 'the plain C kernel'}" for st in convt) or se.strip()[-300:]))
+    flags = open("/proc/cpuinfo").read().split()
+    if MODEL == "crnn" and "avx2" in flags and "fma" in flags:
+        # 3x3 stride-1 convolutions at a run-time width run Winograd (dnnl/dynconv.c)
+        rc, prof, se = kiln("profile", art, "--runs", "1", "--no-peak", "--json", "--shape", "input=1x1x32x100")
+        wino = [st["name"] for st in (json.loads(prof)["steps"] if rc == 0 else [])
+                if (st["kernel"] or "").startswith("winograd")]
+        check(rc == 0 and len(wino) >= 4, f"{MODEL}: convolutions on Winograd at width 100: {wino or se.strip()[-300:]}")
     if MODEL == "dbnet":
         # kiln bench and profile of the artifact at a run-time size: --shape
         # or an .npy of that size; outside the range, the session's message

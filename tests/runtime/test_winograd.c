@@ -125,12 +125,14 @@ static void from_layout(int blk, const float *x, float *out, int64_t N, int64_t 
 
 /* Runs c through kn_wino with output tile `tile` on activations in layout
  * blk (layout_off) at 1 and 2 threads (bitwise equal) and checks it against
- * the naive convolution. */
-static void run_tile(const wcase *c, int tile, int blk)
+ * the naive convolution. at: the case whose shape the filter is transformed
+ * for, c's a view of it (kn_wino_view: a node whose spatial dims vary); NULL:
+ * c itself. */
+static void run_tile_at(const wcase *c, int tile, int blk, const wcase *at)
 {
     if (!cpu_has_avx2()) KN_SKIP("kiln's Winograd products need AVX2, which this CPU (or KILN_CPU_MASK) lacks");
     kn_abi_dnnl r;
-    make_record(c, &r);
+    make_record(at ? at : c, &r);
     int64_t HW = c->H * c->W, nx = c->N * c->C * HW, ny = c->N * c->O * HW, nw = c->O * c->C * 9;
     float *blob = rand_f(16 + nw + c->O), *x = rand_f(nx), *res = rand_f(ny);
     for (int64_t i = 0; i < nw; i++) blob[16 + i] *= 0.2f; /* keep values O(1) */
@@ -144,10 +146,14 @@ static void run_tile(const wcase *c, int tile, int blk)
     to_layout(blk, res, resb, c->N, c->O, HW);
 
     assert_true(kn_wino_supported(&r));
-    kn_wino *k;
+    kn_wino *k, *made = NULL;
     int st = kn_wino_create(&r, (const unsigned char *)blob, tile, blk, &k);
     if (st) print_error("%s\n", kn_last_error());
     assert_int_equal(st, KN_OK);
+    if (at) {
+        made = k;
+        assert_int_equal(kn_wino_view(made, c->N, c->H, c->W, &k), KN_OK);
+    }
     float *scratch = alloc_f((int64_t)(kn_wino_scratch_bytes(k) / sizeof(float)) + 16);
     const float *run_bias = c->const_bias ? NULL : b;
     assert_int_equal(kn_wino_exec(k, xb, run_bias, y1, sum ? resb : NULL, scratch, 1), KN_OK);
@@ -165,8 +171,11 @@ static void run_tile(const wcase *c, int tile, int blk)
         assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
     }
     kn_wino_free(k);
+    kn_wino_free(made);
     free(blob), free(x), free(res), free(want), free(xb), free(resb), free(y1), free(y2), free(got), free(scratch);
 }
+
+static void run_tile(const wcase *c, int tile, int blk) { run_tile_at(c, tile, blk, NULL); }
 
 /* Both tiles in each layout (nChw16c only where the channels fill its
  * blocks: elsewhere kn_wino_create must refuse it). */
@@ -271,6 +280,23 @@ static void test_post_ops(void **st)
     /* MobileNetV3's HardSwish */
     u.n_post = 1, u.post[0] = (kn_abi_post){KN_POST_HARDSWISH, 0, 0};
     run_case(&u);
+}
+
+/* A filter transformed at one shape runs at others through views: smaller,
+ * larger (more tiles than it was made for), another batch; with a residual
+ * and a bias given per run, in NHWC (what dynconv.c uses) and nChw16c. */
+static void test_views(void **st)
+{
+    (void)st;
+    wcase at = {.N = 1, .C = 16, .O = 32, .H = 13, .W = 17, .bias = true, .n_post = 2, .post = {SUM, RELU}};
+    wcase small = at, big = at;
+    small.N = 2, small.H = 6, small.W = 9;
+    big.H = 30, big.W = 22;
+    for (int tile = 2; tile <= 4; tile += 2) {
+        run_tile_at(&small, tile, 0, &at);
+        run_tile_at(&big, tile, 0, &at);
+        run_tile_at(&big, tile, 16, &at);
+    }
 }
 
 static void test_refusals(void **st)
@@ -505,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_tiny_image),
         cmocka_unit_test(test_bias_per_run),
         cmocka_unit_test(test_post_ops),
+        cmocka_unit_test(test_views),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tile_choice),
         cmocka_unit_test(test_dnnl_chooses),

@@ -76,6 +76,7 @@ struct kn_wino {
     int rows;            /* tiles per row block of the products (row_block) */
     int64_t tb;          /* tiles per block of a blocked run (0: none; see kn_wino_exec) */
     float *U;            /* [npos][O/16][C][16] */
+    bool view;           /* a kn_wino_view: U is its creator's */
     const float *bias;   /* [O], constant (or NULL: per run, or none) */
     bool has_bias, has_sum;
     int n_post;
@@ -277,10 +278,27 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
     return KN_OK;
 }
 
+int kn_wino_view(const kn_wino *w, int64_t N, int64_t H, int64_t W, kn_wino **out)
+{
+    *out = NULL;
+    if (!w || N < 1 || H < 1 || W < 1) return kn_error(KN_ERR_INVALID, "Winograd: a view at %lldx%lldx%lld",
+                                                       (long long)N, (long long)H, (long long)W);
+    kn_wino *v = malloc(sizeof *v);
+    if (!v) return kn_error(KN_ERR_NOMEM, "out of memory");
+    *v = *w;
+    v->view = true;
+    v->N = N, v->H = H, v->W = W;
+    v->th = (H + w->m - 1) / w->m, v->tw = (W + w->m - 1) / w->m;
+    v->T = N * v->th * v->tw;
+    v->rows = row_block(v->T, v->avx512);
+    *out = v;
+    return KN_OK;
+}
+
 void kn_wino_free(kn_wino *w)
 {
     if (!w) return;
-    free(w->U);
+    if (!w->view) free(w->U);
     free(w);
 }
 

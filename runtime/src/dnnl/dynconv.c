@@ -12,6 +12,14 @@
  * weights are reordered once per weights layout oneDNN asks for (usually
  * one for every shape) and shared by that node's primitives. Everything
  * is created on the first run at a shape; later runs at it only execute.
+ *
+ * A 3x3 stride-1 convolution runs kiln's Winograd kernel where the cost
+ * model of conv.c's table picks it for the run's shape, as a compiled
+ * shape's does (kernels/x86/f32_winograd_3x3_avx2_avx512.c): the filter
+ * transformed once per node, a view of it per shape, the activations
+ * reordered to and from NHWC around it. A CRNN's convolutions at a
+ * run-time width ran oneDNN's direct kernel at the FMA peak and 1.03x
+ * onnxruntime's time where the pinned model runs Winograd at 0.6x.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +43,8 @@ typedef struct dc_prim {
     dnnl_memory_t m_src, m_dst, m_src_user, m_dst_user, m_res_user, m_wei, m_bias;
     void *src_buf, *dst_buf; /* in oneDNN's layout (NULL: the user's buffer is used) */
     bool has_sum;
-    int wei; /* index into dc_node.wei, -1: a pooling */
+    int wei;     /* index into dc_node.wei, -1: a pooling or Winograd */
+    kn_wino *wv; /* Winograd at this shape (a view of dc_node.wino), else NULL */
 } dc_prim;
 
 typedef struct dc_wei {
@@ -48,6 +57,8 @@ typedef struct dc_node {
     dc_prim p[DC_WAYS];
     dc_wei wei[DC_WEI];
     int n_wei;
+    kn_wino *wino;         /* the transformed filter, or NULL */
+    const void *wino_from; /* the weights it was transformed from */
     uint64_t clock;
 } dc_node;
 
@@ -68,6 +79,7 @@ static void prim_free(dc_prim *p)
         if (*mems[i]) dnnl_memory_destroy(*mems[i]);
     free(p->src_buf);
     free(p->dst_buf);
+    kn_wino_free(p->wv);
     memset(p, 0, sizeof *p);
 }
 
@@ -77,7 +89,8 @@ void kn_dynconv_free(kn_dynconv *c)
     for (int i = 0; i < c->n; i++) {
         dc_node *n = c->nodes[i];
         if (!n) continue;
-        for (int k = 0; k < DC_WAYS; k++) prim_free(&n->p[k]);
+        for (int k = 0; k < DC_WAYS; k++) prim_free(&n->p[k]); /* the Winograd views before their filter */
+        kn_wino_free(n->wino);
         for (int k = 0; k < n->n_wei; k++) free(n->wei[k].buf);
         free(n);
     }
@@ -228,12 +241,90 @@ static int pool_pd(kn_dnnl_session *s, const kn_opdesc *d, const int64_t *xd, co
     return KN_OK;
 }
 
+/* The Winograd record of conv node d at input dims xd (output od), its
+ * weights at wei (plain OIHW, constant) and the bias passed per run; false
+ * when Winograd does not run it or the cost model prefers oneDNN's direct
+ * kernel for this shape (KILN_CONV_ALGO as for a compiled shape). */
+static bool wino_record(const kn_opdesc *d, const int64_t *xd, const int64_t *wd, const int64_t *od, bool bias,
+                        int threads, kn_abi_dnnl *rec, int *tile)
+{
+    kn_conv_algo algo = kn_config_conv_algo();
+    if (algo != KN_ALGO_AUTO && algo != KN_ALGO_WINOGRAD) return false;
+    kn_nn_window win;
+    int64_t group, chk[KN_MAX_RANK];
+    if (kn_nn_conv_geometry(d, 4, xd, wd, &win, &group, chk) || win.nsp != 2) return false;
+    *rec = (kn_abi_dnnl){.kind = KN_DNNL_CONV, .groups = (int32_t)group, .spatial = 2, .alpha = 1.0f};
+    rec->src = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {xd[0], xd[1], xd[2], xd[3]}};
+    rec->wei = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {wd[0], wd[1], wd[2], wd[3]},
+                               .nbytes = wd[0] * wd[1] * wd[2] * wd[3] * (int64_t)sizeof(float)};
+    rec->dst = (kn_abi_tensor){.dtype = KN_F32, .rank = 4, .dims = {od[0], od[1], od[2], od[3]}};
+    if (bias) rec->bias = (kn_abi_tensor){.dtype = KN_F32, .rank = 1, .dims = {wd[0]}, .nbytes = wd[0] * 4};
+    rec->wei_ref.loc = KN_LOC_WEIGHTS;   /* at offset 0 of the pointer kn_wino_create gets */
+    rec->bias_ref.loc = KN_LOC_ARENA;    /* given at every run */
+    for (int i = 0; i < 2; i++) {
+        rec->strides[i] = win.strides[i];
+        rec->dilations[i] = win.dilations[i];
+        rec->pads_begin[i] = win.pads[i];
+        rec->pads_end[i] = win.pads[2 + i];
+    }
+    if (d->op == KN_OP_FusedConv && kn_fused_posts(d, rec->post, &rec->n_post)) return false;
+    if (!kn_wino_supported(rec)) return false;
+    *tile = algo == KN_ALGO_WINOGRAD ? kn_wino_best_tile(rec, threads) : kn_wino_tile(rec, threads);
+    return *tile != 0;
+}
+
+/* Node d's Winograd at this shape in p: the node's filter (transformed at
+ * the first such shape, again when the weights move), a view of it, and
+ * reorders of src, dst and the residual between NCHW and NHWC. */
+static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, int tile, const int64_t *xd,
+                      const int64_t *od, const void *wei, bool res, dc_prim *p)
+{
+    if (n->wino && (n->wino_from != wei || kn_wino_tile_of(n->wino) != tile)) {
+        if (n->wino_from != wei) { /* no view may outlive the filter */
+            for (int k = 0; k < DC_WAYS; k++)
+                if (n->p[k].wv) prim_free(&n->p[k]);
+            kn_wino_free(n->wino);
+            n->wino = NULL;
+        } else {
+            tile = kn_wino_tile_of(n->wino); /* the other tile would transform the filter again */
+        }
+    }
+    int st = KN_OK;
+    if (!n->wino) {
+        if ((st = kn_wino_create(rec, wei, tile, 0, &n->wino))) return st;
+        n->wino_from = wei;
+    }
+    if ((st = kn_wino_view(n->wino, xd[0], xd[2], xd[3], &p->wv))) return st;
+    if ((st = kn_dnnl_reserve(s, 2, kn_wino_scratch_bytes(p->wv)))) return st;
+    p->has_sum = kn_fused_has_sum(rec->post, rec->n_post);
+    p->wei = -1;
+    dnnl_memory_desc_t us, ud, ns, nd;
+    dnnl_dims_t sd = {xd[0], xd[1], xd[2], xd[3]}, dd = {od[0], od[1], od[2], od[3]};
+    st = plain(&us, 4, xd, "src");
+    if (!st) st = plain(&ud, 4, od, "dst");
+    if (!st && dnnl_memory_desc_init_by_tag(&ns, 4, sd, dnnl_f32, dnnl_acdb) != dnnl_success)
+        st = kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC src descriptor");
+    if (!st && dnnl_memory_desc_init_by_tag(&nd, 4, dd, dnnl_f32, dnnl_acdb) != dnnl_success)
+        st = kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC dst descriptor");
+    if (!st) st = side(s, &us, &ns, true, &p->src_ro, &p->src_buf, &p->m_src_user, &p->m_src);
+    if (!st) st = side(s, &ud, &nd, false, &p->dst_ro, &p->dst_buf, &p->m_dst_user, &p->m_dst);
+    if (!st && res && p->has_sum && p->dst_buf) {
+        st = mem(s, &ud, NULL, &p->m_res_user);
+        if (!st) st = kn_dnnl_make_reorder(s, &ud, &nd, &p->res_ro, "reordering the residual");
+    }
+    return st;
+}
+
 /* Builds the primitive of node `rt` for input dims xd (output od) in p. */
 static int build(kn_dnnl_session *s, dc_node *n, const kn_rt_opnode *rt, const int64_t *xd, const int64_t *wd,
-                 const int64_t *od, const void *wei, bool bias, bool res, dc_prim *p)
+                 const int64_t *od, const void *wei, bool bias, bool res, int threads, dc_prim *p)
 {
     const kn_opdesc *d = &rt->desc;
     bool conv = d->op == KN_OP_Conv || d->op == KN_OP_FusedConv;
+    kn_abi_dnnl rec;
+    int tile;
+    if (conv && wino_record(d, xd, wd, od, bias, threads, &rec, &tile))
+        return build_wino(s, n, &rec, tile, xd, od, wei, res, p);
     dnnl_primitive_attr_t attr = kn_dnnl_scratch_attr();
     if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN attributes: out of memory");
     dnnl_primitive_desc_t pd = NULL;
@@ -279,7 +370,8 @@ static int set(dnnl_memory_t m, const void *ptr)
     return KN_OK;
 }
 
-static int run(kn_dnnl_session *s, dc_prim *p, const void *x, const void *b, const void *r, void *y, size_t ybytes)
+static int run(kn_dnnl_session *s, dc_prim *p, const void *x, const void *b, const void *r, void *y, size_t ybytes,
+               int threads)
 {
     int st = set(p->m_src_user, x);
     if (!st) st = set(p->m_dst_user, y);
@@ -298,15 +390,22 @@ static int run(kn_dnnl_session *s, dc_prim *p, const void *x, const void *b, con
             memmove(y, r, ybytes);
         }
     }
-    if (!st && p->m_bias) st = set(p->m_bias, b);
     if (st) return st;
-    dnnl_exec_arg_t a[5];
-    int na = 0;
-    a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, p->m_src};
-    a[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, p->m_dst};
-    if (p->m_wei) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, p->m_wei};
-    if (p->m_bias) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->m_bias};
-    st = kn_dnnl_run_exec(s, &p->main, a, na, "running a dynamic conv or pooling");
+    if (p->wv) { /* Winograd between the NHWC buffers (the residual already in dst's) */
+        float *d = p->dst_buf ? p->dst_buf : y;
+        const float *src = p->src_buf ? p->src_buf : x;
+        if (dnnl_stream_wait(s->stream) != dnnl_success) return kn_error(KN_ERR_INTERNAL, "oneDNN stream wait");
+        st = kn_wino_exec(p->wv, src, b, d, p->has_sum ? d : NULL, s->act[2], threads);
+    } else {
+        if (p->m_bias) st = set(p->m_bias, b);
+        dnnl_exec_arg_t a[5];
+        int na = 0;
+        a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, p->m_src};
+        a[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, p->m_dst};
+        if (p->m_wei) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, p->m_wei};
+        if (p->m_bias) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->m_bias};
+        if (!st) st = kn_dnnl_run_exec(s, &p->main, a, na, "running a dynamic conv or pooling");
+    }
     if (!st && p->dst_buf) {
         dnnl_exec_arg_t r2[3] = {{DNNL_ARG_FROM, p->m_dst}, {DNNL_ARG_TO, p->m_dst_user}};
         st = kn_dnnl_run_exec(s, &p->dst_ro, r2, 2, "reordering dst");
@@ -360,7 +459,7 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
         p = lru;
         prim_free(p);
         int64_t t0 = kn_rt_now_ns();
-        st = build(s->dnnl, n, rt, xd, wd, od, conv ? in_ptrs[1] : NULL, bias != NULL, res != NULL, p);
+        st = build(s->dnnl, n, rt, xd, wd, od, conv ? in_ptrs[1] : NULL, bias != NULL, res != NULL, threads, p);
         s->dnnl->build_ns += kn_rt_now_ns() - t0;
         if (st) {
             prim_free(p);
@@ -372,8 +471,12 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
         p->nthr = threads;
     }
     p->used = ++n->clock;
+    if (s->opsess) /* what kiln profile names (the plain "-" for oneDNN's) */
+        s->opsess[index].impl = !p->wv                             ? NULL
+                                : kn_wino_tile_of(p->wv) == 4 ? "winograd F(4x4,3x3)"
+                                                              : "winograd F(2x2,3x3)";
     size_t ybytes = kn_rt_tensor_nbytes(ex, &on->outputs[0]);
-    st = run(s->dnnl, p, in_ptrs[0], bias, res, out_ptrs[0], ybytes);
+    st = run(s->dnnl, p, in_ptrs[0], bias, res, out_ptrs[0], ybytes, threads);
     if (st) kn_error_prefix("node '%s' (%s): ", on->name, on->op_type);
     return st;
 }
