@@ -2,7 +2,7 @@
  * runtime/src/convt.c — ConvTranspose in compiled artifacts whose spatial
  * dims vary (`kiln compile --shape x=1x3x[32..640%32]x[32..640%32]`): such
  * a node runs as a runtime op at the run's shape, and its plain C kernel
- * (kernels/ref/nn_conv.c) took 9.7 of a 21 ms DBNet run at 256x160. Where
+ * (kernels/ref/nn_conv.c) took 9.7 of a 21 ms DBNet run at 256x256. Where
  * the patch kernel applies (kernel = stride, no padding, one group, f32,
  * AVX-512: every upsampling of the text detectors), the node's activation,
  * plain NCHW in the arena, is copied channels-last into a scratch buffer
