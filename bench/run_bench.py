@@ -62,8 +62,15 @@ bounded to 10 minutes) beside both sides, as on a shared machine; a third
 table gives each row's quiet and loaded kiln/onnxruntime ratios, their
 quotient, and kiln's and onnxruntime's p90/median under load.
 
+Rows at a run-time size (dbnet-dyn, crnn-dyn, yolov8n-dyn; batch 1 only):
+the real model's dynamic form compiled with its varying dims bounded, run
+at one size inside the range against onnxruntime on the same dynamic model
+(DYN_MODELS says which bounds and size): the path of a user whose images
+vary in size. No FLOPs column (the count is the maximum's).
+
 Environment (each also a flag): BENCH_MODELS=resnet50,mobilenetv2,bert,vit,
-dbnet,crnn,yolov8n,mobilenetv3,audio_rnn,bert-bf16,vit-bf16,resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk
+dbnet,crnn,yolov8n,mobilenetv3,audio_rnn,dbnet-dyn,crnn-dyn,yolov8n-dyn,
+bert-bf16,vit-bf16,resnet50-qdq,mobilenetv2-qdq,bert-dyn,bert-dynk
 BENCH_BATCHES=1,8
 BENCH_THREADS=1,2  BENCH_RUNS=20  BENCH_WARMUP=3  BENCH_LOAD=0.
 No timing here is ever a pass/fail criterion; the exit status is non-zero
@@ -112,6 +119,22 @@ PRECISION_MODELS = {
     "bert-bf16": {"fp32": "bert", "flags": ["--precision", "mixed"]},
     "vit-bf16": {"fp32": "vit", "flags": ["--precision", "mixed"]},
 }
+# Rows at a run-time size: a real model's dynamic form (gen_real_models.py
+# --dynamic, the exporter's dynamic_axes) compiled with its varying dims
+# bounded, not pinned, and run at a size inside the range (the path a user
+# who feeds images of any size gets: docs/compiling.md), against
+# onnxruntime on the same dynamic model and inputs. YOLOv8n's height is
+# pinned: H and W both dynamic make its anchor count a product of two dims.
+DYN_MODELS = {
+    "dbnet-dyn": {"base": "dbnet", "flags": ["--shape", "input=1x3x[32..640%32]x[32..640%32]"],
+                  "input": (1, 3, 480, 320)},
+    "crnn-dyn": {"base": "crnn", "flags": ["--max", "width=640", "--min", "width=32", "--align", "width=4"],
+                 "input": (1, 1, 32, 200)},
+    "yolov8n-dyn": {"base": "yolov8n", "flags": ["--shape", "height=320", "--max", "width=640", "--min",
+                                                 "width=64", "--align", "width=32"],
+                    "input": (1, 3, 320, 480)},
+}
+FP32_MODELS += list(DYN_MODELS)
 ALL_MODELS = FP32_MODELS + list(PRECISION_MODELS) + list(INT8_MODELS)
 # an INT8 row whose kiln runs are slow gets fewer runs: about this many seconds of kiln's side
 INT8_ROW_BUDGET_S = 60
@@ -127,6 +150,9 @@ MODEL_LABEL = {
     "bert-dynk": "BERT-base, kiln --quantize dynamic-int8 vs onnxruntime quantize_dynamic",
     "bert-bf16": "BERT-base, kiln --precision mixed (bf16 products) vs onnxruntime FP32",
     "vit-bf16": "ViT-Tiny/16, kiln --precision mixed (bf16 products) vs onnxruntime FP32",
+    "dbnet-dyn": "DBNet, H and W bounded to [32..640], run at 480x320",
+    "crnn-dyn": "CRNN, width bounded to [32..640], run at 200",
+    "yolov8n-dyn": "YOLOv8n, height 320, width bounded to [64..640], run at 480",
 }
 
 
@@ -201,11 +227,37 @@ def shape_args(inputs):
     return args
 
 
+def prepare_dyn(a, model, art_dir):
+    """A DYN_MODELS row: the dynamic model and its input at the run's size
+    (generated if missing), compiled with the row's bounds."""
+    spec = DYN_MODELS[model]
+    mdir = os.path.join(a.build, "bench-models", model)
+    onnx_path = os.path.join(mdir, spec["base"] + "_dyn.onnx")
+    if not os.path.exists(onnx_path):
+        log(f"{model}: generating {onnx_path}")
+        run([sys.executable, GEN_REAL, "--dynamic", "--model", spec["base"], mdir])
+    import onnx
+    name = onnx.load(onnx_path, load_external_data=False).graph.input[0].name
+    inp = os.path.join(mdir, f"input_{name}.npy")
+    np.save(inp, np.random.default_rng(7).standard_normal(spec["input"]).astype(np.float32))
+    art = os.path.join(art_dir, f"{model}.so")
+    t0 = time.time()
+    log(f"{model}: compiling ({' '.join(spec['flags'])})")
+    run([a.kiln, "compile", onnx_path, "-o", art] + spec["flags"])
+    return {"onnx": onnx_path, "artifact": art, "inputs": {name: inp}, "flops": None,
+            "compile_s": round(time.time() - t0, 2)}
+
+
 def prepare(a, model, batch, art_dir, cache=None):
     """Generates (if stale) and compiles one (model, batch); returns what the runs need.
     With `cache` (a dict), a (model, batch) already prepared in this run is reused."""
     if cache is not None and (model, batch) in cache:
         return cache[(model, batch)]
+    if model in DYN_MODELS:
+        prep = prepare_dyn(a, model, art_dir)
+        if cache is not None:
+            cache[(model, batch)] = prep
+        return prep
     spec = PRECISION_MODELS.get(model, {"fp32": model, "flags": []})
     base = spec["fp32"]
     mdir = os.path.join(a.build, "bench-models", f"{base}-b{batch}")
@@ -626,6 +678,8 @@ def main():
                     rows.append(row)
             continue
         for batch in a.batches:
+            if model in DYN_MODELS and batch != 1:
+                continue  # the run-time size rows are batch 1
             try:
                 prep = prepare(a, model, batch, art_dir, preps)
             except RuntimeError as e:

@@ -282,6 +282,10 @@ static int bench_artifact(const bench_opts *o, const char *art_file, const char 
     if (!st) st = kn_session_set_threads(s, o->threads);
     if (!st) st = kiln_setup(art, s, o, &k);
     if (!st && o->ort_model) st = ort_start(&k, art, o, dir, &ort);
+    /* onnxruntime's pool spins for tens of milliseconds after its warm-up:
+     * the rest of a turn (bench_interleaved) before kiln's, so that kiln's
+     * first runs, from which its thread governor learns, do not meet it */
+    if (!st && o->ort_model) sleep_ms(100);
     if (!st) st = kiln_runs(&k, o->warmup, NULL);
     if (!st && o->ort_model) st = bench_interleaved(&k, &ort, o->runs, &kt, &ot);
     else if (!st) st = kiln_runs(&k, o->runs, kt.warm);
