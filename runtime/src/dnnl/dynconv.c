@@ -242,9 +242,10 @@ static int pool_pd(kn_dnnl_session *s, const kn_opdesc *d, const int64_t *xd, co
 }
 
 /* The Winograd record of conv node d at input dims xd (output od), its
- * weights at wei (plain OIHW, constant) and the bias passed per run; false
- * when Winograd does not run it or the cost model prefers oneDNN's direct
- * kernel for this shape (KILN_CONV_ALGO as for a compiled shape). */
+ * weights (plain OIHW, the artifact's constants: the filter is transformed
+ * once) and the bias passed per run; false when Winograd does not run it or
+ * the cost model prefers oneDNN's direct kernel for this shape
+ * (KILN_CONV_ALGO as for a compiled shape). */
 static bool wino_record(const kn_opdesc *d, const int64_t *xd, const int64_t *wd, const int64_t *od, bool bias,
                         int threads, kn_abi_dnnl *rec, int *tile)
 {
@@ -317,13 +318,13 @@ static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, in
 
 /* Builds the primitive of node `rt` for input dims xd (output od) in p. */
 static int build(kn_dnnl_session *s, dc_node *n, const kn_rt_opnode *rt, const int64_t *xd, const int64_t *wd,
-                 const int64_t *od, const void *wei, bool bias, bool res, int threads, dc_prim *p)
+                 const int64_t *od, const void *wei, bool wei_const, bool bias, bool res, int threads, dc_prim *p)
 {
     const kn_opdesc *d = &rt->desc;
     bool conv = d->op == KN_OP_Conv || d->op == KN_OP_FusedConv;
     kn_abi_dnnl rec;
     int tile;
-    if (conv && wino_record(d, xd, wd, od, bias, threads, &rec, &tile))
+    if (conv && wei_const && wino_record(d, xd, wd, od, bias, threads, &rec, &tile))
         return build_wino(s, n, &rec, tile, xd, od, wei, res, p);
     dnnl_primitive_attr_t attr = kn_dnnl_scratch_attr();
     if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN attributes: out of memory");
@@ -459,7 +460,13 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
         p = lru;
         prim_free(p);
         int64_t t0 = kn_rt_now_ns();
-        st = build(s->dnnl, n, rt, xd, wd, od, conv ? in_ptrs[1] : NULL, bias != NULL, res != NULL, threads, p);
+        /* weights inside the artifact's blob are the same at every run */
+        const kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;
+        const unsigned char *w = conv ? in_ptrs[1] : NULL;
+        size_t wbytes = conv ? (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * sizeof(float) : 0;
+        bool wei_const = w && os && os->weights && w >= os->weights && wbytes <= os->weights_len &&
+                         (size_t)(w - os->weights) <= os->weights_len - wbytes;
+        st = build(s->dnnl, n, rt, xd, wd, od, w, wei_const, bias != NULL, res != NULL, threads, p);
         s->dnnl->build_ns += kn_rt_now_ns() - t0;
         if (st) {
             prim_free(p);
