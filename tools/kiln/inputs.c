@@ -45,6 +45,12 @@ static int shape_dims(const char *spec, const kn_io_info *info, int64_t *dims)
         dims[r++] = v;
         if (*end == '\0') {
             if (r != info->rank) break;
+            /* no dim above the artifact's maxima: the session would refuse it,
+             * after a tensor of that size was made */
+            for (int d = 0; d < r; d++)
+                if (dims[d] > info->dims[d])
+                    return kn_error(KN_ERR_INVALID, "--shape %s: dim %d is %lld, the artifact was compiled for at most %lld",
+                                    spec, d, (long long)dims[d], (long long)info->dims[d]);
             return KN_OK;
         }
         if (*end != 'x') break;
