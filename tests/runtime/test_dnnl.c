@@ -229,6 +229,17 @@ static void test_conv_dilation2(void **st)
                    .dil = {2, 2}, .pb = {2, 2}, .pe = {2, 2}, .const_w = true};
     run_conv_case(&c, 1);
 }
+/* A dilated window wider than the input (1x5, dilation 2, over width 7):
+ * oneDNN 2.6's brgconv gives values of 1e33 for it on 4 threads (difftest
+ * seed 1827111812); kn_dnnl_pd_create takes its next implementation. */
+static void test_conv_dilated_window_wider_than_input(void **st)
+{
+    (void)st;
+    conv_case c = {.N = 16, .C = 32, .O = 64, .groups = 1, .sp = 2, .in = {1, 7}, .k = {1, 5},
+                   .dil = {1, 2}, .pb = {0, 4}, .pe = {0, 4}, .bias = true, .const_w = true};
+    run_conv_case(&c, 4);
+    run_conv_case(&c, 8);
+}
 static void test_conv_depthwise(void **st)
 {
     (void)st;
@@ -627,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_conv_3x3_pad1),
         cmocka_unit_test(test_conv_stride2),
         cmocka_unit_test(test_conv_dilation2),
+        cmocka_unit_test(test_conv_dilated_window_wider_than_input),
         cmocka_unit_test(test_conv_depthwise),
         cmocka_unit_test(test_conv_1x1),
         cmocka_unit_test(test_conv_1d_asym),
