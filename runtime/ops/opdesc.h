@@ -125,6 +125,16 @@ typedef struct kn_op_session {
     const char *impl; /* what ran the node last (static string), for kiln profile; NULL: its plain C kernel */
 } kn_op_session;
 
+/* True if the n bytes at p lie inside the artifact's weights (os may be
+ * NULL): a constant input, the same at every run, that an op may prepare
+ * once (pack, transform) and keep. */
+static inline bool kn_op_is_constant(const kn_op_session *os, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    return os && os->weights && b >= os->weights && n <= os->weights_len &&
+           (size_t)(b - os->weights) <= os->weights_len - n;
+}
+
 /* What an op's execution knows of its node. */
 typedef struct kn_opdesc {
     kn_op op;

@@ -35,9 +35,7 @@ static void state_free(void *p)
 /* t's bytes lie inside the artifact's weights: the same at every run. */
 static bool constant(const kn_op_session *os, const kn_tensor *t)
 {
-    const unsigned char *p = t->data;
-    size_t n = (size_t)kn_tensor_numel(t) * kn_dtype_size(t->dtype);
-    return os->weights && p >= os->weights && n <= os->weights_len && (size_t)(p - os->weights) <= os->weights_len - n;
+    return kn_op_is_constant(os, t->data, (size_t)kn_tensor_numel(t) * kn_dtype_size(t->dtype));
 }
 
 /* The patch kernel's record for this node at the run's shape. */

@@ -82,10 +82,7 @@ static int reserve(float **buf, size_t *cap, size_t n)
 
 static bool is_const(const kn_op_session *os, const kn_tensor *t)
 {
-    if (!t) return true;
-    const unsigned char *p = t->data;
-    return os->weights && p >= os->weights && t->nbytes <= os->weights_len &&
-           (size_t)(p - os->weights) <= os->weights_len - t->nbytes;
+    return !t || kn_op_is_constant(os, t->data, t->nbytes);
 }
 
 /* The packed column of gate g of unit j. */

@@ -461,11 +461,9 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
         prim_free(p);
         int64_t t0 = kn_rt_now_ns();
         /* weights inside the artifact's blob are the same at every run */
-        const kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;
-        const unsigned char *w = conv ? in_ptrs[1] : NULL;
+        const void *w = conv ? in_ptrs[1] : NULL;
         size_t wbytes = conv ? (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * sizeof(float) : 0;
-        bool wei_const = w && os && os->weights && w >= os->weights && wbytes <= os->weights_len &&
-                         (size_t)(w - os->weights) <= os->weights_len - wbytes;
+        bool wei_const = w && kn_op_is_constant(s->opsess ? &s->opsess[index] : NULL, w, wbytes);
         st = build(s->dnnl, n, rt, xd, wd, od, w, wei_const, bias != NULL, res != NULL, threads, p);
         s->dnnl->build_ns += kn_rt_now_ns() - t0;
         if (st) {
