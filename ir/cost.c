@@ -106,7 +106,9 @@ static double recurrent_flops(const kn_node *n)
  * [B, T, Hkv*D]; past_key [B, Hkv, P, D]; Y with head size Dv): for every
  * head, query row and key, D multiply-adds for the score and Dv for the
  * weighted value, then one operation for mask and softmax. T counts the
- * past keys; masked, causal or padded keys count too (the dense figure). */
+ * past keys; masked, causal or padded keys count too (the dense figure).
+ * kiln::PackedAttention: every token of the packed Q against the S keys of
+ * a full sequence (the most it may see). */
 static double attention_flops(const kn_node *n)
 {
     const kn_value *q = kn_node_input(n, 0), *k = kn_node_input(n, 1), *past = kn_node_input(n, 4);
@@ -116,7 +118,11 @@ static double attention_flops(const kn_node *n)
         return -1;
     bool three_d = q->shape.rank == 3;
     int64_t t = k->shape.dims[three_d ? 1 : 2];
-    if (past) {
+    if (n->op == KN_OP_PackedAttention) { /* each token sees at most its sequence: the mask's S */
+        const kn_value *m = kn_node_input(n, 3);
+        if (!m || m->shape.rank != 2 || m->shape.dims[1] < 1) return -1;
+        t = m->shape.dims[1];
+    } else if (past) {
         if (past->shape.rank != 4 || !kn_shape_is_static(&past->shape)) return -1;
         t += past->shape.dims[2];
     }
@@ -130,7 +136,7 @@ double kn_node_flops(const kn_node *n)
 {
     if (!n || n->n_outputs < 1) return -1;
     if (n->op == KN_OP_RNN || n->op == KN_OP_GRU || n->op == KN_OP_LSTM) return recurrent_flops(n);
-    if (n->op == KN_OP_Attention) return attention_flops(n);
+    if (n->op == KN_OP_Attention || n->op == KN_OP_PackedAttention) return attention_flops(n);
     int64_t out = numel_of(n->outputs[0]);
     if (out < 0) return -1;
     double macs;

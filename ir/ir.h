@@ -106,7 +106,16 @@ enum {
      * output), not inferred: the first kn_graph_infer checks that the
      * producer computes that dtype, then clears the flag. */
     KN_VALUE_DECLARED_TYPE = 1u << 4,
+    /* Dim 1 is the run's count of real tokens, set by the data (passes/
+     * pack_tokens.c): the static shape holds the most there may be,
+     * rounded up to KN_TOKEN_ROWS_ALIGN. */
+    KN_VALUE_TOKEN_ROWS = 1u << 5,
 };
+
+/* Packed values (KN_VALUE_TOKEN_ROWS) have room for this many rows past
+ * the run's count rounded down to a multiple of it: generated code may
+ * compute the rows past the count in whole blocks (codegen/cpu/dyn.c). */
+#define KN_TOKEN_ROWS_ALIGN 16
 
 /* Quantization parameters attached to a value (used by quant/ and codegen). */
 typedef struct kn_qparams {

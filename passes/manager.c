@@ -216,16 +216,19 @@ int kn_pass_run_pipeline(kn_model *m, const kn_pipeline_opts *o, kn_pass_log *lo
     kn_pass_stat *ms = !st && n_const ? stat_for(log, "inferred-constants") : NULL;
     if (ms) ms->runs = 1, ms->nodes_before = m->graph->n_nodes + n_const, ms->nodes_after = m->graph->n_nodes,
             ms->rewrites = n_const;
-    bool autocast_ran = false, has_normalize = false;
+    bool autocast_ran = false, pack_ran = false, has_normalize = false;
     for (int i = 0; i < n; i++) has_normalize |= list[i]->run == kn_pass_normalize_msft;
     if (!st && !has_normalize && kn_pass_needs_normalize_msft(m->graph)) st = run_one(m, kn_pass_find("normalize-msft"), o, log);
     for (int i = 0; !st && i < n; i++) {
         st = run_one(m, list[i], o, log);
         autocast_ran |= list[i]->run == kn_pass_autocast;
+        pack_ran |= list[i]->run == kn_pass_pack_tokens;
     }
     free(list);
     /* last: the products it marks are the ones the fusions left */
     if (!st && o->precision != KN_PRECISION_FP32 && !autocast_ran) st = run_one(m, kn_pass_find("autocast"), o, log);
+    /* after everything: it packs the nodes the other passes left */
+    if (!st && o->pack_tokens && !pack_ran) st = run_one(m, kn_pass_find("pack-tokens"), o, log);
     return st;
 }
 

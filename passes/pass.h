@@ -103,6 +103,7 @@ typedef struct kn_pipeline_opts {
     FILE *print_to;          /* where --print-after goes (NULL: stderr) */
     bool verify_each;        /* kn_graph_verify after every pass; fail naming the pass */
     kn_precision precision;  /* not FP32: the autocast pass runs last */
+    bool pack_tokens;        /* pack-tokens runs after it (kiln compile --pack-tokens) */
 } kn_pipeline_opts;
 
 /* The --passes list of -O<level>'s default pipeline (level 0..3; else ""). */

@@ -270,6 +270,9 @@ typedef struct kn_compile_sym {
     int64_t min;
     int64_t align;
     kn_model *probe[2];
+    /* set by the data, not by an input (the token count of --pack-tokens,
+     * kn_abi_sym.from_data): no probes; codegen/cpu/dyn.c adds it */
+    bool from_data;
 } kn_compile_sym;
 
 static inline int64_t kn_compile_sym_min(const kn_compile_sym *s) { return s->min > 0 ? s->min : 1; }

@@ -322,12 +322,13 @@ static int init_meta(compile_state *s)
         kn_dyn_fill_abi(&s->dyn, g->inputs[i], &mt->inputs[k++]);
     }
     for (int i = 0; i < g->n_outputs; i++) abi_tensor(s, g->outputs[i], &mt->outputs[i]);
-    if ((mt->n_syms = s->o->n_syms) > 0 && !(mt->syms = calloc((size_t)mt->n_syms, sizeof *mt->syms)))
+    if ((mt->n_syms = s->dyn.n_syms) > 0 && !(mt->syms = calloc((size_t)mt->n_syms, sizeof *mt->syms)))
         return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int k = 0; k < mt->n_syms; k++)
-        mt->syms[k] = (kn_abi_sym){.name = s->o->syms[k].name, .max = s->o->syms[k].max,
-                                   .min = kn_compile_sym_min(&s->o->syms[k]),
-                                   .align = kn_compile_sym_align(&s->o->syms[k])};
+        mt->syms[k] = (kn_abi_sym){.name = s->dyn.syms[k].name, .max = s->dyn.syms[k].max,
+                                   .min = kn_compile_sym_min(&s->dyn.syms[k]),
+                                   .align = kn_compile_sym_align(&s->dyn.syms[k]),
+                                   .from_data = s->dyn.syms[k].from_data};
     mt->n_slots = s->plan.n_slots;
     mt->arena_bytes = s->plan.arena_bytes;
     mt->intermediate_bytes = s->plan.intermediate_bytes;

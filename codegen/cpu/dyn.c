@@ -113,20 +113,50 @@ static int analyze_sym(kn_dyn *dy, kn_graph *g, int k)
     return st;
 }
 
+/* The most packed tokens of g's KN_VALUE_TOKEN_ROWS values (their dim 1),
+ * 0 without any, -1 with an error when they disagree. */
+static int64_t token_rows_max(const kn_graph *g)
+{
+    int64_t t = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (!(v->flags & KN_VALUE_TOKEN_ROWS)) continue;
+        if (v->shape.rank < 2 || v->shape.dims[1] < 1 || (t && v->shape.dims[1] != t)) {
+            kn_error(KN_ERR_INTERNAL, "packed value '%s' does not have %lld tokens in dim 1", v->name, (long long)t);
+            return -1;
+        }
+        t = v->shape.dims[1];
+    }
+    return t;
+}
+
 int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out)
 {
     memset(out, 0, sizeof *out);
-    if (!o->n_syms) return KN_OK;
-    if (o->n_syms < 0 || o->n_syms > KN_MAX_SYMS)
-        return kn_error(KN_ERR_INVALID, "%d dynamic dims (at most %d)", o->n_syms, KN_MAX_SYMS);
-    out->n_syms = o->n_syms;
-    out->syms = o->syms;
+    int64_t tokens = token_rows_max(g);
+    if (tokens < 0) return KN_ERR_INTERNAL;
+    int n = o->n_syms + (tokens > 0);
+    if (!n) return KN_OK;
+    if (o->n_syms < 0 || n > KN_MAX_SYMS)
+        return kn_error(KN_ERR_INVALID, "%d dynamic dims (at most %d)", n, KN_MAX_SYMS);
+    if (o->n_syms) memcpy(out->own, o->syms, sizeof *o->syms * (size_t)o->n_syms);
+    if (tokens) /* every packed value has T rows in dim 1 */
+        out->own[o->n_syms] = (kn_compile_sym){.name = "tokens", .max = tokens, .min = 1, .align = 1, .from_data = true};
+    out->n_syms = n;
+    out->syms = out->own;
     out->n_values = max_id(g) + 1;
     out->v = calloc((size_t)out->n_values + 1, sizeof *out->v);
     if (!out->v) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int k = 0; k < o->n_syms; k++) {
         int st = analyze_sym(out, g, k);
         if (st) return st;
+    }
+    for (int i = 0; tokens && i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (!(v->flags & KN_VALUE_TOKEN_ROWS) || v->id < 0 || v->id >= out->n_values) continue;
+        if (kn_dyn_value_is_dynamic(out, v))
+            return kn_error(KN_ERR_UNSUPPORTED, "packed value '%s' also follows a dynamic dim of the inputs", v->name);
+        out->v[v->id].sym[1] = o->n_syms + 1, out->v[v->id].a[1] = 1;
     }
     return KN_OK;
 }
@@ -336,27 +366,55 @@ static LLVMValueRef emit_row_fn(kn_cg *cg, const kn_dyn *d, const kn_node *n, in
  * model whose maximum is small. */
 #define ROW_BLOCK 16
 
+/* Rows per call of a product's big block over packed tokens: a GEMM of that
+ * many rows streams its weights once per block. */
+#define PRODUCT_BLOCK 128
+
+_Static_assert(KN_TOKEN_ROWS_ALIGN % ROW_BLOCK == 0, "packed values hold whole row blocks");
+
+static bool is_product(const kn_node *n)
+{
+    return n->op == KN_OP_MatMul || n->op == KN_OP_FusedMatMul || n->op == KN_OP_QMatMul || n->op == KN_OP_Gemm;
+}
+
 int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
                      LLVMValueRef *out_fn)
 {
     *out_fn = NULL;
     char name[96];
     int st;
-    snprintf(name, sizeof name, "%s_row", fname);
-    LLVMValueRef one = emit_row_fn(cg, d, n, sym, 1, lower, name, &st);
-    if (!one) return st;
-    /* blocks of ROW_BLOCK rows first, then single rows */
-    LLVMValueRef block = NULL;
-    if (d->syms[sym].max >= 2 * ROW_BLOCK) {
+    /* Packed tokens (a symbol set by the data): every value has room for
+     * whole blocks of ROW_BLOCK rows past the count (KN_TOKEN_ROWS_ALIGN),
+     * so the count is rounded up to a block and no single rows remain; the
+     * rows past it are computed and never read. Products run in blocks of
+     * PRODUCT_BLOCK rows first. Other symbols: blocks, then single rows. */
+    bool padded = d->syms[sym].from_data;
+    LLVMValueRef one = NULL, block = NULL, big = NULL;
+    if (!padded) {
+        snprintf(name, sizeof name, "%s_row", fname);
+        if (!(one = emit_row_fn(cg, d, n, sym, 1, lower, name, &st))) return st;
+    }
+    if (padded || d->syms[sym].max >= 2 * ROW_BLOCK) {
         snprintf(name, sizeof name, "%s_rows%d", fname, ROW_BLOCK);
         block = emit_row_fn(cg, d, n, sym, ROW_BLOCK, lower, name, &st);
-        if (!block && st != KN_ERR_UNSUPPORTED) return st;
+        if (!block && (padded || st != KN_ERR_UNSUPPORTED)) return st;
+        kn_error_clear();
+    }
+    if (padded && is_product(n) && d->syms[sym].max >= 2 * PRODUCT_BLOCK) {
+        snprintf(name, sizeof name, "%s_rows%d", fname, PRODUCT_BLOCK);
+        big = emit_row_fn(cg, d, n, sym, PRODUCT_BLOCK, lower, name, &st);
+        if (!big && st != KN_ERR_UNSUPPORTED) return st;
         kn_error_clear();
     }
     *out_fn = kn_cg_begin_function(cg, fname, true);
     LLVMValueRef count = sym_value(cg, sym), row = kn_cg_i64(cg, 0);
+    if (big) row = kn_cg_emit_row_loop(cg, count, row, PRODUCT_BLOCK, big);
+    if (padded) {
+        LLVMValueRef up = LLVMBuildAdd(cg->b, count, kn_cg_i64(cg, ROW_BLOCK - 1), "");
+        count = LLVMBuildMul(cg->b, LLVMBuildSDiv(cg->b, up, kn_cg_i64(cg, ROW_BLOCK), ""), kn_cg_i64(cg, ROW_BLOCK), "");
+    }
     if (block) row = kn_cg_emit_row_loop(cg, count, row, ROW_BLOCK, block);
-    kn_cg_emit_row_loop(cg, count, row, 1, one);
+    if (one) kn_cg_emit_row_loop(cg, count, row, 1, one);
     LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
     return KN_OK;
 }

@@ -44,14 +44,18 @@ typedef struct kn_dyn_value {
 
 typedef struct kn_dyn {
     int n_syms;
-    const kn_compile_sym *syms;
+    const kn_compile_sym *syms; /* the options' symbols, then the data's (own) */
+    kn_compile_sym own[KN_MAX_SYMS];
     kn_dyn_value *v; /* by value id; NULL without dynamic dims */
     int n_values;
 } kn_dyn;
 
 /* Compares the main graph g (folded, at the maxima) with the probes in o
  * (folded the same way), fills *out and un-folds the constants of g whose
- * data follows a symbol. Without symbols *out is empty and nothing happens. */
+ * data follows a symbol. Values marked KN_VALUE_TOKEN_ROWS (passes/
+ * pack_tokens.c) follow one more symbol, "tokens", in dim 1, set at run
+ * time by the data (kn_abi_sym.from_data). Without symbols *out is empty
+ * and nothing happens. */
 int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out);
 void kn_dyn_free(kn_dyn *d);
 

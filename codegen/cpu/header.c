@@ -64,6 +64,14 @@ static void unique_ident(const kn_meta *m, bool output, int index, char *buf, si
     }
 }
 
+/* The dynamic dims the run function takes (those the data sets are not its business). */
+static int caller_syms(const kn_meta *m)
+{
+    int n = 0;
+    for (int k = 0; k < m->n_syms; k++) n += !m->syms[k].from_data;
+    return n;
+}
+
 /* "batch", "2*batch" or "seq+1" at the dim's place; the number otherwise. */
 static void write_dim(FILE *f, const kn_meta *m, const kn_abi_tensor *t, int d)
 {
@@ -113,7 +121,11 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
     for (int i = 0; i < m->n_inputs; i++) write_tensor_doc(f, m, "input ", i, &m->inputs[i]);
     for (int i = 0; i < m->n_outputs; i++) write_tensor_doc(f, m, "output", i, &m->outputs[i]);
     for (int k = 0; k < m->n_syms; k++)
-        fprintf(f, " *   dynamic dim %s: %lld to %lld%s%.0lld (the run function takes its value)\n", m->syms[k].name,
+        if (m->syms[k].from_data)
+            fprintf(f, " *   packed tokens: up to %lld per run, set by the attention mask (--pack-tokens)\n",
+                    (long long)m->syms[k].max);
+        else
+            fprintf(f, " *   dynamic dim %s: %lld to %lld%s%.0lld (the run function takes its value)\n", m->syms[k].name,
                 (long long)(m->syms[k].min * m->syms[k].align), (long long)(m->syms[k].max * m->syms[k].align),
                 m->syms[k].align > 1 ? " in steps of " : "", m->syms[k].align > 1 ? (long long)m->syms[k].align : 0LL);
     fprintf(f, " *\n *     kn_artifact *art; kn_session *s;\n");
@@ -122,7 +134,7 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
     if (has_dynamic_output(m))
         fprintf(f, " *     kn_session_run_tensors(s, n_inputs, inputs, n_outputs, outputs);\n */\n");
     else
-        fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name, m->n_syms ? "<dynamic dims>, " : "");
+        fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name, caller_syms(m) ? "<dynamic dims>, " : "");
 }
 
 /* The artifact this header was written for: an application built with it
@@ -174,9 +186,10 @@ static void write_run(FILE *f, const kn_meta *m)
         return;
     }
     fprintf(f, "/* Runs the model on caller-owned buffers of the sizes documented above%s. */\n",
-            m->n_syms ? " for the given dynamic dims" : "");
+            caller_syms(m) ? " for the given dynamic dims" : "");
     fprintf(f, "static inline int %s_run(kn_session *s", m->name);
     for (int k = 0; k < m->n_syms; k++) {
+        if (m->syms[k].from_data) continue;
         c_ident(m->syms[k].name, "dim", k, id, sizeof id);
         fprintf(f, ", int64_t dim_%s", id);
     }
@@ -203,6 +216,7 @@ static void write_run(FILE *f, const kn_meta *m)
     if (!m->n_outputs) fprintf(f, "0");
     fprintf(f, "};\n");
     for (int k = 0; k < m->n_syms; k++) {
+        if (m->syms[k].from_data) continue;
         c_ident(m->syms[k].name, "dim", k, id, sizeof id);
         fprintf(f, "    int st_%s = kn_session_set_dim(s, \"%s\", dim_%s);\n    if (st_%s) return st_%s;\n", id,
                 m->syms[k].name, id, id, id);

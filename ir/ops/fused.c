@@ -186,11 +186,89 @@ static int infer_qmatmul(kn_node *n)
     return infer_q_common(n, &s);
 }
 
+/* ---- token packing (passes/pack_tokens.c) ---------------------------------------- */
+
+/* The mask [B, S] of the packed ops. */
+static int check_pack_mask(kn_node *n, const kn_value *m)
+{
+    if (!m) return kn_node_error(n, KN_ERR_INVALID, "input mask is missing");
+    if (m->shape.rank >= 0 && m->shape.rank != 2)
+        return kn_node_error(n, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->shape.rank);
+    return KN_OK;
+}
+
+/* PackRows(X [B, S, ...], mask) -> [1, B*S, ...]: dim 1 is the most tokens
+ * the run may have (rounded up to KN_TOKEN_ROWS_ALIGN, ir.h); the run's
+ * count is the mask's (a dim set by the data, codegen/cpu/dyn.c). */
+static int infer_pack_rows(kn_node *n)
+{
+    const kn_value *x = kn_node_input(n, 0), *m = kn_node_input(n, 1);
+    int st = check_pack_mask(n, m);
+    if (st) return st;
+    if (!x) return kn_node_error(n, KN_ERR_INVALID, "input X is missing");
+    kn_shape s = x->shape;
+    if (s.rank >= 0 && s.rank < 2) return kn_node_error(n, KN_ERR_INVALID, "X has rank %d, expected >= 2", s.rank);
+    if (s.rank >= 2) {
+        bool known = s.dims[0] >= 0 && s.dims[1] >= 0;
+        int64_t t = s.dims[0] * s.dims[1];
+        s.dims[1] = known ? (t + KN_TOKEN_ROWS_ALIGN - 1) / KN_TOKEN_ROWS_ALIGN * KN_TOKEN_ROWS_ALIGN : -1;
+        s.dims[0] = 1, s.sym[0] = s.sym[1] = NULL;
+    }
+    kn_infer_set_shape(n, 0, x->dtype, &s);
+    return KN_OK;
+}
+
+/* UnpackRows(Y [1, T, ...], mask [B, S]) -> [B, S, ...]. */
+static int infer_unpack_rows(kn_node *n)
+{
+    const kn_value *y = kn_node_input(n, 0), *m = kn_node_input(n, 1);
+    int st = check_pack_mask(n, m);
+    if (st) return st;
+    if (!y) return kn_node_error(n, KN_ERR_INVALID, "input Y is missing");
+    kn_shape s = y->shape;
+    if (s.rank >= 0 && s.rank < 2) return kn_node_error(n, KN_ERR_INVALID, "Y has rank %d, expected >= 2", s.rank);
+    if (s.rank >= 2) {
+        for (int i = 0; i < 2; i++) {
+            s.dims[i] = m->shape.rank == 2 ? m->shape.dims[i] : -1;
+            s.sym[i] = m->shape.rank == 2 ? m->shape.sym[i] : NULL;
+        }
+    }
+    kn_infer_set_shape(n, 0, y->dtype, &s);
+    return KN_OK;
+}
+
+/* PackedAttention(Q [1, T, Hq*D], K, V [1, T, Hkv*Dv], mask) -> [1, T, Hq*Dv]. */
+static int infer_packed_attention(kn_node *n)
+{
+    const kn_value *q = kn_node_input(n, 0), *k = kn_node_input(n, 1), *v = kn_node_input(n, 2);
+    int st = check_pack_mask(n, kn_node_input(n, 3));
+    if (st) return st;
+    if (!q || !k || !v) return kn_node_error(n, KN_ERR_INVALID, "input Q, K or V is missing");
+    int64_t hq = kn_attr_int(n, "q_num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || hq % hkv)
+        return kn_node_error(n, KN_ERR_INVALID, "q_num_heads %lld / kv_num_heads %lld: expected positive, the first a "
+                             "multiple of the second", (long long)hq, (long long)hkv);
+    if (q->shape.rank >= 0 && v->shape.rank >= 0) {
+        if (q->shape.rank != 3 || v->shape.rank != 3 || k->shape.rank != 3)
+            return kn_node_error(n, KN_ERR_INVALID, "Q, K and V must be packed [1, T, width]");
+        kn_shape s = q->shape;
+        s.dims[2] = v->shape.dims[2] >= 0 ? v->shape.dims[2] / hkv * hq : -1, s.sym[2] = NULL;
+        kn_infer_set_shape(n, 0, q->dtype, &s);
+    } else {
+        kn_shape s = kn_shape_unknown();
+        kn_infer_set_shape(n, 0, q->dtype, &s);
+    }
+    return KN_OK;
+}
+
 const kn_op_impl kn_ops_fused[] = {
     {KN_OP_QConv, infer_qconv},
     {KN_OP_QMatMul, infer_qmatmul},
     {KN_OP_FusedConv, infer_fused_conv},
     {KN_OP_FusedConvTranspose, infer_fused_convt},
     {KN_OP_FusedMatMul, infer_fused_matmul},
+    {KN_OP_PackRows, infer_pack_rows},
+    {KN_OP_UnpackRows, infer_unpack_rows},
+    {KN_OP_PackedAttention, infer_packed_attention},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -7,6 +7,7 @@
  * outputs and calls a kernel of runtime/kernels (k_nn.h).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
@@ -337,6 +338,156 @@ static int exec_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_te
                                             opt_out(op, out, 2), opt_out(op, out, 3)));
 }
 
+/* ---- token packing (passes/pack_tokens.c) ---------------------------------------- */
+
+/* The padding mask of the packed ops: [B, S], any numeric or bool dtype,
+ * a token is real where it is not 0. Returns the count of real tokens of
+ * each batch in len[0..B) (len may be NULL) and in total. */
+static int mask_lengths(const kn_opdesc *op, const kn_tensor *m, int64_t B, int64_t S, int64_t *len, int64_t *total)
+{
+    char b1[64];
+    if (m->rank != 2 || m->dims[0] != B || m->dims[1] != S)
+        return kn_op_error(op, KN_ERR_INVALID, "mask %s: expected %lldx%lld (batch x sequence)",
+                           kn_shape_str(m->rank, m->dims, b1, sizeof b1), (long long)B, (long long)S);
+    *total = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = 0;
+        for (int64_t s = 0; s < S; s++) n += kn_load_f64(m->dtype, m->data, (size_t)(b * S + s)) != 0;
+        if (len) len[b] = n;
+        *total += n;
+    }
+    return KN_OK;
+}
+
+/* Bytes of one token of t: the product of its dims from `from` on. */
+static size_t row_bytes(const kn_tensor *t, int from)
+{
+    size_t n = kn_dtype_nbytes(t->dtype, 1);
+    for (int d = from; d < t->rank; d++) n *= (size_t)t->dims[d];
+    return n;
+}
+
+/* kiln::PackRows(X [B, S, ...], mask [B, S]) -> [1, T, ...]: the real
+ * tokens, in order; T = their count, or 1 (a row of zeros) when there are
+ * none, so that every packed tensor has a row. */
+static int exec_pack_rows(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "mask"))) return st;
+    const kn_tensor *x = in[0], *m = in[1];
+    if (x->rank < 2) return kn_op_error(op, KN_ERR_INVALID, "X has rank %d, expected batch x sequence x ...", x->rank);
+    int64_t B = x->dims[0], S = x->dims[1], total;
+    if ((st = mask_lengths(op, m, B, S, NULL, &total))) return st;
+    int64_t od[KN_MAX_RANK] = {1, total > 0 ? total : 1};
+    memcpy(od + 2, x->dims + 2, sizeof(int64_t) * (size_t)(x->rank - 2));
+    if ((st = alloc_out(op, out, 0, x->dtype, x->rank, od))) return st;
+    size_t rb = row_bytes(x, 2);
+    unsigned char *dst = out[0].data;
+    const unsigned char *src = x->data;
+    if (total == 0) memset(dst, 0, rb);
+    for (int64_t t = 0; t < B * S; t++)
+        if (kn_load_f64(m->dtype, m->data, (size_t)t) != 0) memcpy(dst, src + (size_t)t * rb, rb), dst += rb;
+    return KN_OK;
+}
+
+/* kiln::UnpackRows(Y [1, T, ...], mask [B, S]) -> [B, S, ...]: PackRows
+ * undone; padded tokens are 0. */
+static int exec_unpack_rows(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    if ((st = need_input(op, in, 0, "Y")) || (st = need_input(op, in, 1, "mask"))) return st;
+    const kn_tensor *y = in[0], *m = in[1];
+    if (m->rank != 2) return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
+    int64_t B = m->dims[0], S = m->dims[1], total;
+    if ((st = mask_lengths(op, m, B, S, NULL, &total))) return st;
+    if (y->rank < 2 || y->dims[0] != 1 || y->dims[1] != (total > 0 ? total : 1))
+        return kn_op_error(op, KN_ERR_INVALID, "Y has %lld packed tokens, the mask %lld",
+                           (long long)(y->rank >= 2 ? y->dims[1] : -1), (long long)total);
+    int64_t od[KN_MAX_RANK] = {B, S};
+    memcpy(od + 2, y->dims + 2, sizeof(int64_t) * (size_t)(y->rank - 2));
+    if ((st = alloc_out(op, out, 0, y->dtype, y->rank, od))) return st;
+    size_t rb = row_bytes(y, 2);
+    unsigned char *dst = out[0].data;
+    const unsigned char *src = y->data;
+    for (int64_t t = 0; t < B * S; t++) {
+        if (kn_load_f64(m->dtype, m->data, (size_t)t) != 0) memcpy(dst + (size_t)t * rb, src, rb), src += rb;
+        else memset(dst + (size_t)t * rb, 0, rb);
+    }
+    return KN_OK;
+}
+
+/* A view of rows [at, at + n) of a packed [1, T, W] tensor. */
+static kn_tensor rows_view(const kn_tensor *t, int64_t at, int64_t n)
+{
+    kn_tensor v = *t;
+    size_t rb = row_bytes(t, 2);
+    v.own = KN_BORROWED;
+    v.dims[1] = n;
+    v.data = (unsigned char *)t->data + (size_t)at * rb;
+    v.nbytes = (size_t)n * rb;
+    v.map_base = NULL, v.map_len = 0;
+    return v;
+}
+
+/* kiln::PackedAttention(Q [1, T, Hq*D], K [1, T, Hkv*D], V [1, T, Hkv*Dv],
+ * mask [B, S]) -> [1, T, Hq*Dv]: the 3-D Attention of each sequence of the
+ * batch over its own real tokens (those PackRows kept, in order), as
+ * Attention with a key padding mask computes them at the real tokens. */
+static int exec_packed_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
+{
+    int st;
+    static const char *names[] = {"Q", "K", "V", "mask"};
+    for (int i = 0; i < 4; i++)
+        if ((st = need_input(op, in, i, names[i]))) return st;
+    const kn_tensor *q = in[0], *k = in[1], *v = in[2], *m = in[3];
+    if (!kn_nn_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "Q, K and V must share one float dtype");
+    if (q->rank != 3 || k->rank != 3 || v->rank != 3 || q->dims[0] != 1 || k->dims[1] != q->dims[1] ||
+        v->dims[1] != q->dims[1] || k->dims[0] != 1 || v->dims[0] != 1)
+        return kn_op_error(op, KN_ERR_INVALID, "Q, K and V must be packed [1, T, width] with one T");
+    if (m->rank != 2) return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
+    int64_t B = m->dims[0], T = q->dims[1], total;
+    int64_t *len = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
+    if (!len) return kn_op_error(op, KN_ERR_NOMEM, "out of memory");
+    st = mask_lengths(op, m, B, m->dims[1], len, &total);
+    if (!st && T != (total > 0 ? total : 1))
+        st = kn_op_error(op, KN_ERR_INVALID, "Q has %lld packed tokens, the mask %lld", (long long)T, (long long)total);
+    kn_attn_dims dm;
+    int yr;
+    int64_t yd[4], pkd[4], pvd[4], qkd[4];
+    if (!st)
+        st = kn_nn_attention_geometry(op, q->rank, q->dims, k->rank, k->dims, v->rank, v->dims, -1, NULL, &dm, &yr, yd,
+                                      pkd, pvd, qkd);
+    if (!st) st = alloc_out(op, out, 0, q->dtype, yr, yd);
+    if (st) {
+        free(len);
+        return st;
+    }
+    const kn_attr *sa = kn_op_attr(op, "scale");
+    kn_attn_params pr = {
+        .scale = sa ? kn_op_attr_float(op, "scale", 1.0f) : 1.0 / sqrt((double)dm.D),
+        .softcap = kn_op_attr_float(op, "softcap", 0.0f),
+    };
+    if (total == 0) memset(out[0].data, 0, out[0].nbytes); /* PackRows' row of zeros */
+    int64_t at = 0;
+    for (int64_t b = 0; b < B && !st && total > 0; b++) {
+        if (len[b] == 0) continue;
+        kn_tensor qb = rows_view(q, at, len[b]), kb = rows_view(k, at, len[b]), vb = rows_view(v, at, len[b]),
+                  yb = rows_view(&out[0], at, len[b]);
+        kn_attn_dims db = dm;
+        db.B = 1, db.Sq = db.Skv = len[b];
+        st = KN_ERR_UNSUPPORTED;
+        if (op->sess) {
+            st = kn_attention_fast(op->sess, &db, &pr, &qb, &kb, &vb, NULL, NULL, NULL, &yb, false, op->compute);
+            if (st == KN_ERR_UNSUPPORTED) op->sess->impl = NULL;
+        }
+        if (st == KN_ERR_UNSUPPORTED) st = kn_k_attention(&db, &pr, &qb, &kb, &vb, NULL, NULL, NULL, NULL, &yb, NULL, NULL, NULL);
+        at += len[b];
+    }
+    free(len);
+    return kernel_status(op, st);
+}
+
 static int exec_rotary(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor *out)
 {
     int st;
@@ -569,6 +720,9 @@ const kn_exec_impl kn_exec_nn[] = {
     {KN_OP_RMSNormalization, exec_rmsnorm},
     {KN_OP_Attention, exec_attention},
     {KN_OP_RotaryEmbedding, exec_rotary},
+    {KN_OP_PackRows, exec_pack_rows},
+    {KN_OP_UnpackRows, exec_unpack_rows},
+    {KN_OP_PackedAttention, exec_packed_attention},
     {KN_OP_InstanceNormalization, exec_instancenorm},
     {KN_OP_GroupNormalization, exec_groupnorm},
     {KN_OP_LRN, exec_lrn},

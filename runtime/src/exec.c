@@ -70,11 +70,29 @@ static char *sig_str(int dtype, int rank, const int64_t *dims, char *buf, size_t
     return buf;
 }
 
+/* A dim of want that follows a symbol set by the data (kn_abi_sym.from_data)
+ * takes got's size: the symbol's value in this run from here on. A size no
+ * value in the symbol's range gives is left to the check that follows. */
+static void set_data_syms(kn_exec *ex, const kn_abi_tensor *want, const kn_tensor *got)
+{
+    const kn_meta *m = &ex->session->art->meta;
+    for (int d = 0; d < want->rank && d < KN_MAX_RANK && got->rank == want->rank; d++) {
+        int k = want->dim_sym[d];
+        if (k <= 0 || k > m->n_syms || !m->syms[k - 1].from_data) continue;
+        const kn_abi_sym *y = &m->syms[k - 1];
+        int64_t a = want->dim_a[d], diff = got->dims[d] - want->dims[d];
+        if (a == 0 || diff % a) continue;
+        int64_t n = y->max + diff / a;
+        if (n >= y->min && n <= y->max) ex->syms[k - 1] = n;
+    }
+}
+
 /* Checks a produced output against its record (in this run's shape) and
  * copies it to dst. */
-static int deliver_output(const kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_tensor *got, void *dst)
+static int deliver_output(kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_tensor *got, void *dst)
 {
     const kn_abi_tensor *want = &rt->abi->outputs[k];
+    set_data_syms(ex, want, got);
     int64_t dims[KN_MAX_RANK];
     kn_rt_tensor_dims(ex, want, dims);
     bool same = (int)got->dtype == want->dtype && got->rank == want->rank;

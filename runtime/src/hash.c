@@ -110,6 +110,7 @@ uint64_t kn_meta_io_hash(const kn_meta *m)
         h = hash_i64(h, m->syms[k].max);
         h = hash_i64(h, m->syms[k].min);
         h = hash_i64(h, m->syms[k].align);
+        h = hash_i64(h, m->syms[k].from_data);
     }
     return h;
 }

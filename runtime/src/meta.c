@@ -36,7 +36,7 @@
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 4u /* follows KN_ABI_VERSION */
+#define META_FORMAT 5u /* follows KN_ABI_VERSION */
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
@@ -215,6 +215,7 @@ int kn_meta_write(const kn_meta *m, unsigned char **out_bytes, size_t *out_len)
         w_i64(&w, m->syms[i].max);
         w_i64(&w, m->syms[i].min);
         w_i64(&w, m->syms[i].align);
+        w_i64(&w, m->syms[i].from_data);
     }
     for (int i = 0; i < m->n_inputs; i++) w_tensor(&w, &m->inputs[i]);
     for (int i = 0; i < m->n_outputs; i++) w_tensor(&w, &m->outputs[i]);
@@ -541,6 +542,10 @@ static int r_syms(rbuf *r, kn_meta *m)
         KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].max, "dynamic dims"));
         KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].min, "dynamic dims"));
         KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].align, "dynamic dims"));
+        KN_RD(kn_rbuf_i64(&r->in, &m->syms[i].from_data, "dynamic dims"));
+        if (m->syms[i].from_data != 0 && m->syms[i].from_data != 1)
+            return kn_rbuf_bad(&r->in, "dynamic dims", "symbol %d: from_data %lld (0 or 1)", i,
+                               (long long)m->syms[i].from_data);
         if (!m->syms[i].name || m->syms[i].max < 1 || m->syms[i].max > INT32_MAX)
             return kn_rbuf_bad(&r->in, "dynamic dims", "symbol %d: no name or maximum %lld", i,
                                (long long)m->syms[i].max);

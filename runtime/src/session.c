@@ -291,6 +291,9 @@ int kn_session_set_dim(kn_session *s, const char *name, int64_t value)
     for (int k = 0; k < m->n_syms; k++) {
         const kn_abi_sym *y = &m->syms[k];
         if (strcmp(y->name, name) != 0) continue;
+        if (y->from_data)
+            return kn_error(KN_ERR_INVALID, "%s: dynamic dim '%s' is set by the data in each run, not by the caller",
+                            label_of(s->art), name);
         /* the value is the dim's (a multiple of the alignment); the symbol holds dim / align */
         if (value % y->align != 0 || value < y->min * y->align || value > y->max * y->align)
             return kn_error(KN_ERR_INVALID, "%s: dynamic dim '%s' set to %lld, the artifact was compiled for %lld to "

@@ -172,7 +172,7 @@ static int meta_seeds(const char *dir, body *b)
     free(bytes);
 
     /* dynamic: batch is a symbol (max 4), the op node's output has a slot */
-    kn_abi_sym syms[1] = {{"batch", 4, 1, 1}};
+    kn_abi_sym syms[1] = {{"batch", 4, 1, 1, 0}};
     in[0].dim_sym[0] = 1, in[0].dim_a[0] = 1, in[0].dims[0] = 4, in[0].nbytes *= 4;
     op_out[0] = (kn_abi_tensor){.name = "t1", .dtype = KN_I64, .rank = 2, .dims = {1, -1}, .slot = 1};
     op[0] = (kn_abi_opnode){.op = KN_OP_If, .n_inputs = 2, .n_outputs = 1, .n_captures = 1, .opset = 13,

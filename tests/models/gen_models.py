@@ -8,7 +8,9 @@ Clip with min/max inputs, decomposed Gelu, ...):
   resnet50     ResNet-50 v1.5 (torchvision layout), input f32[N,3,224,224]
   mobilenetv2  MobileNetV2 (torchvision layout),    input f32[N,3,224,224]
   bert         BERT-base encoder (12 layers, hidden 768, 12 heads, seq 128),
-               inputs input_ids/attention_mask i64[N,128]
+               inputs input_ids/attention_mask i64[N,128]; sequence r of the batch
+               has max(8, 100 - 11 r) real tokens, the rest padding
+  bert-tiny    the same graph with 2 layers, hidden 64, 4 heads, seq 32
   vit          ViT-Tiny/16 (DeiT-Tiny, timm layout: 12 layers, dim 192,
                3 heads, 197 tokens), input f32[N,3,224,224]
 
@@ -21,7 +23,7 @@ Writes into OUT_DIR: model.onnx, input_<name>.npy for every graph input and
 expected_<name>.npy (onnxruntime's output) for every graph output. It does
 nothing if OUT_DIR already holds them for the same version of this script.
 
-Usage: gen_models.py --model {resnet50,mobilenetv2,bert,vit} OUT_DIR [--batch N] [--force]
+Usage: gen_models.py --model {resnet50,mobilenetv2,bert,vit,bert-tiny} OUT_DIR [--batch N] [--force]
 """
 import argparse
 import hashlib
@@ -35,7 +37,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
-SEED = {"resnet50": 50, "mobilenetv2": 2, "bert": 768, "vit": 16}
+SEED = {"resnet50": 50, "mobilenetv2": 2, "bert": 768, "vit": 16, "bert-tiny": 64}
 
 
 class Builder:
@@ -187,6 +189,9 @@ def build_mobilenetv2(b):
 
 BERT = dict(vocab=30522, hidden=768, heads=12, layers=12, ffn=3072, seq=128,
             max_pos=512, types=2, std=0.02)
+# The same graph, small enough for tests (kiln compile --pack-tokens).
+BERT_TINY = dict(vocab=1000, hidden=64, heads=4, layers=2, ffn=128, seq=32,
+                 max_pos=64, types=2, std=0.02)
 
 
 def linear(b, x, cin, cout, base):
@@ -216,8 +221,7 @@ def gelu(b, x, base, const_prefix):
     return b.node("Mul", [g, b.const(c + "half", np.array(0.5, np.float32))], base + ".mul_half")
 
 
-def bert_layer(b, x, mask, i, last=False):
-    c = BERT
+def bert_layer(b, x, mask, i, c, last=False):
     h, nh, seq = c["hidden"], c["heads"], c["seq"]
     d = h // nh
     pre = f"encoder.layer.{i}."
@@ -253,8 +257,7 @@ def bert_layer(b, x, mask, i, last=False):
                       out="last_hidden_state" if last else None)
 
 
-def build_bert(b):
-    c = BERT
+def build_bert(b, c=BERT):
     h, seq, std = c["hidden"], c["seq"], c["std"]
     f32 = np.float32
     word = b.init("embeddings.word_embeddings.weight",
@@ -281,18 +284,18 @@ def build_bert(b):
     mask = b.node("Mul", [m, b.const("mask_min", np.array(-10000.0, f32))], "mask.mul")
 
     for i in range(c["layers"]):
-        x = bert_layer(b, x, mask, i, last=i == c["layers"] - 1)
+        x = bert_layer(b, x, mask, i, c, last=i == c["layers"] - 1)
 
     n = b.batch
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [n, seq]),
               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [n, seq])]
     outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [n, seq, h])]
-    ids = b.rng.integers(1000, c["vocab"], size=(n, seq), dtype=np.int64)
+    ids = b.rng.integers(min(1000, c["vocab"] // 2), c["vocab"], size=(n, seq), dtype=np.int64)
     mask_in = np.zeros((n, seq), np.int64)
     for r in range(n):
         # 100 real tokens in the first sentence, fewer in later ones, so a
         # batch mixes padding lengths as real batches do.
-        length = max(8, 100 - 11 * r)
+        length = max(8, 100 - 11 * r) * seq // 128
         ids[r, 0], ids[r, length - 1] = 101, 102   # [CLS] ... [SEP]
         ids[r, length:] = 0                         # padding
         mask_in[r, :length] = 1
@@ -365,7 +368,7 @@ def build_vit(b):
 
 
 BUILDERS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2, "bert": build_bert,
-            "vit": build_vit}
+            "vit": build_vit, "bert-tiny": lambda b: build_bert(b, BERT_TINY)}
 
 
 # ------------------------------------------------------------------- driver --

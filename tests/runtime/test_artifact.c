@@ -115,7 +115,7 @@ static void expect_leaky(const float *x, const float *y, const float *add)
 static void dyn_meta(unsigned char **bytes, size_t *len)
 {
     static kn_abi_tensor x, y, t0, t1;
-    static kn_abi_sym sym = {"batch", 4, 1, 1};
+    static kn_abi_sym sym = {"batch", 4, 1, 1, 0};
     kn_abi_tensor row = {.dtype = KN_F32, .rank = 2, .dims = {4, 2}, .nbytes = 32, .dim_sym = {1}, .dim_a = {1}};
     x = y = t0 = t1 = row;
     x.name = "x", y.name = "y", t0.name = "t0", t1.name = "t1";

@@ -520,8 +520,8 @@ static void test_meta_dynamic_slots(void **state)
 static void dyn_meta(fixture *f, kn_abi_sym *syms)
 {
     make_meta(f);
-    syms[0] = (kn_abi_sym){"batch", 8, 1, 1};
-    syms[1] = (kn_abi_sym){"seq", 4, 1, 1};
+    syms[0] = (kn_abi_sym){"batch", 8, 1, 1, 0};
+    syms[1] = (kn_abi_sym){"seq", 4, 1, 1, 0};
     f->m.n_syms = 2;
     f->m.syms = syms;
     static const int64_t d_img[4] = {8, 3, 8, 8}, d_out[2] = {16, 10};

@@ -43,6 +43,7 @@ typedef struct kn_cli_passes {
     bool per_channel;        /* --per-channel: MatMul/Gemm weights per output channel */
     int weight_bits;         /* --weight-bits 7|8; 0: kn_cli_weight_bits decides */
     int precision;           /* --precision: a kn_precision (passes/pass.h) */
+    bool pack_tokens;        /* --pack-tokens (passes/pack_tokens.c) */
 } kn_cli_passes;
 
 /* The weight width quantization uses: cp->weight_bits when given, else 8

@@ -33,7 +33,7 @@ static void compile_usage(FILE *f)
             "        [--layout auto|nchw] [--conv-algo auto|direct] [--name IDENT] [--report] [--passes LIST] [--print-after PASS|all]\n"
             "        [--verify-each] [--stats]\n"
             "        [--quantize dynamic-int8|static-int8] [--calib TABLE.json] [--keep-float LIST] [--per-channel]\n"
-            "        [--weight-bits 7|8] [--precision fp32|bf16|mixed]\n"
+            "        [--weight-bits 7|8] [--precision fp32|bf16|mixed] [--pack-tokens]\n"
             "\n"
             "Compiles MODEL ahead of time into a shared library (or a static archive) that\n"
             "an application runs through libkiln_rt, and a C header describing it. Nothing\n"
@@ -83,6 +83,9 @@ static void compile_usage(FILE *f)
             "                        AVX512-BF16\n"
             "  --precision mixed     the same, but the last products (a classifier, the final\n"
             "                        projection) stay f32; fp32 (default): everything f32\n"
+            "  --pack-tokens         padding-aware encoders: the tokens the attention mask (a graph input\n"
+            "                        [batch, sequence]) marks as padding are dropped before the layers\n"
+            "                        and cost nothing; outputs at padding are 0 (docs/compiling.md)\n"
             "  --quantize dynamic-int8  MatMul/Gemm with constant weights: s8 per-channel weights,\n"
             "                        activations quantized at run time (DynamicQuantizeLinear)\n"
             "  --calib TABLE.json    the table `kiln calibrate` wrote for this model\n"
@@ -399,8 +402,8 @@ static uint64_t model_hash(const char *path, const kn_compile_opts *o, const kn_
         fclose(f);
     }
     char opts[1024];
-    snprintf(opts, sizeof opts, "%s|%d|%d|%d|%d|%d|%s", o->target ? o->target : "native", o->opt_level,
-             o->external_weights, o->layout, o->conv_algo, cp->precision, passes ? passes : "");
+    snprintf(opts, sizeof opts, "%s|%d|%d|%d|%d|%d|%d|%s", o->target ? o->target : "native", o->opt_level,
+             o->external_weights, o->layout, o->conv_algo, cp->precision, (int)cp->pack_tokens, passes ? passes : "");
     h = kn_fnv1a(h, opts, strlen(opts));
     for (int k = 0; k < o->n_syms; k++) {
         snprintf(opts, sizeof opts, "|max %s=%lld min %lld align %lld", o->syms[k].name, (long long)o->syms[k].max,
@@ -424,7 +427,8 @@ static int run_passes(const char *path, kn_model *m, const kn_compile_opts *opts
                       kn_pass_log *log)
 {
     kn_pipeline_opts po = {.opt_level = opts->opt_level, .passes = cp->passes, .print_after = cp->print_after,
-                           .verify_each = cp->verify_each, .precision = (kn_precision)cp->precision};
+                           .verify_each = cp->verify_each, .precision = (kn_precision)cp->precision,
+                           .pack_tokens = cp->pack_tokens};
     int st = kn_graph_toposort(m->graph);
     if (!st) st = kn_pass_run_pipeline(m, &po, log);
     if (st) kn_error_prefix("%s: ", path);
@@ -686,6 +690,7 @@ int kn_cmd_compile(int argc, char **argv)
         } else if (!strcmp(a, "--calib") && has_next) cp.calib = argv[++i];
         else if (!strcmp(a, "--keep-float") && has_next) cp.keep_float = argv[++i];
         else if (!strcmp(a, "--per-channel")) cp.per_channel = true;
+        else if (!strcmp(a, "--pack-tokens")) cp.pack_tokens = true;
         else if (!strcmp(a, "--weight-bits") && has_next) {
             const char *b = argv[++i];
             cp.weight_bits = !strcmp(b, "7") ? 7 : !strcmp(b, "8") ? 8 : -1;

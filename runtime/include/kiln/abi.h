@@ -58,8 +58,9 @@ extern "C" {
  * records (ConvTranspose), and a dynamic dim has a minimum and an
  * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
  * autocast); 10: kn_abi_opnode.compute (bf16 attention); 11: the
- * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization) */
-#define KN_ABI_VERSION 11u
+ * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization);
+ * 12: kn_abi_sym.from_data (token packing) */
+#define KN_ABI_VERSION 12u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -112,6 +113,11 @@ typedef struct kn_abi_sym {
     int64_t max;
     int64_t min;   /* >= 1 */
     int64_t align; /* >= 1 */
+    /* 1: no input or output carries the dim: in each run the first runtime
+     * kernel that produces a value with this dim sets it from that value's
+     * size (the count of real tokens of kiln compile --pack-tokens); the
+     * typed entry point does not take it. 0: set from the inputs. */
+    int64_t from_data;
 } kn_abi_sym;
 
 /* Where a tensor lives while the model runs. */
