@@ -342,14 +342,30 @@ int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMVal
     m->dnnl[index] = *rec;
     /* oneDNN's bf16 kernels: the artifact refuses CPUs without the dot product */
     if (rec->compute == KN_BF16) m->cpu_features |= KN_CPU_AVX512BF16;
-    LLVMTypeRef params[7] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
-    LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 7, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_dnnl_exec");
-    if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_dnnl_exec", fty);
-    LLVMValueRef null = LLVMConstNull(cg->t_ptr);
-    LLVMValueRef args[7] = {cg->a_exec, kn_cg_i32(cg, index), src ? src : null, wei ? wei : null,
-                            bias ? bias : null, dst ? dst : null, post_src ? post_src : null};
-    LLVMValueRef st = LLVMBuildCall2(cg->b, fty, fn, args, 7, "");
+    LLVMValueRef null = LLVMConstNull(cg->t_ptr), st;
+    if (cg->dnnl_rows_sym1 > 0) { /* the run's rows of a product over packed tokens */
+        LLVMTypeRef sp[2] = {cg->t_ptr, cg->t_i32};
+        LLVMTypeRef sty = LLVMFunctionType(cg->t_i64, sp, 2, 0);
+        LLVMValueRef sfn = LLVMGetNamedFunction(cg->mod, "kn_rt_sym");
+        if (!sfn) sfn = LLVMAddFunction(cg->mod, "kn_rt_sym", sty);
+        LLVMValueRef sargs[2] = {cg->a_exec, kn_cg_i32(cg, cg->dnnl_rows_sym1 - 1)};
+        LLVMValueRef rows = LLVMBuildCall2(cg->b, sty, sfn, sargs, 2, "rows");
+        LLVMTypeRef params[8] = {cg->t_ptr, cg->t_i32, cg->t_i64, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+        LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 8, 0);
+        LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_dnnl_exec_rows");
+        if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_dnnl_exec_rows", fty);
+        LLVMValueRef args[8] = {cg->a_exec, kn_cg_i32(cg, index), rows, src ? src : null, wei ? wei : null,
+                                bias ? bias : null, dst ? dst : null, post_src ? post_src : null};
+        st = LLVMBuildCall2(cg->b, fty, fn, args, 8, "");
+    } else {
+        LLVMTypeRef params[7] = {cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+        LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 7, 0);
+        LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, "kn_rt_dnnl_exec");
+        if (!fn) fn = LLVMAddFunction(cg->mod, "kn_rt_dnnl_exec", fty);
+        LLVMValueRef args[7] = {cg->a_exec, kn_cg_i32(cg, index), src ? src : null, wei ? wei : null,
+                                bias ? bias : null, dst ? dst : null, post_src ? post_src : null};
+        st = LLVMBuildCall2(cg->b, fty, fn, args, 7, "");
+    }
     return_if_failed(cg, st);
     return KN_OK;
 }

@@ -390,6 +390,21 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
      * PRODUCT_BLOCK rows first. Other symbols: blocks, then single rows. */
     bool padded = d->syms[sym].from_data;
     LLVMValueRef one = NULL, block = NULL, big = NULL;
+    int64_t max = d->syms[sym].max;
+    if (padded && is_product(n) && max < 2 * PRODUCT_BLOCK) {
+        /* fewer rows than two big blocks (an encoder at batch 1): one call at
+         * the most rows, told the run's count (kn_rt_dnnl_exec_rows); a kernel
+         * that can computes those alone, others all the rows */
+        snprintf(name, sizeof name, "%s_rows%lld", fname, (long long)max);
+        cg->dnnl_rows_sym1 = sym + 1;
+        LLVMValueRef whole = emit_row_fn(cg, d, n, sym, max, lower, name, &st);
+        cg->dnnl_rows_sym1 = 0;
+        if (!whole) return st;
+        *out_fn = kn_cg_begin_function(cg, fname, true);
+        kn_cg_emit_row_loop(cg, kn_cg_i64(cg, max), kn_cg_i64(cg, 0), max, whole);
+        LLVMBuildRet(cg->b, kn_cg_i32(cg, 0));
+        return KN_OK;
+    }
     if (!padded) {
         snprintf(name, sizeof name, "%s_row", fname);
         if (!(one = emit_row_fn(cg, d, n, sym, 1, lower, name, &st))) return st;
@@ -400,7 +415,7 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
         if (!block && (padded || st != KN_ERR_UNSUPPORTED)) return st;
         kn_error_clear();
     }
-    if (padded && is_product(n) && d->syms[sym].max >= 2 * PRODUCT_BLOCK) {
+    if (padded && is_product(n)) {
         snprintf(name, sizeof name, "%s_rows%d", fname, PRODUCT_BLOCK);
         big = emit_row_fn(cg, d, n, sym, PRODUCT_BLOCK, lower, name, &st);
         if (!big && st != KN_ERR_UNSUPPORTED) return st;

@@ -34,6 +34,16 @@ int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, cons
     return kn_dnnl_prim_exec(s->dnnl, s->prims[index], src, wei, bias, dst, post_src, s->run_threads);
 }
 
+int kn_rt_dnnl_exec_rows(kn_exec *ex, int32_t index, int64_t rows, void *src, const void *wei, const void *bias,
+                         void *dst, const void *post_src)
+{
+    if (!ex || !ex->session) return kn_error(KN_ERR_INTERNAL, "kn_rt_dnnl_exec_rows: no session");
+    kn_dnnl_session_set_rows(ex->session->dnnl, rows);
+    int st = kn_rt_dnnl_exec(ex, index, src, wei, bias, dst, post_src);
+    kn_dnnl_session_set_rows(ex->session->dnnl, 0);
+    return st;
+}
+
 int64_t kn_rt_sym(kn_exec *ex, int32_t index)
 {
     /* the generated code only asks for symbols the meta declares (checked at open) */

@@ -25,6 +25,9 @@ int kn_dnnl_session_init(kn_dnnl_session **out);
 void kn_dnnl_session_free(kn_dnnl_session *s);
 int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
                         kn_dnnl_prim **out);
+/* The rows of a matrix product's src and dst the next exec needs (0: all;
+ * kn_rt_dnnl_exec_rows): kernels that can compute only those do. */
+void kn_dnnl_session_set_rows(kn_dnnl_session *s, int64_t rows);
 /* Runs it on raw pointers (wei NULL → the prepared constant weights). */
 int kn_dnnl_prim_exec(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
                       const void *post_src, int threads);
@@ -97,6 +100,10 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
 /* src, dst and residual in NHWC; residual may be dst itself (in place) but
  * must not overlap it otherwise; bias used only when not constant. */
 int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads);
+/* kn_pw_exec of a matmul (kn_pw_create_matmul) over its first `rows` rows
+ * only (rows <= 0 or above the product's: all). */
+int kn_pw_exec_rows(const kn_pw *w, int64_t rows, const float *src, const float *bias, float *dst,
+                    const float *residual, int threads);
 /* The same kernel for a matmul by constant weights shared by every batch
  * (see f32_conv1x1_avx512.c), and whether it runs it. */
 bool kn_pw_matmul_supported(const kn_abi_dnnl *rec);

@@ -77,3 +77,12 @@ foreach(case "encoder;4" "causal;1")
   set_tests_properties(models/torch_${model} PROPERTIES
     LABELS models TIMEOUT 600 SKIP_RETURN_CODE ${KILN_SKIP_CODE})
 endforeach()
+
+# kiln compile --pack-tokens (passes/pack_tokens.c) on bert-tiny at batch 4:
+# both attention blocks packed, outputs within 1e-4 of onnxruntime's at the
+# real tokens and 0 at padding for right padding, holes, no padding and all
+# padding; a padding mask too weak to remove the keys exactly is refused.
+add_test(NAME models/pack_tokens
+         COMMAND ${KILN_PYTHON} ${KILN_MODELS_SRC}/check_pack_tokens.py $<TARGET_FILE:kiln>
+                 ${CMAKE_BINARY_DIR}/models/pack_tokens)
+set_tests_properties(models/pack_tokens PROPERTIES LABELS models TIMEOUT 300)

@@ -371,6 +371,14 @@ uint64_t kn_cpu_features(void);
 int kn_rt_dnnl_exec(kn_exec *ex, int32_t index, void *src, const void *wei, const void *bias, void *dst,
                     const void *post_src);
 
+/* kn_rt_dnnl_exec for a matrix product over packed tokens (kiln compile
+ * --pack-tokens) recorded at their most: only the first `rows` rows of src
+ * and dst matter in this run. The primitive computes those alone where its
+ * kernel can (kiln's AVX-512 matmul), else every row (the others are room
+ * the plan reserved, never read). */
+int kn_rt_dnnl_exec_rows(kn_exec *ex, int32_t index, int64_t rows, void *src, const void *wei, const void *bias,
+                         void *dst, const void *post_src);
+
 /* The value of dynamic dim (symbol) #index in the current run: every
  * generated loop whose trip count follows a dynamic dim reads it. */
 int64_t kn_rt_sym(kn_exec *ex, int32_t index);

@@ -201,6 +201,7 @@ typedef struct pw_run {
     const kn_pw *w;
     const float *src, *bias, *res;
     float *dst;
+    int64_t len, per_line; /* this run's pixels per line and blocks per line (a matmul's rows may be fewer) */
 } pw_run;
 
 /* (block group, panel pair) items [lo, hi). */
@@ -208,7 +209,7 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const pw_run *r = args;
     const kn_pw *w = r->w;
-    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * w->per_line;
+    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * r->per_line;
     for (int64_t it = lo; it < hi; it++) {
         int64_t g = it / pairs, q = it % pairs * 2;
         int64_t b0 = g * w->group, b1 = b0 + w->group < blocks ? b0 + w->group : blocks;
@@ -219,8 +220,8 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
         int64_t next_panels = it + 1 >= hi || nq == 0 ? 0 : nq + 1 < panels ? 2 : 1;
         const float *next = w->wei + nq * K * KN_GEMM512_COLS;
         for (int64_t b = b0; b < b1; b++) {
-            int64_t line = b / w->per_line, x0 = b % w->per_line * w->rows;
-            int rows = w->len - x0 < w->rows ? (int)(w->len - x0) : w->rows;
+            int64_t line = b / r->per_line, x0 = b % r->per_line * w->rows;
+            int rows = r->len - x0 < w->rows ? (int)(r->len - x0) : w->rows;
             int64_t p0 = line * w->len + x0; /* the first output pixel */
             /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
             int64_t in0 = w->lines == 1 ? p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
@@ -235,26 +236,37 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
     return KN_OK;
 }
 
-int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads)
+int kn_pw_exec_rows(const kn_pw *w, int64_t rows, const float *src, const float *bias, float *dst,
+                    const float *residual, int threads)
 {
     if (w->has_sum && !residual) return kn_error(KN_ERR_INVALID, "1x1 convolution: the sum post-op has no input");
     pw_run r = {.w = w,
                 .src = src,
                 .bias = w->bias ? w->bias : w->has_bias ? bias : NULL,
                 .res = w->has_sum ? residual : NULL,
-                .dst = dst};
+                .dst = dst,
+                .len = w->len,
+                .per_line = w->per_line};
     if (w->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "1x1 convolution: no bias given");
-    int64_t blocks = w->lines * w->per_line, groups = (blocks + w->group - 1) / w->group;
+    if (w->lines == 1 && rows > 0 && rows < w->len) /* a matmul's first rows: one line, fewer blocks */
+        r.len = rows, r.per_line = (rows + w->rows - 1) / w->rows;
+    int64_t blocks = w->lines * r.per_line, groups = (blocks + w->group - 1) / w->group;
     int64_t pairs = (w->O / KN_GEMM512_COLS + 1) / 2;
     return kn_rt_parallel_for_threads(threads, pw_chunk, &r, groups * pairs);
 }
 
 #else
 
-int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads)
+int kn_pw_exec_rows(const kn_pw *w, int64_t rows, const float *src, const float *bias, float *dst,
+                    const float *residual, int threads)
 {
-    (void)w, (void)src, (void)bias, (void)dst, (void)residual, (void)threads;
+    (void)w, (void)rows, (void)src, (void)bias, (void)dst, (void)residual, (void)threads;
     return kn_error(KN_ERR_UNSUPPORTED, "1x1 convolution: needs an x86-64 CPU with AVX-512");
 }
 
 #endif
+
+int kn_pw_exec(const kn_pw *w, const float *src, const float *bias, float *dst, const float *residual, int threads)
+{
+    return kn_pw_exec_rows(w, 0, src, bias, dst, residual, threads);
+}

@@ -218,7 +218,7 @@ static int pw_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *we
         if (rc) return rc;
         post_src = s->act[1];
     }
-    return kn_pw_exec(p->state, src, bias, dst, post_src, threads);
+    return kn_pw_exec_rows(p->state, s->rows, src, bias, dst, post_src, threads);
 }
 
 static void pw_free(void *state) { kn_pw_free(state); }

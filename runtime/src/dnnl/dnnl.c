@@ -265,6 +265,11 @@ int kn_dnnl_session_init(kn_dnnl_session **out)
     return KN_OK;
 }
 
+void kn_dnnl_session_set_rows(kn_dnnl_session *s, int64_t rows)
+{
+    if (s) s->rows = rows > 0 ? rows : 0;
+}
+
 void kn_dnnl_session_free(kn_dnnl_session *s)
 {
     if (!s) return;

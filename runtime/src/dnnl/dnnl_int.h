@@ -41,6 +41,9 @@ struct kn_dnnl_session {
     /* time spent building primitives during runs (kn_dnnl_prim_for), which
      * the session's governor leaves out of a run's cost */
     int64_t build_ns;
+    /* the rows of a matrix product the exec under way needs (0: all;
+     * kn_rt_dnnl_exec_rows, for packed tokens) */
+    int64_t rows;
 };
 
 /* The layouts KN_LAYOUT_NATIVE may stand for. */

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""kiln compile --pack-tokens on a BERT-style encoder with a padding mask.
+
+  check_pack_tokens.py KILN OUT_DIR
+
+Generates bert-tiny (gen_models.py: the BERT-base graph with 2 layers,
+hidden 64, 4 heads, seq 32) at batch 4 and compiles it with --pack-tokens
+and without. Checks that:
+  - --report shows both attention blocks packed (PackedAttention, no
+    Attention left, PackRows before the layers, UnpackRows after);
+  - for several masks (the generated right padding, holes anywhere with one
+    sequence all padding, no padding, all padding) the packed artifact's
+    output equals onnxruntime's within 1e-4 at every real token and is 0 at
+    every padded one, and the unpacked artifact and the packed one on kiln's
+    own matmul kernel (KILN_CONV_ALGO=pointwise, which computes only the
+    run's rows on AVX-512 CPUs) agree with it at real tokens;
+  - a mask whose padding value is too small to remove the keys exactly
+    (-100 instead of -10000) is refused with a message naming the node.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH, SEQ = 4, 32
+
+
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
+    return r.returncode, r.stdout + r.stderr
+
+
+def masks(rng):
+    right = np.load(os.path.join(MODEL_DIR, "input_attention_mask.npy"))
+    holes = (rng.random((BATCH, SEQ)) < 0.6).astype(np.int64)
+    holes[2] = 0
+    return {"right padding": right, "holes, one sequence all padding": holes,
+            "no padding": np.ones((BATCH, SEQ), np.int64), "all padding": np.zeros((BATCH, SEQ), np.int64)}
+
+
+def main():
+    global MODEL_DIR
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kiln")
+    ap.add_argument("out_dir")
+    a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
+    MODEL_DIR = os.path.join(a.out_dir, "model")
+    rc, out = run([sys.executable, os.path.join(HERE, "gen_models.py"), "--model", "bert-tiny", MODEL_DIR,
+                   "--batch", str(BATCH)])
+    if rc:
+        sys.exit("FAIL: gen_models.py: " + out)
+    model = os.path.join(MODEL_DIR, "model.onnx")
+    packed, plain = os.path.join(a.out_dir, "packed.so"), os.path.join(a.out_dir, "plain.so")
+    failed = 0
+
+    rc, report = run([a.kiln, "compile", model, "-o", packed, "--pack-tokens", "--report"])
+    if rc:
+        sys.exit("FAIL: kiln compile --pack-tokens: " + report)
+    ops = [ln.split()[1] for ln in report.splitlines() if len(ln.split()) > 2 and not ln.startswith(" ")]
+    want = {"PackedAttention": 2, "Attention": 0, "PackRows": 1, "UnpackRows": 1}
+    got = {op: ops.count(op) for op in want}
+    ok = got == want and "packed 17 nodes (2 attention blocks)" in report
+    print("%s --report: %s" % ("ok:  " if ok else "FAIL:", got))
+    failed += not ok
+    rc, out = run([a.kiln, "compile", model, "-o", plain])
+    if rc:
+        sys.exit("FAIL: kiln compile: " + out)
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    ids = np.load(os.path.join(MODEL_DIR, "input_input_ids.npy"))
+    for name, mask in masks(np.random.default_rng(7)).items():
+        ids_path = os.path.join(a.out_dir, "ids.npy")
+        mask_path = os.path.join(a.out_dir, "mask.npy")
+        np.save(ids_path, ids)
+        np.save(mask_path, mask)
+        ref = sess.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        outs = {}
+        # packed-kiln: kiln's AVX-512 matmul kernel, which computes only the
+        # run's packed rows (kn_rt_dnnl_exec_rows); elsewhere it is the same run
+        for label, art, env in (("packed", packed, {}), ("packed-kiln", packed, {"KILN_CONV_ALGO": "pointwise"}),
+                                ("plain", plain, {})):
+            d = os.path.join(a.out_dir, "out_" + label)
+            rc, out = run([a.kiln, "run", art, "--input", "input_ids=" + ids_path,
+                           "--input", "attention_mask=" + mask_path, "--output-dir", d], env)
+            if rc:
+                sys.exit("FAIL: kiln run %s (%s): %s" % (label, name, out))
+            outs[label] = np.load(os.path.join(d, "last_hidden_state.npy"))
+        real = mask.astype(bool)
+        err = float(np.abs(outs["packed"] - ref)[real].max()) if real.any() else 0.0
+        err_plain = max(float(np.abs(outs[k] - outs["packed"])[real].max()) if real.any() else 0.0
+                        for k in ("plain", "packed-kiln"))
+        pad = max(float(np.abs(outs[k][~real]).max()) if (~real).any() else 0.0 for k in ("packed", "packed-kiln"))
+        ok = err <= 1e-4 and err_plain <= 1e-4 and pad == 0.0
+        print("%s %-32s %4d real tokens: max error %.2e (onnxruntime), %.2e (unpacked, kiln's matmul), padding max |y| %g"
+              % ("ok:  " if ok else "FAIL:", name, int(real.sum()), err, err_plain, pad))
+        failed += not ok
+
+    # -100 at padding leaves the padded keys a weight of about exp(-100): not
+    # the same attention, so the mask is not a padding mask for the pass.
+    m = onnx.load(model)
+    weakened = 0
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.name == "mask_min":
+            t = n.attribute[0].t
+            t.CopyFrom(numpy_helper.from_array(np.array(-100.0, np.float32), t.name))
+            weakened += 1
+    if weakened != 1:
+        sys.exit("FAIL: no Constant 'mask_min' in the model to weaken")
+    weak = os.path.join(a.out_dir, "weak_mask.onnx")
+    onnx.save(m, weak)
+    rc, out = run([a.kiln, "compile", weak, "-o", os.path.join(a.out_dir, "weak.so"), "--pack-tokens"])
+    ok = rc != 0 and "at most -1e4" in out and "Attention '" in out
+    print("%s a -100 padding mask is refused: %s" % ("ok:  " if ok else "FAIL:", out.strip()[-200:]))
+    failed += not ok
+    if failed:
+        sys.exit("%d check(s) failed" % failed)
+    print("all packed-token checks passed")
+
+
+if __name__ == "__main__":
+    main()
