@@ -12,7 +12,7 @@
  *
  * Taken: the 3-D Attention nodes (recognize-attention's form; f32, no past
  * state, no causal mask, only output 0) whose attn_mask is a key padding
- * mask of one graph input M [B, S] (static dims): a chain of elementwise
+ * mask of one graph input M [B, S] (its dims static or dynamic): a chain of elementwise
  * ops, Cast, Unsqueeze and Reshape from M alone (other operands scalar
  * constants) that gives [B, 1, 1, S], and that the evaluator shows to be 0
  * where M is 1 and at most -1e4 (or false) where M is 0; such a mask
@@ -30,7 +30,9 @@
  * The packed count T is set at run time by the data: the compiler treats
  * dim 1 of every value marked KN_VALUE_TOKEN_ROWS as a dynamic dim set by
  * the first PackRows of the run (codegen/cpu/dyn.c), so token-wise nodes run
- * over T rows. Runs last (after autocast), when `kn_pipeline_opts.pack_tokens`
+ * over T rows. With dynamic dims the pass runs on the probe models too and
+ * must pack them alike: a constant that is a probe's instance of a computed
+ * value (KN_VALUE_VARYING_SHAPE) counts as that value. Runs last (after autocast), when `kn_pipeline_opts.pack_tokens`
  * asks for it; an error names why when nothing can be packed.
  */
 #include <math.h>
@@ -50,17 +52,22 @@ typedef struct pack_ctx {
     int cap;  /* entries of in */
 } pack_ctx;
 
+/* A constant that is one instance of a value computed at run time (a
+ * dynamic dim's probe, ir.h): to be treated as the computed value, so that
+ * the main graph and its probes are packed alike. */
+static bool varying(const kn_value *v) { return (v->flags & KN_VALUE_VARYING_SHAPE) != 0; }
+
 static bool is_tok(const pack_ctx *p, const kn_value *v)
 {
     return v && v->shape.rank == 3 && v->shape.dims[0] == p->B && v->shape.dims[1] == p->S && v->dtype == KN_F32 &&
-           !v->const_data && v->shape.dims[2] > 0;
+           (!v->const_data || varying(v)) && v->shape.dims[2] > 0;
 }
 
 /* A constant operand that is the same for every token: it does not vary
  * along dims 0 and 1 of a [B, S, X] operand it broadcasts to. */
 static bool token_const(const kn_value *v)
 {
-    if (!v || !v->const_data) return false;
+    if (!v || !v->const_data || varying(v)) return false;
     const kn_shape *s = &v->shape;
     for (int i = 0; i < s->rank - 1; i++)
         if (s->rank - i >= 2 && s->dims[i] != 1) return false; /* a dim aligned with B or S */
@@ -147,10 +154,8 @@ static kn_value *padding_mask_of(const kn_node *a, const char **why)
     }
     if (!v || v->producer || !(v->flags & KN_VALUE_GRAPH_INPUT) || v->const_data)
         return *why = "the mask does not come from a graph input", NULL;
-    if (v->flags & KN_VALUE_VARYING_SHAPE)
-        return *why = "the mask's batch and sequence are dynamic (pin them with --shape to pack tokens)", NULL;
     if (v->shape.rank != 2 || !kn_shape_is_static(&v->shape))
-        return *why = "the mask's graph input is not a static [batch, sequence] tensor", NULL;
+        return *why = "the mask's graph input is not a [batch, sequence] tensor of known size", NULL;
     const int64_t *md = mv->shape.dims;
     if (mv->shape.rank != 4 || md[0] != v->shape.dims[0] || md[1] != 1 || md[2] != 1 || md[3] != v->shape.dims[1])
         return *why = "the mask is not [batch, 1, 1, sequence] (one row of keys per sequence)", NULL;

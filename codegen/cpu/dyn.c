@@ -106,7 +106,9 @@ static int analyze_sym(kn_dyn *dy, kn_graph *g, int k)
         if (v->id < 0 || v->id >= dy->n_values) continue;
         const kn_value *p1 = m1.at[v->id], *p2 = m2.at[v->id];
         unfold_if_varying(v, p1, p2);
-        st = fit_value(dy, k, v, p1, p2);
+        /* a packed value's dim 1 follows the token count, whatever the
+         * inputs' dims (kn_dyn_analyze): it holds at most the maximum's */
+        if (!(v->flags & KN_VALUE_TOKEN_ROWS)) st = fit_value(dy, k, v, p1, p2);
     }
     free(m1.at);
     free(m2.at);
@@ -155,7 +157,7 @@ int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out)
         const kn_value *v = g->values[i];
         if (!(v->flags & KN_VALUE_TOKEN_ROWS) || v->id < 0 || v->id >= out->n_values) continue;
         if (kn_dyn_value_is_dynamic(out, v))
-            return kn_error(KN_ERR_UNSUPPORTED, "packed value '%s' also follows a dynamic dim of the inputs", v->name);
+            return kn_error(KN_ERR_INTERNAL, "packed value '%s' follows a dynamic dim of the inputs", v->name);
         out->v[v->id].sym[1] = o->n_syms + 1, out->v[v->id].a[1] = 1;
     }
     return KN_OK;

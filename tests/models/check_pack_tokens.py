@@ -14,6 +14,8 @@ and without. Checks that:
     every padded one, and the unpacked artifact and the packed one on kiln's
     own matmul kernel (KILN_CONV_ALGO=pointwise, which computes only the
     run's rows on AVX-512 CPUs) agree with it at real tokens;
+  - tests/dyn's encoder with a dynamic sequence (--max seq=64) packs too
+    and matches onnxruntime at the real tokens of lengths 5, 17 and 32;
   - a mask whose padding value is too small to remove the keys exactly
     (-100 instead of -10000) is refused with a message naming the node.
 """
@@ -102,6 +104,33 @@ def main():
         ok = err <= 1e-4 and err_plain <= 1e-4 and pad == 0.0
         print("%s %-32s %4d real tokens: max error %.2e (onnxruntime), %.2e (unpacked, kiln's matmul), padding max |y| %g"
               % ("ok:  " if ok else "FAIL:", name, int(real.sum()), err, err_plain, pad))
+        failed += not ok
+
+    # a dynamic sequence (tests/dyn's encoder, --max seq=64): the packed
+    # count follows the run's mask at every length
+    dyn_dir = os.path.join(a.out_dir, "dyn")
+    rc, out = run([sys.executable, os.path.join(HERE, "..", "dyn", "gen_dyn_models.py"), dyn_dir])
+    if rc:
+        sys.exit("FAIL: gen_dyn_models.py: " + out)
+    enc = os.path.join(dyn_dir, "encoder")
+    dyn_art = os.path.join(a.out_dir, "dyn_packed.so")
+    rc, out = run([a.kiln, "compile", os.path.join(enc, "model.onnx"), "-o", dyn_art, "--max", "seq=64", "--pack-tokens"])
+    if rc:
+        sys.exit("FAIL: kiln compile --max seq=64 --pack-tokens: " + out)
+    for n in (5, 17, 32):
+        ins = {k: os.path.join(enc, "in_%d_%s.npy" % (n, k)) for k in ("input_ids", "attention_mask")}
+        d = os.path.join(a.out_dir, "out_dyn_%d" % n)
+        rc, out = run([a.kiln, "run", dyn_art, "--output-dir", d] + sum((["--input", "%s=%s" % kv] for kv in ins.items()), []))
+        if rc:
+            sys.exit("FAIL: kiln run (seq %d): %s" % (n, out))
+        got = np.load(os.path.join(d, "last_hidden_state.npy"))
+        want = np.load(os.path.join(enc, "out_%d_last_hidden_state.npy" % n))
+        real = np.load(ins["attention_mask"]).astype(bool)
+        err = float(np.abs(got - want)[real].max())
+        pad = float(np.abs(got[~real]).max()) if (~real).any() else 0.0
+        ok = got.shape == want.shape and err <= 1e-4 and pad == 0.0
+        print("%s dynamic sequence %2d (%2d real tokens): max error %.2e (onnxruntime), padding max |y| %g"
+              % ("ok:  " if ok else "FAIL:", n, int(real.sum()), err, pad))
         failed += not ok
 
     # -100 at padding leaves the padded keys a weight of about exp(-100): not
