@@ -439,7 +439,7 @@ static int add_opnode(compile_state *s, const kn_node *n, kn_value *const *caps,
                                        .attrs_len = (int64_t)attrs_len};
     /* autocast's Attention (passes/autocast.c): the runtime's bf16 kernel,
      * whose dot products need AVX512-BF16 (as oneDNN's bf16 records do) */
-    if (n->op == KN_OP_Attention && n->compute == KN_BF16) {
+    if ((n->op == KN_OP_Attention || n->op == KN_OP_PackedAttention) && n->compute == KN_BF16) {
         mt->opnodes[idx].compute = KN_BF16;
         mt->cpu_features |= KN_CPU_AVX512BF16;
     }
@@ -1072,7 +1072,8 @@ static void print_report(const compile_state *s)
     for (int i = 0; i < s->g->n_nodes; i++) {
         const kn_node *n = s->g->nodes[i];
         bool bf16 = (s->node_dnnl[i] >= 0 && s->meta.dnnl[s->node_dnnl[i]].compute == KN_BF16) ||
-                    (s->how[i] == KN_LOWERED_RUNTIME && n->op == KN_OP_Attention && n->compute == KN_BF16);
+                    (s->how[i] == KN_LOWERED_RUNTIME && (n->op == KN_OP_Attention || n->op == KN_OP_PackedAttention) &&
+                     n->compute == KN_BF16);
         printf("%-32s  %-20s  %s%s\n", n->name, n->op_type, names[s->how[i]], bf16 ? ", bf16" : "");
         if (s->how[i] == KN_LOWERED_RUNTIME && s->fallback_why[i])
             printf("  remark: node '%s' (%s) has a lowering but runs its runtime kernel: %s\n", n->name, n->op_type,

@@ -473,7 +473,8 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     o->attrs = a;
     o->attrs_len = (int64_t)n;
     KN_RD(kn_rbuf_i32(&r->in, &o->compute, what));
-    if (o->compute != KN_DT_UNDEFINED && (o->compute != KN_BF16 || o->op != KN_OP_Attention))
+    if (o->compute != KN_DT_UNDEFINED &&
+        (o->compute != KN_BF16 || (o->op != KN_OP_Attention && o->op != KN_OP_PackedAttention)))
         return kn_rbuf_bad(&r->in, what, "compute dtype %d (bf16 is for Attention)", o->compute);
     return KN_OK;
 }

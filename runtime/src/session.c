@@ -119,7 +119,7 @@ static int create_opsess(kn_session *s)
         s->opsess[i].weights_len = a->weights && a->meta.weights_bytes > 0 ? (size_t)a->meta.weights_bytes : 0;
         kn_op op = a->opnodes[i].desc.op;
         recurrent |= op == KN_OP_LSTM || op == KN_OP_GRU || op == KN_OP_RNN;
-        attention |= op == KN_OP_Attention;
+        attention |= op == KN_OP_Attention || op == KN_OP_PackedAttention;
     }
     int st = recurrent ? kn_config_check_rnn() : KN_OK;
     if (!st && attention) st = kn_config_check_attention();

@@ -14,6 +14,8 @@ and without. Checks that:
     every padded one, and the unpacked artifact and the packed one on kiln's
     own matmul kernel (KILN_CONV_ALGO=pointwise, which computes only the
     run's rows on AVX-512 CPUs) agree with it at real tokens;
+  - with --precision mixed the packed attention runs in bf16 (cosine >=
+    0.999 at the real tokens; on a CPU without AVX512-BF16, only the report);
   - tests/dyn's encoder with a dynamic sequence (--max seq=64) packs too
     and matches onnxruntime at the real tokens of lengths 5, 17 and 32;
   - a mask whose padding value is too small to remove the keys exactly
@@ -104,6 +106,35 @@ def main():
         ok = err <= 1e-4 and err_plain <= 1e-4 and pad == 0.0
         print("%s %-32s %4d real tokens: max error %.2e (onnxruntime), %.2e (unpacked, kiln's matmul), padding max |y| %g"
               % ("ok:  " if ok else "FAIL:", name, int(real.sum()), err, err_plain, pad))
+        failed += not ok
+
+    # with autocast: the packed products and attention in bf16 (the report
+    # says so; on a CPU without AVX512-BF16 the artifact refuses to open)
+    bf16 = os.path.join(a.out_dir, "packed_bf16.so")
+    rc, report = run([a.kiln, "compile", model, "-o", bf16, "--pack-tokens", "--precision", "mixed", "--report"])
+    if rc:
+        sys.exit("FAIL: kiln compile --pack-tokens --precision mixed: " + report)
+    marked = sum(1 for ln in report.splitlines() if "PackedAttention" in ln and ln.rstrip().endswith("bf16"))
+    mask = np.load(os.path.join(MODEL_DIR, "input_attention_mask.npy"))
+    d = os.path.join(a.out_dir, "out_bf16")
+    rc, out = run([a.kiln, "run", bf16, "--input", "input_ids=" + os.path.join(MODEL_DIR, "input_input_ids.npy"),
+                   "--input", "attention_mask=" + os.path.join(MODEL_DIR, "input_attention_mask.npy"),
+                   "--output-dir", d])
+    if rc and "lacks" in out:
+        print("ok:   bf16 and packed: %d PackedAttention marked bf16; not run (%s)" % (marked, out.strip()[-120:]))
+        failed += marked != 2
+    elif rc:
+        sys.exit("FAIL: kiln run (bf16): " + out)
+    else:
+        real = mask.astype(bool)
+        got = np.load(os.path.join(d, "last_hidden_state.npy"))
+        want = sess.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        x, y = got[real].ravel().astype(np.float64), want[real].ravel().astype(np.float64)
+        cos = float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
+        pad = float(np.abs(got[~real]).max())
+        ok = marked == 2 and cos >= 0.999 and pad == 0.0
+        print("%s bf16 and packed: %d PackedAttention marked bf16, cosine %.6f at the real tokens, padding max |y| %g"
+              % ("ok:  " if ok else "FAIL:", marked, cos, pad))
         failed += not ok
 
     # a dynamic sequence (tests/dyn's encoder, --max seq=64): the packed
