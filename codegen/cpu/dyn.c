@@ -143,7 +143,8 @@ int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out)
         return kn_error(KN_ERR_INVALID, "%d dynamic dims (at most %d)", n, KN_MAX_SYMS);
     if (o->n_syms) memcpy(out->own, o->syms, sizeof *o->syms * (size_t)o->n_syms);
     if (tokens) /* every packed value has T rows in dim 1 */
-        out->own[o->n_syms] = (kn_compile_sym){.name = "tokens", .max = tokens, .min = 1, .align = 1, .from_data = true};
+        out->own[o->n_syms] =
+            (kn_compile_sym){.name = "kiln.packed_tokens", .max = tokens, .min = 1, .align = 1, .from_data = true};
     out->n_syms = n;
     out->syms = out->own;
     out->n_values = max_id(g) + 1;

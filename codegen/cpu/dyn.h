@@ -53,7 +53,7 @@ typedef struct kn_dyn {
 /* Compares the main graph g (folded, at the maxima) with the probes in o
  * (folded the same way), fills *out and un-folds the constants of g whose
  * data follows a symbol. Values marked KN_VALUE_TOKEN_ROWS (passes/
- * pack_tokens.c) follow one more symbol, "tokens", in dim 1, set at run
+ * pack_tokens.c) follow one more symbol, "kiln.packed_tokens", in dim 1, set at run
  * time by the data (kn_abi_sym.from_data). Without symbols *out is empty
  * and nothing happens. */
 int kn_dyn_analyze(kn_graph *g, const kn_compile_opts *o, kn_dyn *out);
