@@ -134,8 +134,8 @@ static kn_value *padding_mask_of(const kn_node *a, const char **why)
     kn_value *v = mv;
     while (v && v->producer && n < 16) {
         kn_node *p = v->producer;
-        if (!mask_op_ok(p) || p->n_outputs != 1) return *why = "the mask is computed by other ops than elementwise ones, "
-                                                             "Cast, Unsqueeze and Reshape", NULL;
+        if (!mask_op_ok(p) || p->n_outputs != 1)
+            return *why = "the mask is computed by other ops than elementwise ones, Cast, Unsqueeze and Reshape", NULL;
         kn_value *next = NULL;
         for (int i = 0; i < p->n_inputs; i++) {
             kn_value *in = p->inputs[i];
@@ -350,7 +350,8 @@ static int pack_attention(pack_ctx *p, kn_node *a, kn_node **slot)
     const char *name = a->name;
     kn_node_remove(a);
     pa->name = name;
-    if (pa->id < 0 || pa->id >= p->cap) return kn_error(KN_ERR_INTERNAL, "pack-tokens: node id %d out of range", pa->id);
+    if (pa->id < 0 || pa->id >= p->cap)
+        return kn_error(KN_ERR_INTERNAL, "pack-tokens: node id %d out of range", pa->id);
     p->in[pa->id] = true;
     *slot = pa;
     return KN_OK;

@@ -429,7 +429,8 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
     if (big) row = kn_cg_emit_row_loop(cg, count, row, PRODUCT_BLOCK, big);
     if (padded) {
         LLVMValueRef up = LLVMBuildAdd(cg->b, count, kn_cg_i64(cg, ROW_BLOCK - 1), "");
-        count = LLVMBuildMul(cg->b, LLVMBuildSDiv(cg->b, up, kn_cg_i64(cg, ROW_BLOCK), ""), kn_cg_i64(cg, ROW_BLOCK), "");
+        LLVMValueRef blocks = LLVMBuildSDiv(cg->b, up, kn_cg_i64(cg, ROW_BLOCK), "");
+        count = LLVMBuildMul(cg->b, blocks, kn_cg_i64(cg, ROW_BLOCK), "");
     }
     if (block) row = kn_cg_emit_row_loop(cg, count, row, ROW_BLOCK, block);
     if (one) kn_cg_emit_row_loop(cg, count, row, 1, one);

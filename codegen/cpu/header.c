@@ -125,16 +125,18 @@ static void write_doc(FILE *f, const kn_meta *m, bool static_desc)
             fprintf(f, " *   packed tokens: up to %lld per run, set by the attention mask (--pack-tokens)\n",
                     (long long)m->syms[k].max);
         else
-            fprintf(f, " *   dynamic dim %s: %lld to %lld%s%.0lld (the run function takes its value)\n", m->syms[k].name,
-                (long long)(m->syms[k].min * m->syms[k].align), (long long)(m->syms[k].max * m->syms[k].align),
-                m->syms[k].align > 1 ? " in steps of " : "", m->syms[k].align > 1 ? (long long)m->syms[k].align : 0LL);
+            fprintf(f, " *   dynamic dim %s: %lld to %lld%s%.0lld (the run function takes its value)\n",
+                    m->syms[k].name, (long long)(m->syms[k].min * m->syms[k].align),
+                    (long long)(m->syms[k].max * m->syms[k].align), m->syms[k].align > 1 ? " in steps of " : "",
+                    m->syms[k].align > 1 ? (long long)m->syms[k].align : 0LL);
     fprintf(f, " *\n *     kn_artifact *art; kn_session *s;\n");
     fprintf(f, " *     if (%s_open(%s&art) || kn_session_create(art, &s)) ... kn_last_error() ...\n", m->name,
             static_desc ? "" : "\"path/to/artifact.so\", ");
     if (has_dynamic_output(m))
         fprintf(f, " *     kn_session_run_tensors(s, n_inputs, inputs, n_outputs, outputs);\n */\n");
     else
-        fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name, caller_syms(m) ? "<dynamic dims>, " : "");
+        fprintf(f, " *     %s_run(s, %s<inputs>, <outputs>);\n */\n", m->name,
+                caller_syms(m) ? "<dynamic dims>, " : "");
 }
 
 /* The artifact this header was written for: an application built with it

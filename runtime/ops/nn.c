@@ -397,7 +397,8 @@ static int exec_unpack_rows(const kn_opdesc *op, const kn_tensor *const *in, kn_
     int st;
     if ((st = need_input(op, in, 0, "Y")) || (st = need_input(op, in, 1, "mask"))) return st;
     const kn_tensor *y = in[0], *m = in[1];
-    if (m->rank != 2) return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
+    if (m->rank != 2)
+        return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
     int64_t B = m->dims[0], S = m->dims[1], total;
     if ((st = mask_lengths(op, m, B, S, NULL, &total))) return st;
     if (y->rank < 2 || y->dims[0] != 1 || y->dims[1] != (total > 0 ? total : 1))
@@ -445,7 +446,8 @@ static int exec_packed_attention(const kn_opdesc *op, const kn_tensor *const *in
     if (q->rank != 3 || k->rank != 3 || v->rank != 3 || q->dims[0] != 1 || k->dims[1] != q->dims[1] ||
         v->dims[1] != q->dims[1] || k->dims[0] != 1 || v->dims[0] != 1)
         return kn_op_error(op, KN_ERR_INVALID, "Q, K and V must be packed [1, T, width] with one T");
-    if (m->rank != 2) return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
+    if (m->rank != 2)
+        return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
     int64_t B = m->dims[0], T = q->dims[1], total;
     int64_t *len = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
     if (!len) return kn_op_error(op, KN_ERR_NOMEM, "out of memory");
@@ -481,7 +483,8 @@ static int exec_packed_attention(const kn_opdesc *op, const kn_tensor *const *in
             st = kn_attention_fast(op->sess, &db, &pr, &qb, &kb, &vb, NULL, NULL, NULL, &yb, false, op->compute);
             if (st == KN_ERR_UNSUPPORTED) op->sess->impl = NULL;
         }
-        if (st == KN_ERR_UNSUPPORTED) st = kn_k_attention(&db, &pr, &qb, &kb, &vb, NULL, NULL, NULL, NULL, &yb, NULL, NULL, NULL);
+        if (st == KN_ERR_UNSUPPORTED)
+            st = kn_k_attention(&db, &pr, &qb, &kb, &vb, NULL, NULL, NULL, NULL, &yb, NULL, NULL, NULL);
         at += len[b];
     }
     free(len);
