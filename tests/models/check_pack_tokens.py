@@ -22,6 +22,7 @@ and without. Checks that:
     (-100 instead of -10000) is refused with a message naming the node.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -132,9 +133,16 @@ def main():
         x, y = got[real].ravel().astype(np.float64), want[real].ravel().astype(np.float64)
         cos = float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
         pad = float(np.abs(got[~real]).max())
-        ok = marked == 2 and cos >= 0.999 and pad == 0.0
-        print("%s bf16 and packed: %d PackedAttention marked bf16, cosine %.6f at the real tokens, padding max |y| %g"
-              % ("ok:  " if ok else "FAIL:", marked, cos, pad))
+        # the artifact ran, so the CPU has AVX512-BF16: the packed attention
+        # must run the bf16 kernel (kiln profile names it)
+        rc, prof = run([a.kiln, "profile", bf16, "--runs", "1", "--json",
+                        "--input", "input_ids=" + os.path.join(MODEL_DIR, "input_input_ids.npy"),
+                        "--input", "attention_mask=" + os.path.join(MODEL_DIR, "input_attention_mask.npy")])
+        kernels = [st.get("kernel") for st in json.loads(prof[prof.index("{"):])["steps"]
+                   if st["op"] == "PackedAttention"] if rc == 0 else []
+        ok = marked == 2 and cos >= 0.999 and pad == 0.0 and kernels and all("bf16" in (k or "") for k in kernels)
+        print("%s bf16 and packed: %d PackedAttention marked bf16 (ran %s), cosine %.6f at the real tokens, "
+              "padding max |y| %g" % ("ok:  " if ok else "FAIL:", marked, kernels, cos, pad))
         failed += not ok
 
     # a dynamic sequence (tests/dyn's encoder, --max seq=64): the packed
