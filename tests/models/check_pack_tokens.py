@@ -49,11 +49,98 @@ def masks(rng):
             "no padding": np.ones((BATCH, SEQ), np.int64), "all padding": np.zeros((BATCH, SEQ), np.int64)}
 
 
+APP = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <kiln/kiln.h>
+#include "bt.h"
+
+static void *load(const char *path, size_t n)
+{
+    void *p = malloc(n);
+    FILE *f = fopen(path, "rb");
+    if (!p || !f || fread(p, 1, n, f) != n) exit(3);
+    fclose(f);
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) return 2;
+    kn_artifact *art = NULL;
+    kn_session *s = NULL;
+    if (bt_open(argv[1], &art) || kn_session_create(art, &s)) {
+        fprintf(stderr, "app: %s\n", kn_last_error());
+        return 1;
+    }
+    size_t tok = (size_t)BATCH * SEQ;
+    int64_t *ids = load(argv[2], tok * 8), *mask = load(argv[3], tok * 8);
+    float *y = calloc(tok * HIDDEN, sizeof(float));
+    if (bt_run(s, ids, mask, y)) {
+        fprintf(stderr, "app: %s\n", kn_last_error());
+        return 1;
+    }
+    FILE *f = fopen(argv[4], "wb");
+    if (!f || fwrite(y, sizeof(float), tok * HIDDEN, f) != tok * HIDDEN) return 4;
+    fclose(f);
+    free(ids), free(mask), free(y);
+    kn_session_free(s);
+    kn_artifact_close(art);
+    return 0;
+}
+"""
+
+
+def check_app(a, model):
+    """Builds APP against the header of a --pack-tokens artifact and runs it
+    on the model's inputs: the output must be kiln run's, bit for bit."""
+    d = os.path.join(a.out_dir, "app")
+    os.makedirs(d, exist_ok=True)
+    art, hdr = os.path.join(d, "bt.so"), os.path.join(d, "bt.h")
+    rc, out = run([a.kiln, "compile", model, "-o", art, "--pack-tokens", "--name", "bt", "--emit-header", hdr])
+    if rc:
+        sys.exit("FAIL: kiln compile --emit-header: " + out)
+    text = open(hdr).read()
+    ins = ["--input", "input_ids=" + os.path.join(MODEL_DIR, "input_input_ids.npy"),
+           "--input", "attention_mask=" + os.path.join(MODEL_DIR, "input_attention_mask.npy")]
+    rc, out = run([a.kiln, "run", art, "--output-dir", os.path.join(d, "ref")] + ins)
+    if rc:
+        sys.exit("FAIL: kiln run (app's artifact): " + out)
+    want = np.load(os.path.join(d, "ref", "last_hidden_state.npy"))
+    rt_lib = os.path.abspath(a.rt_lib)
+    src = os.path.join(d, "app.c")
+    with open(src, "w") as f:
+        f.write(APP)
+    san = ["-fsanitize=address,undefined"] if a.sanitize.upper() in ("ON", "1", "TRUE") else []
+    exe = os.path.join(d, "app")
+    c = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", *san, "-DBATCH=%d" % BATCH, "-DSEQ=%d" % SEQ,
+                        "-DHIDDEN=%d" % want.shape[-1], "-I", a.rt_include, "-I", d, src, "-o", exe, rt_lib, "-lm",
+                        "-Wl,-rpath," + os.path.dirname(rt_lib)], capture_output=True, text=True)
+    if c.returncode:
+        print("FAIL: building the app against the header: " + c.stderr.strip()[-600:])
+        return False
+    ids = os.path.join(d, "ids.bin")
+    mask = os.path.join(d, "mask.bin")
+    np.load(os.path.join(MODEL_DIR, "input_input_ids.npy")).astype(np.int64).tofile(ids)
+    np.load(os.path.join(MODEL_DIR, "input_attention_mask.npy")).astype(np.int64).tofile(mask)
+    y = os.path.join(d, "y.bin")
+    rc, out = run([exe, art, ids, mask, y])
+    got = np.fromfile(y, np.float32).reshape(want.shape) if rc == 0 else None
+    ok = (rc == 0 and "packed tokens: up to" in text and "int64_t dim_" not in text and
+          float(np.abs(got - want).max()) == 0.0)
+    print("%s an app built against the header runs bt_run(s, ids, mask, y): %s" %
+          ("ok:  " if ok else "FAIL:", "the same output as kiln run" if ok else out.strip()[-300:]))
+    return ok
+
+
 def main():
     global MODEL_DIR
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
     ap.add_argument("out_dir")
+    ap.add_argument("--rt-include", help="runtime/include, to build an app against the generated header")
+    ap.add_argument("--rt-lib", help="libkiln_rt.so, for that app")
+    ap.add_argument("--sanitize", default="OFF")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     MODEL_DIR = os.path.join(a.out_dir, "model")
@@ -108,6 +195,12 @@ def main():
         print("%s %-32s %4d real tokens: max error %.2e (onnxruntime), %.2e (unpacked, kiln's matmul), padding max |y| %g"
               % ("ok:  " if ok else "FAIL:", name, int(real.sum()), err, err_plain, pad))
         failed += not ok
+
+    # an application built against the generated header: its typed entry
+    # point takes the inputs only (the packed count is the data's), and its
+    # raw-buffer run gives the answer kiln run gave
+    if a.rt_include and a.rt_lib:
+        failed += not check_app(a, model)
 
     # with autocast: the packed products and attention in bf16 (the report
     # says so; on a CPU without AVX512-BF16 the artifact refuses to open)
