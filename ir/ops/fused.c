@@ -208,6 +208,10 @@ static int infer_pack_rows(kn_node *n)
     if (!x) return kn_node_error(n, KN_ERR_INVALID, "input X is missing");
     kn_shape s = x->shape;
     if (s.rank >= 0 && s.rank < 2) return kn_node_error(n, KN_ERR_INVALID, "X has rank %d, expected >= 2", s.rank);
+    for (int i = 0; i < 2 && s.rank >= 2 && m->shape.rank == 2; i++)
+        if (s.dims[i] >= 0 && m->shape.dims[i] >= 0 && s.dims[i] != m->shape.dims[i])
+            return kn_node_error(n, KN_ERR_INVALID, "mask dim %d is %lld, X's %lld (the mask is batch x sequence)", i,
+                                 (long long)m->shape.dims[i], (long long)s.dims[i]);
     if (s.rank >= 2) {
         bool known = s.dims[0] >= 0 && s.dims[1] >= 0;
         int64_t t = s.dims[0] * s.dims[1];

@@ -346,6 +346,9 @@ static int exec_attention(const kn_opdesc *op, const kn_tensor *const *in, kn_te
 static int mask_lengths(const kn_opdesc *op, const kn_tensor *m, int64_t B, int64_t S, int64_t *len, int64_t *total)
 {
     char b1[64];
+    if (m->dtype == KN_STRING || kn_dtype_info(m->dtype)->bits < 8)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "mask has dtype %s, expected a number or bool",
+                           kn_dtype_name(m->dtype));
     if (m->rank != 2 || m->dims[0] != B || m->dims[1] != S)
         return kn_op_error(op, KN_ERR_INVALID, "mask %s: expected %lldx%lld (batch x sequence)",
                            kn_shape_str(m->rank, m->dims, b1, sizeof b1), (long long)B, (long long)S);
@@ -376,6 +379,9 @@ static int exec_pack_rows(const kn_opdesc *op, const kn_tensor *const *in, kn_te
     if ((st = need_input(op, in, 0, "X")) || (st = need_input(op, in, 1, "mask"))) return st;
     const kn_tensor *x = in[0], *m = in[1];
     if (x->rank < 2) return kn_op_error(op, KN_ERR_INVALID, "X has rank %d, expected batch x sequence x ...", x->rank);
+    if (x->dtype == KN_STRING || kn_dtype_info(x->dtype)->bits < 8)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "X has dtype %s, which is not stored a byte or more per element",
+                           kn_dtype_name(x->dtype));
     int64_t B = x->dims[0], S = x->dims[1], total;
     if ((st = mask_lengths(op, m, B, S, NULL, &total))) return st;
     int64_t od[KN_MAX_RANK] = {1, total > 0 ? total : 1};
@@ -397,6 +403,9 @@ static int exec_unpack_rows(const kn_opdesc *op, const kn_tensor *const *in, kn_
     int st;
     if ((st = need_input(op, in, 0, "Y")) || (st = need_input(op, in, 1, "mask"))) return st;
     const kn_tensor *y = in[0], *m = in[1];
+    if (y->dtype == KN_STRING || kn_dtype_info(y->dtype)->bits < 8)
+        return kn_op_error(op, KN_ERR_UNSUPPORTED, "Y has dtype %s, which is not stored a byte or more per element",
+                           kn_dtype_name(y->dtype));
     if (m->rank != 2)
         return kn_op_error(op, KN_ERR_INVALID, "mask has rank %d, expected 2 (batch x sequence)", m->rank);
     int64_t B = m->dims[0], S = m->dims[1], total;
