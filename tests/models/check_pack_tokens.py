@@ -18,6 +18,9 @@ and without. Checks that:
     0.999 at the real tokens; on a CPU without AVX512-BF16, only the report);
   - tests/dyn's encoder with a dynamic sequence (--max seq=64) packs too
     and matches onnxruntime at the real tokens of lengths 5, 17 and 32;
+  - malformed kiln::PackRows/UnpackRows/PackedAttention nodes written into a
+    model by hand are refused (kiln run, kiln compile or the artifact's
+    run) with a message naming the node;
   - a mask whose padding value is too small to remove the keys exactly
     (-100 instead of -10000) is refused with a message naming the node.
 """
@@ -130,6 +133,46 @@ def check_app(a, model):
           float(np.abs(got - want).max()) == 0.0)
     print("%s an app built against the header runs bt_run(s, ids, mask, y): %s" %
           ("ok:  " if ok else "FAIL:", "the same output as kiln run" if ok else out.strip()[-300:]))
+    return ok
+
+
+def check_hostile(a):
+    """kiln-domain packing nodes written into a model by hand, malformed:
+    kiln run and kiln compile (or the artifact's run) refuse each one with
+    a message naming the node, never a signal."""
+    from onnx import helper, TensorProto
+    d = os.path.join(a.out_dir, "hostile")
+    os.makedirs(d, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    m = helper.make_tensor_value_info("m", TensorProto.INT64, [2, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = {"PackRows": helper.make_node("PackRows", ["x", "m"], ["y"], domain="kiln"),
+             "UnpackRows": helper.make_node("UnpackRows", ["x", "m"], ["y"], domain="kiln"),
+             "PackedAttention": helper.make_node("PackedAttention", ["x", "x", "x", "m"], ["y"], domain="kiln",
+                                                 q_num_heads=3, kv_num_heads=2)}
+    np.save(os.path.join(d, "x.npy"), np.ones((2, 3, 4), np.float32))
+    np.save(os.path.join(d, "m.npy"), np.ones((2, 5), np.int64))
+    ins = ["--input", "x=" + os.path.join(d, "x.npy"), "--input", "m=" + os.path.join(d, "m.npy")]
+    ok = True
+    for op, node in nodes.items():
+        path = os.path.join(d, op + ".onnx")
+        g = helper.make_graph([node], "g", [x, m], [y])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("kiln", 1)]),
+                  path)
+        art = os.path.join(d, op + ".so")
+        steps = [[a.kiln, "run", path] + ins, [a.kiln, "compile", path, "-o", art]]
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+            msg = (r.stdout + r.stderr).strip()
+            if cmd[1] == "compile" and r.returncode == 0:  # compiled: its run must refuse
+                r = subprocess.run([a.kiln, "run", art] + ins, capture_output=True, text=True)
+                msg = (r.stdout + r.stderr).strip()
+            good = r.returncode == 1 and "'%s_0'" % op in msg
+            ok &= good
+            if not good:
+                print("FAIL: kiln %s of a malformed %s: status %d: %s" % (cmd[1], op, r.returncode, msg[-300:]))
+    print("%s malformed PackRows, UnpackRows and PackedAttention nodes are refused, naming the node"
+          % ("ok:  " if ok else "FAIL:"))
     return ok
 
 
@@ -282,6 +325,7 @@ def main():
     ok = rc != 0 and "at most -1e4" in out and "Attention '" in out
     print("%s a -100 padding mask is refused: %s" % ("ok:  " if ok else "FAIL:", out.strip()[-200:]))
     failed += not ok
+    failed += not check_hostile(a)
     if failed:
         sys.exit("%d check(s) failed" % failed)
     print("all packed-token checks passed")
