@@ -514,14 +514,15 @@ static void test_meta_dynamic_slots(void **state)
     free(f.attrs);
 }
 
-/* Dynamic dims (--max): symbols and affine dims round-trip; a dim that
- * names a missing symbol, has no coefficient or would go negative below the
- * maximum, and a symbol without a maximum, are refused. */
+/* Dynamic dims (--max): symbols (one set by the data, from_data) and affine
+ * dims round-trip; a dim that names a missing symbol, has no coefficient or
+ * would go negative below the maximum, a symbol without a maximum and one
+ * whose from_data is neither 0 nor 1, are refused. */
 static void dyn_meta(fixture *f, kn_abi_sym *syms)
 {
     make_meta(f);
     syms[0] = (kn_abi_sym){"batch", 8, 1, 1, 0};
-    syms[1] = (kn_abi_sym){"seq", 4, 1, 1, 0};
+    syms[1] = (kn_abi_sym){"seq", 4, 1, 1, 1}; /* set by the data (the packed tokens' kind) */
     f->m.n_syms = 2;
     f->m.syms = syms;
     static const int64_t d_img[4] = {8, 3, 8, 8}, d_out[2] = {16, 10};
@@ -546,6 +547,8 @@ static void test_meta_dynamic_dims(void **state)
     assert_int_equal(r.n_syms, 2);
     assert_string_equal(r.syms[1].name, "seq");
     assert_int_equal(r.syms[0].max, 8);
+    assert_int_equal(r.syms[0].from_data, 0);
+    assert_int_equal(r.syms[1].from_data, 1);
     assert_tensor_eq(&f.in[0], &r.inputs[0]);
     assert_tensor_eq(&f.out[0], &r.outputs[0]);
     assert_tensor_eq(&f.op_in[0], &r.opnodes[0].inputs[0]);
@@ -557,7 +560,7 @@ static void test_meta_dynamic_dims(void **state)
         const char *text;
     } bad[] = {{0, "follows symbol 3 (the artifact has 2)"}, {1, "coefficient 0"},
                {2, "dim 0: 4 at the maximum with coefficient 1"}, {3, "no name or maximum 0"},
-               {4, "follows symbol 1"}};
+               {4, "follows symbol 1"}, {5, "from_data 2 (0 or 1)"}};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         fixture g;
         dyn_meta(&g, syms);
@@ -566,6 +569,7 @@ static void test_meta_dynamic_dims(void **state)
         case 1: g.in[0].dim_a[0] = 0; break;
         case 2: g.op_in[0].dim_sym[0] = 1; break; /* 4 - 1 * (8 - 1) < 0 */
         case 3: syms[1].max = 0; break;
+        case 5: syms[1].from_data = 2; break;
         default: g.in[0].dim_sym[5] = 1, g.in[0].dim_a[5] = 1; break; /* beyond the rank */
         }
         assert_int_equal(kn_meta_write(&g.m, &bytes, &len), 0);
@@ -573,7 +577,7 @@ static void test_meta_dynamic_dims(void **state)
         if (!strstr(kn_last_error(), bad[k].text)) fail_msg("case %zu: '%s' lacks '%s'", k, kn_last_error(), bad[k].text);
         free(bytes);
         free(g.attrs);
-        syms[1].max = 4;
+        syms[1].max = 4, syms[1].from_data = 1;
     }
     dyn_meta(&f, syms);
     f.m.n_syms = KN_MAX_SYMS + 1;
