@@ -350,6 +350,7 @@ int kn_cg_emit_dnnl(kn_cg *cg, const kn_abi_dnnl *rec, LLVMValueRef src, LLVMVal
         if (!sfn) sfn = LLVMAddFunction(cg->mod, "kn_rt_sym", sty);
         LLVMValueRef sargs[2] = {cg->a_exec, kn_cg_i32(cg, cg->dnnl_rows_sym1 - 1)};
         LLVMValueRef rows = LLVMBuildCall2(cg->b, sty, sfn, sargs, 2, "rows");
+        if (cg->row) rows = LLVMBuildSub(cg->b, rows, cg->row, "rows_left"); /* a block's rows from its first */
         LLVMTypeRef params[8] = {cg->t_ptr, cg->t_i32, cg->t_i64, cg->t_ptr,
                                  cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr};
         LLVMTypeRef fty = LLVMFunctionType(cg->t_i32, params, 8, 0);

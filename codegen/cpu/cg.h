@@ -89,8 +89,9 @@ typedef struct kn_cg {
      * pointer (row_bytes NULL: off). */
     LLVMValueRef row;
     const int64_t *row_bytes;
-    /* k + 1 (0: off): oneDNN calls pass the value of symbol k as the rows
-     * their matrix product needs (kn_rt_dnnl_exec_rows; packed tokens, dyn.c) */
+    /* k + 1 (0: off): oneDNN calls pass the value of symbol k (less the row
+     * the block starts at, in row mode) as the rows their matrix product
+     * needs (kn_rt_dnnl_exec_rows; packed tokens, dyn.c) */
     int dnnl_rows_sym1;
     /* Operand mode (share.c): while ops is set, the node's stored operands
      * are reached through the `inputs` argument, whose slot k holds the

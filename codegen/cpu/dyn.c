@@ -419,14 +419,33 @@ int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_c
         kn_error_clear();
     }
     if (padded && is_product(n)) {
+        /* told the rows left (kn_rt_dnnl_exec_rows), so that it can also
+         * run the last, partial block in one call */
         snprintf(name, sizeof name, "%s_rows%d", fname, PRODUCT_BLOCK);
+        cg->dnnl_rows_sym1 = sym + 1;
         big = emit_row_fn(cg, d, n, sym, PRODUCT_BLOCK, lower, name, &st);
+        cg->dnnl_rows_sym1 = 0;
         if (!big && st != KN_ERR_UNSUPPORTED) return st;
         kn_error_clear();
     }
     *out_fn = kn_cg_begin_function(cg, fname, true);
     LLVMValueRef count = sym_value(cg, sym), row = kn_cg_i64(cg, 0);
-    if (big) row = kn_cg_emit_row_loop(cg, count, row, PRODUCT_BLOCK, big);
+    if (big) {
+        row = kn_cg_emit_row_loop(cg, count, row, PRODUCT_BLOCK, big);
+        /* the rest in one more big call where the reservation holds a whole
+         * block past it (a kernel that can computes only the rows left);
+         * else in blocks of ROW_BLOCK below */
+        LLVMValueRef end = LLVMBuildAdd(cg->b, row, kn_cg_i64(cg, PRODUCT_BLOCK), "");
+        LLVMValueRef tail = LLVMBuildAnd(cg->b, LLVMBuildICmp(cg->b, LLVMIntSLT, row, count, ""),
+                                         LLVMBuildICmp(cg->b, LLVMIntSLE, end, kn_cg_i64(cg, max), ""), "");
+        LLVMBasicBlockRef in_tail = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "tail");
+        LLVMBasicBlockRef rest = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "rest");
+        LLVMBuildCondBr(cg->b, tail, in_tail, rest);
+        LLVMPositionBuilderAtEnd(cg->b, in_tail);
+        LLVMValueRef args[6] = {cg->a_exec, cg->a_arena, cg->a_weights, cg->a_inputs, cg->a_outputs, row};
+        LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, LLVMGlobalGetValueType(big), big, args, 6, ""));
+        LLVMPositionBuilderAtEnd(cg->b, rest);
+    }
     if (padded) {
         LLVMValueRef up = LLVMBuildAdd(cg->b, count, kn_cg_i64(cg, ROW_BLOCK - 1), "");
         LLVMValueRef blocks = LLVMBuildSDiv(cg->b, up, kn_cg_i64(cg, ROW_BLOCK), "");

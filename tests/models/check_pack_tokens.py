@@ -14,6 +14,8 @@ and without. Checks that:
     every padded one, and the unpacked artifact and the packed one on kiln's
     own matmul kernel (KILN_CONV_ALGO=pointwise, which computes only the
     run's rows on AVX-512 CPUs) agree with it at real tokens;
+  - at batch 8 (256 tokens at most: 128-row blocks, the last told the rows
+    left) the same, for right padding, holes and no padding;
   - with --precision mixed the packed attention runs in bf16 (cosine >=
     0.999 at the real tokens; on a CPU without AVX512-BF16, only the report);
   - tests/dyn's encoder with a dynamic sequence (--max seq=64) packs too
@@ -176,6 +178,46 @@ def check_hostile(a):
     return ok
 
 
+def check_big_batch(a):
+    """bert-tiny at batch 8 (256 tokens at most: products over the packed
+    rows run in 128-row blocks, the last one told the rows left) against
+    onnxruntime at the real tokens, on oneDNN and on kiln's matmul."""
+    d = os.path.join(a.out_dir, "batch8")
+    rc, out = run([sys.executable, os.path.join(HERE, "gen_models.py"), "--model", "bert-tiny", d, "--batch", "8"])
+    if rc:
+        sys.exit("FAIL: gen_models.py --batch 8: " + out)
+    model, art = os.path.join(d, "model.onnx"), os.path.join(d, "packed.so")
+    rc, out = run([a.kiln, "compile", model, "-o", art, "--pack-tokens"])
+    if rc:
+        sys.exit("FAIL: kiln compile --pack-tokens (batch 8): " + out)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    ids = np.load(os.path.join(d, "input_input_ids.npy"))
+    holes = (np.random.default_rng(8).random(ids.shape) < 0.6).astype(np.int64)
+    ok = True
+    for name, mask in (("right padding", np.load(os.path.join(d, "input_attention_mask.npy"))),
+                       ("holes", holes), ("no padding", np.ones(ids.shape, np.int64))):
+        np.save(os.path.join(d, "ids.npy"), ids)
+        np.save(os.path.join(d, "mask.npy"), mask)
+        ref = sess.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        real = mask.astype(bool)
+        for env in ({}, {"KILN_CONV_ALGO": "pointwise"}):
+            rc, out = run([a.kiln, "run", art, "--input", "input_ids=" + os.path.join(d, "ids.npy"),
+                           "--input", "attention_mask=" + os.path.join(d, "mask.npy"),
+                           "--output-dir", os.path.join(d, "out")], env)
+            if rc:
+                sys.exit("FAIL: kiln run (batch 8, %s): %s" % (name, out))
+            got = np.load(os.path.join(d, "out", "last_hidden_state.npy"))
+            err = float(np.abs(got - ref)[real].max())
+            pad = float(np.abs(got[~real]).max()) if (~real).any() else 0.0
+            good = err <= 1e-4 and pad == 0.0
+            ok &= good
+            print("%s batch 8, %-13s %3d real tokens%s: max error %.2e, padding max |y| %g"
+                  % ("ok:  " if good else "FAIL:", name, int(real.sum()), ", kiln's matmul" if env else "", err, pad))
+    return ok
+
+
 def main():
     global MODEL_DIR
     ap = argparse.ArgumentParser()
@@ -325,6 +367,7 @@ def main():
     ok = rc != 0 and "at most -1e4" in out and "Attention '" in out
     print("%s a -100 padding mask is refused: %s" % ("ok:  " if ok else "FAIL:", out.strip()[-200:]))
     failed += not ok
+    failed += not check_big_batch(a)
     failed += not check_hostile(a)
     if failed:
         sys.exit("%d check(s) failed" % failed)
