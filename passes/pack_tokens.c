@@ -12,9 +12,9 @@
  *
  * Taken: the 3-D Attention nodes (recognize-attention's form; f32, no past
  * state, no causal mask, only output 0) whose attn_mask is a key padding
- * mask of one graph input M [B, S] (its dims static or dynamic): a chain of elementwise
- * ops, Cast, Unsqueeze and Reshape from M alone (other operands scalar
- * constants) that gives [B, 1, 1, S], and that the evaluator shows to be 0
+ * mask of one graph input M [B, S] (its dims static or dynamic): a chain of
+ * elementwise ops, Cast, Unsqueeze and Reshape from M alone (other operands
+ * scalar constants) that gives [B, 1, 1, S], and that the evaluator shows to be 0
  * where M is 1 and at most -1e4 (or false) where M is 0; such a mask
  * removes the padded keys exactly (their softmax weights underflow to 0).
  * Around them, the region grows over the nodes that compute each token on
@@ -32,8 +32,9 @@
  * the first PackRows of the run (codegen/cpu/dyn.c), so token-wise nodes run
  * over T rows. With dynamic dims the pass runs on the probe models too and
  * must pack them alike: a constant that is a probe's instance of a computed
- * value (KN_VALUE_VARYING_SHAPE) counts as that value. Runs last (after autocast), when `kn_pipeline_opts.pack_tokens`
- * asks for it; an error names why when nothing can be packed.
+ * value (KN_VALUE_VARYING_SHAPE) counts as that value. Runs last (after
+ * autocast), when `kn_pipeline_opts.pack_tokens` asks for it; an error
+ * names why when nothing can be packed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -112,8 +113,8 @@ static int eval_chain(kn_node **chain, int n, const kn_value *m, double fill, kn
     return st;
 }
 
-/* True if every element of t is 0 (false for bool) when `keep`, else at
- * most -1e4 (false for bool). */
+/* keep: every element of t lets its key through (0; true for a bool mask);
+ * else every one removes it (at most -1e4; false for a bool mask). */
 static bool all_are(const kn_tensor *t, bool keep)
 {
     for (int64_t i = 0; i < kn_tensor_numel(t); i++) {
