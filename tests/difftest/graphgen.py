@@ -1493,16 +1493,18 @@ def ill_conditioned(spec, values, limit=30.0):
 def tolerances(spec, values):
     """(rtol, atol) of each output: 0, 0 when every op on its paths is exact;
     else the sum of the ops' family rtols (reductions and products scaled
-    by the square root of their length) as rtol, and that times the largest
-    magnitude on its paths as atol (cancellation: a difference of two large
-    values is checked against their size, not its own)."""
+    by the square root of their length), plus f16's rounding when an f16
+    value is on its paths, as rtol, and that times the largest magnitude on
+    its paths as atol (cancellation: a difference of two large values is
+    checked against their size, not its own)."""
     anc = ancestors(spec)
     res = []
     for o in spec["outputs"]:
-        r, mag, steps = 0.0, 0.0, 0.0
+        r, mag, steps, narrow = 0.0, 0.0, 0.0, False
         for k in anc.get(o, ()):
             nd = spec["nodes"][k]
             fam = nd["family"]
+            narrow |= any(spec["types"].get(t, ("",))[0] == F16 for t in nd["outputs"])
             if isinstance(fam, list) and fam[0] == "quant":
                 steps += fam[1] * 1.001  # one output step (g_qdq)
             elif isinstance(fam, list) and fam[0] == "resample":
@@ -1521,8 +1523,11 @@ def tolerances(spec, values):
         if r == 0.0:
             res.append((0.0, steps))
         else:
-            # f16 outputs round to 11 bits
-            if spec["types"][o][0] == F16:
+            # f16 values round to 11 bits: an output in f16, or one computed
+            # through an f16 value, may differ by one f16 step where an
+            # approximate value before it lies at a rounding boundary (found:
+            # Softsign -> Cast f16 -> Cast f32, seed 564704054)
+            if spec["types"][o][0] == F16 or narrow:
                 r += 2e-3
             res.append((r, r * max(mag, 1e-3) + steps))
     return res
