@@ -247,7 +247,10 @@ def write(out_dir, name, make):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):  # not a folder named "--help"
         print(__doc__, file=sys.stderr)
         return 2
     write(sys.argv[1], "convnet", convnet)
