@@ -73,15 +73,6 @@ static kn_value *new_const(kn_graph *g, const kn_node *head, const char *suffix,
     return kn_pm_const_new(g, name, dt, rank, dims, out);
 }
 
-/* name when no node of g has it yet, else NULL (kn_node_create then makes
- * one up). */
-static const char *free_node_name(const kn_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i]->name, name)) return NULL;
-    return name;
-}
-
 /* Input i's values as floats for column c of a product with n columns
  * (NULL input: 0; one value: that one for every column). */
 static float column_value(const kn_node *m, int i, int64_t c)
@@ -128,7 +119,7 @@ static int merge(kn_pass_ctx *ctx, kn_graph *g, kn_node **grp, int n)
     snprintf(name, sizeof name, "%s.qkv", head->name);
     kn_value *x = head->inputs[0];
     kn_value *ins[5] = {x, w, b, NULL, s};
-    kn_node *m = kn_node_create(g, q ? KN_OP_QMatMul : KN_OP_FusedMatMul, free_node_name(g, name), q ? 5 : 3, ins, 1);
+    kn_node *m = kn_node_create(g, q ? KN_OP_QMatMul : KN_OP_FusedMatMul, kn_pm_free_node_name(g, name), q ? 5 : 3, ins, 1);
     if (!m) return kn_error(KN_ERR_NOMEM, "out of memory");
     /* the pieces' widths: Split's input from opset 13, its attribute before */
     bool split_input = kn_model_opset(g->model, "") >= 13;
@@ -142,7 +133,7 @@ static int merge(kn_pass_ctx *ctx, kn_graph *g, kn_node **grp, int n)
     }
     kn_value *sin[2] = {m->outputs[0], split};
     snprintf(name, sizeof name, "%s.qkv.split", head->name);
-    kn_node *sp = kn_node_create(g, KN_OP_Split, free_node_name(g, name), split_input ? 2 : 1, sin, n);
+    kn_node *sp = kn_node_create(g, KN_OP_Split, kn_pm_free_node_name(g, name), split_input ? 2 : 1, sin, n);
     if (!sp) return kn_error(KN_ERR_NOMEM, "out of memory");
     kn_attr *ax = kn_node_add_attr(sp, "axis", KN_ATTR_INT);
     if (!ax) return kn_error(KN_ERR_NOMEM, "out of memory");

@@ -107,6 +107,13 @@ bool kn_pm_replace(kn_value *from, kn_value *to)
     return true;
 }
 
+const char *kn_pm_free_node_name(const kn_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i]->name, name)) return NULL;
+    return name;
+}
+
 kn_value *kn_pm_const_new(kn_graph *g, const char *name, kn_dtype dt, int rank, const int64_t *dims,
                           kn_tensor **out_t)
 {

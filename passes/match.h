@@ -41,6 +41,9 @@ bool kn_pm_same_type(const kn_value *a, const kn_value *b);
  * when the swap is impossible; the caller records a remark. */
 bool kn_pm_replace(kn_value *from, kn_value *to);
 
+/* name when no node of g has it yet, else NULL (kn_node_create then makes
+ * one up): for the nodes a pass adds, named after what they replace. */
+const char *kn_pm_free_node_name(const kn_graph *g, const char *name);
 /* A new zero-filled constant of dtype dt and the given shape in g, named
  * `name` (a generated name when NULL or taken), its tensor in *out_t for
  * the caller to fill; NULL with an error on failure. */

@@ -36,7 +36,6 @@
  * autocast), when `kn_pipeline_opts.pack_tokens` asks for it; an error
  * names why when nothing can be packed.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,9 +271,7 @@ static kn_node *new_node(kn_graph *g, kn_op op, const char *base, const char *su
 {
     char name[256];
     snprintf(name, sizeof name, "%s.%s", base, suffix);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i]->name, name)) return kn_node_create(g, op, NULL, n_in, ins, 1);
-    return kn_node_create(g, op, name, n_in, ins, 1);
+    return kn_node_create(g, op, kn_pm_free_node_name(g, name), n_in, ins, 1);
 }
 
 /* Region inputs from outside get a PackRows each (one per value). */

@@ -375,10 +375,10 @@ static LLVMValueRef emit_row_fn(kn_cg *cg, const kn_dyn *d, const kn_node *n, in
 
 _Static_assert(KN_TOKEN_ROWS_ALIGN % ROW_BLOCK == 0, "packed values hold whole row blocks");
 
-static bool is_product(const kn_node *n)
-{
-    return n->op == KN_OP_MatMul || n->op == KN_OP_FusedMatMul || n->op == KN_OP_QMatMul || n->op == KN_OP_Gemm;
-}
+/* The products pack-tokens takes into its region (passes/pack_tokens.c):
+ * their rows are independent, so rows past the count may be computed. A
+ * dynamic QMatMul would not do (its input's scale would see those rows). */
+static bool is_product(const kn_node *n) { return n->op == KN_OP_MatMul || n->op == KN_OP_FusedMatMul; }
 
 int kn_dyn_emit_rows(kn_cg *cg, const kn_dyn *d, const kn_node *n, int sym, kn_cg_lower_fn lower, const char *fname,
                      LLVMValueRef *out_fn)

@@ -178,6 +178,13 @@ def check_hostile(a):
     return ok
 
 
+def reference_session(model):
+    """onnxruntime on the graph as written (no fusions that reorder math)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def check_big_batch(a):
     """bert-tiny at batch 8 (256 tokens at most: products over the packed
     rows run in 128-row blocks, the last one told the rows left) against
@@ -190,9 +197,7 @@ def check_big_batch(a):
     rc, out = run([a.kiln, "compile", model, "-o", art, "--pack-tokens"])
     if rc:
         sys.exit("FAIL: kiln compile --pack-tokens (batch 8): " + out)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     ids = np.load(os.path.join(d, "input_input_ids.npy"))
     holes = (np.random.default_rng(8).random(ids.shape) < 0.6).astype(np.int64)
     ok = True
@@ -250,9 +255,7 @@ def main():
     if rc:
         sys.exit("FAIL: kiln compile: " + out)
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     ids = np.load(os.path.join(MODEL_DIR, "input_input_ids.npy"))
     for name, mask in masks(np.random.default_rng(7)).items():
         ids_path = os.path.join(a.out_dir, "ids.npy")
