@@ -321,7 +321,7 @@ static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
     kn_cg_abi_tensor(x, &r->src);
     kn_cg_abi_tensor(y, &r->dst);
     r->wei_ref.loc = r->bias_ref.loc = KN_LOC_ARENA; /* none */
-    r->pool_alg = max ? KN_POOLING_MAX : KN_POOLING_AVG_EXCLUDE_PAD;
+    r->alg = max ? KN_POOLING_MAX : KN_POOLING_AVG_EXCLUDE_PAD;
     for (int i = 0; i < 2; i++) r->strides[i] = r->dilations[i] = 1, r->kernel[i] = x->shape.dims[2 + i];
     bool ceil = false;
     if (!gap) {
@@ -347,7 +347,7 @@ static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
         ceil = kn_attr_int(n, "ceil_mode", 0) != 0;
         if (!max) {
             if (ceil) return KN_ERR_UNSUPPORTED; /* ONNX counts the ceil region its own way */
-            if (kn_attr_int(n, "count_include_pad", 0)) r->pool_alg = KN_POOLING_AVG_INCLUDE_PAD;
+            if (kn_attr_int(n, "count_include_pad", 0)) r->alg = KN_POOLING_AVG_INCLUDE_PAD;
         }
     }
     for (int i = 0; i < 2; i++) {
@@ -363,6 +363,49 @@ static int pool_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r)
         if (span < 0 || span / s + 1 != out) return KN_ERR_UNSUPPORTED;
     }
     return KN_OK;
+}
+
+/* ---- Mul and Add by a per-channel value ------------------------------------------ */
+
+/* The record of a Mul or Add of a 4-D f32 activation (*out_x, the output's
+ * shape) by a value that is one number per channel or one in all, [1 or
+ * N, 1 or C, 1, 1] once broadcast (*out_c, any rank up to 4): the
+ * squeeze-and-excitation scale between convolutions. KN_ERR_UNSUPPORTED
+ * for anything else, which stays a generated loop. */
+static int binary_record(const kn_cg *cg, const kn_node *n, kn_abi_dnnl *r, const kn_value **out_x,
+                         const kn_value **out_c)
+{
+    if (n->op != KN_OP_Mul && n->op != KN_OP_Add) return KN_ERR_UNSUPPORTED;
+    if (n->n_inputs != 2 || n->n_outputs != 1 || (cg->dyn && kn_dyn_node_is_dynamic(cg->dyn, n)))
+        return KN_ERR_UNSUPPORTED;
+    const kn_value *a = kn_node_input(n, 0), *b = kn_node_input(n, 1), *y = n->outputs[0];
+    if (!usable(cg, a) || !usable(cg, b) || !usable(cg, y) || y->shape.rank != 4) return KN_ERR_UNSUPPORTED;
+    const kn_value *x = kn_shape_same(&a->shape, &y->shape) ? a : b, *c = x == a ? b : a;
+    if (!kn_shape_same(&x->shape, &y->shape) || c->shape.rank > 4) return KN_ERR_UNSUPPORTED;
+    kn_abi_tensor ct;
+    kn_cg_abi_tensor(c, &ct);
+    int lead = 4 - c->shape.rank;
+    for (int i = 3; i >= 0; i--) { /* c's dims, right-aligned to y's (numpy broadcasting) */
+        int64_t d = i >= lead ? c->shape.dims[i - lead] : 1;
+        if (d != 1 && (i > 1 || d != y->shape.dims[i])) return KN_ERR_UNSUPPORTED;
+        ct.dims[i] = d;
+        ct.dim_names[i] = NULL; /* static: and c's own would sit at other dims */
+    }
+    ct.rank = 4;
+    record_init(cg, r, KN_DNNL_BINARY, x, c, NULL, y);
+    r->wei = ct;
+    r->alg = n->op == KN_OP_Mul ? KN_BINARY_MUL : KN_BINARY_ADD;
+    *out_x = x, *out_c = c;
+    return KN_OK;
+}
+
+/* True if n runs as a oneDNN binary op when v, its activation operand, is
+ * in the session's layout. */
+static bool binary_lowerable(const kn_cg *cg, const kn_node *n, const kn_value *v)
+{
+    kn_abi_dnnl r;
+    const kn_value *x, *c;
+    return n && binary_record(cg, n, &r, &x, &c) == KN_OK && (!v || x == v);
 }
 
 /* A node with a dynamic dim that cannot run in rows runs at its run-time
@@ -387,16 +430,20 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
  * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
  * a network of fused convolutions reorders only at its edges: v must be an
  * arena value (never the user's buffers) of a 2-D convolution, written by a
- * convolution oneDNN runs and read only by such convolutions, as src or as
- * residual. Any channel count: where the session's layout would pad it (24
+ * convolution, pooling or binary op oneDNN runs and read only by such
+ * convolutions (as src or as residual), poolings, and binary ops (as the
+ * activation operand: a squeeze-and-excitation scale). Any channel count: where the session's layout would pad it (24
  * channels in nChw16c), the runtime keeps the value plain on both sides. */
 static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
     if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
-    if (!conv_lowerable(cg, v->producer) && !pool_lowerable(cg, v->producer)) return KN_LAYOUT_PLAIN;
+    if (!conv_lowerable(cg, v->producer) && !pool_lowerable(cg, v->producer) &&
+        !binary_lowerable(cg, v->producer, NULL))
+        return KN_LAYOUT_PLAIN;
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];
+        if (binary_lowerable(cg, u->node, v)) continue;
         bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL &&
                                       (u->node->op == KN_OP_FusedConv || u->node->op == KN_OP_QConv ||
                                        u->node->op == KN_OP_FusedConvTranspose));
@@ -440,6 +487,22 @@ static int lower_pool(kn_cg *cg, const kn_node *n)
     if (x->dtype == KN_F32 && r.src_layout == KN_LAYOUT_PLAIN && r.dst_layout == KN_LAYOUT_PLAIN)
         return KN_ERR_UNSUPPORTED;
     return kn_cg_emit_dnnl(cg, &r, kn_cg_ptr(cg, x), NULL, NULL, kn_cg_ptr(cg, y), NULL);
+}
+
+/* A Mul or Add by a per-channel value whose activation operand or output is
+ * in the session's layout; between plain tensors the generated loop runs it
+ * (as fast, and fused with its neighbours). */
+static int lower_binary(kn_cg *cg, const kn_node *n)
+{
+    kn_abi_dnnl r;
+    const kn_value *x, *c;
+    int st = binary_record(cg, n, &r, &x, &c);
+    if (st) return st;
+    const kn_value *y = n->outputs[0];
+    r.src_layout = act_layout(cg, x);
+    r.dst_layout = act_layout(cg, y);
+    if (r.src_layout == KN_LAYOUT_PLAIN && r.dst_layout == KN_LAYOUT_PLAIN) return KN_ERR_UNSUPPORTED;
+    return emit(cg, n, &r, x, c, NULL, y, NULL);
 }
 
 typedef int (*conv_record_fn)(const kn_cg *, const kn_node *, kn_abi_dnnl *, const kn_value **);
@@ -585,5 +648,7 @@ const kn_cg_lowering kn_cg_lower_dnnl[] = {
     {KN_OP_MaxPool, lower_pool},
     {KN_OP_AveragePool, lower_pool},
     {KN_OP_GlobalAveragePool, lower_pool},
+    {KN_OP_Mul, lower_binary},
+    {KN_OP_Add, lower_binary},
     {KN_OP_UNKNOWN, NULL},
 };

@@ -36,7 +36,7 @@
 #include "wbuf.h"
 
 #define META_MAGIC 0x544d4e4bu /* "KNMT" */
-#define META_FORMAT 5u /* follows KN_ABI_VERSION */
+#define META_FORMAT 6u /* follows KN_ABI_VERSION */
 #define STR_NULL 0xffffffffu
 /* Smallest serialized sizes, to bound counts before allocating. */
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
@@ -124,7 +124,7 @@ static void w_dnnl(kn_wbuf *w, const kn_abi_dnnl *d)
     w_i32(w, d->dst_layout);
     w_i32(w, d->post_layout);
     w_i32(w, d->conv_algo);
-    w_i32(w, d->pool_alg);
+    w_i32(w, d->alg);
     for (int i = 0; i < 3; i++) w_i64(w, d->kernel[i]);
     w_i32(w, d->n_scale);
     w_ref(w, &d->scale_ref);
@@ -416,7 +416,7 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     KN_RD(kn_rbuf_i32(&r->in, &d->dst_layout, what));
     KN_RD(kn_rbuf_i32(&r->in, &d->post_layout, what));
     KN_RD(kn_rbuf_i32(&r->in, &d->conv_algo, what));
-    KN_RD(kn_rbuf_i32(&r->in, &d->pool_alg, what));
+    KN_RD(kn_rbuf_i32(&r->in, &d->alg, what));
     for (int i = 0; i < 3; i++) KN_RD(kn_rbuf_i64(&r->in, &d->kernel[i], what));
     KN_RD(kn_rbuf_i32(&r->in, &d->n_scale, what));
     KN_RD(r_ref(r, &d->scale_ref, what));
@@ -430,14 +430,16 @@ static int r_dnnl(rbuf *r, kn_abi_dnnl *d, int index)
     if (d->n_scale < 0 || d->n_scale > (1 << 24)) return kn_rbuf_bad(&r->in, what, "%d output scales", d->n_scale);
     if (d->conv_algo != KN_CONV_ALGO_AUTO && d->conv_algo != KN_CONV_ALGO_DIRECT)
         return kn_rbuf_bad(&r->in, what, "convolution algorithm %d", d->conv_algo);
-    if (d->pool_alg < KN_POOLING_MAX || d->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)
-        return kn_rbuf_bad(&r->in, what, "pooling algorithm %d", d->pool_alg);
+    if (d->kind == KN_DNNL_BINARY ? d->alg != KN_BINARY_MUL && d->alg != KN_BINARY_ADD
+                                  : d->alg < KN_POOLING_MAX || d->alg > KN_POOLING_AVG_EXCLUDE_PAD)
+        return kn_rbuf_bad(&r->in, what, "%s algorithm %d", d->kind == KN_DNNL_BINARY ? "binary" : "pooling", d->alg);
     for (int i = 0; i < 3; i++) {
         int32_t l = i == 0 ? d->src_layout : i == 1 ? d->dst_layout : d->post_layout;
         if (l != KN_LAYOUT_PLAIN && (l != KN_LAYOUT_NATIVE || d->kind == KN_DNNL_MATMUL))
             return kn_rbuf_bad(&r->in, what, "activation layout %d", l);
     }
-    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL && d->kind != KN_DNNL_DECONV)
+    if (d->kind != KN_DNNL_MATMUL && d->kind != KN_DNNL_CONV && d->kind != KN_DNNL_POOL && d->kind != KN_DNNL_DECONV &&
+        d->kind != KN_DNNL_BINARY)
         return kn_rbuf_bad(&r->in, what, "unknown kind %d", d->kind);
     if (d->n_post < 0 || d->n_post > 4) return kn_rbuf_bad(&r->in, what, "%d post-ops (at most 4)", d->n_post);
     if (d->spatial < 0 || d->spatial > 3 || d->groups < 0)

@@ -6,7 +6,9 @@ The model has one layer for each algorithm: 3x3 stride-1 convs (Winograd;
 one adds a residual, one ends in SiLU as exporters write it, Sigmoid and
 Mul), a 3x3 stride-2 conv with a 14x14 output (im2col), a 1x1 expansion
 with ReLU6 read by a depthwise 3x3 alone (kiln's 1x1 kernel, the 1x1 +
-depthwise pair), a 1x1 projection that adds a residual, a 1x1 conv with
+depthwise pair), an Add of a per-channel constant and a squeeze-and-excitation block
+(GlobalAveragePool, two 1x1 convs, HardSigmoid, Mul) between the
+depthwise conv and a 1x1 projection that adds a residual, a 1x1 conv with
 HardSwish, and a last 1x1 conv that writes the model's output: kiln's own kernels run only
 between activations in the session's layout, so the stem (the plain
 input) and the head (the plain output) are oneDNN's under any row. It is
@@ -17,7 +19,9 @@ For each forced algorithm, `kiln profile` must show it wherever this CPU
 can run it: winograd everywhere (AVX2+FMA), im2col with oneDNN held to AVX2
 (blocked activations), pointwise and xdw where the session exchanges NHWC
 (AVX-512); matmul must change the 1x1 layers' kernel from direct's; direct
-and dnnl must show no kiln kernel. Every row of the tuning table
+and dnnl must show no kiln kernel. The Mul and the Add run as oneDNN
+binary ops in the session's layout, and as generated loops with --layout
+nchw. Every row of the tuning table
 (KILN_TUNE_FAMILY) must give the same outputs, and a value of either
 variable that is not one gets an error naming it.
 
@@ -53,6 +57,9 @@ def make(path):
         "w_down": w(32, 32, 3, 3), "b_down": w(32) * 0.1,
         "w_exp": w(64, 32, 1, 1), "b_exp": w(64) * 0.1,
         "w_dw": w(64, 1, 3, 3), "b_dw": w(64) * 0.1,
+        "w_se1": w(16, 64, 1, 1), "b_se1": w(16) * 0.1,
+        "w_se2": w(64, 16, 1, 1), "b_se2": w(64) * 0.1,
+        "shift": w(64, 1, 1) * 0.1,
         "w_proj": w(32, 64, 1, 1),
         "w_mix": w(32, 32, 1, 1),
         "w_head": w(32, 32, 1, 1),
@@ -74,7 +81,15 @@ def make(path):
         helper.make_node("Clip", ["expand", "lo", "hi"], ["exp6"], name="expand_relu6"),
         conv("depthwise", ["exp6", "w_dw", "b_dw"], pads=[1, 1, 1, 1], group=64, kernel_shape=[3, 3]),
         helper.make_node("Clip", ["depthwise", "lo", "hi"], ["dw6"], name="depthwise_relu6"),
-        conv("project", ["dw6", "w_proj"]),
+        # a per-channel shift by a constant, then squeeze-and-excitation
+        helper.make_node("Add", ["shift", "dw6"], ["se_in"], name="se_shift"),
+        helper.make_node("GlobalAveragePool", ["se_in"], ["se_pool"], name="se_pool"),
+        conv("se_fc1", ["se_pool", "w_se1", "b_se1"]),
+        helper.make_node("Relu", ["se_fc1"], ["se_r"], name="se_relu"),
+        conv("se_fc2", ["se_r", "w_se2", "b_se2"]),
+        helper.make_node("HardSigmoid", ["se_fc2"], ["se_gate"], name="se_gate", alpha=1.0 / 6, beta=0.5),
+        helper.make_node("Mul", ["se_in", "se_gate"], ["se_out"], name="se_scale"),
+        conv("project", ["se_out", "w_proj"]),
         helper.make_node("Add", ["project", "down"], ["proj_sum"], name="project_add"),
         conv("mix", ["proj_sum", "w_mix"]),
         helper.make_node("HardSwish", ["mix"], ["mix_hs"], name="mix_hardswish"),
@@ -154,6 +169,11 @@ def main():
                 fail(f"KILN_CONV_ALGO={algo}: a kiln AVX-512 kernel without NHWC sessions: {ks}")
             print(f"{algo}: relative error {err:.2g}, "
                   f"{'forced path shown' if can else 'not on this CPU (needs AVX-512): oneDNN'}")
+        # the SE scale and the shift stay in the session's layout: oneDNN's binary op
+        binary = lambda ks: [ks[n] for n in ("se_scale", "se_shift")]
+        if not all(binary(auto)) or any(k.startswith("kiln ") for k in binary(auto)):
+            fail(f"the SE Mul and the shift Add are not oneDNN binary ops: {binary(auto)}")
+        print(f"SE scale and shift: {binary(auto)}")
         # plain activations: the 1x1 convs as oneDNN matmuls, not convolutions
         err, mm = outputs_and_kernels(kiln, tmp, art_nchw, x_path, want, "matmul", env_with(KILN_CONV_ALGO="matmul"))
         _, dr = outputs_and_kernels(kiln, tmp, art_nchw, x_path, want, "matmul_direct",
@@ -161,6 +181,8 @@ def main():
         if mm["expand"] == dr["expand"] or mm["project"] == dr["project"]:
             fail(f"KILN_CONV_ALGO=matmul: the 1x1 layers run as with direct: {mm} vs {dr}")
         print(f"matmul: relative error {err:.2g}, 1x1 layers by {mm['project']} (direct: {dr['project']})")
+        if any(binary(dr)):
+            fail(f"--layout nchw: the SE Mul and the shift Add are not generated loops: {binary(dr)}")
         for fam in FAMILIES:
             err, _ = outputs_and_kernels(kiln, tmp, art, x_path, want, "family_" + fam,
                                          env_with(KILN_TUNE_FAMILY=fam))

@@ -4,7 +4,8 @@
  * matmul: conv shapes (3x3, stride, dilation, depthwise, 1x1, 1-D, 3-D,
  * asymmetric pads), bias and post-ops (relu, sum, clip, ...), constant and
  * per-run weights; matmul 2-D, batched with broadcasting, transposes, bias,
- * Gemm alpha; bitwise determinism with 2 threads; refusals with messages.
+ * Gemm alpha; bitwise determinism with 2 threads; refusals with messages;
+ * Mul and Add by a per-channel value (binary records).
  * Also prints (never asserts) the GFLOP/s of a ResNet-50 3x3 conv.
  */
 #include <math.h>
@@ -595,6 +596,80 @@ static void test_refusals(void **st)
     kn_dnnl_session_free(s);
 }
 
+/* A binary record: x [N, C, H, W] (alg) c [cn, C, 1, 1]. */
+static kn_abi_dnnl binary_record(int alg, int64_t N, int64_t C, int64_t H, int64_t W, int64_t cn)
+{
+    kn_abi_dnnl r;
+    memset(&r, 0, sizeof r);
+    r.kind = KN_DNNL_BINARY;
+    r.alg = alg;
+    r.alpha = 1;
+    int64_t xd[4] = {N, C, H, W}, cd[4] = {cn, C, 1, 1};
+    r.src = tens(4, xd), r.wei = tens(4, cd), r.dst = tens(4, xd);
+    r.bias_ref.loc = KN_LOC_ARENA; /* none */
+    return r;
+}
+
+/* Mul and Add by a per-channel value (runtime/src/dnnl/binary.c): plain,
+ * a constant operand, and, where the session's layout is NHWC, an NHWC
+ * input written out plain (the dst reorder) with a per-run operand per
+ * image; then the refusals. */
+static void test_binary(void **st)
+{
+    (void)st;
+    enum { N = 2, C = 24, H = 5, W = 3, HW = H * W, n = N * C * HW };
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    float *x = rand_buf(n), *c = rand_buf(N * C), y[n], want[n];
+
+    /* plain Mul by a constant [1, C, 1, 1] */
+    kn_abi_dnnl r = binary_record(KN_BINARY_MUL, N, C, H, W, 1);
+    r.wei_ref.loc = KN_LOC_WEIGHTS;
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)c, &p), KN_OK);
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y, NULL, 2), KN_OK);
+    for (int i = 0; i < n; i++) want[i] = x[i] * c[i / HW % C];
+    assert_close(y, want, n, 0);
+    kn_dnnl_prim_free(p);
+
+    /* Add of [N, C, 1, 1] given at the run; NHWC in, plain out */
+    if (kn_dnnl_native_block(s) == 0) {
+        r = binary_record(KN_BINARY_ADD, N, C, H, W, N);
+        r.wei_ref.loc = KN_LOC_ARENA;
+        r.src_layout = KN_LAYOUT_NATIVE;
+        float nhwc[n];
+        for (int i = 0; i < n; i++) { /* i: NCHW index */
+            int b = i / (C * HW), ch = i / HW % C, px = i % HW;
+            nhwc[(b * HW + px) * C + ch] = x[i];
+            want[i] = x[i] + c[b * C + ch];
+        }
+        assert_int_equal(kn_dnnl_prim_create(s, &r, NULL, &p), KN_OK);
+        assert_int_equal(kn_dnnl_prim_exec(s, p, nhwc, c, NULL, y, NULL, 1), KN_OK);
+        assert_close(y, want, n, 0);
+        /* a per-run operand that is missing */
+        assert_int_equal(kn_dnnl_prim_exec(s, p, nhwc, NULL, NULL, y, NULL, 1), KN_ERR_INVALID);
+        assert_non_null(strstr(kn_last_error(), "no operand"));
+        kn_dnnl_prim_free(p);
+    }
+
+    /* refusals: an operand that is not per channel, an unknown operation, post-ops */
+    r = binary_record(KN_BINARY_MUL, N, C, H, W, 1);
+    r.wei.dims[2] = H;
+    r.wei.nbytes = C * H * 4;
+    assert_int_equal(kn_dnnl_prim_create(s, &r, NULL, &p), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "per channel"));
+    r = binary_record(7, N, C, H, W, 1);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, NULL, &p), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "algorithm 7"));
+    r = binary_record(KN_BINARY_ADD, N, C, H, W, 1);
+    r.n_post = 1;
+    r.post[0].kind = KN_POST_RELU;
+    assert_int_equal(kn_dnnl_prim_create(s, &r, NULL, &p), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "post-ops"));
+    kn_dnnl_session_free(s);
+    free(x), free(c);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -655,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_thread_change),
         cmocka_unit_test(test_matmul_sum),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_binary),
         cmocka_unit_test(test_resnet_conv_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

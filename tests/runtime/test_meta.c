@@ -73,7 +73,7 @@ static void make_meta(fixture *f)
             d->pads_end[k] = 4 + k;
         }
         d->wei_ref = (kn_abi_ref){KN_LOC_WEIGHTS, 0, 64};
-        d->pool_alg = i ? KN_POOLING_AVG_EXCLUDE_PAD : KN_POOLING_MAX;
+        d->alg = i ? KN_POOLING_AVG_EXCLUDE_PAD : KN_POOLING_MAX;
         for (int k = 0; k < 3; k++) d->kernel[k] = 5 + k + i;
         d->bias_ref = (kn_abi_ref){KN_LOC_ARENA, 0, 128};
     }
@@ -160,7 +160,7 @@ static void test_meta_round_trip(void **state)
         assert_int_equal(a->src_layout, b->src_layout);
         assert_int_equal(a->dst_layout, b->dst_layout);
         assert_int_equal(a->post_layout, b->post_layout);
-        assert_int_equal(a->pool_alg, b->pool_alg);
+        assert_int_equal(a->alg, b->alg);
         assert_memory_equal(a->kernel, b->kernel, sizeof a->kernel);
         assert_true(a->wei_ref.loc == b->wei_ref.loc && a->wei_ref.offset == b->wei_ref.offset);
         assert_true(a->bias_ref.loc == b->bias_ref.loc && a->bias_ref.offset == b->bias_ref.offset);
@@ -383,10 +383,22 @@ static void test_meta_read_rejects_bad_values(void **state)
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
     kn_meta_free(&r);
     free(bytes);
-    f.dnnl[0].pool_alg = 3;
+    f.dnnl[0].alg = 3;
     assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
     assert_non_null(strstr(kn_last_error(), "pooling algorithm 3"));
+    free(bytes);
+    /* a binary op: Mul and Add only */
+    f.dnnl[0].kind = KN_DNNL_BINARY;
+    f.dnnl[0].alg = KN_BINARY_ADD;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
+    kn_meta_free(&r);
+    free(bytes);
+    f.dnnl[0].alg = 2;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    assert_non_null(strstr(kn_last_error(), "binary algorithm 2"));
     free(bytes);
     free(f.attrs);
 }

@@ -59,8 +59,9 @@ extern "C" {
  * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
  * autocast); 10: kn_abi_opnode.compute (bf16 attention); 11: the
  * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization);
- * 12: kn_abi_sym.from_data (token packing) */
-#define KN_ABI_VERSION 12u
+ * 12: kn_abi_sym.from_data (token packing); 13: KN_DNNL_BINARY records, and
+ * kn_abi_dnnl.pool_alg renamed alg */
+#define KN_ABI_VERSION 13u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
@@ -139,7 +140,7 @@ typedef struct kn_abi_ref {
 enum {
     KN_DNNL_MATMUL = 1, /* dst[b,M,N] = src[b,M,K] x wei[b,K,N] (+ bias[N]) */
     KN_DNNL_CONV = 2,   /* N-D convolution, NCHW-family plain layouts */
-    KN_DNNL_POOL = 3,   /* N-D pooling (pool_alg, kernel): src → dst, no weights */
+    KN_DNNL_POOL = 3,   /* N-D pooling (alg: KN_POOLING_*, kernel): src → dst, no weights */
     /* N-D transposed convolution (ONNX ConvTranspose): src [N, C, in..], wei
      * in ONNX layout [C, O/g, k..], dst [N, O, out..]; strides, dilations
      * and groups as a conv's; pads_begin is ONNX's begin padding (>= 0)
@@ -147,9 +148,17 @@ enum {
      * which output_padding and output_shape may make negative (down to
      * 1 - s). Bias and post-ops as a conv's; conv_algo is ignored. */
     KN_DNNL_DECONV = 4,
+    /* dst = src (alg: KN_BINARY_*) wei, f32: src and dst [N, C, spatial..]
+     * in src_layout and dst_layout, wei [1 or N, 1 or C, 1, ..] plain (the
+     * same bytes in every layout), constant (wei_ref) or given at each run;
+     * no bias, post-ops or scales (runtime/src/dnnl/binary.c) */
+    KN_DNNL_BINARY = 5,
 };
 
-/* A pooling record's algorithm (kn_abi_dnnl.pool_alg). */
+/* A binary record's operation (kn_abi_dnnl.alg). */
+enum { KN_BINARY_MUL = 0, KN_BINARY_ADD = 1 };
+
+/* A pooling record's algorithm (kn_abi_dnnl.alg). */
 enum { KN_POOLING_MAX = 0, KN_POOLING_AVG_INCLUDE_PAD = 1, KN_POOLING_AVG_EXCLUDE_PAD = 2 };
 
 /* Post-operations fused into a oneDNN primitive (applied in order). */
@@ -221,9 +230,9 @@ typedef struct kn_abi_dnnl {
     int32_t src_layout, dst_layout, post_layout;
     /* conv: KN_CONV_ALGO_*; the runtime picks among the algorithms allowed */
     int32_t conv_algo;
-    /* pool: KN_POOL_* and the window (strides, dilations, pads above; the
-     * src, dst and layout fields as for a conv) */
-    int32_t pool_alg;
+    /* pool: KN_POOLING_* and the window (strides, dilations, pads above;
+     * the src, dst and layout fields as for a conv); binary: KN_BINARY_* */
+    int32_t alg;
     int64_t kernel[3];
     /* int8 (src u8/s8, weights s8: a kiln::QConv or QMatMul, runtime/ops/
      * fused_q.h): n_scale output scales (f32, 1 or one per output channel)

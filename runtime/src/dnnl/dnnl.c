@@ -394,6 +394,7 @@ static int build_prim(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
         st = rec->kind == KN_DNNL_CONV     ? kn_dnnl_create_conv(s, rec, weights, p, attr)
              : rec->kind == KN_DNNL_DECONV ? kn_dnnl_create_deconv(s, rec, weights, p, attr)
              : rec->kind == KN_DNNL_POOL   ? kn_dnnl_create_pool(s, rec, p, attr)
+             : rec->kind == KN_DNNL_BINARY ? kn_dnnl_create_binary(s, rec, weights, p, attr)
                                            : kn_dnnl_create_matmul(s, rec, weights, p, attr);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return st;
@@ -424,7 +425,7 @@ int kn_dnnl_prim_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
     *out = NULL;
     if (!s || !rec) return kn_error(KN_ERR_INVALID, "kn_dnnl_prim_create: NULL argument");
     if (rec->kind != KN_DNNL_MATMUL && rec->kind != KN_DNNL_CONV && rec->kind != KN_DNNL_POOL &&
-        rec->kind != KN_DNNL_DECONV)
+        rec->kind != KN_DNNL_DECONV && rec->kind != KN_DNNL_BINARY)
         return kn_error(KN_ERR_UNSUPPORTED, "oneDNN record: unknown primitive kind %d", rec->kind);
     kn_dnnl_prim *p = calloc(1, sizeof *p);
     if (!p) return kn_error(KN_ERR_NOMEM, "out of memory");

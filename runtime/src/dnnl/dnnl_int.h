@@ -266,6 +266,9 @@ int kn_dnnl_create_deconv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
 int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr);
 int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr);
+/* binary.c */
+int kn_dnnl_create_binary(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                          dnnl_primitive_attr_t attr);
 /* True if rec's post-ops add a residual (a malformed count: no). */
 bool kn_dnnl_has_sum(const kn_abi_dnnl *rec);
 /* True if rec may run by one of kiln's own algorithms: the record allows

@@ -86,6 +86,17 @@ int kn_dnnl_exec_prim(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void
         if ((rc = kn_dnnl_run_exec(s, &p->main, pa, 2, "running the pooling"))) return rc;
         return finish_run(s, p, dst);
     }
+    if (p->kind == KN_DNNL_BINARY) {
+        if (!p->wei_const) {
+            if (!wei) return kn_error(KN_ERR_INVALID, "oneDNN binary: no operand given");
+            KN_DN(dnnl_memory_set_data_handle(p->m_wei, (void *)wei), "binding the operand");
+        }
+        KN_DN(dnnl_memory_set_data_handle(p->m_src, src), "binding the src");
+        KN_DN(dnnl_memory_set_data_handle(p->m_dst, p->dst_reorder ? s->act[1] : dst), "binding the dst");
+        dnnl_exec_arg_t ba[3] = {{DNNL_ARG_SRC_0, p->m_src}, {DNNL_ARG_SRC_1, p->m_wei}, {DNNL_ARG_DST, p->m_dst}};
+        if ((rc = kn_dnnl_run_exec(s, &p->main, ba, 3, "running the binary op"))) return rc;
+        return finish_run(s, p, dst);
+    }
     if (p->swap) {
         const void *w = p->swap_const ? p->swap_const : wei;
         if (!w) return kn_error(KN_ERR_INVALID, "oneDNN: no weights given for a 1x1 convolution");

@@ -23,7 +23,7 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
     if ((st = kn_dnnl_check_tensor(&rec->src, "pooling src", nd, nd)) ||
         (st = kn_dnnl_check_tensor(&rec->dst, "pooling dst", nd, nd)))
         return st;
-    if (rec->src.dtype != rec->dst.dtype || (rec->src.dtype != KN_F32 && rec->pool_alg != KN_POOLING_MAX))
+    if (rec->src.dtype != rec->dst.dtype || (rec->src.dtype != KN_F32 && rec->alg != KN_POOLING_MAX))
         return kn_error(KN_ERR_INVALID, "oneDNN pooling: src %s, dst %s (8-bit: max pooling only, in and out alike)",
                         kn_dtype_name(rec->src.dtype), kn_dtype_name(rec->dst.dtype));
     if (rec->src.dims[0] != rec->dst.dims[0] || rec->src.dims[1] != rec->dst.dims[1])
@@ -45,15 +45,15 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
     static const dnnl_alg_kind_t algs[] = {[KN_POOLING_MAX] = dnnl_pooling_max,
                                            [KN_POOLING_AVG_INCLUDE_PAD] = dnnl_pooling_avg_include_padding,
                                            [KN_POOLING_AVG_EXCLUDE_PAD] = dnnl_pooling_avg_exclude_padding};
-    if (rec->pool_alg < KN_POOLING_MAX || rec->pool_alg > KN_POOLING_AVG_EXCLUDE_PAD)
-        return kn_error(KN_ERR_INVALID, "oneDNN pooling: algorithm %d", rec->pool_alg);
+    if (rec->alg < KN_POOLING_MAX || rec->alg > KN_POOLING_AVG_EXCLUDE_PAD)
+        return kn_error(KN_ERR_INVALID, "oneDNN pooling: algorithm %d", rec->alg);
     dnnl_memory_desc_t src_md, dst_md, dst_user;
     if ((st = kn_dnnl_act_md(s, rec->src_layout, rec->src.dtype, &src_md, nd, sd, "the pooling src")) ||
         (st = kn_dnnl_act_md(s, rec->src_layout, rec->dst.dtype, &dst_md, nd, dd, "the pooling dst")) ||
         (st = kn_dnnl_act_md(s, rec->dst_layout, rec->dst.dtype, &dst_user, nd, dd, "the pooling dst")))
         return st;
     dnnl_pooling_v2_desc_t pdesc;
-    KN_DN(dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, algs[rec->pool_alg], &src_md, &dst_md,
+    KN_DN(dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, algs[rec->alg], &src_md, &dst_md,
                                             strides, kernel, dil, pl, pr),
           "describing the pooling");
     dnnl_primitive_desc_t pd;
