@@ -12,6 +12,7 @@
 #include <float.h>
 #include <string.h>
 
+#include "fastops.h"
 #include "elementwise_int.h"
 
 /* ---- dtype classes ---------------------------------------------------------- */
@@ -278,7 +279,10 @@ static int exec_unary(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     if (!st) st = kn_ew_check_ty(d, 0, in[0]->dtype, u->ty);
     if (st) return st;
     st = kn_tensor_alloc(&out[0], kn_k_unary_out_dtype(k, in[0]->dtype), in[0]->rank, in[0]->dims);
-    if (!st) st = kn_k_unary(k, &p, in[0], &out[0]);
+    if (!st) { /* compiled artifacts: the f32 fast path first (fastops.h) */
+        st = k == KN_UN_SIGMOID ? kn_fast_sigmoid(d->sess, in[0], &out[0]) : KN_ERR_UNSUPPORTED;
+        if (st == KN_ERR_UNSUPPORTED) st = kn_k_unary(k, &p, in[0], &out[0]);
+    }
     return st ? kernel_fail(d, st) : KN_OK;
 }
 

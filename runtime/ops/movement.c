@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastops.h"
 #include "k_movement.h"
 #include "movement_int.h"
 
@@ -436,7 +437,11 @@ static int exec_concat(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     if (!st) st = kn_mv_concat_shape(d, cnt, ps, &o);
     if (!st) st = concat_axis(d, o.rank, &axis);
     if (!st) st = kn_mv_alloc(d, &out[0], in[0]->dtype, &o);
-    if (!st && (st = kn_k_concat(cnt, in, axis, &out[0]))) st = kn_mv_fail(d, st);
+    if (!st) {
+        st = kn_fast_concat(d->sess, cnt, in, axis, &out[0]);
+        if (st == KN_ERR_UNSUPPORTED) st = kn_k_concat(cnt, in, axis, &out[0]);
+        if (st) st = kn_mv_fail(d, st);
+    }
     free(sh);
     free(ps);
     return st;

@@ -132,6 +132,15 @@ int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float 
                 const float *residual, int threads);
 void kn_xdw_free(kn_xdw *x);
 
+/* ---- Sigmoid and Softmax on 8 lanes (kernels/x86/f32_sigmoid_softmax_avx2.c; AVX2 + FMA) ---- */
+
+void kn_sigmoid256(const float *x, float *y, int64_t n);
+/* One row of `mid` contiguous floats. */
+void kn_softmax256_row(const float *x, float *y, int64_t mid);
+/* Columns [i0, i1) of a [mid, inner] slice, each a softmax over its mid
+ * floats `inner` apart. */
+void kn_softmax256_columns(const float *x, float *y, int64_t mid, int64_t inner, int64_t i0, int64_t i1);
+
 /* ---- transposed convolutions with kernel = stride (kernels/x86/f32_deconv_patch_avx512.c) */
 
 /* A KN_DNNL_DECONV record whose kernel equals its stride, 2-D, no padding,

@@ -136,6 +136,19 @@ def main():
         wino = [st["name"] for st in (json.loads(prof)["steps"] if rc == 0 else [])
                 if (st["kernel"] or "").startswith("winograd")]
         check(rc == 0 and len(wino) >= 4, f"{MODEL}: convolutions on Winograd at width 100: {wino or se.strip()[-300:]}")
+    if MODEL == "yolov8n":
+        # the head at a run-time width: runtime kernels, on their f32 fast paths (runtime/src/fastops.c)
+        rc, prof, se = kiln("profile", art, "--runs", "1", "--no-peak", "--json", "--threads", "2",
+                            "--shape", "input=1x3x64x256")
+        steps = json.loads(prof)["steps"] if rc == 0 else []
+        kernels = {st["op"]: set() for st in steps}
+        for st in steps:
+            kernels[st["op"]].add(st["kernel"] or "")
+        want = {"Concat": "kiln concat"}
+        if "avx2" in flags and "fma" in flags:
+            want.update({"Sigmoid": "kiln sigmoid:avx2", "Softmax": "kiln softmax:avx2"})
+        for op, k in want.items():
+            check(rc == 0 and k in kernels.get(op, ()), f"{MODEL}: {op} at width 256 on {kernels.get(op) or se.strip()[-300:]}")
     if MODEL == "dbnet":
         # kiln bench and profile of the artifact at a run-time size: --shape
         # or an .npy of that size; outside the range, the session's message

@@ -1,0 +1,153 @@
+/*
+ * runtime/src/fastops.c — f32 fast paths of runtime kernels in compiled
+ * artifacts: Sigmoid, Softmax and Concat, where a node's shape varies at
+ * run time and it is not a generated loop (a YOLOv8n-style detector's
+ * head at a run-time image width: the class scores' Sigmoid, the box
+ * distributions' Softmax, two dozen Concats). Each runs on the session's
+ * threads; Sigmoid and Softmax with 8-lane exp (kernels/x86/
+ * f32_sigmoid_softmax_avx2.c) where the CPU has AVX2 and FMA. The
+ * reference evaluator never comes here: its kernels (kernels/ref), which
+ * compute in double, stay the oracle. Every function returns
+ * KN_ERR_UNSUPPORTED, with nothing written and no message, where it does
+ * not apply, and the caller runs the reference kernel.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "fastops.h"
+#include "rt_internal.h"
+
+/* Below this many elements one thread runs it (a parallel region costs
+ * microseconds). */
+#define FAST_PAR_MIN 16384
+
+static bool has_avx2(void)
+{
+    uint64_t f = kn_cpu_features();
+    return (f & KN_CPU_AVX2) && (f & KN_CPU_FMA);
+}
+
+static int threads_for(const kn_op_session *os, int64_t n)
+{
+    return n >= FAST_PAR_MIN && os->threads > 1 ? os->threads : 1;
+}
+
+/* ---- Sigmoid --------------------------------------------------------------- */
+
+typedef struct sig_job {
+    const float *x;
+    float *y;
+    int64_t n;
+} sig_job;
+
+enum { SIG_PIECE = 4096 }; /* elements per parallel unit */
+
+static int sig_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const sig_job *j = args;
+    int64_t a = lo * SIG_PIECE, b = hi * SIG_PIECE < j->n ? hi * SIG_PIECE : j->n;
+    kn_sigmoid256(j->x + a, j->y + a, b - a);
+    return KN_OK;
+}
+
+int kn_fast_sigmoid(kn_op_session *os, const kn_tensor *x, kn_tensor *y)
+{
+    if (!os || x->dtype != KN_F32 || y->dtype != KN_F32 || !has_avx2()) return KN_ERR_UNSUPPORTED;
+    int64_t n = kn_tensor_numel(x);
+    if (n != kn_tensor_numel(y)) return KN_ERR_UNSUPPORTED;
+    sig_job j = {x->data, y->data, n};
+    os->impl = "kiln sigmoid:avx2";
+    return kn_rt_parallel_for_threads(threads_for(os, n), sig_chunk, &j, (n + SIG_PIECE - 1) / SIG_PIECE);
+}
+
+/* ---- Softmax ---------------------------------------------------------------- */
+
+typedef struct sm_job {
+    const float *x;
+    float *y;
+    int64_t outer, mid, inner, cols; /* cols: column blocks per slice (inner > 1) */
+} sm_job;
+
+enum { SM_COLS = 64 }; /* columns per parallel unit */
+
+static int sm_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const sm_job *j = args;
+    for (int64_t u = lo; u < hi; u++) {
+        if (j->inner == 1) {
+            kn_softmax256_row(j->x + u * j->mid, j->y + u * j->mid, j->mid);
+            continue;
+        }
+        int64_t o = u / j->cols, c0 = u % j->cols * SM_COLS, c1 = c0 + SM_COLS < j->inner ? c0 + SM_COLS : j->inner;
+        int64_t at = o * j->mid * j->inner;
+        kn_softmax256_columns(j->x + at, j->y + at, j->mid, j->inner, c0, c1);
+    }
+    return KN_OK;
+}
+
+int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_t mid, int64_t inner, kn_tensor *y)
+{
+    if (!os || x->dtype != KN_F32 || y->dtype != KN_F32 || !has_avx2() || outer < 1 || mid < 1 || inner < 1)
+        return KN_ERR_UNSUPPORTED;
+    int64_t n = kn_tensor_numel(x);
+    if (n != outer * mid * inner || n != kn_tensor_numel(y)) return KN_ERR_UNSUPPORTED;
+    sm_job j = {x->data, y->data, outer, mid, inner, (inner + SM_COLS - 1) / SM_COLS};
+    int64_t units = inner == 1 ? outer : outer * j.cols;
+    os->impl = "kiln softmax:avx2";
+    return kn_rt_parallel_for_threads(threads_for(os, n), sm_chunk, &j, units);
+}
+
+/* ---- Concat ------------------------------------------------------------------ */
+
+typedef struct cat_job {
+    int n;
+    const kn_tensor *const *xs;
+    const size_t *chunk; /* bytes of input i per outer index */
+    size_t row, bytes;   /* bytes of the output per outer index, and in all */
+    char *dst;
+} cat_job;
+
+enum { CAT_PIECE = 64 << 10 }; /* output bytes per parallel unit */
+
+/* Output bytes [lo, hi) pieces: each piece walks the inputs' runs it
+ * covers (input i's run of outer index o starts at o row + the chunks of
+ * the inputs before it). */
+static int cat_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const cat_job *j = args;
+    size_t a = (size_t)lo * CAT_PIECE, b = (size_t)hi * CAT_PIECE < j->bytes ? (size_t)hi * CAT_PIECE : j->bytes;
+    while (a < b) {
+        size_t o = a / j->row, r = a % j->row, start = 0;
+        int i = 0;
+        while (r >= start + j->chunk[i]) start += j->chunk[i++];
+        size_t len = start + j->chunk[i] - r < b - a ? start + j->chunk[i] - r : b - a;
+        memcpy(j->dst + a, (const char *)j->xs[i]->data + o * j->chunk[i] + (r - start), len);
+        a += len;
+    }
+    return KN_OK;
+}
+
+int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axis, kn_tensor *out)
+{
+    if (!os || n < 1 || n > 64 || axis < 0 || axis >= out->rank) return KN_ERR_UNSUPPORTED;
+    size_t es = kn_dtype_size(out->dtype), chunk[64], row = 0;
+    if (es == 0 || out->dtype == KN_STRING) return KN_ERR_UNSUPPORTED;
+    int64_t outer = 1;
+    for (int k = 0; k < axis; k++) outer *= out->dims[k];
+    for (int i = 0; i < n; i++) {
+        if (xs[i]->dtype != out->dtype || xs[i]->rank != out->rank) return KN_ERR_UNSUPPORTED;
+        size_t c = es;
+        for (int k = axis; k < out->rank; k++) c *= (size_t)xs[i]->dims[k];
+        chunk[i] = c, row += c;
+    }
+    size_t bytes = row * (size_t)outer;
+    int64_t total = (int64_t)(bytes / es);
+    if (row == 0 || total != kn_tensor_numel(out) || threads_for(os, total) == 1) return KN_ERR_UNSUPPORTED;
+    for (int i = 0; i < n; i++) /* the runs must not overlap the output (the plan never does that) */
+        if (chunk[i] && (const char *)xs[i]->data < (char *)out->data + bytes &&
+            (char *)out->data < (const char *)xs[i]->data + chunk[i] * (size_t)outer)
+            return KN_ERR_UNSUPPORTED;
+    cat_job j = {n, xs, chunk, row, bytes, out->data};
+    os->impl = "kiln concat";
+    return kn_rt_parallel_for_threads(os->threads, cat_chunk, &j, (int64_t)((bytes + CAT_PIECE - 1) / CAT_PIECE));
+}

@@ -1,0 +1,25 @@
+/*
+ * runtime/src/fastops.h — f32 fast paths of runtime kernels in compiled
+ * artifacts (private to libkiln_rt; fastops.c). runtime/ops calls them
+ * first with the node's session (kn_opdesc.sess, NULL in the reference
+ * evaluator, which then never takes them); KN_ERR_UNSUPPORTED with nothing
+ * written and no message means the caller runs the reference kernel.
+ */
+#ifndef KILN_RT_FASTOPS_H
+#define KILN_RT_FASTOPS_H
+
+#include <stdint.h>
+
+#include <kiln/tensor.h>
+
+#include "opdesc.h"
+
+/* y = Sigmoid(x), f32, y allocated with x's shape. */
+int kn_fast_sigmoid(kn_op_session *os, const kn_tensor *x, kn_tensor *y);
+/* y = Softmax(x) over `mid` elements `inner` apart, in `outer` slices
+ * (opset 13's axis; the legacy flattened form is inner 1), f32. */
+int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_t mid, int64_t inner, kn_tensor *y);
+/* out = Concat(xs, axis), out allocated; any dtype of fixed size. */
+int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axis, kn_tensor *out);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * tests/runtime/test_fastops.c — the f32 fast paths of runtime kernels in
+ * compiled artifacts (runtime/src/fastops.c) against the reference kernels
+ * they stand in for: Sigmoid over sizes with and without an 8-lane tail,
+ * Softmax along the last axis and along an inner axis (columns in blocks
+ * of 8 and a tail, several parallel units), Concat of several inputs along
+ * an inner and the outer axis with runs that straddle the parallel pieces;
+ * each at 1 and 2 threads. Without AVX2 and FMA, Sigmoid and Softmax must
+ * decline (KN_ERR_UNSUPPORTED), as must every path without a session.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fastops.h"
+#include "k_elementwise.h"
+#include "k_linalg.h"
+#include "k_movement.h"
+#include "rt_internal.h"
+
+static uint32_t g_seed = 777;
+static float frand(void)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return (float)((g_seed >> 8) & 0xffff) / 4096.0f - 8.0f; /* [-8, 8): exp over a wide range */
+}
+
+static kn_tensor make(int rank, const int64_t *dims, bool fill)
+{
+    kn_tensor t;
+    memset(&t, 0, sizeof t);
+    assert_int_equal(kn_tensor_alloc(&t, KN_F32, rank, dims), KN_OK);
+    float *p = t.data;
+    for (int64_t i = 0; fill && i < kn_tensor_numel(&t); i++) p[i] = frand();
+    return t;
+}
+
+static bool avx2(void)
+{
+    uint64_t f = kn_cpu_features();
+    return (f & KN_CPU_AVX2) && (f & KN_CPU_FMA);
+}
+
+/* Largest |a - b| / (|b| + tiny) over n floats. */
+static double rel_err(const float *a, const float *b, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + 1e-30);
+        if (!(e <= worst)) worst = e; /* NaN too */
+    }
+    return worst;
+}
+
+static void test_sigmoid(void **st)
+{
+    (void)st;
+    const int64_t sizes[] = {1, 7, 8, 4097, 40000};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (int threads = 1; threads <= 2; threads++) {
+            kn_tensor x = make(1, &sizes[s], true), y = make(1, &sizes[s], false), want = make(1, &sizes[s], false);
+            kn_unary_params p = {0};
+            assert_int_equal(kn_k_unary(KN_UN_SIGMOID, &p, &x, &want), KN_OK);
+            kn_op_session os = {.threads = threads};
+            int rc = kn_fast_sigmoid(&os, &x, &y);
+            if (!avx2()) {
+                assert_int_equal(rc, KN_ERR_UNSUPPORTED);
+            } else {
+                assert_int_equal(rc, KN_OK);
+                assert_true(rel_err(y.data, want.data, sizes[s]) < 1e-6);
+                assert_string_equal(os.impl, "kiln sigmoid:avx2");
+            }
+            assert_int_equal(kn_fast_sigmoid(NULL, &x, &y), KN_ERR_UNSUPPORTED);
+            kn_tensor_free(&x), kn_tensor_free(&y), kn_tensor_free(&want);
+        }
+}
+
+static void test_softmax(void **st)
+{
+    (void)st;
+    /* [outer, mid, inner]: rows (inner 1), columns with a tail and several units */
+    const int64_t shapes[][3] = {{5, 19, 1}, {300, 16, 1}, {2, 16, 84}, {1, 4, 3150}, {3, 1, 5}, {2, 7, 130}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int threads = 1; threads <= 2; threads++) {
+            kn_tensor x = make(3, shapes[s], true), y = make(3, shapes[s], false), want = make(3, shapes[s], false);
+            int64_t n = kn_tensor_numel(&x);
+            assert_int_equal(kn_k_softmax(&x, shapes[s][0], shapes[s][1], shapes[s][2], KN_K_SOFTMAX, &want), KN_OK);
+            kn_op_session os = {.threads = threads};
+            int rc = kn_fast_softmax(&os, &x, shapes[s][0], shapes[s][1], shapes[s][2], &y);
+            if (!avx2()) {
+                assert_int_equal(rc, KN_ERR_UNSUPPORTED);
+            } else {
+                assert_int_equal(rc, KN_OK);
+                assert_true(rel_err(y.data, want.data, n) < 1e-5);
+            }
+            /* a split that does not match the tensor */
+            assert_int_equal(kn_fast_softmax(&os, &x, shapes[s][0] + 1, shapes[s][1], shapes[s][2], &y),
+                             KN_ERR_UNSUPPORTED);
+            kn_tensor_free(&x), kn_tensor_free(&y), kn_tensor_free(&want);
+        }
+}
+
+static void test_concat(void **st)
+{
+    (void)st;
+    /* along the channels of a batch of 3 (runs of 20x700 floats, 64 KiB
+     * pieces cut through them), and along the outer axis */
+    const int64_t c[3] = {5, 1, 9};
+    for (int axis = 0; axis < 2; axis++)
+        for (int threads = 1; threads <= 2; threads++) {
+            kn_tensor xs[3];
+            const kn_tensor *px[3];
+            int64_t od[4] = {axis ? 3 : 0, axis ? 0 : 4, 20, 700};
+            for (int i = 0; i < 3; i++) {
+                int64_t d[4] = {axis ? 3 : c[i], axis ? c[i] : 4, 20, 700};
+                xs[i] = make(4, d, true);
+                px[i] = &xs[i];
+                od[axis] += c[i];
+            }
+            kn_tensor y = make(4, od, false), want = make(4, od, false);
+            assert_int_equal(kn_k_concat(3, px, axis, &want), KN_OK);
+            kn_op_session os = {.threads = threads};
+            int rc = kn_fast_concat(&os, 3, px, axis, &y);
+            if (threads == 1) { /* one thread: the reference's memcpy is as good */
+                assert_int_equal(rc, KN_ERR_UNSUPPORTED);
+            } else {
+                assert_int_equal(rc, KN_OK);
+                assert_memory_equal(y.data, want.data, (size_t)kn_tensor_numel(&y) * sizeof(float));
+            }
+            /* an input of another dtype */
+            xs[1].dtype = KN_I32;
+            assert_int_equal(kn_fast_concat(&os, 3, px, axis, &y), KN_ERR_UNSUPPORTED);
+            xs[1].dtype = KN_F32;
+            for (int i = 0; i < 3; i++) kn_tensor_free(&xs[i]);
+            kn_tensor_free(&y), kn_tensor_free(&want);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigmoid),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_concat),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
