@@ -60,6 +60,8 @@ typedef struct compile_state {
     kn_lowered_as *how;          /* per node index */
     char **fallback_why;         /* per node index: why an op with a lowering runs its runtime kernel, or NULL */
     int32_t *node_dnnl;          /* per node index: its first oneDNN record, -1 for none */
+    int32_t *node_nhwc;          /* per node index: its kn_abi_opnode.nhwc bits (kn_rt_dynconv_exec) */
+    bool *nhwc;                  /* per value id: a dynamic activation dynconv nodes exchange channels-last */
     kn_abi_tensor **op_tensors;  /* per opnode: its inputs then outputs */
     unsigned char **op_attrs;    /* per opnode */
     LLVMValueRef *node_fns;      /* per node index; NULL for aliases */
@@ -462,7 +464,7 @@ static LLVMValueRef ptr_array(kn_cg *cg, kn_value *const *vals, int n, const cha
 /* The runtime kernel of n, called through `entry` (kn_rt_opnode_exec, or
  * kn_rt_dynconv_exec for oneDNN at the run's shape); the outer values its
  * subgraphs read are passed after its own inputs. */
-static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entry)
+static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entry, int32_t nhwc)
 {
     kn_cg *cg = &s->cg;
     if (!kn_op_exec(n->op))
@@ -471,6 +473,7 @@ static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entr
     kn_value **caps = NULL, **ins = NULL;
     int n_caps = 0, index = 0, st = kn_node_captures(n, &caps, &n_caps);
     if (!st) st = add_opnode(s, n, caps, n_caps, &index);
+    if (!st) s->meta.opnodes[index].nhwc = nhwc;
     if (!st && !(ins = calloc((size_t)(n->n_inputs + n_caps) + 1, sizeof *ins)))
         st = kn_error(KN_ERR_NOMEM, "out of memory");
     if (st) {
@@ -492,7 +495,7 @@ static int emit_opnode_call(compile_state *s, const kn_node *n, const char *entr
     return KN_OK;
 }
 
-static int emit_fallback(compile_state *s, const kn_node *n) { return emit_opnode_call(s, n, "kn_rt_opnode_exec"); }
+static int emit_fallback(compile_state *s, const kn_node *n) { return emit_opnode_call(s, n, "kn_rt_opnode_exec", 0); }
 
 static bool is_const(const kn_value *v) { return !v || v->const_data; }
 
@@ -562,7 +565,11 @@ static int emit_kernel_call(compile_state *s, int i)
         s->how[i] = LOWERED_DYN_DNNL;
         free(s->fallback_why[i]);
         s->fallback_why[i] = NULL;
-        return emit_opnode_call(s, n, "kn_rt_dynconv_exec");
+        const kn_value *res = n->op == KN_OP_FusedConv ? kn_node_input(n, KN_FUSED_RESIDUAL) : NULL;
+        s->node_nhwc[i] = (s->nhwc[n->inputs[0]->id] ? KN_OPNODE_NHWC_SRC : 0) |
+                          (s->nhwc[n->outputs[0]->id] ? KN_OPNODE_NHWC_DST : 0) |
+                          (res && s->nhwc[res->id] ? KN_OPNODE_NHWC_RES : 0);
+        return emit_opnode_call(s, n, "kn_rt_dynconv_exec", s->node_nhwc[i]);
     }
     s->how[i] = KN_LOWERED_RUNTIME;
     return emit_fallback(s, n);
@@ -1074,7 +1081,8 @@ static void print_report(const compile_state *s)
         bool bf16 = (s->node_dnnl[i] >= 0 && s->meta.dnnl[s->node_dnnl[i]].compute == KN_BF16) ||
                     (s->how[i] == KN_LOWERED_RUNTIME && (n->op == KN_OP_Attention || n->op == KN_OP_PackedAttention) &&
                      n->compute == KN_BF16);
-        printf("%-32s  %-20s  %s%s\n", n->name, n->op_type, names[s->how[i]], bf16 ? ", bf16" : "");
+        printf("%-32s  %-20s  %s%s%s\n", n->name, n->op_type, names[s->how[i]], bf16 ? ", bf16" : "",
+               s->node_nhwc && s->node_nhwc[i] ? ", NHWC" : "");
         if (s->how[i] == KN_LOWERED_RUNTIME && s->fallback_why[i])
             printf("  remark: node '%s' (%s) has a lowering but runs its runtime kernel: %s\n", n->name, n->op_type,
                    s->fallback_why[i]);
@@ -1093,6 +1101,80 @@ static void print_report(const compile_state *s)
 
 /* ---- driver -------------------------------------------------------------------- */
 
+/* True if node n will run as kn_rt_dynconv_exec (emit_dynamic_node): a
+ * convolution or pooling over dynamic dims that cannot run in rows. */
+static bool runs_dynconv(compile_state *s, const kn_node *n)
+{
+    if (!n || !kn_dyn_node_is_dynamic(&s->dyn, n) || touches_dynamic(&s->plan, n) || !dynconv_ok(n) ||
+        kn_node_outputs_known(n) || kn_plan_is_alias(&s->plan, n))
+        return false;
+    size_t table = 0;
+    kn_cg_lower_fn lower = find_lowering_from(n->op, 0, &table), alt;
+    if (lower && table == 0 && (alt = find_lowering_from(n->op, 1, &table))) lower = alt;
+    return !lower || kn_dyn_row_sym(&s->dyn, n) < 0;
+}
+
+static bool is_graph_output(const kn_graph *g, const kn_value *v)
+{
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
+/* The dynamic activations that convolutions and poolings at the run's
+ * shape hand each other channels-last (s->nhwc): written by one as its
+ * output 0 and read only by such nodes, as input 0 or as a FusedConv's
+ * residual; never a graph output or a value a subgraph reads. oneDNN's
+ * kernels (and Winograd) want NHWC on AVX-512: in NCHW every such node
+ * reordered its input and its output at every run (YOLOv8n at a run-time
+ * width: 4.6 of 22 ms). A FusedConv's residual takes its output's layout
+ * (the sum adds what dst holds), so where the two would differ both stay
+ * plain, until no pair differs. --layout nchw keeps them all plain. */
+static int plan_dyn_nhwc(compile_state *s)
+{
+    const kn_graph *g = s->g;
+    int n_ids = 0;
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i]->id >= n_ids) n_ids = g->values[i]->id + 1;
+    s->nhwc = calloc((size_t)n_ids + 1, sizeof *s->nhwc);
+    s->node_nhwc = calloc((size_t)g->n_nodes + 1, sizeof *s->node_nhwc);
+    if (!s->nhwc || !s->node_nhwc) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (s->o->layout == KN_CG_LAYOUT_NCHW) return KN_OK;
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        const kn_node *p = v->producer;
+        if (v->id < 0 || v->shape.rank != 4 || v->dtype != KN_F32 || !p || p->n_outputs < 1 || p->outputs[0] != v ||
+            v->n_users == 0 || is_graph_output(g, v) || !runs_dynconv(s, p))
+            continue;
+        bool ok = true;
+        for (int k = 0; k < v->n_users && ok; k++) {
+            const kn_use *u = &v->users[k];
+            ok = runs_dynconv(s, u->node) &&
+                 (u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv));
+        }
+        s->nhwc[v->id] = ok;
+    }
+    for (int i = 0; i < g->n_nodes; i++) { /* what a subgraph reads stays plain */
+        kn_value **caps = NULL;
+        int n_caps = 0;
+        if (kn_node_captures(g->nodes[i], &caps, &n_caps)) return kn_error(KN_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < n_caps; k++)
+            if (caps[k] && caps[k]->id >= 0) s->nhwc[caps[k]->id] = false;
+        free(caps);
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kn_node *n = g->nodes[i];
+            const kn_value *res = n->op == KN_OP_FusedConv ? kn_node_input(n, KN_FUSED_RESIDUAL) : NULL;
+            if (!res || res->id < 0 || s->nhwc[res->id] == s->nhwc[n->outputs[0]->id]) continue;
+            s->nhwc[res->id] = s->nhwc[n->outputs[0]->id] = false;
+            changed = true;
+        }
+    }
+    return KN_OK;
+}
+
 static int emit_all(compile_state *s)
 {
     int st;
@@ -1103,6 +1185,7 @@ static int emit_all(compile_state *s)
     s->node_dnnl = malloc(sizeof *s->node_dnnl * ((size_t)g->n_nodes + 1));
     if (!s->how || !s->fallback_why || !s->node_fns || !s->node_dnnl) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) s->node_dnnl[i] = -1;
+    if ((st = plan_dyn_nhwc(s))) return st;
     for (int i = 0; i < g->n_nodes; i++) {
         if (kn_node_outputs_known(g->nodes[i])) {
             s->how[i] = LOWERED_FOLDED;
@@ -1227,6 +1310,8 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     free(s.fallback_why);
     free(s.node_fns);
     free(s.node_dnnl);
+    free(s.node_nhwc);
+    free(s.nhwc);
     kn_cg_share_free(s.share);
     kn_plan_free(&s.plan);
     kn_dyn_free(&s.dyn);

@@ -10,7 +10,8 @@
  *   dtype, rank, 8 dims, 8 dim names, nbytes, slot, 8 dim symbols, 8 dim
  *   coefficients; the slot and symbol counts follow the I/O counts, the
  *   symbols (name, max) the version string; an opnode's attributes are
- *   u64 length + the kn_attrs_write bytes, then its compute dtype (i32);
+ *   u64 length + the kn_attrs_write bytes, then its compute dtype (i32)
+ *   and its NHWC bits (i32);
  *   then the profiling records:
  *   step and buffer counts, each step (name, op type, flops, bytes read,
  *   bytes written), each buffer (name, offset, size, first and last step).
@@ -42,7 +43,7 @@
 #define MIN_TENSOR_BYTES (4 + 4 + 4 + 8 * 8 + 8 * 4 + 8 + 4 + 8 * 4 + 8 * 8)
 #define MAX_SLOTS (1 << 24)
 #define MIN_DNNL_BYTES (4 + 4 + 4 * 12 + 4 * MIN_TENSOR_BYTES)
-#define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8 + 4)
+#define MIN_OPNODE_BYTES (4 * 4 + 8 + 4 + 4 + 8 + 4 + 4)
 #define MAX_OPNODE_ARITY 1000
 #define MIN_STEP_BYTES (4 + 4 + 8 * 3 + 4)
 #define MIN_BUFFER_BYTES (4 + 8 * 2 + 4 * 2)
@@ -152,6 +153,7 @@ static int w_opnode(kn_wbuf *w, int index, const kn_abi_opnode *o)
     kn_wbuf_u64(w, (uint64_t)o->attrs_len);
     kn_wbuf_bytes(w, o->attrs, (size_t)o->attrs_len);
     w_i32(w, o->compute);
+    w_i32(w, o->nhwc);
     return KN_OK;
 }
 
@@ -478,6 +480,10 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     if (o->compute != KN_DT_UNDEFINED &&
         (o->compute != KN_BF16 || (o->op != KN_OP_Attention && o->op != KN_OP_PackedAttention)))
         return kn_rbuf_bad(&r->in, what, "compute dtype %d (bf16 is for Attention)", o->compute);
+    KN_RD(kn_rbuf_i32(&r->in, &o->nhwc, what));
+    bool window = o->op == KN_OP_Conv || o->op == KN_OP_FusedConv || o->op == KN_OP_MaxPool || o->op == KN_OP_AveragePool;
+    if (o->nhwc & ~(KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST | KN_OPNODE_NHWC_RES) || (o->nhwc && !window))
+        return kn_rbuf_bad(&r->in, what, "NHWC bits %#x (for convolutions and poolings only)", (unsigned)o->nhwc);
     return KN_OK;
 }
 

@@ -105,6 +105,10 @@ def main():
     n_dyn = sum("oneDNN, run-time shape" in line for line in rep.splitlines())
     if MODEL in ("dbnet", "crnn", "yolov8n"):
         check(n_dyn > 0, f"{MODEL}: {n_dyn} convs/poolings on oneDNN at the run-time shape")
+        # those that hand each other their activations do so channels-last (no reorders between them)
+        n_nhwc = sum("oneDNN, run-time shape" in line and ", NHWC" in line for line in rep.splitlines())
+        check(n_nhwc >= {"dbnet": 14, "crnn": 6, "yolov8n": 40}[MODEL],
+              f"{MODEL}: {n_nhwc} of them exchange NHWC activations")
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(7)
     for tag, make in sizes.items():

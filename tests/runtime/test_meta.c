@@ -438,6 +438,30 @@ static void test_meta_opnode_compute(void **state)
     free(f.attrs);
 }
 
+/* kn_abi_opnode.nhwc (ABI 13): channels-last bits on a convolution
+ * round-trip; unknown bits, or bits on another op, are refused. */
+static void test_meta_opnode_nhwc(void **state)
+{
+    (void)state;
+    fixture f;
+    make_meta(&f);
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    f.op[0].op = KN_OP_FusedConv, f.op[0].op_type = "FusedConv";
+    f.op[0].nhwc = KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST | KN_OPNODE_NHWC_RES;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
+    assert_int_equal(r.opnodes[0].nhwc, 7);
+    kn_meta_free(&r);
+    free(bytes);
+    f.op[0].nhwc = 8;
+    expect_refused(&f, "NHWC bits 0x8");
+    f.op[0].op = KN_OP_NonZero, f.op[0].op_type = "NonZero", f.op[0].nhwc = KN_OPNODE_NHWC_SRC;
+    expect_refused(&f, "for convolutions and poolings only");
+    free(f.attrs);
+}
+
 /* What a profiler indexes with is range-checked: buffers inside the arena,
  * their steps inside [0, n_steps) and in order, named steps, no negative counts. */
 static void test_meta_profile_records(void **state)
@@ -749,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_meta_many_small_records),
         cmocka_unit_test(test_meta_write_refuses_inconsistent),
         cmocka_unit_test(test_meta_opnode_compute),
+        cmocka_unit_test(test_meta_opnode_nhwc),
         cmocka_unit_test(test_meta_read_rejects_bad_values),
         cmocka_unit_test(test_meta_dynamic_slots),
         cmocka_unit_test(test_meta_profile_records),

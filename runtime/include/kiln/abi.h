@@ -59,8 +59,8 @@ extern "C" {
  * alignment (kn_abi_sym.min, align); 9: kn_abi_dnnl.compute (bf16
  * autocast); 10: kn_abi_opnode.compute (bf16 attention); 11: the
  * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization);
- * 12: kn_abi_sym.from_data (token packing); 13: KN_DNNL_BINARY records, and
- * kn_abi_dnnl.pool_alg renamed alg */
+ * 12: kn_abi_sym.from_data (token packing); 13: KN_DNNL_BINARY records,
+ * kn_abi_dnnl.pool_alg renamed alg, and kn_abi_opnode.nhwc */
 #define KN_ABI_VERSION 13u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
@@ -278,7 +278,16 @@ typedef struct kn_abi_opnode {
      * the node computes in its operands' dtype; any other value, or
      * KN_BF16 on another op, is refused when the artifact is opened. */
     int32_t compute;
+    /* A convolution or pooling run by kn_rt_dynconv_exec (at the run's
+     * shape): KN_OPNODE_NHWC_* bits for the activations it exchanges
+     * channels-last (NHWC) with its neighbours instead of plain NCHW. 0
+     * elsewhere; bits on another op are refused when the artifact is opened. */
+    int32_t nhwc;
 } kn_abi_opnode;
+
+/* kn_abi_opnode.nhwc: input 0, output 0, and a FusedConv's residual (which
+ * is NHWC exactly when output 0 is). */
+enum { KN_OPNODE_NHWC_SRC = 1, KN_OPNODE_NHWC_DST = 2, KN_OPNODE_NHWC_RES = 4 };
 
 typedef struct kn_exec kn_exec; /* per-session execution state, runtime-private */
 

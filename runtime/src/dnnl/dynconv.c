@@ -5,7 +5,10 @@
  *
  * The compiler emits kn_rt_dynconv_exec for a Conv, kiln::FusedConv,
  * MaxPool or AveragePool node whose dynamic dims do not let it run in rows
- * (codegen/cpu/dyn.h). Its activations are plain NCHW in the arena. Per node
+ * (codegen/cpu/dyn.h). Its activations are plain NCHW in the arena, or
+ * NHWC where the compiler made two such nodes exchange them channels-last
+ * (kn_abi_opnode.nhwc: oneDNN's kernels want NHWC on AVX-512, and NCHW
+ * cost a reorder on each side of every node). Per node
  * the session keeps up to DC_WAYS primitives, one per input shape (least
  * recently used replaced), each with its scratchpad and with src/dst
  * reorders to and from the layout oneDNN prefers for that shape. A conv's
@@ -104,6 +107,17 @@ static int plain(dnnl_memory_desc_t *md, int nd, const int64_t *dims, const char
     dnnl_dims_t d;
     for (int i = 0; i < nd; i++) d[i] = dims[i];
     return kn_dnnl_plain_md(md, nd, d, what);
+}
+
+/* The descriptor of an activation as the node exchanges it: channels-last
+ * where the compiler said so (kn_abi_opnode.nhwc), else plain NCHW. */
+static int user_md(dnnl_memory_desc_t *md, const int64_t *dims, bool nhwc, const char *what)
+{
+    if (!nhwc) return plain(md, 4, dims, what);
+    dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+    if (dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_acdb) != dnnl_success)
+        return kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC %s descriptor", what);
+    return KN_OK;
 }
 
 static int mem(kn_dnnl_session *s, const dnnl_memory_desc_t *md, void *data, dnnl_memory_t *out)
@@ -278,7 +292,7 @@ static bool wino_record(const kn_opdesc *d, const int64_t *xd, const int64_t *wd
  * the first such shape, again when the weights move), a view of it, and
  * reorders of src, dst and the residual between NCHW and NHWC. */
 static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, int tile, const int64_t *xd,
-                      const int64_t *od, const void *wei, bool res, dc_prim *p)
+                      const int64_t *od, const void *wei, bool res, int nhwc, dc_prim *p)
 {
     if (n->wino && (n->wino_from != wei || kn_wino_tile_of(n->wino) != tile)) {
         if (n->wino_from != wei) { /* no view may outlive the filter */
@@ -301,8 +315,8 @@ static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, in
     p->wei = -1;
     dnnl_memory_desc_t us, ud, ns, nd;
     dnnl_dims_t sd = {xd[0], xd[1], xd[2], xd[3]}, dd = {od[0], od[1], od[2], od[3]};
-    st = plain(&us, 4, xd, "src");
-    if (!st) st = plain(&ud, 4, od, "dst");
+    st = user_md(&us, xd, nhwc & KN_OPNODE_NHWC_SRC, "src");
+    if (!st) st = user_md(&ud, od, nhwc & KN_OPNODE_NHWC_DST, "dst");
     if (!st && dnnl_memory_desc_init_by_tag(&ns, 4, sd, dnnl_f32, dnnl_acdb) != dnnl_success)
         st = kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC src descriptor");
     if (!st && dnnl_memory_desc_init_by_tag(&nd, 4, dd, dnnl_f32, dnnl_acdb) != dnnl_success)
@@ -320,12 +334,13 @@ static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, in
 static int build(kn_dnnl_session *s, dc_node *n, const kn_rt_opnode *rt, const int64_t *xd, const int64_t *wd,
                  const int64_t *od, const void *wei, bool wei_const, bool bias, bool res, int threads, dc_prim *p)
 {
+    int nhwc = rt->abi->nhwc;
     const kn_opdesc *d = &rt->desc;
     bool conv = d->op == KN_OP_Conv || d->op == KN_OP_FusedConv;
     kn_abi_dnnl rec;
     int tile;
     if (conv && wei_const && wino_record(d, xd, wd, od, bias, threads, &rec, &tile))
-        return build_wino(s, n, &rec, tile, xd, od, wei, res, p);
+        return build_wino(s, n, &rec, tile, xd, od, wei, res, nhwc, p);
     dnnl_primitive_attr_t attr = kn_dnnl_scratch_attr();
     if (!attr) return kn_error(KN_ERR_NOMEM, "oneDNN attributes: out of memory");
     dnnl_primitive_desc_t pd = NULL;
@@ -335,8 +350,8 @@ static int build(kn_dnnl_session *s, dc_node *n, const kn_rt_opnode *rt, const i
     dnnl_memory_desc_t us, ud;
     const dnnl_memory_desc_t *ps = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    st = plain(&us, 4, xd, "src");
-    if (!st) st = plain(&ud, 4, od, "dst");
+    st = user_md(&us, xd, nhwc & KN_OPNODE_NHWC_SRC, "src");
+    if (!st) st = user_md(&ud, od, nhwc & KN_OPNODE_NHWC_DST, "dst");
     if (!st) st = side(s, &us, ps, true, &p->src_ro, &p->src_buf, &p->m_src_user, &p->m_src);
     if (!st) st = side(s, &ud, pdst, false, &p->dst_ro, &p->dst_buf, &p->m_dst_user, &p->m_dst);
     if (!st && res && p->has_sum && p->dst_buf) {
@@ -438,6 +453,11 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
     }
     dc_node *n = s->dynconv->nodes[index];
     if (!n && !(n = s->dynconv->nodes[index] = calloc(1, sizeof *n))) return kn_error(KN_ERR_NOMEM, "out of memory");
+    /* the residual is read in dst's layout (its sum post-op adds what dst holds) */
+    bool has_res = rt->desc.op == KN_OP_FusedConv && on->n_inputs > KN_FUSED_RESIDUAL;
+    if (has_res && !(on->nhwc & KN_OPNODE_NHWC_RES) != !(on->nhwc & KN_OPNODE_NHWC_DST))
+        return kn_error(KN_ERR_INVALID, "node '%s' (%s): its residual and its output differ in layout (NHWC bits %#x)",
+                        on->name, on->op_type, (unsigned)on->nhwc);
     int64_t xd[KN_MAX_RANK], od[KN_MAX_RANK], wd[KN_MAX_RANK] = {0};
     kn_rt_tensor_dims(ex, &on->inputs[0], xd);
     kn_rt_tensor_dims(ex, &on->outputs[0], od);
