@@ -57,15 +57,34 @@ static kn_abi_dnnl record_of(const kn_tensor *x, const kn_tensor *w, const kn_te
     return rec;
 }
 
-/* src [C][HW] to dst [HW][C], in 16 x 16 tiles. */
-static void to_channels_last(const float *src, int64_t C, int64_t HW, float *dst)
+/* src [N][C][HW] to dst [N][HW][C], in 16 x 16 tiles; the parallel loop's
+ * units are blocks of 16 pixels of one image. */
+typedef struct cl_job {
+    const float *src;
+    float *dst;
+    int64_t C, HW, blocks; /* blocks: of 16 pixels per image */
+} cl_job;
+
+static int cl_chunk(void *args, int64_t lo, int64_t hi)
 {
-    for (int64_t c0 = 0; c0 < C; c0 += 16)
-        for (int64_t p0 = 0; p0 < HW; p0 += 16) {
-            int64_t c1 = c0 + 16 < C ? c0 + 16 : C, p1 = p0 + 16 < HW ? p0 + 16 : HW;
+    const cl_job *j = args;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t n = u / j->blocks, p0 = u % j->blocks * 16, p1 = p0 + 16 < j->HW ? p0 + 16 : j->HW;
+        const float *src = j->src + n * j->C * j->HW;
+        float *dst = j->dst + n * j->C * j->HW;
+        for (int64_t c0 = 0; c0 < j->C; c0 += 16) {
+            int64_t c1 = c0 + 16 < j->C ? c0 + 16 : j->C;
             for (int64_t c = c0; c < c1; c++)
-                for (int64_t p = p0; p < p1; p++) dst[p * C + c] = src[c * HW + p];
+                for (int64_t p = p0; p < p1; p++) dst[p * j->C + c] = src[c * j->HW + p];
         }
+    }
+    return KN_OK;
+}
+
+static int to_channels_last(const float *src, int64_t N, int64_t C, int64_t HW, float *dst, int threads)
+{
+    cl_job j = {src, dst, C, HW, (HW + 15) / 16};
+    return kn_rt_parallel_for_threads(threads, cl_chunk, &j, N * j.blocks);
 }
 
 int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, const kn_tensor *b,
@@ -104,8 +123,10 @@ int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, con
             return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory for a %lld-float input", (long long)need);
         st->cap = need;
     }
-    for (int64_t n = 0; n < N; n++) to_channels_last((const float *)x->data + n * C * HW, C, HW, st->nhwc + n * C * HW);
+    int threads = os->threads > 0 ? os->threads : 1;
+    int rc = to_channels_last(x->data, N, C, HW, st->nhwc, threads);
+    if (rc) return rc;
     os->impl = "kiln patch deconv:avx512";
     *posts_done = st->posts;
-    return kn_pdc_exec_at(st->k, N, x->dims[2], x->dims[3], st->nhwc, y->data, NULL, os->threads > 0 ? os->threads : 1);
+    return kn_pdc_exec_at(st->k, N, x->dims[2], x->dims[3], st->nhwc, y->data, NULL, threads);
 }

@@ -1,9 +1,10 @@
 /*
  * runtime/src/fastops.c — f32 fast paths of runtime kernels in compiled
- * artifacts: Sigmoid, Softmax and Concat, where a node's shape varies at
+ * artifacts: Sigmoid, Softmax, Concat and Resize, where a node's shape varies at
  * run time and it is not a generated loop (a YOLOv8n-style detector's
  * head at a run-time image width: the class scores' Sigmoid, the box
- * distributions' Softmax, two dozen Concats). Each runs on the session's
+ * distributions' Softmax, two dozen Concats; a text detector's
+ * upsamplings). Each runs on the session's
  * threads; Sigmoid and Softmax with 8-lane exp (kernels/x86/
  * f32_sigmoid_softmax_avx2.c) where the CPU has AVX2 and FMA. The
  * reference evaluator never comes here: its kernels (kernels/ref), which
@@ -150,4 +151,48 @@ int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axi
     cat_job j = {n, xs, chunk, row, bytes, out->data};
     os->impl = "kiln concat";
     return kn_rt_parallel_for_threads(os->threads, cat_chunk, &j, (int64_t)((bytes + CAT_PIECE - 1) / CAT_PIECE));
+}
+
+/* ---- Resize ------------------------------------------------------------------ */
+
+typedef struct rs_job {
+    const kn_tensor *x;
+    const kn_resize_params *p;
+    kn_tensor *out;
+    int64_t planes, per; /* image planes in all, and per parallel unit */
+} rs_job;
+
+/* Planes [lo per, hi per) as a [1, planes, H, W] view of each side: the
+ * reference kernel with the leading axes left as they are. */
+static int rs_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const rs_job *j = args;
+    int64_t p0 = lo * j->per, p1 = hi * j->per < j->planes ? hi * j->per : j->planes;
+    const kn_tensor *x = j->x;
+    kn_tensor *out = j->out;
+    int64_t in_plane = x->dims[2] * x->dims[3], out_plane = out->dims[2] * out->dims[3];
+    kn_tensor xv = *x, ov = *out;
+    xv.own = ov.own = KN_BORROWED, xv.map_base = ov.map_base = NULL;
+    xv.dims[0] = ov.dims[0] = 1;
+    xv.dims[1] = ov.dims[1] = p1 - p0;
+    xv.data = (float *)x->data + p0 * in_plane;
+    ov.data = (float *)out->data + p0 * out_plane;
+    xv.nbytes = (size_t)((p1 - p0) * in_plane) * sizeof(float);
+    ov.nbytes = (size_t)((p1 - p0) * out_plane) * sizeof(float);
+    return kn_k_resize(&xv, j->p, &ov);
+}
+
+int kn_fast_resize(kn_op_session *os, const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
+{
+    if (!os || x->dtype != KN_F32 || out->dtype != KN_F32 || x->rank != 4 || out->rank != 4 ||
+        p->coord == KN_COORD_TF_CROP_AND_RESIZE || p->scales[0] != 1.0 || p->scales[1] != 1.0 ||
+        x->dims[0] != out->dims[0] || x->dims[1] != out->dims[1])
+        return KN_ERR_UNSUPPORTED;
+    int64_t planes = x->dims[0] * x->dims[1], n = kn_tensor_numel(out);
+    int threads = threads_for(os, n);
+    if (threads == 1 || planes < threads) return KN_ERR_UNSUPPORTED;
+    int64_t units = planes < 4 * threads ? planes : 4 * threads;
+    rs_job j = {x, p, out, planes, (planes + units - 1) / units};
+    os->impl = "kiln resize planes";
+    return kn_rt_parallel_for_threads(threads, rs_chunk, &j, (planes + j.per - 1) / j.per);
 }

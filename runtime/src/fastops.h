@@ -12,6 +12,7 @@
 
 #include <kiln/tensor.h>
 
+#include "k_movement.h"
 #include "opdesc.h"
 
 /* y = Sigmoid(x), f32, y allocated with x's shape. */
@@ -21,5 +22,9 @@ int kn_fast_sigmoid(kn_op_session *os, const kn_tensor *x, kn_tensor *y);
 int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_t mid, int64_t inner, kn_tensor *y);
 /* out = Concat(xs, axis), out allocated; any dtype of fixed size. */
 int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axis, kn_tensor *out);
+/* out = Resize(x) of 4-D f32 images whose leading axes stay (scales 1):
+ * the reference kernel on groups of image planes, one group per unit of
+ * the session's threads. */
+int kn_fast_resize(kn_op_session *os, const kn_tensor *x, const kn_resize_params *p, kn_tensor *out);
 
 #endif

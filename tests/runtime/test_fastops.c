@@ -5,7 +5,7 @@
  * Softmax along the last axis and along an inner axis (columns in blocks
  * of 8 and a tail, several parallel units), Concat of several inputs along
  * an inner and the outer axis with runs that straddle the parallel pieces;
- * each at 1 and 2 threads. Without AVX2 and FMA, Sigmoid and Softmax must
+ * Resize on groups of image planes, bit for bit; each at 1 and 2 threads. Without AVX2 and FMA, Sigmoid and Softmax must
  * decline (KN_ERR_UNSUPPORTED), as must every path without a session.
  */
 #include <math.h>
@@ -142,12 +142,47 @@ static void test_concat(void **st)
         }
 }
 
+/* Resize on groups of planes against the reference over the whole tensor,
+ * bit for bit: nearest 2x (the row and column repeats), nearest by 1.5,
+ * and linear by 2, over 2 x 5 planes (uneven groups). */
+static void test_resize(void **st)
+{
+    (void)st;
+    struct {
+        kn_resize_mode mode;
+        kn_resize_coord coord;
+        double s;
+    } cases[] = {{KN_RESIZE_NEAREST, KN_COORD_ASYMMETRIC, 2.0},
+                 {KN_RESIZE_NEAREST, KN_COORD_HALF_PIXEL, 1.5},
+                 {KN_RESIZE_LINEAR, KN_COORD_HALF_PIXEL, 2.0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int threads = 1; threads <= 2; threads++) {
+            int64_t xd[4] = {2, 5, 24, 40}, od[4] = {2, 5, (int64_t)(24 * cases[c].s), (int64_t)(40 * cases[c].s)};
+            kn_tensor x = make(4, xd, true), y = make(4, od, false), want = make(4, od, false);
+            kn_resize_params p;
+            memset(&p, 0, sizeof p);
+            p.mode = cases[c].mode, p.coord = cases[c].coord, p.cubic_a = -0.75;
+            p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = cases[c].s;
+            assert_int_equal(kn_k_resize(&x, &p, &want), KN_OK);
+            kn_op_session os = {.threads = threads};
+            int rc = kn_fast_resize(&os, &x, &p, &y);
+            if (threads == 1) {
+                assert_int_equal(rc, KN_ERR_UNSUPPORTED);
+            } else {
+                assert_int_equal(rc, KN_OK);
+                assert_memory_equal(y.data, want.data, (size_t)kn_tensor_numel(&y) * sizeof(float));
+            }
+            kn_tensor_free(&x), kn_tensor_free(&y), kn_tensor_free(&want);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigmoid),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_resize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,10 +255,25 @@ static void resize_planes_f32(const kn_tensor *x, const axis_win *aw, kn_tensor 
     const float *src = x->data;
     float *dst = out->data;
     if (is_selection(ay, oh) && is_selection(ax, ow)) { /* nearest: 0 + 1 * 1 * v is v + 0 (-0 becomes +0) */
+        /* an integer upscaling along the row: each input column f times */
+        int64_t f = ow / iw;
+        bool rep = f >= 1 && ow == iw * f;
+        for (int64_t ox = 0; rep && ox < ow; ox++) rep = ax->idx[ox * ax->wn] == ox / f;
         for (int64_t pl = 0; pl < planes; pl++, src += ih * iw)
-            for (int64_t oy = 0; oy < oh; oy++) {
+            for (int64_t oy = 0; oy < oh; oy++, dst += ow) {
+                if (oy > 0 && ay->idx[oy * ay->wn] == ay->idx[(oy - 1) * ay->wn]) { /* the row above again */
+                    memcpy(dst, dst - ow, sizeof(float) * (size_t)ow);
+                    continue;
+                }
                 const float *row = src + ay->idx[oy * ay->wn] * iw;
-                for (int64_t ox = 0; ox < ow; ox++) *dst++ = row[ax->idx[ox * ax->wn]] + 0.0f;
+                if (rep && f == 2) {
+                    for (int64_t ix = 0; ix < iw; ix++) dst[2 * ix] = dst[2 * ix + 1] = row[ix] + 0.0f;
+                } else if (rep) {
+                    for (int64_t ix = 0; ix < iw; ix++)
+                        for (int64_t k = 0; k < f; k++) dst[ix * f + k] = row[ix] + 0.0f;
+                } else {
+                    for (int64_t ox = 0; ox < ow; ox++) dst[ox] = row[ax->idx[ox * ax->wn]] + 0.0f;
+                }
             }
         return;
     }
