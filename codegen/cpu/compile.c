@@ -558,6 +558,8 @@ static void note_fallback(compile_state *s, int i)
 /* The body of node i's function (begun) when no lowering took it: a
  * convolution or pooling at its run-time shape on oneDNN
  * (kn_rt_dynconv_exec), else its runtime kernel. */
+static bool runs_dyn_deconv(compile_state *s, const kn_node *n);
+
 static int emit_kernel_call(compile_state *s, int i)
 {
     const kn_node *n = s->g->nodes[i];
@@ -572,6 +574,11 @@ static int emit_kernel_call(compile_state *s, int i)
         return emit_opnode_call(s, n, "kn_rt_dynconv_exec", s->node_nhwc[i]);
     }
     s->how[i] = KN_LOWERED_RUNTIME;
+    if (s->node_nhwc && runs_dyn_deconv(s, n)) {
+        s->node_nhwc[i] = (s->nhwc[n->inputs[0]->id] ? KN_OPNODE_NHWC_SRC : 0) |
+                          (s->nhwc[n->outputs[0]->id] ? KN_OPNODE_NHWC_DST : 0);
+        return emit_opnode_call(s, n, "kn_rt_opnode_exec", s->node_nhwc[i]);
+    }
     return emit_fallback(s, n);
 }
 
@@ -1114,6 +1121,27 @@ static bool runs_dynconv(compile_state *s, const kn_node *n)
     return !lower || kn_dyn_row_sym(&s->dyn, n) < 0;
 }
 
+/* True if node n will run as the runtime kernel of a ConvTranspose at the
+ * run's shape (the patch kernel where it applies, runtime/src/convt.c),
+ * without a residual: it too reads and writes NHWC (kn_opdesc.nhwc). */
+static bool runs_dyn_deconv(compile_state *s, const kn_node *n)
+{
+    if (!n || (n->op != KN_OP_ConvTranspose && n->op != KN_OP_FusedConvTranspose) ||
+        !kn_dyn_node_is_dynamic(&s->dyn, n) || touches_dynamic(&s->plan, n) || kn_node_outputs_known(n) ||
+        kn_plan_is_alias(&s->plan, n) || n->n_inputs < 1 || n->n_outputs < 1 || !n->inputs[0] || !n->outputs[0])
+        return false;
+    const kn_value *x = n->inputs[0], *y = n->outputs[0];
+    if (x->dtype != KN_F32 || y->dtype != KN_F32 || x->shape.rank != 4 || y->shape.rank != 4) return false;
+    if (n->op == KN_OP_FusedConvTranspose && kn_node_input(n, KN_FUSED_RESIDUAL)) return false;
+    size_t table = 0;
+    kn_cg_lower_fn lower = find_lowering_from(n->op, 0, &table);
+    return !lower || kn_dyn_row_sym(&s->dyn, n) < 0;
+}
+
+/* A node that reads its input 0 and writes its output 0 channels-last
+ * when the compiler says so. */
+static bool takes_nhwc(compile_state *s, const kn_node *n) { return runs_dynconv(s, n) || runs_dyn_deconv(s, n); }
+
 static bool is_graph_output(const kn_graph *g, const kn_value *v)
 {
     for (int i = 0; i < g->n_outputs; i++)
@@ -1144,12 +1172,12 @@ static int plan_dyn_nhwc(compile_state *s)
         const kn_value *v = g->values[i];
         const kn_node *p = v->producer;
         if (v->id < 0 || v->shape.rank != 4 || v->dtype != KN_F32 || !p || p->n_outputs < 1 || p->outputs[0] != v ||
-            v->n_users == 0 || is_graph_output(g, v) || !runs_dynconv(s, p))
+            v->n_users == 0 || is_graph_output(g, v) || !takes_nhwc(s, p))
             continue;
         bool ok = true;
         for (int k = 0; k < v->n_users && ok; k++) {
             const kn_use *u = &v->users[k];
-            ok = runs_dynconv(s, u->node) &&
+            ok = takes_nhwc(s, u->node) &&
                  (u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv));
         }
         s->nhwc[v->id] = ok;

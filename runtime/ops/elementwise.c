@@ -137,7 +137,10 @@ static int exec_binary(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     }
     if (st) return st;
     st = kn_k_broadcast_alloc(2, ab, kn_k_binary_out_dtype(k, in[0]->dtype), &out[0]);
-    if (!st) st = kn_k_binary(k, ab[0], ab[1], &out[0]);
+    if (!st) { /* compiled artifacts: the f32 fast path first (fastops.h) */
+        st = kn_fast_binary(d->sess, k, ab[0], ab[1], &out[0]);
+        if (st == KN_ERR_UNSUPPORTED) st = kn_k_binary(k, ab[0], ab[1], &out[0]);
+    }
     return st ? kernel_fail(d, st) : KN_OK;
 }
 

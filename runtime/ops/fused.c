@@ -237,11 +237,11 @@ static int exec_fused_convt(const kn_opdesc *d, const kn_tensor *const *in, kn_t
     st = KN_ERR_UNSUPPORTED;
     if (d->sess && (st = kn_fused_posts(d, post, &n_post)) == KN_OK) {
         if (kn_op_input(d, in, KN_FUSED_RESIDUAL)) n_post = 0;
-        st = kn_convt_fast(d->sess, x, w, b, post, n_post, &win, group, &out[0], &posts_done);
+        st = kn_convt_fast(d->sess, x, w, b, post, n_post, &win, group, &out[0], &posts_done, d->nhwc);
     }
     if (st == KN_ERR_UNSUPPORTED) {
         if (d->sess) d->sess->impl = NULL;
-        st = kn_k_conv_transpose(x, w, b, &win, group, &out[0]);
+        st = kn_convt_reference(x, w, b, &win, group, &out[0], d->nhwc);
     }
     if (st) return kn_op_fail(d, st);
     return posts_done ? KN_OK : run_posts(d, in, &out[0]);

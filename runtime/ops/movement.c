@@ -366,7 +366,8 @@ static int exec_transpose(const kn_opdesc *d, const kn_tensor *const *in, kn_ten
     int st = kn_mv_exec_begin(d, in, out, shape_transpose, &a);
     int perm[KN_MAX_RANK], r;
     if (st || (st = transpose_perm(&a, perm, &r))) return st;
-    st = kn_k_transpose(in[0], perm, &out[0]);
+    st = kn_fast_transpose(d->sess, in[0], perm, &out[0]); /* compiled artifacts (fastops.h) */
+    if (st == KN_ERR_UNSUPPORTED) st = kn_k_transpose(in[0], perm, &out[0]);
     return st ? kn_mv_fail(d, st) : KN_OK;
 }
 

@@ -88,11 +88,11 @@ static int exec_convt(const kn_opdesc *op, const kn_tensor *const *in, kn_tensor
     /* compiled artifacts: the patch kernel where it applies (convt.h) */
     if (op->sess) {
         bool posts_done;
-        st = kn_convt_fast(op->sess, x, w, b, NULL, 0, &win, group, &out[0], &posts_done);
+        st = kn_convt_fast(op->sess, x, w, b, NULL, 0, &win, group, &out[0], &posts_done, op->nhwc);
         if (st != KN_ERR_UNSUPPORTED) return kernel_status(op, st);
         op->sess->impl = NULL;
     }
-    return kernel_status(op, kn_k_conv_transpose(x, w, b, &win, group, &out[0]));
+    return kernel_status(op, kn_convt_reference(x, w, b, &win, group, &out[0], op->nhwc));
 }
 
 /* ---- pooling ---------------------------------------------------------------- */

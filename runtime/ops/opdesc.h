@@ -153,6 +153,10 @@ typedef struct kn_opdesc {
      * compiled artifacts' Attention only); 0: in its operands' dtype. The
      * reference evaluator leaves it 0: the oracle stays f32. */
     int32_t compute;
+    /* KN_OPNODE_NHWC_* (kn_abi_opnode.nhwc; compiled artifacts' ConvTranspose
+     * at a run-time shape only): input 0 / output 0 are channels-last in
+     * memory, their dims still NCHW. 0 in the reference evaluator. */
+    int32_t nhwc;
 } kn_opdesc;
 
 /* Computes the node's outputs. in[i] is NULL for an omitted optional input.

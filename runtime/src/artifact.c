@@ -241,6 +241,7 @@ static int prepare_opnode(kn_artifact *a, int i)
         .attrs = attrs,
         .n_attrs = n_attrs,
         .compute = o->compute,
+        .nhwc = o->nhwc,
     };
     if (kn_op_check_arity(&rt->desc)) { /* kernels index their inputs by position */
         kn_error_prefix("%s: ", label_of(a));

@@ -8,11 +8,16 @@
  * plain NCHW in the arena, is copied channels-last into a scratch buffer
  * and the patch kernel writes the NCHW output, with the node's post-ops in
  * its epilogue where it has them. The weights are packed once per session.
+ * Where the compiler placed the node's input or output channels-last
+ * (kn_opdesc.nhwc: its neighbours are convolutions at the run's shape, or
+ * another such ConvTranspose), the kernel reads or writes them there; the
+ * plain C kernel then runs through NCHW copies (kn_convt_reference).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "convt.h"
+#include "k_movement.h"
 #include "rt_internal.h"
 
 typedef struct convt_state {
@@ -89,7 +94,7 @@ static int to_channels_last(const float *src, int64_t N, int64_t C, int64_t HW, 
 
 int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, const kn_tensor *b,
                   const kn_abi_post *post, int n_post, const kn_nn_window *win, int64_t group, kn_tensor *y,
-                  bool *posts_done)
+                  bool *posts_done, int nhwc)
 {
     *posts_done = false;
     if (!os || x->dtype != KN_F32 || w->dtype != KN_F32 || (b && b->dtype != KN_F32) || y->dtype != KN_F32 ||
@@ -98,11 +103,12 @@ int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, con
     kn_abi_dnnl rec = record_of(x, w, b, win);
     for (int i = 0; i < 4; i++)
         if (y->dims[i] != rec.dst.dims[i]) return KN_ERR_UNSUPPORTED; /* output_padding or output_shape */
-    if (!kn_pdc_supported(&rec, false)) return KN_ERR_UNSUPPORTED;
+    bool dst_nhwc = nhwc & KN_OPNODE_NHWC_DST;
+    if (!kn_pdc_supported(&rec, dst_nhwc)) return KN_ERR_UNSUPPORTED;
     if (n_post > 0 && n_post <= 4) { /* with the post-ops where the epilogue has them all */
         rec.n_post = n_post;
         memcpy(rec.post, post, sizeof *post * (size_t)n_post);
-        if (!kn_pdc_supported(&rec, false)) rec.n_post = 0;
+        if (!kn_pdc_supported(&rec, dst_nhwc)) rec.n_post = 0;
     }
     convt_state *st = os->state;
     if (!st || st->w != w->data || st->b != (b ? b->data : NULL) || st->posts != (rec.n_post > 0)) {
@@ -110,7 +116,7 @@ int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, con
         os->state = st = calloc(1, sizeof *st);
         os->free_state = state_free;
         if (!st) return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory");
-        int rc = kn_pdc_create(&rec, w->data, b ? b->data : NULL, false, &st->k);
+        int rc = kn_pdc_create(&rec, w->data, b ? b->data : NULL, dst_nhwc, &st->k);
         if (rc) return rc;
         st->w = w->data, st->b = b ? b->data : NULL, st->posts = rec.n_post > 0;
     }
@@ -124,9 +130,52 @@ int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, con
         st->cap = need;
     }
     int threads = os->threads > 0 ? os->threads : 1;
-    int rc = to_channels_last(x->data, N, C, HW, st->nhwc, threads);
-    if (rc) return rc;
+    const float *src = x->data;
+    if (!(nhwc & KN_OPNODE_NHWC_SRC)) { /* the kernel reads channels-last */
+        int rc = to_channels_last(x->data, N, C, HW, st->nhwc, threads);
+        if (rc) return rc;
+        src = st->nhwc;
+    }
     os->impl = "kiln patch deconv:avx512";
     *posts_done = st->posts;
-    return kn_pdc_exec_at(st->k, N, x->dims[2], x->dims[3], st->nhwc, y->data, NULL, threads);
+    return kn_pdc_exec_at(st->k, N, x->dims[2], x->dims[3], src, y->data, NULL, threads);
+}
+
+/* t's bytes as [N, H, W, C] (channels-last) <-> [N, C, H, W]: perm of
+ * kn_k_transpose over a view with the other order's dims. */
+static int relayout(const kn_tensor *from, bool from_nhwc, kn_tensor *to)
+{
+    const int64_t *d = from->dims; /* NCHW dims, whichever the bytes */
+    int64_t nhwc_dims[4] = {d[0], d[2], d[3], d[1]};
+    static const int to_nchw[4] = {0, 3, 1, 2}, to_nhwc[4] = {0, 2, 3, 1};
+    kn_tensor src = *from, dst = *to;
+    src.own = dst.own = KN_BORROWED, src.map_base = dst.map_base = NULL;
+    if (from_nhwc) memcpy(src.dims, nhwc_dims, sizeof nhwc_dims);
+    else memcpy(dst.dims, nhwc_dims, sizeof nhwc_dims);
+    return kn_k_transpose(&src, from_nhwc ? to_nchw : to_nhwc, &dst);
+}
+
+int kn_convt_reference(const kn_tensor *x, const kn_tensor *w, const kn_tensor *b, const kn_nn_window *win,
+                       int64_t group, kn_tensor *y, int nhwc)
+{
+    if (!(nhwc & (KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST))) return kn_k_conv_transpose(x, w, b, win, group, y);
+    if (x->rank != 4 || y->rank != 4) return kn_error(KN_ERR_INVALID, "ConvTranspose: NHWC activations of rank %d", x->rank);
+    kn_tensor xc = {0}, yc = {0};
+    const kn_tensor *xs = x;
+    kn_tensor *ys = y;
+    int st = KN_OK;
+    if (nhwc & KN_OPNODE_NHWC_SRC) {
+        st = kn_tensor_alloc(&xc, x->dtype, 4, x->dims);
+        if (!st) st = relayout(x, true, &xc);
+        xs = &xc;
+    }
+    if (!st && (nhwc & KN_OPNODE_NHWC_DST)) {
+        st = kn_tensor_alloc(&yc, y->dtype, 4, y->dims);
+        ys = &yc;
+    }
+    if (!st) st = kn_k_conv_transpose(xs, w, b, win, group, ys);
+    if (!st && ys != y) st = relayout(ys, false, y);
+    kn_tensor_free(&xc);
+    kn_tensor_free(&yc);
+    return st;
 }

@@ -21,9 +21,15 @@
  * AVX-512. KN_ERR_UNSUPPORTED with no message and nothing written
  * otherwise: the caller runs kn_k_conv_transpose. post (n_post of them,
  * a fused node's, the same at every run): applied by the kernel where its
- * epilogue has them all (*posts_done true), else left to the caller. */
+ * epilogue has them all (*posts_done true), else left to the caller. nhwc
+ * (kn_opdesc.nhwc): x and y are channels-last in memory. */
 int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, const kn_tensor *b,
                   const kn_abi_post *post, int n_post, const kn_nn_window *win, int64_t group, kn_tensor *y,
-                  bool *posts_done);
+                  bool *posts_done, int nhwc);
+/* The plain C kernel (kn_k_conv_transpose) for a node whose input or
+ * output is channels-last (nhwc: KN_OPNODE_NHWC_SRC/DST bits): through
+ * NCHW copies of them. */
+int kn_convt_reference(const kn_tensor *x, const kn_tensor *w, const kn_tensor *b, const kn_nn_window *win,
+                       int64_t group, kn_tensor *y, int nhwc);
 
 #endif

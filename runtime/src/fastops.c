@@ -1,6 +1,7 @@
 /*
  * runtime/src/fastops.c — f32 fast paths of runtime kernels in compiled
- * artifacts: Sigmoid, Softmax, Concat and Resize, where a node's shape varies at
+ * artifacts: Sigmoid, Softmax, Add/Sub/Mul/Div, Transpose, Concat and
+ * Resize, where a node's shape varies at
  * run time and it is not a generated loop (a YOLOv8n-style detector's
  * head at a run-time image width: the class scores' Sigmoid, the box
  * distributions' Softmax, two dozen Concats; a text detector's
@@ -59,6 +60,108 @@ int kn_fast_sigmoid(kn_op_session *os, const kn_tensor *x, kn_tensor *y)
     sig_job j = {x->data, y->data, n};
     os->impl = "kiln sigmoid:avx2";
     return kn_rt_parallel_for_threads(threads_for(os, n), sig_chunk, &j, (n + SIG_PIECE - 1) / SIG_PIECE);
+}
+
+/* ---- Add, Sub, Mul, Div ---------------------------------------------------- */
+
+typedef struct bin_job {
+    kn_binary_op op;
+    const float *a, *b;
+    float *y;
+    int64_t n;
+    bool b_scalar; /* b is one value for every element */
+} bin_job;
+
+enum { BIN_PIECE = 8192 }; /* elements per parallel unit */
+
+static int bin_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const bin_job *j = args;
+    int64_t i0 = lo * BIN_PIECE, i1 = hi * BIN_PIECE < j->n ? hi * BIN_PIECE : j->n;
+    const float *a = j->a, *b = j->b;
+    float *y = j->y;
+    /* plain loops the compiler vectorizes; in f32, as a generated loop computes them */
+    if (j->b_scalar) {
+        float v = b[0];
+        switch (j->op) {
+        case KN_BIN_ADD: for (int64_t i = i0; i < i1; i++) y[i] = a[i] + v; break;
+        case KN_BIN_SUB: for (int64_t i = i0; i < i1; i++) y[i] = a[i] - v; break;
+        case KN_BIN_MUL: for (int64_t i = i0; i < i1; i++) y[i] = a[i] * v; break;
+        default: for (int64_t i = i0; i < i1; i++) y[i] = a[i] / v; break;
+        }
+        return KN_OK;
+    }
+    switch (j->op) {
+    case KN_BIN_ADD: for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i]; break;
+    case KN_BIN_SUB: for (int64_t i = i0; i < i1; i++) y[i] = a[i] - b[i]; break;
+    case KN_BIN_MUL: for (int64_t i = i0; i < i1; i++) y[i] = a[i] * b[i]; break;
+    default: for (int64_t i = i0; i < i1; i++) y[i] = a[i] / b[i]; break;
+    }
+    return KN_OK;
+}
+
+int kn_fast_binary(kn_op_session *os, kn_binary_op op, const kn_tensor *a, const kn_tensor *b, kn_tensor *y)
+{
+    if (!os || (op != KN_BIN_ADD && op != KN_BIN_SUB && op != KN_BIN_MUL && op != KN_BIN_DIV) ||
+        a->dtype != KN_F32 || b->dtype != KN_F32 || y->dtype != KN_F32)
+        return KN_ERR_UNSUPPORTED;
+    int64_t n = kn_tensor_numel(y);
+    bool scalar = kn_tensor_numel(b) == 1 && b->rank <= y->rank;
+    if (kn_tensor_numel(a) != n || a->rank != y->rank || (!scalar && (b->rank != y->rank || kn_tensor_numel(b) != n)))
+        return KN_ERR_UNSUPPORTED;
+    for (int k = 0; k < y->rank; k++) /* the same shape (no broadcast but a single b) */
+        if (a->dims[k] != y->dims[k] || (!scalar && b->dims[k] != y->dims[k])) return KN_ERR_UNSUPPORTED;
+    bin_job j = {op, a->data, b->data, y->data, n, scalar};
+    os->impl = "kiln elementwise";
+    return kn_rt_parallel_for_threads(threads_for(os, n), bin_chunk, &j, (n + BIN_PIECE - 1) / BIN_PIECE);
+}
+
+/* ---- Transpose ----------------------------------------------------------------- */
+
+typedef struct tr_job {
+    const char *x;
+    char *y;
+    int rank;               /* of the permuted outer dims (the innermost kept whole) */
+    int64_t ydims[KN_MAX_RANK], xstride[KN_MAX_RANK]; /* per y dim: its size, and x's stride (in runs) */
+    size_t run;             /* bytes of the innermost dim, copied whole */
+    int64_t runs;
+} tr_job;
+
+enum { TR_PIECE = 256 }; /* runs per parallel unit */
+
+static int tr_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const tr_job *j = args;
+    int64_t r1 = hi * TR_PIECE < j->runs ? hi * TR_PIECE : j->runs;
+    for (int64_t r = lo * TR_PIECE; r < r1; r++) {
+        int64_t rem = r, at = 0;
+        for (int k = j->rank - 1; k >= 0; k--) {
+            at += rem % j->ydims[k] * j->xstride[k];
+            rem /= j->ydims[k];
+        }
+        memcpy(j->y + (size_t)r * j->run, j->x + (size_t)at * j->run, j->run);
+    }
+    return KN_OK;
+}
+
+int kn_fast_transpose(kn_op_session *os, const kn_tensor *x, const int *perm, kn_tensor *y)
+{
+    int r = x->rank;
+    if (!os || r < 2 || r > KN_MAX_RANK || y->rank != r || y->dtype != x->dtype || perm[r - 1] != r - 1)
+        return KN_ERR_UNSUPPORTED; /* only permutations that keep the innermost dim: runs of it move whole */
+    size_t es = kn_dtype_size(x->dtype);
+    if (es == 0 || x->dtype == KN_STRING) return KN_ERR_UNSUPPORTED;
+    int64_t n = kn_tensor_numel(x), inner = x->dims[r - 1];
+    if (inner < 16 || threads_for(os, n) == 1) return KN_ERR_UNSUPPORTED;
+    tr_job j = {.x = x->data, .y = y->data, .rank = r - 1, .run = (size_t)inner * es, .runs = n / inner};
+    int64_t xs[KN_MAX_RANK], s = 1;
+    for (int k = r - 2; k >= 0; k--) xs[k] = s, s *= x->dims[k]; /* x's strides in runs */
+    for (int k = 0; k < r - 1; k++) {
+        if (perm[k] < 0 || perm[k] >= r - 1 || y->dims[k] != x->dims[perm[k]]) return KN_ERR_UNSUPPORTED;
+        j.ydims[k] = y->dims[k], j.xstride[k] = xs[perm[k]];
+    }
+    os->impl = "kiln transpose runs";
+    return kn_rt_parallel_for_threads(threads_for(os, n), tr_chunk, &j, (j.runs + TR_PIECE - 1) / TR_PIECE);
 }
 
 /* ---- Softmax ---------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 
 #include <kiln/tensor.h>
 
+#include "k_elementwise.h"
 #include "k_movement.h"
 #include "opdesc.h"
 
@@ -20,6 +21,12 @@ int kn_fast_sigmoid(kn_op_session *os, const kn_tensor *x, kn_tensor *y);
 /* y = Softmax(x) over `mid` elements `inner` apart, in `outer` slices
  * (opset 13's axis; the legacy flattened form is inner 1), f32. */
 int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_t mid, int64_t inner, kn_tensor *y);
+/* y = a (op) b for Add, Sub, Mul and Div of f32 tensors of y's shape, b
+ * that or a single value. */
+int kn_fast_binary(kn_op_session *os, kn_binary_op op, const kn_tensor *a, const kn_tensor *b, kn_tensor *y);
+/* y = Transpose(x, perm) where perm keeps the innermost dim: its runs
+ * copied whole; any dtype of fixed size. */
+int kn_fast_transpose(kn_op_session *os, const kn_tensor *x, const int *perm, kn_tensor *y);
 /* out = Concat(xs, axis), out allocated; any dtype of fixed size. */
 int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axis, kn_tensor *out);
 /* out = Resize(x) of 4-D f32 images whose leading axes stay (scales 1):

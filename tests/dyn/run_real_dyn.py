@@ -109,6 +109,12 @@ def main():
         n_nhwc = sum("oneDNN, run-time shape" in line and ", NHWC" in line for line in rep.splitlines())
         check(n_nhwc >= {"dbnet": 14, "crnn": 6, "yolov8n": 40}[MODEL],
               f"{MODEL}: {n_nhwc} of them exchange NHWC activations")
+    if MODEL == "dbnet":
+        # the head's upsamplings read and write their neighbours' NHWC too
+        convt = [line for line in rep.splitlines()
+                 if len(line.split()) > 1 and line.split()[1].endswith("ConvTranspose") and "runtime kernel" in line]
+        check(len(convt) == 2 and all(", NHWC" in line for line in convt),
+              f"{MODEL}: ConvTranspose at the run's shape on NHWC activations: {convt}")
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(7)
     for tag, make in sizes.items():

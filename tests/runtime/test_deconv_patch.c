@@ -222,7 +222,7 @@ static void test_run_time_shapes(void **state)
         /* Relu in the epilogue; Tanh is not there: bias only, the caller's */
         bool done = false;
         const kn_abi_post *post = s == 2 ? &tanh_ : &relu;
-        assert_int_equal(kn_convt_fast(&os, &x, &w, &b, post, 1, &win, 1, &got, &done), KN_OK);
+        assert_int_equal(kn_convt_fast(&os, &x, &w, &b, post, 1, &win, 1, &got, &done, 0), KN_OK);
         assert_int_equal(done, s != 2);
         assert_string_equal(os.impl, "kiln patch deconv:avx512");
         const float *g = got.data, *r = want.data;
@@ -242,11 +242,70 @@ static void test_run_time_shapes(void **state)
     bool done;
     kn_nn_window padded = win;
     padded.pads[0] = padded.pads[2] = 1;
-    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &padded, 1, &y, &done), KN_ERR_UNSUPPORTED);
-    assert_int_equal(kn_convt_fast(&os, &x, &wc, &b, NULL, 0, &win, 1, &y, &done), KN_ERR_UNSUPPORTED);
-    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &win, 2, &y, &done), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &padded, 1, &y, &done, 0), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_convt_fast(&os, &x, &wc, &b, NULL, 0, &win, 1, &y, &done, 0), KN_ERR_UNSUPPORTED);
+    assert_int_equal(kn_convt_fast(&os, &x, &w, &b, NULL, 0, &win, 2, &y, &done, 0), KN_ERR_UNSUPPORTED);
     if (os.free_state) os.free_state(os.state);
     free(xs), free(ys), free(copy), free(blob);
+}
+
+/* [N][C][HW] <-> [N][HW][C] (to_nhwc false: back). */
+static void relayout(const float *src, float *dst, int64_t N, int64_t C, int64_t HW, bool to_nhwc)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++) {
+                int64_t nchw = (n * C + c) * HW + p, nhwc = (n * HW + p) * C + c;
+                if (to_nhwc) dst[nhwc] = src[nchw];
+                else dst[nchw] = src[nhwc];
+            }
+}
+
+/* A node whose input, output or both the compiler placed channels-last
+ * (kn_opdesc.nhwc): the patch kernel (direct NHWC stores for O = 16,
+ * blocked for O = 4) and the plain kernel through NCHW copies, against the
+ * plain kernel on NCHW. */
+static void test_run_time_nhwc(void **state)
+{
+    (void)state;
+    enum { C = 6, K = 2, H = 3, W = 5 };
+    const int outs[2] = {16, 4};
+    for (int oi = 0; oi < 2; oi++) {
+        int64_t O = outs[oi], NW = C * O * K * K;
+        float *blob = rand_buf(NW + O);
+        int64_t wd[4] = {C, O, K, K}, bd[1] = {O}, xd[4] = {1, C, H, W}, yd[4] = {1, O, H * K, W * K};
+        kn_tensor w = view(4, wd, blob), b = view(1, bd, blob + NW);
+        kn_nn_window win = {.nsp = 2, .kernel = {K, K}, .strides = {K, K}, .dilations = {1, 1}};
+        float *xs = rand_buf(C * H * W), *xl = malloc(sizeof(float) * C * H * W);
+        relayout(xs, xl, 1, C, H * W, true);
+        kn_tensor x = view(4, xd, xs), want;
+        assert_int_equal(kn_tensor_alloc(&want, KN_F32, 4, yd), KN_OK);
+        assert_int_equal(kn_k_conv_transpose(&x, &w, &b, &win, 1, &want), KN_OK);
+        float *want_l = malloc(sizeof want_l[0] * (size_t)kn_tensor_numel(&want));
+        relayout(want.data, want_l, 1, O, H * K * W * K, true);
+        for (int bits = 1; bits <= 3; bits++) {
+            kn_tensor xin = view(4, xd, bits & KN_OPNODE_NHWC_SRC ? xl : xs), got;
+            const float *expect = bits & KN_OPNODE_NHWC_DST ? want_l : want.data;
+            for (int fast = 0; fast < 2; fast++) {
+                if (fast && !have_avx512()) continue;
+                assert_int_equal(kn_tensor_alloc(&got, KN_F32, 4, yd), KN_OK);
+                kn_op_session os = {.threads = 2, .weights = (const unsigned char *)blob,
+                                    .weights_len = sizeof(float) * (size_t)(NW + O)};
+                bool done;
+                int rc = fast ? kn_convt_fast(&os, &xin, &w, &b, NULL, 0, &win, 1, &got, &done, bits)
+                              : kn_convt_reference(&xin, &w, &b, &win, 1, &got, bits);
+                assert_int_equal(rc, KN_OK);
+                const float *g = got.data;
+                for (int64_t i = 0; i < kn_tensor_numel(&got); i++)
+                    if (fabsf(g[i] - expect[i]) > 1e-5f * (1 + fabsf(expect[i])))
+                        fail_msg("O %lld, NHWC bits %d, %s: element %lld is %g, expected %g", (long long)O, bits,
+                                 fast ? "patch kernel" : "plain kernel", (long long)i, g[i], expect[i]);
+                if (os.free_state) os.free_state(os.state);
+                kn_tensor_free(&got);
+            }
+        }
+        kn_tensor_free(&want), free(want_l), free(xs), free(xl), free(blob);
+    }
 }
 
 int main(void)
@@ -256,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_blocked),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_run_time_shapes),
+        cmocka_unit_test(test_run_time_nhwc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

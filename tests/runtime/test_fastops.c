@@ -5,7 +5,9 @@
  * Softmax along the last axis and along an inner axis (columns in blocks
  * of 8 and a tail, several parallel units), Concat of several inputs along
  * an inner and the outer axis with runs that straddle the parallel pieces;
- * Resize on groups of image planes, bit for bit; each at 1 and 2 threads. Without AVX2 and FMA, Sigmoid and Softmax must
+ * Resize on groups of image planes, bit for bit; each at 1 and 2 threads;
+ * Add/Sub/Mul/Div and a Transpose that keeps the innermost dim, bit for
+ * bit. Without AVX2 and FMA, Sigmoid and Softmax must
  * decline (KN_ERR_UNSUPPORTED), as must every path without a session.
  */
 #include <math.h>
@@ -142,6 +144,45 @@ static void test_concat(void **st)
         }
 }
 
+/* Add, Sub, Mul, Div of f32 tensors of one shape, and by a single value:
+ * bit for bit the reference's (double rounded to float is the float
+ * operation for these four); a broadcast other than a single value
+ * declines. */
+static void test_binary(void **st)
+{
+    (void)st;
+    const kn_binary_op ops[] = {KN_BIN_ADD, KN_BIN_SUB, KN_BIN_MUL, KN_BIN_DIV};
+    int64_t d[3] = {3, 17, 1001}, one = 1, row[3] = {1, 1, 1001};
+    for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
+        for (int scalar = 0; scalar < 2; scalar++) {
+            kn_tensor a = make(3, d, true), b = scalar ? make(1, &one, true) : make(3, d, true);
+            kn_tensor y = make(3, d, false), want = make(3, d, false);
+            assert_int_equal(kn_k_binary(ops[o], &a, &b, &want), KN_OK);
+            kn_op_session os = {.threads = 2};
+            assert_int_equal(kn_fast_binary(&os, ops[o], &a, &b, &y), KN_OK);
+            assert_memory_equal(y.data, want.data, (size_t)kn_tensor_numel(&y) * sizeof(float));
+            kn_tensor r = make(3, row, true); /* a row broadcast: the reference's */
+            assert_int_equal(kn_fast_binary(&os, ops[o], &a, &r, &y), KN_ERR_UNSUPPORTED);
+            kn_tensor_free(&a), kn_tensor_free(&b), kn_tensor_free(&y), kn_tensor_free(&want), kn_tensor_free(&r);
+        }
+}
+
+/* Transpose of the outer dims (the innermost moves whole), against the
+ * reference bit for bit; moving the innermost dim declines. */
+static void test_transpose(void **st)
+{
+    (void)st;
+    int64_t xd[4] = {2, 4, 16, 300}, yd[4] = {16, 2, 4, 300};
+    int perm[4] = {2, 0, 1, 3}, inner[4] = {0, 1, 3, 2};
+    kn_tensor x = make(4, xd, true), y = make(4, yd, false), want = make(4, yd, false);
+    assert_int_equal(kn_k_transpose(&x, perm, &want), KN_OK);
+    kn_op_session os = {.threads = 2};
+    assert_int_equal(kn_fast_transpose(&os, &x, perm, &y), KN_OK);
+    assert_memory_equal(y.data, want.data, (size_t)kn_tensor_numel(&y) * sizeof(float));
+    assert_int_equal(kn_fast_transpose(&os, &x, inner, &y), KN_ERR_UNSUPPORTED);
+    kn_tensor_free(&x), kn_tensor_free(&y), kn_tensor_free(&want);
+}
+
 /* Resize on groups of planes against the reference over the whole tensor,
  * bit for bit: nearest 2x (the row and column repeats), nearest by 1.5,
  * and linear by 2, over 2 x 5 planes (uneven groups). */
@@ -181,6 +222,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigmoid),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_resize),
     };

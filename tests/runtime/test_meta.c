@@ -459,6 +459,15 @@ static void test_meta_opnode_nhwc(void **state)
     expect_refused(&f, "NHWC bits 0x8");
     f.op[0].op = KN_OP_NonZero, f.op[0].op_type = "NonZero", f.op[0].nhwc = KN_OPNODE_NHWC_SRC;
     expect_refused(&f, "for convolutions and poolings only");
+    /* a ConvTranspose: input and output, never a residual */
+    f.op[0].op = KN_OP_ConvTranspose, f.op[0].op_type = "ConvTranspose";
+    f.op[0].nhwc = KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST;
+    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
+    kn_meta_free(&r);
+    free(bytes);
+    f.op[0].nhwc = KN_OPNODE_NHWC_RES;
+    expect_refused(&f, "for convolutions and poolings only");
     free(f.attrs);
 }
 

@@ -278,10 +278,11 @@ typedef struct kn_abi_opnode {
      * the node computes in its operands' dtype; any other value, or
      * KN_BF16 on another op, is refused when the artifact is opened. */
     int32_t compute;
-    /* A convolution or pooling run by kn_rt_dynconv_exec (at the run's
-     * shape): KN_OPNODE_NHWC_* bits for the activations it exchanges
-     * channels-last (NHWC) with its neighbours instead of plain NCHW. 0
-     * elsewhere; bits on another op are refused when the artifact is opened. */
+    /* A convolution or pooling run by kn_rt_dynconv_exec, or a
+     * ConvTranspose run by its runtime kernel, at the run's shape:
+     * KN_OPNODE_NHWC_* bits for the activations it exchanges channels-last
+     * (NHWC) with its neighbours instead of plain NCHW. 0 elsewhere; bits
+     * on another op are refused when the artifact is opened. */
     int32_t nhwc;
 } kn_abi_opnode;
 
