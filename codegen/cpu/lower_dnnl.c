@@ -432,8 +432,9 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
  * arena value (never the user's buffers) of a 2-D convolution, written by a
  * convolution, pooling or binary op oneDNN runs and read only by such
  * convolutions (as src or as residual), poolings, and binary ops (as the
- * activation operand: a squeeze-and-excitation scale). Any channel count: where the session's layout would pad it (24
- * channels in nChw16c), the runtime keeps the value plain on both sides. */
+ * activation operand: a squeeze-and-excitation scale). Any channel count:
+ * where the session's layout would pad it (24 channels in nChw16c), the
+ * runtime keeps the value plain on both sides. */
 static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;

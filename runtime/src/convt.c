@@ -159,7 +159,8 @@ int kn_convt_reference(const kn_tensor *x, const kn_tensor *w, const kn_tensor *
                        int64_t group, kn_tensor *y, int nhwc)
 {
     if (!(nhwc & (KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST))) return kn_k_conv_transpose(x, w, b, win, group, y);
-    if (x->rank != 4 || y->rank != 4) return kn_error(KN_ERR_INVALID, "ConvTranspose: NHWC activations of rank %d", x->rank);
+    if (x->rank != 4 || y->rank != 4)
+        return kn_error(KN_ERR_INVALID, "ConvTranspose: NHWC activations of rank %d", x->rank);
     kn_tensor xc = {0}, yc = {0};
     const kn_tensor *xs = x;
     kn_tensor *ys = y;

@@ -1,12 +1,11 @@
 /*
  * runtime/src/fastops.c — f32 fast paths of runtime kernels in compiled
  * artifacts: Sigmoid, Softmax, Add/Sub/Mul/Div, Transpose, Concat and
- * Resize, where a node's shape varies at
- * run time and it is not a generated loop (a YOLOv8n-style detector's
- * head at a run-time image width: the class scores' Sigmoid, the box
- * distributions' Softmax, two dozen Concats; a text detector's
- * upsamplings). Each runs on the session's
- * threads; Sigmoid and Softmax with 8-lane exp (kernels/x86/
+ * Resize, where a node's shape varies at run time and it is not a
+ * generated loop (a YOLOv8n-style detector's head at a run-time image
+ * width: the class scores' Sigmoid, the box distributions' Softmax, two
+ * dozen Concats; a text detector's upsamplings). Each runs on the
+ * session's threads; Sigmoid and Softmax with 8-lane exp (kernels/x86/
  * f32_sigmoid_softmax_avx2.c) where the CPU has AVX2 and FMA. The
  * reference evaluator never comes here: its kernels (kernels/ref), which
  * compute in double, stay the oracle. Every function returns

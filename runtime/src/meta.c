@@ -481,7 +481,8 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
         (o->compute != KN_BF16 || (o->op != KN_OP_Attention && o->op != KN_OP_PackedAttention)))
         return kn_rbuf_bad(&r->in, what, "compute dtype %d (bf16 is for Attention)", o->compute);
     KN_RD(kn_rbuf_i32(&r->in, &o->nhwc, what));
-    bool window = o->op == KN_OP_Conv || o->op == KN_OP_FusedConv || o->op == KN_OP_MaxPool || o->op == KN_OP_AveragePool;
+    bool window =
+        o->op == KN_OP_Conv || o->op == KN_OP_FusedConv || o->op == KN_OP_MaxPool || o->op == KN_OP_AveragePool;
     bool convt = o->op == KN_OP_ConvTranspose || o->op == KN_OP_FusedConvTranspose;
     if (o->nhwc & ~(KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST | KN_OPNODE_NHWC_RES) || (o->nhwc && !window && !convt) ||
         (convt && (o->nhwc & KN_OPNODE_NHWC_RES)))

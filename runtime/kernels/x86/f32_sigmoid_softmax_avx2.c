@@ -15,6 +15,18 @@
 #include "f32_exp_avx2.h"
 #include "rt_internal.h"
 
+/* Columns [c0, c1) of a [mid, inner] slice one at a time (the tails, and
+ * CPUs without AVX2). */
+static void columns_scalar(const float *x, float *y, int64_t mid, int64_t inner, int64_t c0, int64_t c1)
+{
+    for (int64_t c = c0; c < c1; c++) {
+        float m = x[c], s = 0;
+        for (int64_t k = 1; k < mid; k++) m = x[k * inner + c] > m ? x[k * inner + c] : m;
+        for (int64_t k = 0; k < mid; k++) s += y[k * inner + c] = expf(x[k * inner + c] - m);
+        for (int64_t k = 0; k < mid; k++) y[k * inner + c] *= 1.0f / s;
+    }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #define KN_TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -74,12 +86,21 @@ KN_TARGET_AVX2 void kn_softmax256_columns(const float *x, float *y, int64_t mid,
         for (int64_t k = 0; k < mid; k++)
             _mm256_storeu_ps(y + k * inner + c, _mm256_mul_ps(_mm256_loadu_ps(y + k * inner + c), r));
     }
-    for (; c < i1; c++) {
-        float m = x[c], s = 0;
-        for (int64_t k = 1; k < mid; k++) m = x[k * inner + c] > m ? x[k * inner + c] : m;
-        for (int64_t k = 0; k < mid; k++) s += y[k * inner + c] = expf(x[k * inner + c] - m);
-        for (int64_t k = 0; k < mid; k++) y[k * inner + c] *= 1.0f / s;
-    }
+    columns_scalar(x, y, mid, inner, c, i1);
+}
+
+#else /* other CPUs: fastops.c never calls them (no AVX2), but they link */
+
+void kn_sigmoid256(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+void kn_softmax256_row(const float *x, float *y, int64_t mid) { kn_softmax256_columns(x, y, mid, 1, 0, 1); }
+
+void kn_softmax256_columns(const float *x, float *y, int64_t mid, int64_t inner, int64_t i0, int64_t i1)
+{
+    columns_scalar(x, y, mid, inner, i0, i1);
 }
 
 #endif
