@@ -337,6 +337,30 @@ static void test_meta_write_refuses_inconsistent(void **state)
     free(f.attrs);
 }
 
+/* Expects f's meta to serialize but be refused on reading with `text`. */
+static void expect_refused(fixture *f, const char *text)
+{
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    assert_int_equal(kn_meta_write(&f->m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
+    if (!strstr(kn_last_error(), text)) fail_msg("'%s' lacks '%s'", kn_last_error(), text);
+    free(bytes);
+}
+
+/* Expects f's meta to serialize and read back. */
+static void expect_accepted(fixture *f)
+{
+    unsigned char *bytes;
+    size_t len;
+    kn_meta r;
+    assert_int_equal(kn_meta_write(&f->m, &bytes, &len), 0);
+    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
+    kn_meta_free(&r);
+    free(bytes);
+}
+
 static void test_meta_read_rejects_bad_values(void **state)
 {
     (void)state;
@@ -391,28 +415,10 @@ static void test_meta_read_rejects_bad_values(void **state)
     /* a binary op: Mul and Add only */
     f.dnnl[0].kind = KN_DNNL_BINARY;
     f.dnnl[0].alg = KN_BINARY_ADD;
-    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
-    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
-    kn_meta_free(&r);
-    free(bytes);
+    expect_accepted(&f);
     f.dnnl[0].alg = 2;
-    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
-    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
-    assert_non_null(strstr(kn_last_error(), "binary algorithm 2"));
-    free(bytes);
+    expect_refused(&f, "binary algorithm 2");
     free(f.attrs);
-}
-
-/* Expects f's meta to serialize but be refused on reading with `text`. */
-static void expect_refused(fixture *f, const char *text)
-{
-    unsigned char *bytes;
-    size_t len;
-    kn_meta r;
-    assert_int_equal(kn_meta_write(&f->m, &bytes, &len), 0);
-    assert_int_equal(kn_meta_read(bytes, len, &r), KN_ERR_INVALID);
-    if (!strstr(kn_last_error(), text)) fail_msg("'%s' lacks '%s'", kn_last_error(), text);
-    free(bytes);
 }
 
 /* kn_abi_opnode.compute (ABI 10): bf16 on an Attention node round-trips;
@@ -462,10 +468,7 @@ static void test_meta_opnode_nhwc(void **state)
     /* a ConvTranspose: input and output, never a residual */
     f.op[0].op = KN_OP_ConvTranspose, f.op[0].op_type = "ConvTranspose";
     f.op[0].nhwc = KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST;
-    assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
-    assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
-    kn_meta_free(&r);
-    free(bytes);
+    expect_accepted(&f);
     f.op[0].nhwc = KN_OPNODE_NHWC_RES;
     expect_refused(&f, "for convolutions and poolings only");
     free(f.attrs);

@@ -9,7 +9,6 @@
  */
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <dnnl.h>
@@ -60,20 +59,9 @@ int kn_dnnl_create_binary(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     KN_DN(dnnl_binary_desc_init(&bd, rec->alg == KN_BINARY_MUL ? dnnl_binary_mul : dnnl_binary_add, &src_md, &wei_md,
                                 &dst_md),
           "describing the binary op");
+    KN_DN(dnnl_memory_create(&p->m_wei, &wei_md, s->engine, (void *)wconst), "creating the operand memory");
+    p->wei_const = wconst != NULL;
     dnnl_primitive_desc_t pd;
     KN_DN(dnnl_primitive_desc_create(&pd, &bd, attr, s->engine, NULL), "creating the binary op");
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-        snprintf(p->impl, sizeof p->impl, "%s", impl);
-    if ((st = kn_dnnl_run_make(s, pd, &p->main, "creating the binary op"))) return st;
-    KN_DN(dnnl_memory_create(&p->m_src, &src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
-    KN_DN(dnnl_memory_create(&p->m_wei, &wei_md, s->engine, (void *)wconst), "creating the operand memory");
-    KN_DN(dnnl_memory_create(&p->m_dst, &dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
-    p->wei_const = wconst != NULL;
-    p->dst_bytes = dnnl_memory_desc_get_size(&dst_user);
-    p->dst_reorder = !dnnl_memory_desc_equal(&dst_md, &dst_user);
-    if (!p->dst_reorder) return KN_OK;
-    KN_DN(dnnl_memory_create(&p->m_dst_user, &dst_user, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
-    if ((st = kn_dnnl_make_reorder(s, &dst_md, &dst_user, &p->dst_ro, "creating the dst reorder"))) return st;
-    return kn_dnnl_reserve(s, 1, dnnl_memory_desc_get_size(&dst_md));
+    return kn_dnnl_finish_in_src_layout(s, p, pd, &src_md, &dst_md, &dst_user, "creating the binary op");
 }

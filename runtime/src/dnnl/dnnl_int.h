@@ -266,6 +266,14 @@ int kn_dnnl_create_deconv(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
 int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr);
 int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim *p, dnnl_primitive_attr_t attr);
+/* The primitive of pd into p (its implementation named), its src and dst
+ * memories, and where the caller's dst layout (dst_user) differs from
+ * dst_md, src's, a reorder after it through the session's buffer 1:
+ * oneDNN's optimized pooling and binary kernels want dst in src's layout
+ * (pool.c). */
+int kn_dnnl_finish_in_src_layout(kn_dnnl_session *s, kn_dnnl_prim *p, dnnl_primitive_desc_t pd,
+                                 const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md,
+                                 const dnnl_memory_desc_t *dst_user, const char *what);
 /* binary.c */
 int kn_dnnl_create_binary(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                           dnnl_primitive_attr_t attr);

@@ -58,16 +58,24 @@ int kn_dnnl_create_pool(kn_dnnl_session *s, const kn_abi_dnnl *rec, kn_dnnl_prim
           "describing the pooling");
     dnnl_primitive_desc_t pd;
     KN_DN(dnnl_primitive_desc_create(&pd, &pdesc, attr, s->engine, NULL), "creating the pooling");
+    return kn_dnnl_finish_in_src_layout(s, p, pd, &src_md, &dst_md, &dst_user, "creating the pooling");
+}
+
+int kn_dnnl_finish_in_src_layout(kn_dnnl_session *s, kn_dnnl_prim *p, dnnl_primitive_desc_t pd,
+                                 const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md,
+                                 const dnnl_memory_desc_t *dst_user, const char *what)
+{
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(p->impl, sizeof p->impl, "%s", impl);
-    if ((st = kn_dnnl_run_make(s, pd, &p->main, "creating the pooling"))) return st;
-    KN_DN(dnnl_memory_create(&p->m_src, &src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
-    KN_DN(dnnl_memory_create(&p->m_dst, &dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
-    p->dst_bytes = dnnl_memory_desc_get_size(&dst_user);
-    p->dst_reorder = !dnnl_memory_desc_equal(&dst_md, &dst_user);
+    int st = kn_dnnl_run_make(s, pd, &p->main, what);
+    if (st) return st;
+    KN_DN(dnnl_memory_create(&p->m_src, src_md, s->engine, DNNL_MEMORY_NONE), "creating the src memory");
+    KN_DN(dnnl_memory_create(&p->m_dst, dst_md, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    p->dst_bytes = dnnl_memory_desc_get_size(dst_user);
+    p->dst_reorder = !dnnl_memory_desc_equal(dst_md, dst_user);
     if (!p->dst_reorder) return KN_OK;
-    KN_DN(dnnl_memory_create(&p->m_dst_user, &dst_user, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
-    if ((st = kn_dnnl_make_reorder(s, &dst_md, &dst_user, &p->dst_ro, "creating the dst reorder"))) return st;
-    return kn_dnnl_reserve(s, 1, dnnl_memory_desc_get_size(&dst_md));
+    KN_DN(dnnl_memory_create(&p->m_dst_user, dst_user, s->engine, DNNL_MEMORY_NONE), "creating the dst memory");
+    if ((st = kn_dnnl_make_reorder(s, dst_md, dst_user, &p->dst_ro, "creating the dst reorder"))) return st;
+    return kn_dnnl_reserve(s, 1, dnnl_memory_desc_get_size(dst_md));
 }
