@@ -582,13 +582,20 @@ static int emit_kernel_call(compile_state *s, int i)
     return emit_fallback(s, n);
 }
 
-static int emit_dynamic_node(compile_state *s, int i, const char *fname)
+/* The lowering a node with dynamic operands runs in rows, if any. */
+static kn_cg_lower_fn dyn_lowering(compile_state *s, const kn_node *n)
 {
-    const kn_node *n = s->g->nodes[i];
     size_t table = 0;
     kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering_from(n->op, 0, &table), alt;
     /* a pooling in rows stays generated code (lower_dnnl.c: pool_record) */
     if (lower && table == 0 && (alt = find_lowering_from(n->op, 1, &table))) lower = alt;
+    return lower;
+}
+
+static int emit_dynamic_node(compile_state *s, int i, const char *fname)
+{
+    const kn_node *n = s->g->nodes[i];
+    kn_cg_lower_fn lower = dyn_lowering(s, n);
     int sym = lower ? kn_dyn_row_sym(&s->dyn, n) : -1;
     int dnnl_before = s->meta.n_dnnl;
     int st = sym >= 0 ? kn_dyn_emit_rows(&s->cg, &s->dyn, n, sym, lower, fname, &s->node_fns[i]) : KN_ERR_UNSUPPORTED;
@@ -1108,34 +1115,33 @@ static void print_report(const compile_state *s)
 
 /* ---- driver -------------------------------------------------------------------- */
 
+/* True if node n, over dynamic dims, cannot run in rows: emit_dynamic_node
+ * gives it its call at the run's shape (kn_rt_dynconv_exec or its runtime
+ * kernel). */
+static bool runs_at_run_shape(compile_state *s, const kn_node *n)
+{
+    if (!n || !kn_dyn_node_is_dynamic(&s->dyn, n) || touches_dynamic(&s->plan, n) || kn_node_outputs_known(n) ||
+        kn_plan_is_alias(&s->plan, n))
+        return false;
+    return !dyn_lowering(s, n) || kn_dyn_row_sym(&s->dyn, n) < 0;
+}
+
 /* True if node n will run as kn_rt_dynconv_exec (emit_dynamic_node): a
  * convolution or pooling over dynamic dims that cannot run in rows. */
-static bool runs_dynconv(compile_state *s, const kn_node *n)
-{
-    if (!n || !kn_dyn_node_is_dynamic(&s->dyn, n) || touches_dynamic(&s->plan, n) || !dynconv_ok(n) ||
-        kn_node_outputs_known(n) || kn_plan_is_alias(&s->plan, n))
-        return false;
-    size_t table = 0;
-    kn_cg_lower_fn lower = find_lowering_from(n->op, 0, &table), alt;
-    if (lower && table == 0 && (alt = find_lowering_from(n->op, 1, &table))) lower = alt;
-    return !lower || kn_dyn_row_sym(&s->dyn, n) < 0;
-}
+static bool runs_dynconv(compile_state *s, const kn_node *n) { return runs_at_run_shape(s, n) && dynconv_ok(n); }
 
 /* True if node n will run as the runtime kernel of a ConvTranspose at the
  * run's shape (the patch kernel where it applies, runtime/src/convt.c),
  * without a residual: it too reads and writes NHWC (kn_opdesc.nhwc). */
 static bool runs_dyn_deconv(compile_state *s, const kn_node *n)
 {
-    if (!n || (n->op != KN_OP_ConvTranspose && n->op != KN_OP_FusedConvTranspose) ||
-        !kn_dyn_node_is_dynamic(&s->dyn, n) || touches_dynamic(&s->plan, n) || kn_node_outputs_known(n) ||
-        kn_plan_is_alias(&s->plan, n) || n->n_inputs < 1 || n->n_outputs < 1 || !n->inputs[0] || !n->outputs[0])
+    if (!n || (n->op != KN_OP_ConvTranspose && n->op != KN_OP_FusedConvTranspose) || n->n_inputs < 1 ||
+        n->n_outputs < 1 || !n->inputs[0] || !n->outputs[0])
         return false;
     const kn_value *x = n->inputs[0], *y = n->outputs[0];
     if (x->dtype != KN_F32 || y->dtype != KN_F32 || x->shape.rank != 4 || y->shape.rank != 4) return false;
     if (n->op == KN_OP_FusedConvTranspose && kn_node_input(n, KN_FUSED_RESIDUAL)) return false;
-    size_t table = 0;
-    kn_cg_lower_fn lower = find_lowering_from(n->op, 0, &table);
-    return !lower || kn_dyn_row_sym(&s->dyn, n) < 0;
+    return runs_at_run_shape(s, n);
 }
 
 /* A node that reads its input 0 and writes its output 0 channels-last

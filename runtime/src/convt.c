@@ -121,17 +121,17 @@ int kn_convt_fast(kn_op_session *os, const kn_tensor *x, const kn_tensor *w, con
         st->w = w->data, st->b = b ? b->data : NULL, st->posts = rec.n_post > 0;
     }
     int64_t N = x->dims[0], C = x->dims[1], HW = x->dims[2] * x->dims[3];
-    size_t need = (size_t)(N * C * HW);
-    if (need > st->cap) {
-        free(st->nhwc);
-        st->cap = 0;
-        if (!(st->nhwc = malloc(need * sizeof(float))))
-            return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory for a %lld-float input", (long long)need);
-        st->cap = need;
-    }
     int threads = os->threads > 0 ? os->threads : 1;
     const float *src = x->data;
-    if (!(nhwc & KN_OPNODE_NHWC_SRC)) { /* the kernel reads channels-last */
+    if (!(nhwc & KN_OPNODE_NHWC_SRC)) { /* the kernel reads channels-last: a copy */
+        size_t need = (size_t)(N * C * HW);
+        if (need > st->cap) {
+            free(st->nhwc);
+            st->cap = 0;
+            if (!(st->nhwc = malloc(need * sizeof(float))))
+                return kn_error(KN_ERR_NOMEM, "ConvTranspose: out of memory for a %lld-float input", (long long)need);
+            st->cap = need;
+        }
         int rc = to_channels_last(x->data, N, C, HW, st->nhwc, threads);
         if (rc) return rc;
         src = st->nhwc;

@@ -32,6 +32,7 @@
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "fused_int.h"
 #include "opdesc.h"
 #include "rbuf.h"
 #include "wbuf.h"
@@ -487,6 +488,10 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     if (o->nhwc & ~(KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST | KN_OPNODE_NHWC_RES) || (o->nhwc && !window && !convt) ||
         (convt && (o->nhwc & KN_OPNODE_NHWC_RES)))
         return kn_rbuf_bad(&r->in, what, "NHWC bits %#x (for convolutions and poolings only)", (unsigned)o->nhwc);
+    /* a residual is read in the output's layout (the sum adds what dst holds) */
+    bool res = o->op == KN_OP_FusedConv && o->n_inputs > KN_FUSED_RESIDUAL && o->inputs[KN_FUSED_RESIDUAL].rank >= 0;
+    if (res ? !(o->nhwc & KN_OPNODE_NHWC_RES) != !(o->nhwc & KN_OPNODE_NHWC_DST) : (o->nhwc & KN_OPNODE_NHWC_RES))
+        return kn_rbuf_bad(&r->in, what, "NHWC bits %#x: the residual's layout is not the output's", (unsigned)o->nhwc);
     return KN_OK;
 }
 

@@ -454,13 +454,22 @@ static void test_meta_opnode_nhwc(void **state)
     unsigned char *bytes;
     size_t len;
     kn_meta r;
+    /* a FusedConv with a residual (input 3; no bias) */
+    kn_abi_tensor ins[4] = {f.op_in[0], f.op_in[0], f.op_in[1], f.op_in[0]};
     f.op[0].op = KN_OP_FusedConv, f.op[0].op_type = "FusedConv";
+    f.op[0].inputs = ins, f.op[0].n_inputs = 4, f.op[0].n_captures = 0;
     f.op[0].nhwc = KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST | KN_OPNODE_NHWC_RES;
     assert_int_equal(kn_meta_write(&f.m, &bytes, &len), 0);
     assert_int_equal(kn_meta_read(bytes, len, &r), KN_OK);
     assert_int_equal(r.opnodes[0].nhwc, 7);
     kn_meta_free(&r);
     free(bytes);
+    /* the residual in another layout than the output, or a residual bit without one */
+    f.op[0].nhwc = KN_OPNODE_NHWC_SRC | KN_OPNODE_NHWC_DST;
+    expect_refused(&f, "the residual's layout is not the output's");
+    f.op[0].n_inputs = 2, f.op[0].nhwc = KN_OPNODE_NHWC_RES;
+    expect_refused(&f, "the residual's layout is not the output's");
+    f.op[0].inputs = f.op_in, f.op[0].n_captures = 1;
     f.op[0].nhwc = 8;
     expect_refused(&f, "NHWC bits 0x8");
     f.op[0].op = KN_OP_NonZero, f.op[0].op_type = "NonZero", f.op[0].nhwc = KN_OPNODE_NHWC_SRC;

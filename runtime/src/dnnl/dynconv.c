@@ -314,13 +314,10 @@ static int build_wino(kn_dnnl_session *s, dc_node *n, const kn_abi_dnnl *rec, in
     p->has_sum = kn_fused_has_sum(rec->post, rec->n_post);
     p->wei = -1;
     dnnl_memory_desc_t us, ud, ns, nd;
-    dnnl_dims_t sd = {xd[0], xd[1], xd[2], xd[3]}, dd = {od[0], od[1], od[2], od[3]};
     st = user_md(&us, xd, nhwc & KN_OPNODE_NHWC_SRC, "src");
     if (!st) st = user_md(&ud, od, nhwc & KN_OPNODE_NHWC_DST, "dst");
-    if (!st && dnnl_memory_desc_init_by_tag(&ns, 4, sd, dnnl_f32, dnnl_acdb) != dnnl_success)
-        st = kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC src descriptor");
-    if (!st && dnnl_memory_desc_init_by_tag(&nd, 4, dd, dnnl_f32, dnnl_acdb) != dnnl_success)
-        st = kn_error(KN_ERR_INTERNAL, "oneDNN: an NHWC dst descriptor");
+    if (!st) st = user_md(&ns, xd, true, "src");
+    if (!st) st = user_md(&nd, od, true, "dst");
     if (!st) st = side(s, &us, &ns, true, &p->src_ro, &p->src_buf, &p->m_src_user, &p->m_src);
     if (!st) st = side(s, &ud, &nd, false, &p->dst_ro, &p->dst_buf, &p->m_dst_user, &p->m_dst);
     if (!st && res && p->has_sum && p->dst_buf) {
@@ -453,11 +450,6 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
     }
     dc_node *n = s->dynconv->nodes[index];
     if (!n && !(n = s->dynconv->nodes[index] = calloc(1, sizeof *n))) return kn_error(KN_ERR_NOMEM, "out of memory");
-    /* the residual is read in dst's layout (its sum post-op adds what dst holds) */
-    bool has_res = rt->desc.op == KN_OP_FusedConv && on->n_inputs > KN_FUSED_RESIDUAL;
-    if (has_res && !(on->nhwc & KN_OPNODE_NHWC_RES) != !(on->nhwc & KN_OPNODE_NHWC_DST))
-        return kn_error(KN_ERR_INVALID, "node '%s' (%s): its residual and its output differ in layout (NHWC bits %#x)",
-                        on->name, on->op_type, (unsigned)on->nhwc);
     int64_t xd[KN_MAX_RANK], od[KN_MAX_RANK], wd[KN_MAX_RANK] = {0};
     kn_rt_tensor_dims(ex, &on->inputs[0], xd);
     kn_rt_tensor_dims(ex, &on->outputs[0], od);
