@@ -136,7 +136,10 @@ static int exec_binary(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
         ab[1] = &b_view;
     }
     if (st) return st;
-    st = kn_k_broadcast_alloc(2, ab, kn_k_binary_out_dtype(k, in[0]->dtype), &out[0]);
+    int out_rank = 0;
+    int64_t out_dims[KN_MAX_RANK] = {0};
+    st = kn_k_broadcast_shape(2, ab, &out_rank, out_dims);
+    if (!st) st = kn_op_alloc_output(d, &out[0], kn_k_binary_out_dtype(k, in[0]->dtype), out_rank, out_dims, false);
     if (!st) { /* compiled artifacts: the f32 fast path first (fastops.h) */
         st = kn_fast_binary(d->sess, k, ab[0], ab[1], &out[0]);
         if (st == KN_ERR_UNSUPPORTED) st = kn_k_binary(k, ab[0], ab[1], &out[0]);
@@ -281,7 +284,7 @@ static int exec_unary(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     int st = kn_ew_un_params(d, u, &k, &p);
     if (!st) st = kn_ew_check_ty(d, 0, in[0]->dtype, u->ty);
     if (st) return st;
-    st = kn_tensor_alloc(&out[0], kn_k_unary_out_dtype(k, in[0]->dtype), in[0]->rank, in[0]->dims);
+    st = kn_op_alloc_output(d, &out[0], kn_k_unary_out_dtype(k, in[0]->dtype), in[0]->rank, in[0]->dims, false);
     if (!st) { /* compiled artifacts: the f32 fast path first (fastops.h) */
         st = k == KN_UN_SIGMOID ? kn_fast_sigmoid(d->sess, in[0], &out[0]) : KN_ERR_UNSUPPORTED;
         if (st == KN_ERR_UNSUPPORTED) st = kn_k_unary(k, &p, in[0], &out[0]);

@@ -85,7 +85,7 @@ static int exec_softmax_mode(const kn_opdesc *d, const kn_tensor *const *in, int
         mid = x->dims[a];
         inner = kn_shape_numel(x->rank - a - 1, x->dims + a + 1);
     }
-    int st = kn_tensor_alloc(out, x->dtype, x->rank, x->dims);
+    int st = kn_op_alloc_output(d, out, x->dtype, x->rank, x->dims, false);
     if (!st) { /* compiled artifacts: the f32 fast path first (fastops.h) */
         st = mode == KN_K_SOFTMAX ? kn_fast_softmax(d->sess, x, outer, mid, inner, out) : KN_ERR_UNSUPPORTED;
         if (st == KN_ERR_UNSUPPORTED) st = kn_k_softmax(x, outer, mid, inner, mode, out);

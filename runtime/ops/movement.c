@@ -110,17 +110,28 @@ int kn_mv_fail(const kn_opdesc *d, int st)
     return kn_op_error(d, st, "%s", msg);
 }
 
-int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s)
+static int mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s, bool zero)
 {
     bool known = s->rank >= 0;
     for (int i = 0; known && i < s->rank; i++) known = s->dims[i] >= 0;
     if (!known)
         return kn_op_error(d, KN_ERR_INTERNAL, "output shape is not fully known at evaluation");
-    int st = kn_tensor_alloc(out, dt, s->rank, s->dims);
+    int st = kn_op_alloc_output(d, out, dt, s->rank, s->dims, zero);
     return st ? kn_mv_fail(d, st) : KN_OK;
 }
 
-/* Eval preamble: checks input 0, computes and allocates output 0. */
+int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s)
+{
+    return mv_alloc(d, out, dt, s, true);
+}
+
+int kn_mv_alloc_written(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s)
+{
+    return mv_alloc(d, out, dt, s, false);
+}
+
+/* Eval preamble: checks input 0, computes and allocates output 0 (every op
+ * that uses it writes each element: kn_mv_alloc_written). */
 int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *out, kn_mv_shape_fn fn,
                       kn_mv_args *a)
 {
@@ -129,7 +140,7 @@ int kn_mv_exec_begin(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor *
     kn_mv_shape s;
     int st = fn(a, &s);
     if (st) return st;
-    return kn_mv_alloc(d, &out[0], in[0]->dtype, &s);
+    return kn_mv_alloc_written(d, &out[0], in[0]->dtype, &s);
 }
 
 /* Output 0 is input 0's bytes under a new shape (Reshape and friends). */
@@ -437,7 +448,7 @@ static int exec_concat(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor
     int axis = 0;
     if (!st) st = kn_mv_concat_shape(d, cnt, ps, &o);
     if (!st) st = concat_axis(d, o.rank, &axis);
-    if (!st) st = kn_mv_alloc(d, &out[0], in[0]->dtype, &o);
+    if (!st) st = kn_mv_alloc_written(d, &out[0], in[0]->dtype, &o);
     if (!st) {
         st = kn_fast_concat(d->sess, cnt, in, axis, &out[0]);
         if (st == KN_ERR_UNSUPPORTED) st = kn_k_concat(cnt, in, axis, &out[0]);
@@ -524,7 +535,7 @@ static int exec_split(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     for (int i = 0; !st && i < d->n_outputs; i++) {
         kn_mv_shape o = a.shp[0];
         o.dims[axis] = sizes[i];
-        if (kn_op_has_output(d, i) && !(st = kn_mv_alloc(d, &out[i], in[0]->dtype, &o)))
+        if (kn_op_has_output(d, i) && !(st = kn_mv_alloc_written(d, &out[i], in[0]->dtype, &o)))
             if ((st = kn_k_slice(in[0], starts, steps, &out[i]))) st = kn_mv_fail(d, st);
         starts[axis] += sizes[i];
     }
@@ -639,7 +650,7 @@ static int exec_slice(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     kn_mv_shape o;
     int64_t starts[KN_MAX_RANK], steps[KN_MAX_RANK];
     int st = slice_plan(&a, &o, starts, steps);
-    if (st || (st = kn_mv_alloc(d, &out[0], in[0]->dtype, &o))) return st;
+    if (st || (st = kn_mv_alloc_written(d, &out[0], in[0]->dtype, &o))) return st;
     st = kn_k_slice(in[0], starts, steps, &out[0]);
     return st ? kn_mv_fail(d, st) : KN_OK;
 }

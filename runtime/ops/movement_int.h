@@ -71,6 +71,9 @@ int kn_mv_ints(const kn_mv_args *a, int i, const char *what, int64_t *out, int m
 int kn_mv_attr_ints(const kn_opdesc *d, const char *name, int64_t *out, int max, int *out_n);
 int kn_mv_fail(const kn_opdesc *d, int st);
 int kn_mv_alloc(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s);
+/* The same for a kernel that writes every element: not zero-filled where
+ * the output goes to the memory plan's arena (kn_op_alloc_output). */
+int kn_mv_alloc_written(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, const kn_mv_shape *s);
 /* One axis of Slice over a dim of size dv: start and end clamped as ONNX
  * does for the step's sign; the first index in *out_start, the element
  * count returned. Shared by the runtime kernel and the generated Slice. */

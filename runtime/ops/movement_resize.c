@@ -343,7 +343,7 @@ static int run_resize(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     kn_mv_shape o;
     kn_resize_params p;
     int st = resize_plan(a, io, &o, &p);
-    if (st || (st = kn_mv_alloc(d, &out[0], in[0]->dtype, &o))) return st;
+    if (st || (st = kn_mv_alloc_written(d, &out[0], in[0]->dtype, &o))) return st;
     st = kn_fast_resize(d->sess, in[0], &p, &out[0]); /* compiled artifacts (fastops.h) */
     if (st == KN_ERR_UNSUPPORTED) st = kn_k_resize(in[0], &p, &out[0]);
     return st ? kn_mv_fail(d, st) : KN_OK;

@@ -170,6 +170,26 @@ int kn_op_error(const kn_opdesc *d, int code, const char *fmt, ...)
     return kn_error(code, "node '%s' (%s): %s", d->name, d->op_type, msg);
 }
 
+int kn_op_alloc_output(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, int rank, const int64_t *dims, bool zero)
+{
+    const kn_op_session *os = d->sess;
+    for (int k = 0; os && os->outs && k < os->n_outs; k++) {
+        if (out != &os->outs[k] || !os->out_dest[k]) continue;
+        int64_t n = rank >= 0 && rank <= KN_MAX_RANK && kn_dtype_valid(dt) ? kn_shape_numel(rank, dims) : -1;
+        if (n < 0 || dt == KN_STRING || kn_dtype_nbytes(dt, (size_t)n) != os->out_dest_bytes[k]) break;
+        memset(out, 0, sizeof *out);
+        out->dtype = dt;
+        out->rank = rank;
+        for (int i = 0; i < rank; i++) out->dims[i] = dims[i];
+        out->data = os->out_dest[k];
+        out->nbytes = os->out_dest_bytes[k];
+        out->own = KN_BORROWED;
+        if (zero) memset(out->data, 0, out->nbytes);
+        return KN_OK;
+    }
+    return kn_tensor_alloc(out, dt, rank, dims);
+}
+
 int kn_op_need_inputs(const kn_opdesc *d, const kn_tensor *const *in, int k)
 {
     for (int i = 0; i < k; i++)

@@ -123,6 +123,15 @@ typedef struct kn_op_session {
     const unsigned char *weights;
     size_t weights_len;
     const char *impl; /* what ran the node last (static string), for kiln profile; NULL: its plain C kernel */
+    /* During one run of the node (kn_rt_opnode_exec): its output array and,
+     * per output, the place the memory plan gives it at this run's shape
+     * (NULL: none, or one that overlaps an input) with its bytes. An op that
+     * allocates an output by kn_op_alloc_output writes there, and the copy
+     * from a buffer of its own into the arena is saved. */
+    const kn_tensor *outs;
+    void *const *out_dest;
+    const size_t *out_dest_bytes;
+    int n_outs;
 } kn_op_session;
 
 /* True if the n bytes at p lie inside the artifact's weights (os may be
@@ -158,6 +167,13 @@ typedef struct kn_opdesc {
      * memory, their dims still NCHW. 0 in the reference evaluator. */
     int32_t nhwc;
 } kn_opdesc;
+
+/* Allocates *out, one of the node's outputs, as kn_tensor_alloc does; in a
+ * compiled run, where the memory plan has a place for it of exactly these
+ * bytes (kn_op_session.out_dest), a borrowed view of that place instead.
+ * zero: fill it with zeros, as kn_tensor_alloc does, for a kernel that
+ * does not write every element. */
+int kn_op_alloc_output(const kn_opdesc *d, kn_tensor *out, kn_dtype dt, int rank, const int64_t *dims, bool zero);
 
 /* Computes the node's outputs. in[i] is NULL for an omitted optional input.
  * out has n_outputs zeroed entries; the function allocates (kn_tensor_alloc)

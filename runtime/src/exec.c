@@ -121,7 +121,7 @@ static int deliver_output(kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_t
     if (!dst || !got->data || got->nbytes < nbytes)
         return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d: no buffer to copy %zu bytes %s", k, nbytes,
                            dst ? "from" : "to");
-    memcpy(dst, got->data, nbytes);
+    if (got->data != dst) memcpy(dst, got->data, nbytes); /* else written in place (kn_op_alloc_output) */
     return KN_OK;
 }
 
@@ -209,6 +209,30 @@ static void free_dead_slots(kn_session *s, int index)
     }
 }
 
+/* True if output k of the node has a place in the memory plan's arena that
+ * its kernel may write directly: one of a size known before the kernel
+ * runs (no dim the data sets) that overlaps none of the inputs. */
+static bool output_dest(kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_tensor *const *in, void *dst,
+                        size_t *nbytes)
+{
+    const kn_abi_tensor *want = &rt->abi->outputs[k];
+    const kn_meta *m = &ex->session->art->meta;
+    if (!dst || !rt->has_output[k] || want->slot > 0 || want->dtype == KN_DT_UNDEFINED || want->dtype == KN_STRING)
+        return false;
+    for (int d = 0; d < want->rank && d < KN_MAX_RANK; d++) {
+        int y = want->dim_sym[d];
+        if (y > 0 && y <= m->n_syms && m->syms[y - 1].from_data) return false;
+    }
+    size_t n = kn_rt_tensor_nbytes(ex, want);
+    const char *a = dst;
+    for (int i = 0; n && i < rt->abi->n_inputs; i++) {
+        const char *b = in[i] ? in[i]->data : NULL;
+        if (b && in[i]->nbytes && a < b + in[i]->nbytes && b < a + n) return false;
+    }
+    *nbytes = n;
+    return n > 0;
+}
+
 /* Runs the kernel of a node; a control-flow node's bodies find the outer
  * values they read among its captures, the inputs after the op's own. */
 static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs)
@@ -242,7 +266,17 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
-    if (!st) st = run_kernel(rt, s->opsess ? &s->opsess[index] : NULL, in, outs);
+    void **dest = calloc((size_t)n_out + 1, sizeof *dest);
+    size_t *dest_bytes = calloc((size_t)n_out + 1, sizeof *dest_bytes);
+    kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;
+    if (!st && (!dest || !dest_bytes)) st = kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int k = 0; !st && os && out_ptrs && k < n_out; k++)
+        if (output_dest(ex, rt, k, in, out_ptrs[k], &dest_bytes[k])) dest[k] = out_ptrs[k];
+    if (os) os->outs = outs, os->out_dest = dest, os->out_dest_bytes = dest_bytes, os->n_outs = n_out;
+    if (!st) st = run_kernel(rt, os, in, outs);
+    if (os) os->outs = NULL, os->out_dest = NULL, os->out_dest_bytes = NULL, os->n_outs = 0;
+    free(dest);
+    free(dest_bytes);
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);

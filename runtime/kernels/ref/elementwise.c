@@ -98,7 +98,7 @@ static int check_data(const kn_tensor *t, const char *what)
     return KN_OK;
 }
 
-static int bcast_shape_n(int n, const kn_tensor *const *in, int *rank, int64_t *dims)
+int kn_k_broadcast_shape(int n, const kn_tensor *const *in, int *rank, int64_t *dims)
 {
     *rank = 0;
     for (int k = 0; k < n; k++) {
@@ -118,7 +118,7 @@ int kn_k_broadcast_alloc(int n, const kn_tensor *const *in, kn_dtype dt, kn_tens
     memset(out, 0, sizeof *out);
     int rank;
     int64_t dims[KN_MAX_RANK] = {0};
-    int st = bcast_shape_n(n, in, &rank, dims);
+    int st = kn_k_broadcast_shape(n, in, &rank, dims);
     if (st) return st;
     return kn_tensor_alloc(out, dt, rank, dims);
 }
@@ -138,7 +138,7 @@ static int bcast_walk(int n, const kn_tensor *const *in, const kn_tensor *out, r
     if (st) return st;
     int rank;
     int64_t dims[KN_MAX_RANK] = {0};
-    st = bcast_shape_n(n, in, &rank, dims);
+    st = kn_k_broadcast_shape(n, in, &rank, dims);
     if (st) return st;
     char sa[160], sb[160];
     if (rank != out->rank || memcmp(dims, out->dims, sizeof(int64_t) * (size_t)rank) != 0)

@@ -102,6 +102,8 @@ kn_dtype kn_k_unary_out_dtype(kn_unary_op op, kn_dtype x);
  * shape of the n inputs. Fails with KN_ERR_INVALID naming the shapes if they
  * do not broadcast. */
 int kn_k_broadcast_alloc(int n, const kn_tensor *const *in, kn_dtype dt, kn_tensor *out);
+/* The broadcast shape of the n operands alone (*rank, dims[0..*rank)). */
+int kn_k_broadcast_shape(int n, const kn_tensor *const *in, int *rank, int64_t *dims);
 
 /* out = a op b, broadcasting. a and b must share a dtype (except b of POW);
  * out must have the broadcast shape and kn_k_binary_out_dtype(op, a). */
