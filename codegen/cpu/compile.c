@@ -579,6 +579,8 @@ static int emit_kernel_call(compile_state *s, int i)
                           (s->nhwc[n->outputs[0]->id] ? KN_OPNODE_NHWC_DST : 0);
         return emit_opnode_call(s, n, "kn_rt_opnode_exec", s->node_nhwc[i]);
     }
+    if (s->node_nhwc && s->node_nhwc[i] == KN_OPNODE_NHWC_ALL) /* plan_dyn_nhwc set it */
+        return emit_opnode_call(s, n, "kn_rt_opnode_exec", KN_OPNODE_NHWC_ALL);
     return emit_fallback(s, n);
 }
 
@@ -1148,6 +1150,80 @@ static bool runs_dyn_deconv(compile_state *s, const kn_node *n)
  * when the compiler says so. */
 static bool takes_nhwc(compile_state *s, const kn_node *n) { return runs_dynconv(s, n) || runs_dyn_deconv(s, n); }
 
+/* True if the bytes of a rank-4 value are the same in NCHW and NHWC: one
+ * channel, or one pixel. */
+static bool layout_free(const kn_value *v)
+{
+    const kn_shape *sh = &v->shape;
+    return sh->rank == 4 && (sh->dims[1] == 1 || (sh->dims[2] == 1 && sh->dims[3] == 1));
+}
+
+/* True if v is an operand a binary op may broadcast against rank-4 NHWC
+ * values unchanged: a single element. */
+static bool one_element(const kn_value *v)
+{
+    if (!kn_shape_is_static(&v->shape)) return false;
+    for (int d = 0; d < v->shape.rank; d++)
+        if (v->shape.dims[d] != 1) return false;
+    return true;
+}
+
+/* A runtime kernel at the run's shape that is indifferent to layout: run
+ * on its rank-4 operands' dims in NHWC order, with its axis mapped
+ * (kn_rt_opnode_exec, KN_OPNODE_NHWC_ALL), it computes the NHWC form of its
+ * NCHW result. Concat and Split of rank-4 values, and Add, Sub, Mul and Div
+ * of rank-4 values or of one by a single element. */
+static bool layout_agnostic(compile_state *s, const kn_node *n)
+{
+    if (!n || n->n_outputs < 1 || !runs_at_run_shape(s, n)) return false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] && n->outputs[k]->shape.rank != 4) return false;
+    switch (n->op) {
+    case KN_OP_Concat:
+        for (int k = 0; k < n->n_inputs; k++)
+            if (!n->inputs[k] || n->inputs[k]->shape.rank != 4) return false;
+        return n->n_inputs > 0;
+    case KN_OP_Split: return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4;
+    case KN_OP_Add: case KN_OP_Sub: case KN_OP_Mul: case KN_OP_Div:
+        if (n->n_inputs != 2 || n->n_outputs != 1 || kn_attr_int(n, "broadcast", 0)) return false;
+        for (int k = 0; k < 2; k++)
+            if (!n->inputs[k] || (n->inputs[k]->shape.rank != 4 && !one_element(n->inputs[k]))) return false;
+        return true;
+    default: return false;
+    }
+}
+
+/* True if input `index` of a layout-agnostic node carries its layout (Split's
+ * sizes do not). */
+static bool agnostic_operand(const kn_node *n, int index) { return n->op != KN_OP_Split || index == 0; }
+
+/* True if a layout-agnostic node's operands and results can all be NHWC:
+ * each that is rank 4 is NHWC or has the same bytes either way. */
+static bool agnostic_consistent(compile_state *s, const kn_node *n)
+{
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] && !s->nhwc[n->outputs[k]->id]) return false;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const kn_value *v = n->inputs[k];
+        if (v && agnostic_operand(n, k) && v->shape.rank == 4 && !s->nhwc[v->id] && !layout_free(v)) return false;
+    }
+    return true;
+}
+
+/* Clears the NHWC mark of every rank-4 operand and result of n that has one
+ * (a layout-agnostic node that cannot run channels-last); true if any. */
+static bool agnostic_clear(compile_state *s, const kn_node *n)
+{
+    bool changed = false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] && s->nhwc[n->outputs[k]->id]) s->nhwc[n->outputs[k]->id] = false, changed = true;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const kn_value *v = n->inputs[k];
+        if (v && agnostic_operand(n, k) && v->id >= 0 && s->nhwc[v->id]) s->nhwc[v->id] = false, changed = true;
+    }
+    return changed;
+}
+
 static bool is_graph_output(const kn_graph *g, const kn_value *v)
 {
     for (int i = 0; i < g->n_outputs; i++)
@@ -1177,14 +1253,15 @@ static int plan_dyn_nhwc(compile_state *s)
     for (int i = 0; i < g->n_values; i++) {
         const kn_value *v = g->values[i];
         const kn_node *p = v->producer;
-        if (v->id < 0 || v->shape.rank != 4 || v->dtype != KN_F32 || !p || p->n_outputs < 1 || p->outputs[0] != v ||
-            v->n_users == 0 || is_graph_output(g, v) || !takes_nhwc(s, p))
+        if (v->id < 0 || v->shape.rank != 4 || v->dtype != KN_F32 || !p || p->n_outputs < 1 || v->n_users == 0 ||
+            is_graph_output(g, v) || !((takes_nhwc(s, p) && p->outputs[0] == v) || layout_agnostic(s, p)))
             continue;
         bool ok = true;
         for (int k = 0; k < v->n_users && ok; k++) {
             const kn_use *u = &v->users[k];
-            ok = takes_nhwc(s, u->node) &&
-                 (u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv));
+            ok = (takes_nhwc(s, u->node) &&
+                  (u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv))) ||
+                 (layout_agnostic(s, u->node) && agnostic_operand(u->node, u->index));
         }
         s->nhwc[v->id] = ok;
     }
@@ -1196,16 +1273,26 @@ static int plan_dyn_nhwc(compile_state *s)
             if (caps[k] && caps[k]->id >= 0) s->nhwc[caps[k]->id] = false;
         free(caps);
     }
+    bool *agnostic = calloc((size_t)g->n_nodes + 1, sizeof *agnostic);
+    if (!agnostic) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) agnostic[i] = layout_agnostic(s, g->nodes[i]);
     for (bool changed = true; changed;) {
         changed = false;
         for (int i = 0; i < g->n_nodes; i++) {
             const kn_node *n = g->nodes[i];
+            if (agnostic[i] && !agnostic_consistent(s, n)) {
+                changed |= agnostic_clear(s, n);
+                continue;
+            }
             const kn_value *res = n->op == KN_OP_FusedConv ? kn_node_input(n, KN_FUSED_RESIDUAL) : NULL;
             if (!res || res->id < 0 || s->nhwc[res->id] == s->nhwc[n->outputs[0]->id]) continue;
             s->nhwc[res->id] = s->nhwc[n->outputs[0]->id] = false;
             changed = true;
         }
     }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (agnostic[i] && agnostic_consistent(s, g->nodes[i])) s->node_nhwc[i] = KN_OPNODE_NHWC_ALL;
+    free(agnostic);
     return KN_OK;
 }
 

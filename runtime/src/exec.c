@@ -233,6 +233,62 @@ static bool output_dest(kn_exec *ex, const kn_rt_opnode *rt, int k, const kn_ten
     return n > 0;
 }
 
+/* ---- layout-agnostic nodes channels-last (KN_OPNODE_NHWC_ALL) ----------- */
+
+/* A rank-4 tensor's dims from NCHW order to NHWC order, and back. */
+static void dims_to_nhwc(kn_tensor *t)
+{
+    if (t->rank != 4) return;
+    int64_t c = t->dims[1];
+    t->dims[1] = t->dims[2], t->dims[2] = t->dims[3], t->dims[3] = c;
+}
+
+static void dims_to_nchw(kn_tensor *t)
+{
+    if (t->rank != 4) return;
+    int64_t c = t->dims[3];
+    t->dims[3] = t->dims[2], t->dims[2] = t->dims[1], t->dims[1] = c;
+}
+
+/* The node's rank-4 operands as NHWC (their data already is: the compiler
+ * says so); Split's sizes stay as they are, and a binary op's other
+ * operands must be single elements (they broadcast alike either way). */
+static int nhwc_inputs(const kn_rt_opnode *rt, kn_tensor *views, const kn_tensor **in)
+{
+    for (int i = 0; i < rt->abi->n_inputs; i++) {
+        if (!in[i] || (rt->desc.op == KN_OP_Split && i > 0)) continue;
+        if (in[i]->rank == 4) dims_to_nhwc(&views[i]);
+        else if (kn_tensor_numel(in[i]) != 1)
+            return kn_op_error(&rt->desc, KN_ERR_INTERNAL,
+                               "input %d has rank %d: a node run channels-last takes rank-4 operands only", i,
+                               in[i]->rank);
+    }
+    return KN_OK;
+}
+
+/* Concat's and Split's attributes with the axis mapped to NHWC order
+ * (*attrs NULL: the node's own, for the other ops); an axis out of range
+ * is left for the kernel to report. */
+static int nhwc_attrs(const kn_opdesc *d, kn_attr **attrs, int *n_attrs)
+{
+    static const int to_nhwc[4] = {0, 3, 1, 2};
+    *attrs = NULL, *n_attrs = d->n_attrs;
+    if (d->op != KN_OP_Concat && d->op != KN_OP_Split) return KN_OK;
+    kn_attr *a = calloc((size_t)d->n_attrs + 1, sizeof *a);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (d->n_attrs) memcpy(a, d->attrs, sizeof *a * (size_t)d->n_attrs);
+    int n = d->n_attrs, at = -1;
+    for (int k = 0; k < n; k++)
+        if (a[k].name && !strcmp(a[k].name, "axis")) at = k;
+    int64_t axis = at >= 0 ? a[at].i : d->op == KN_OP_Concat ? 1 : 0;
+    if ((at < 0 || a[at].kind == KN_ATTR_INT) && axis >= -4 && axis < 4) {
+        if (at < 0) at = n++, a[at].name = "axis", a[at].kind = KN_ATTR_INT;
+        a[at].i = to_nhwc[axis < 0 ? axis + 4 : axis];
+    }
+    *attrs = a, *n_attrs = n;
+    return KN_OK;
+}
+
 /* Runs the kernel of a node; a control-flow node's bodies find the outer
  * values they read among its captures, the inputs after the op's own. */
 static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs)
@@ -246,7 +302,11 @@ static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tens
     kn_opdesc d = rt->desc;
     d.body = &body;
     d.sess = sess;
-    int st = kn_op_exec(d.op)(&d, in, outs);
+    kn_attr *attrs = NULL;
+    int st = rt->abi->nhwc == KN_OPNODE_NHWC_ALL ? nhwc_attrs(&rt->desc, &attrs, &d.n_attrs) : KN_OK;
+    if (attrs) d.attrs = attrs;
+    if (!st) st = kn_op_exec(d.op)(&d, in, outs);
+    free(attrs);
     free(names);
     return st;
 }
@@ -266,6 +326,8 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
+    bool all_nhwc = rt->abi->nhwc == KN_OPNODE_NHWC_ALL;
+    if (!st && all_nhwc) st = nhwc_inputs(rt, views, in);
     void **dest = calloc((size_t)n_out + 1, sizeof *dest);
     size_t *dest_bytes = calloc((size_t)n_out + 1, sizeof *dest_bytes);
     kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;
@@ -277,6 +339,7 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     if (os) os->outs = NULL, os->out_dest = NULL, os->out_dest_bytes = NULL, os->n_outs = 0;
     free(dest);
     free(dest_bytes);
+    for (int k = 0; !st && all_nhwc && k < n_out; k++) dims_to_nchw(&outs[k]); /* the values' dims stay NCHW */
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);

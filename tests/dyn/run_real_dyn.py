@@ -107,8 +107,14 @@ def main():
         check(n_dyn > 0, f"{MODEL}: {n_dyn} convs/poolings on oneDNN at the run-time shape")
         # those that hand each other their activations do so channels-last (no reorders between them)
         n_nhwc = sum("oneDNN, run-time shape" in line and ", NHWC" in line for line in rep.splitlines())
-        check(n_nhwc >= {"dbnet": 14, "crnn": 6, "yolov8n": 40}[MODEL],
+        check(n_nhwc >= {"dbnet": 14, "crnn": 6, "yolov8n": 60}[MODEL],
               f"{MODEL}: {n_nhwc} of them exchange NHWC activations")
+    if MODEL == "yolov8n":
+        # the C2f blocks' Split, Add and Concat between them stay channels-last (KN_OPNODE_NHWC_ALL)
+        agn = {op: sum(len(line.split()) > 2 and line.split()[1] == op and "runtime kernel, NHWC" in line
+                       for line in rep.splitlines()) for op in ("Concat", "Split", "Add")}
+        check(agn["Concat"] >= 8 and agn["Split"] >= 8 and agn["Add"] >= 6,
+              f"{MODEL}: Concat, Split and Add on NHWC activations: {agn}")
     if MODEL == "dbnet":
         # the head's upsamplings read and write their neighbours' NHWC too
         convt = [line for line in rep.splitlines()
