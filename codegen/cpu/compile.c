@@ -1171,8 +1171,9 @@ static bool one_element(const kn_value *v)
 /* A runtime kernel at the run's shape that is indifferent to layout: run
  * on its rank-4 operands' dims in NHWC order, with its axis mapped
  * (kn_rt_opnode_exec, KN_OPNODE_NHWC_ALL), it computes the NHWC form of its
- * NCHW result. Concat and Split of rank-4 values, and Add, Sub, Mul and Div
- * of rank-4 values or of one by a single element. */
+ * NCHW result. Concat and Split of rank-4 values, Add, Sub, Mul and Div of
+ * rank-4 values or of one by a single element, and a Resize of a rank-4
+ * value over all its axes (its scales and sizes permuted at run time). */
 static bool layout_agnostic(compile_state *s, const kn_node *n)
 {
     if (!n || n->n_outputs < 1 || !runs_at_run_shape(s, n)) return false;
@@ -1184,6 +1185,9 @@ static bool layout_agnostic(compile_state *s, const kn_node *n)
             if (!n->inputs[k] || n->inputs[k]->shape.rank != 4) return false;
         return n->n_inputs > 0;
     case KN_OP_Split: return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4;
+    case KN_OP_Resize:
+        return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4 && !kn_node_attr(n, "axes") &&
+               strcmp(kn_attr_string(n, "coordinate_transformation_mode", ""), "tf_crop_and_resize") != 0;
     case KN_OP_Add: case KN_OP_Sub: case KN_OP_Mul: case KN_OP_Div:
         if (n->n_inputs != 2 || n->n_outputs != 1 || kn_attr_int(n, "broadcast", 0)) return false;
         for (int k = 0; k < 2; k++)
@@ -1194,8 +1198,11 @@ static bool layout_agnostic(compile_state *s, const kn_node *n)
 }
 
 /* True if input `index` of a layout-agnostic node carries its layout (Split's
- * sizes do not). */
-static bool agnostic_operand(const kn_node *n, int index) { return n->op != KN_OP_Split || index == 0; }
+ * sizes and Resize's scales do not). */
+static bool agnostic_operand(const kn_node *n, int index)
+{
+    return (n->op != KN_OP_Split && n->op != KN_OP_Resize) || index == 0;
+}
 
 /* True if a layout-agnostic node's operands and results can all be NHWC:
  * each that is rank 4 is NHWC or has the same bytes either way. */

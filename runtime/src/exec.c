@@ -250,13 +250,39 @@ static void dims_to_nchw(kn_tensor *t)
     t->dims[3] = t->dims[2], t->dims[2] = t->dims[1], t->dims[1] = c;
 }
 
-/* The node's rank-4 operands as NHWC (their data already is: the compiler
- * says so); Split's sizes stay as they are, and a binary op's other
- * operands must be single elements (they broadcast alike either way). */
-static int nhwc_inputs(const kn_rt_opnode *rt, kn_tensor *views, const kn_tensor **in)
+/* Resize's per-axis input i (roi: starts then ends; scales; sizes) for NHWC
+ * dims, permuted into buf; an empty one stays as it is. */
+static int nhwc_resize_arg(const kn_rt_opnode *rt, int i, kn_tensor *view, int64_t buf[8])
 {
+    int64_t n = kn_tensor_numel(view);
+    size_t es = kn_dtype_size(view->dtype);
+    if (n == 0) return KN_OK;
+    if ((n != 4 && n != 8) || (es != 4 && es != 8) || view->nbytes < (size_t)n * es)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "input %d: %lld values, not one per axis of a rank-4 tensor",
+                           i, (long long)n);
+    static const int from[4] = {0, 2, 3, 1}; /* NHWC axis k is NCHW axis from[k] */
+    const char *src = view->data;
+    for (int64_t k = 0; k < n; k++)
+        memcpy((char *)buf + k * es, src + ((k / 4) * 4 + from[k % 4]) * es, es);
+    view->data = buf;
+    return KN_OK;
+}
+
+/* The node's rank-4 operands as NHWC (their data already is: the compiler
+ * says so); Split's sizes stay as they are, Resize's per-axis inputs are
+ * permuted (into bufs), and a binary op's other operands must be single
+ * elements (they broadcast alike either way). */
+static int nhwc_inputs(const kn_rt_opnode *rt, kn_tensor *views, const kn_tensor **in, int64_t bufs[][8])
+{
+    if (rt->desc.op == KN_OP_Resize && kn_op_attr(&rt->desc, "axes"))
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "a Resize over some axes cannot run channels-last");
     for (int i = 0; i < rt->abi->n_inputs; i++) {
         if (!in[i] || (rt->desc.op == KN_OP_Split && i > 0)) continue;
+        if (rt->desc.op == KN_OP_Resize && i > 0) {
+            int st = i < 4 ? nhwc_resize_arg(rt, i, &views[i], bufs[i - 1]) : KN_OK;
+            if (st) return st;
+            continue;
+        }
         if (in[i]->rank == 4) dims_to_nhwc(&views[i]);
         else if (kn_tensor_numel(in[i]) != 1)
             return kn_op_error(&rt->desc, KN_ERR_INTERNAL,
@@ -327,7 +353,8 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
     bool all_nhwc = rt->abi->nhwc == KN_OPNODE_NHWC_ALL;
-    if (!st && all_nhwc) st = nhwc_inputs(rt, views, in);
+    int64_t resize_args[3][8]; /* Resize's roi, scales and sizes in NHWC order */
+    if (!st && all_nhwc) st = nhwc_inputs(rt, views, in, resize_args);
     void **dest = calloc((size_t)n_out + 1, sizeof *dest);
     size_t *dest_bytes = calloc((size_t)n_out + 1, sizeof *dest_bytes);
     kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;

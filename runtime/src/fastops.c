@@ -284,12 +284,36 @@ static int rs_chunk(void *args, int64_t lo, int64_t hi)
     return kn_k_resize(&xv, j->p, &ov);
 }
 
+/* Output rows [lo per, hi per) of a channels-last image (kn_resize_params.rows). */
+static int rs_rows_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const rs_job *j = args;
+    kn_resize_params q = *j->p;
+    q.rows[0] = lo * j->per;
+    q.rows[1] = hi * j->per < j->out->dims[1] ? hi * j->per : j->out->dims[1];
+    return kn_k_resize(j->x, &q, j->out);
+}
+
+/* A channels-last image ([N, H, W, C], N and C kept: a Resize the compiler
+ * placed NHWC) in groups of output rows. */
+static int resize_rows(kn_op_session *os, const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
+{
+    int64_t rows = out->dims[1];
+    int threads = threads_for(os, kn_tensor_numel(out));
+    if (threads == 1 || rows < threads) return KN_ERR_UNSUPPORTED;
+    int64_t units = rows < 4 * threads ? rows : 4 * threads;
+    rs_job j = {x, p, out, rows, (rows + units - 1) / units};
+    os->impl = "kiln resize rows";
+    return kn_rt_parallel_for_threads(threads, rs_rows_chunk, &j, (rows + j.per - 1) / j.per);
+}
+
 int kn_fast_resize(kn_op_session *os, const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
 {
     if (!os || x->dtype != KN_F32 || out->dtype != KN_F32 || x->rank != 4 || out->rank != 4 ||
-        p->coord == KN_COORD_TF_CROP_AND_RESIZE || p->scales[0] != 1.0 || p->scales[1] != 1.0 ||
-        x->dims[0] != out->dims[0] || x->dims[1] != out->dims[1])
+        p->coord == KN_COORD_TF_CROP_AND_RESIZE || p->scales[0] != 1.0 || x->dims[0] != out->dims[0])
         return KN_ERR_UNSUPPORTED;
+    if (p->scales[3] == 1.0 && x->dims[3] == out->dims[3] && p->scales[1] != 1.0) return resize_rows(os, x, p, out);
+    if (p->scales[1] != 1.0 || x->dims[1] != out->dims[1]) return KN_ERR_UNSUPPORTED;
     int64_t planes = x->dims[0] * x->dims[1], n = kn_tensor_numel(out);
     int threads = threads_for(os, n);
     if (threads == 1 || planes < threads) return KN_ERR_UNSUPPORTED;

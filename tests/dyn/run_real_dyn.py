@@ -121,6 +121,10 @@ def main():
                  if len(line.split()) > 1 and line.split()[1].endswith("ConvTranspose") and "runtime kernel" in line]
         check(len(convt) == 2 and all(", NHWC" in line for line in convt),
               f"{MODEL}: ConvTranspose at the run's shape on NHWC activations: {convt}")
+        # and so do the neck's upsamplings and the Concat of its outputs (KN_OPNODE_NHWC_ALL)
+        agn = {op: sum(len(line.split()) > 2 and line.split()[1] == op and "runtime kernel, NHWC" in line
+                       for line in rep.splitlines()) for op in ("Resize", "Concat")}
+        check(agn["Resize"] == 9 and agn["Concat"] == 1, f"{MODEL}: Resize and Concat on NHWC activations: {agn}")
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(7)
     for tag, make in sizes.items():

@@ -7,7 +7,8 @@
  * an inner and the outer axis with runs that straddle the parallel pieces;
  * Resize on groups of image planes, bit for bit; each at 1 and 2 threads;
  * Add/Sub/Mul/Div and a Transpose that keeps the innermost dim, bit for
- * bit; kn_op_alloc_output's places in the arena. Without AVX2 and FMA, Sigmoid and Softmax must
+ * bit; Resize of a channels-last image, bit for bit the NCHW result;
+ * kn_op_alloc_output's places in the arena. Without AVX2 and FMA, Sigmoid and Softmax must
  * decline (KN_ERR_UNSUPPORTED), as must every path without a session.
  */
 #include <math.h>
@@ -267,6 +268,52 @@ static void test_resize(void **st)
         }
 }
 
+/* A channels-last image ([N, H, W, C]: a Resize the compiler placed NHWC)
+ * resized over H and W: the reference kernel's pixel path, and the fast
+ * path in groups of output rows on 2 threads, each bit for bit the NCHW
+ * result transposed; a range of rows outside a channels-last image is
+ * refused (KN_ERR_UNSUPPORTED, so that the caller runs the whole). */
+static void test_resize_nhwc(void **st)
+{
+    (void)st;
+    struct {
+        kn_resize_mode mode;
+        kn_resize_coord coord;
+        double s;
+    } cases[] = {{KN_RESIZE_NEAREST, KN_COORD_ASYMMETRIC, 2.0},
+                 {KN_RESIZE_NEAREST, KN_COORD_HALF_PIXEL, 1.5},
+                 {KN_RESIZE_LINEAR, KN_COORD_HALF_PIXEL, 2.0},
+                 {KN_RESIZE_CUBIC, KN_COORD_ALIGN_CORNERS, 3.0}};
+    int to_nhwc[4] = {0, 2, 3, 1};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t oh = (int64_t)(12 * cases[c].s), ow = (int64_t)(20 * cases[c].s);
+        int64_t xd[4] = {2, 70, 12, 20}, od[4] = {2, 70, oh, ow};
+        int64_t xl[4] = {2, 12, 20, 70}, ol[4] = {2, oh, ow, 70};
+        kn_tensor x = make(4, xd, true), y = make(4, od, false), xn = make(4, xl, false), want = make(4, ol, false);
+        kn_resize_params p;
+        memset(&p, 0, sizeof p);
+        p.mode = cases[c].mode, p.coord = cases[c].coord, p.cubic_a = -0.75;
+        p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = cases[c].s;
+        assert_int_equal(kn_k_resize(&x, &p, &y), KN_OK);
+        assert_int_equal(kn_k_transpose(&y, to_nhwc, &want), KN_OK);
+        assert_int_equal(kn_k_transpose(&x, to_nhwc, &xn), KN_OK);
+        kn_resize_params q = p;
+        q.scales[1] = q.scales[2] = cases[c].s, q.scales[3] = 1.0;
+        kn_tensor got = make(4, ol, false);
+        assert_int_equal(kn_k_resize(&xn, &q, &got), KN_OK);
+        assert_memory_equal(got.data, want.data, (size_t)kn_tensor_numel(&got) * sizeof(float));
+        memset(got.data, 0, got.nbytes);
+        kn_op_session os = {.threads = 2};
+        assert_int_equal(kn_fast_resize(&os, &xn, &q, &got), KN_OK);
+        assert_memory_equal(got.data, want.data, (size_t)kn_tensor_numel(&got) * sizeof(float));
+        p.rows[0] = 0, p.rows[1] = 2; /* rows of an NCHW tensor: not a channels-last image */
+        assert_int_equal(kn_k_resize(&x, &p, &y), KN_ERR_UNSUPPORTED);
+        q.rows[0] = 0, q.rows[1] = oh + 1; /* past its rows */
+        assert_int_equal(kn_k_resize(&xn, &q, &got), KN_ERR_UNSUPPORTED);
+        kn_tensor_free(&x), kn_tensor_free(&y), kn_tensor_free(&xn), kn_tensor_free(&want), kn_tensor_free(&got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_alloc_output),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_resize_nhwc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -445,7 +445,7 @@ static void test_meta_opnode_compute(void **state)
 }
 
 /* kn_abi_opnode.nhwc (ABI 13, ALL in 14): channels-last bits on a
- * convolution round-trip, ALL alone on Concat, Split and binary ops;
+ * convolution round-trip, ALL alone on Concat, Split, Resize and binary ops;
  * unknown bits, or bits on another op, are refused. */
 static void test_meta_opnode_nhwc(void **state)
 {
@@ -474,11 +474,11 @@ static void test_meta_opnode_nhwc(void **state)
     f.op[0].nhwc = 16;
     expect_refused(&f, "NHWC bits 0x10");
     f.op[0].nhwc = KN_OPNODE_NHWC_ALL; /* not on a convolution */
-    expect_refused(&f, "Concat, Split and binary ops only");
+    expect_refused(&f, "Concat, Split, Resize and binary ops only");
     static const struct {
         kn_op op;
         const char *type;
-    } agnostic[] = {{KN_OP_Concat, "Concat"}, {KN_OP_Split, "Split"}, {KN_OP_Add, "Add"},
+    } agnostic[] = {{KN_OP_Concat, "Concat"}, {KN_OP_Split, "Split"}, {KN_OP_Resize, "Resize"}, {KN_OP_Add, "Add"},
                     {KN_OP_Sub, "Sub"},       {KN_OP_Mul, "Mul"},     {KN_OP_Div, "Div"}};
     for (size_t k = 0; k < sizeof agnostic / sizeof *agnostic; k++) {
         f.op[0].op = agnostic[k].op, f.op[0].op_type = agnostic[k].type, f.op[0].nhwc = KN_OPNODE_NHWC_ALL;
@@ -489,7 +489,7 @@ static void test_meta_opnode_nhwc(void **state)
         expect_refused(&f, "for convolutions and poolings only");
     }
     f.op[0].op = KN_OP_Relu, f.op[0].op_type = "Relu", f.op[0].nhwc = KN_OPNODE_NHWC_ALL;
-    expect_refused(&f, "Concat, Split and binary ops only");
+    expect_refused(&f, "Concat, Split, Resize and binary ops only");
     f.op[0].op = KN_OP_NonZero, f.op[0].op_type = "NonZero", f.op[0].nhwc = KN_OPNODE_NHWC_SRC;
     expect_refused(&f, "for convolutions and poolings only");
     /* a ConvTranspose: input and output, never a residual */

@@ -104,6 +104,11 @@ typedef struct kn_resize_params {
     double extrapolation;     /* tf_crop_and_resize: value outside the crop */
     double scales[KN_MAX_RANK]; /* per axis; out dim / in dim when sizes were given */
     double roi[2 * KN_MAX_RANK]; /* starts then ends, normalized; tf_crop_and_resize only */
+    /* Output rows [rows[0], rows[1]) of axis 1 only, the rest of out left as
+     * it is (both 0: all of it): for a channels-last f32 image, N and C not
+     * resized (kn_fast_resize splits one across threads); else
+     * KN_ERR_UNSUPPORTED, nothing written. */
+    int64_t rows[2];
 } kn_resize_params;
 
 /* Resizes x into out (out->dims are the output sizes). Numeric dtypes;

@@ -291,6 +291,50 @@ static void resize_planes_f32(const kn_tensor *x, const axis_win *aw, kn_tensor 
             }
 }
 
+/* f32 [N, H, W, C] resized over H and W only (a channels-last image; N and
+ * C identity): per output pixel, its taps' channel vectors weighted as
+ * interpolate() weights them (wy * wx, rows outer), the same bits without
+ * its per-element walk; nearest takes the source pixel's channels (+0, as
+ * 0 + 1 * v there), a row that repeats the one above as its copy. Output
+ * rows [y0, y1) only. */
+static void resize_pixels_f32(const kn_tensor *x, const axis_win *aw, int64_t y0, int64_t y1, kn_tensor *out)
+{
+    enum { CB = 64 }; /* channels per accumulator block */
+    int64_t n = x->dims[0], ih = x->dims[1], iw = x->dims[2], c = x->dims[3], oh = out->dims[1], ow = out->dims[2];
+    const axis_win *ay = &aw[1], *ax = &aw[2];
+    const float *src = x->data;
+    bool sel = is_selection(ay, oh) && is_selection(ax, ow);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t oy = y0; oy < y1; oy++) {
+            float *dst = (float *)out->data + (b * oh + oy) * ow * c;
+            if (sel && oy > y0 && ay->idx[oy * ay->wn] == ay->idx[(oy - 1) * ay->wn]) { /* the row above again */
+                memcpy(dst, dst - ow * c, sizeof(float) * (size_t)(ow * c));
+                continue;
+            }
+            for (int64_t ox = 0; ox < ow; ox++, dst += c) {
+                if (sel) {
+                    const float *s = src + ((b * ih + ay->idx[oy * ay->wn]) * iw + ax->idx[ox * ax->wn]) * c;
+                    for (int64_t k = 0; k < c; k++) dst[k] = s[k] + 0.0f;
+                    continue;
+                }
+                for (int64_t k0 = 0; k0 < c; k0 += CB) {
+                    int64_t kn = c - k0 < CB ? c - k0 : CB;
+                    double acc[CB] = {0};
+                    for (int ty = 0; ty < ay->cnt[oy]; ty++) {
+                        double wy = ay->w[oy * ay->wn + ty];
+                        const float *row = src + (b * ih + ay->idx[oy * ay->wn + ty]) * iw * c + k0;
+                        for (int tx = 0; tx < ax->cnt[ox]; tx++) {
+                            double w = wy * ax->w[ox * ax->wn + tx];
+                            const float *px = row + ax->idx[ox * ax->wn + tx] * c;
+                            for (int64_t k = 0; k < kn; k++) acc[k] += w * (double)px[k];
+                        }
+                    }
+                    for (int64_t k = 0; k < kn; k++) dst[k0 + k] = (float)acc[k];
+                }
+            }
+        }
+}
+
 int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
 {
     int r = x->rank;
@@ -303,10 +347,19 @@ int kn_k_resize(const kn_tensor *x, const kn_resize_params *p, kn_tensor *out)
     memset(aw, 0, sizeof aw);
     int st = KN_OK;
     for (int k = 0; k < r && !st; k++) st = build_axis(p, k, r, x->dims[k], out->dims[k], &aw[k]);
-    bool planes = !st && r >= 2 && x->dtype == KN_F32 && p->coord != KN_COORD_TF_CROP_AND_RESIZE;
+    bool ranged = p->rows[0] != 0 || p->rows[1] != 0;
+    bool pixels = !st && r == 4 && x->dtype == KN_F32 && p->coord != KN_COORD_TF_CROP_AND_RESIZE &&
+                  is_identity(&aw[0], x->dims[0], out->dims[0]) && is_identity(&aw[3], x->dims[3], out->dims[3]);
+    bool planes = !st && !ranged && r >= 2 && x->dtype == KN_F32 && p->coord != KN_COORD_TF_CROP_AND_RESIZE;
     for (int k = 0; planes && k < r - 2; k++) planes = is_identity(&aw[k], x->dims[k], out->dims[k]);
-    if (planes) {
+    if (!st && ranged && (!pixels || p->rows[0] < 0 || p->rows[0] > p->rows[1] || p->rows[1] > out->dims[1]))
+        st = kn_error(KN_ERR_UNSUPPORTED, "resize: rows %lld..%lld of a tensor that is not a channels-last f32 "
+                                          "image resized over H and W, or outside its %lld rows",
+                      (long long)p->rows[0], (long long)p->rows[1], (long long)(r > 1 ? out->dims[1] : 0));
+    if (!st && planes) {
         resize_planes_f32(x, aw, out);
+    } else if (!st && pixels) {
+        resize_pixels_f32(x, aw, ranged ? p->rows[0] : 0, ranged ? p->rows[1] : out->dims[1], out);
     } else if (!st) {
         int64_t xs[KN_MAX_RANK];
         kn_shape_strides(r, x->dims, xs);
