@@ -294,6 +294,11 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
         memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
         memcpy(acc + 2 * L, bh, sizeof(float) * L);
         st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
+        if (st->lbr && st->k->gru16 && p->act[r->d][0] == KN_ACT_SIGMOID && p->act[r->d][1] == KN_ACT_TANH) {
+            st->k->gru16(acc, xh, hp + u * L, p->clip > 0 ? (float)p->clip : 0.0f, hnew);
+            put_h(r, k, hnew);
+            return;
+        }
         clip16(p, acc, 2 * L);
         one_minus_f(r, acc, zc);
         act(r, 0, acc, 2 * L);

@@ -61,6 +61,12 @@ typedef struct kn_rnn_kern {
      * caller composes it from `act`. */
     void (*lstm16)(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
                    bool input_forget, float *h);
+    /* The GRU cell of 16 units with linear_before_reset and the default
+     * activations (sigmoid, tanh) in registers: acc holds the
+     * pre-activations z and r and the h gate's recurrent part (16 each), xh
+     * the h gate's input part, hp the previous state; clip > 0 clips; h
+     * gets the new state. NULL: the caller composes it from `act`. */
+    void (*gru16)(const float *acc, const float *xh, const float *hp, float clip, float *h);
 } kn_rnn_kern;
 
 /* Plain C (rnn_kern_c.c): runs anywhere. */

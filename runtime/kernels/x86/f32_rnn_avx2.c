@@ -3,7 +3,8 @@
  * (runtime/src/rnn.h) for AVX2+FMA: the input projection (6 rows x 16
  * columns, register-blocked), the recurrent product of one h row by a
  * block's gates (up to 4 panels of 16 columns), and the gates' activations
- * 8 lanes at a time. kn_rnn_kern_avx512 is the same with the projection by
+ * 8 lanes at a time (an LSTM's and a linear_before_reset GRU's cell with
+ * the default activations whole, in registers). kn_rnn_kern_avx512 is the same with the projection by
  * AVX-512's 8x32 kernel (f32_gemm_8x32_avx512.c); the recurrent product
  * streams R from the caches and gains nothing from wider vectors.
  *
@@ -134,6 +135,29 @@ AVX2 static void lstm16_avx2(const float *acc, float *c, const float *peep, int6
               h + 8 * half);
 }
 
+/* The GRU cell of 8 units (gru16's half), linear_before_reset: x = z, r and
+ * the h gate's recurrent part at a stride of 16 floats; as gru_block in
+ * rnn.c composes it: 1 - z as sigmoid(-z), which keeps its digits near 1. */
+AVX2 INLINE void gru8(const float *x, const float *xh, const float *hp, __m256 lo, __m256 hi, bool clip, float *h)
+{
+    __m256 gz = _mm256_loadu_ps(x), gr = _mm256_loadu_ps(x + 16), rh = _mm256_loadu_ps(x + 32);
+    if (clip) {
+        gz = _mm256_min_ps(_mm256_max_ps(gz, lo), hi);
+        gr = _mm256_min_ps(_mm256_max_ps(gr, lo), hi);
+    }
+    __m256 zc = sigmoid8(_mm256_sub_ps(_mm256_setzero_ps(), gz)), z = sigmoid8(gz), r = sigmoid8(gr);
+    __m256 c = _mm256_add_ps(_mm256_loadu_ps(xh), _mm256_mul_ps(r, rh));
+    if (clip) c = _mm256_min_ps(_mm256_max_ps(c, lo), hi);
+    c = tanh8(c);
+    _mm256_storeu_ps(h, _mm256_add_ps(_mm256_mul_ps(zc, c), _mm256_mul_ps(z, _mm256_loadu_ps(hp))));
+}
+
+AVX2 static void gru16_avx2(const float *acc, const float *xh, const float *hp, float clip, float *h)
+{
+    __m256 lo = _mm256_set1_ps(-clip), hi = _mm256_set1_ps(clip);
+    for (int half = 0; half < 2; half++) gru8(acc + 8 * half, xh + 8 * half, hp + 8 * half, lo, hi, clip > 0, h + 8 * half);
+}
+
 /* ---- the input projection ------------------------------------------------------------------ */
 
 /* Rows [0, R) of one 16-column panel over the whole K; R constant when inlined. */
@@ -253,12 +277,12 @@ AVX2 static void gemv_avx2(const float *h, int64_t K, const float *P, int64_t ld
     }
 }
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2, lstm16_avx2};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2, lstm16_avx2};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2, lstm16_avx2, gru16_avx2};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2, lstm16_avx2, gru16_avx2};
 
 #else
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL, NULL};
 
 #endif
