@@ -80,6 +80,11 @@ typedef struct kn_cg {
      * row shapes while it is emitted, and a neighbour looked at then would
      * see half a graph and could choose another layout than its producer. */
     int8_t *layouts;
+    /* By node index: a layout-agnostic node (kn_cg_layout_agnostic) whose
+     * rank-4 operands are all KN_LAYOUT_NATIVE, run by its runtime kernel
+     * on that layout (KN_OPNODE_NATIVE_ALL) instead of generated code on
+     * plain tensors (kn_cg_plan_layouts; the caller frees it). */
+    bool *native_all;
     int cap_dnnl, cap_opnodes;
     /* the node function being emitted and its arguments */
     LLVMValueRef fn, a_exec, a_arena, a_weights, a_inputs, a_outputs;
@@ -252,6 +257,20 @@ typedef struct kn_cg_lowering {
 extern const kn_cg_lowering kn_cg_lower_elementwise[]; /* lower_elementwise.c */
 extern const kn_cg_lowering kn_cg_lower_reduce[];      /* lower_reduce.c: reductions, softmax, norms, pooling */
 extern const kn_cg_lowering kn_cg_lower_movement[];    /* lower_movement.c */
+/* A node indifferent to layout (lower_dnnl.c): run on its rank-4 operands'
+ * dims in NHWC order with its axis mapped (kn_rt_opnode_exec,
+ * KN_OPNODE_NHWC_ALL / NATIVE_ALL), its runtime kernel computes the NHWC
+ * form of its NCHW result. Concat and Split of rank-4 values, Add, Sub, Mul
+ * and Div of rank-4 values or of one by a single element, and a Resize of a
+ * rank-4 value over all its axes (its scales and sizes permuted at run
+ * time); f32 only. */
+bool kn_cg_layout_agnostic(const kn_node *n);
+/* True if input `index` of such a node carries its layout (Split's sizes
+ * and Resize's scales do not). */
+bool kn_cg_agnostic_operand(const kn_node *n, int index);
+/* True if the bytes of a rank-4 value are the same in NCHW and NHWC (and in
+ * a blocked layout): one channel, or one pixel. */
+bool kn_cg_layout_free(const kn_value *v);
 /* Decides the layout of every activation oneDNN hands over (lower_dnnl.c):
  * fills cg->layouts (the caller frees it), after the plan and cg->dyn are
  * set and before any node is emitted. */

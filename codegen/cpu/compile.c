@@ -579,8 +579,8 @@ static int emit_kernel_call(compile_state *s, int i)
                           (s->nhwc[n->outputs[0]->id] ? KN_OPNODE_NHWC_DST : 0);
         return emit_opnode_call(s, n, "kn_rt_opnode_exec", s->node_nhwc[i]);
     }
-    if (s->node_nhwc && s->node_nhwc[i] == KN_OPNODE_NHWC_ALL) /* plan_dyn_nhwc set it */
-        return emit_opnode_call(s, n, "kn_rt_opnode_exec", KN_OPNODE_NHWC_ALL);
+    if (s->node_nhwc && (s->node_nhwc[i] == KN_OPNODE_NHWC_ALL || s->node_nhwc[i] == KN_OPNODE_NATIVE_ALL))
+        return emit_opnode_call(s, n, "kn_rt_opnode_exec", s->node_nhwc[i]); /* plan_dyn_nhwc set it */
     return emit_fallback(s, n);
 }
 
@@ -772,6 +772,11 @@ static int emit_node(compile_state *s, int i)
     char fname[64];
     snprintf(fname, sizeof fname, "node_%d", n->id);
     if (kn_dyn_node_is_dynamic(&s->dyn, n)) return emit_dynamic_node(s, i, fname);
+    if (s->node_nhwc[i] == KN_OPNODE_NATIVE_ALL) { /* between convolutions, on their layout (kn_cg_plan_layouts) */
+        s->node_fns[i] = kn_cg_begin_function(cg, fname, true);
+        s->how[i] = KN_LOWERED_RUNTIME;
+        return emit_kernel_call(s, i);
+    }
     size_t table = 0;
     kn_cg_lower_fn lower = touches_dynamic(&s->plan, n) ? NULL : find_lowering_from(n->op, 0, &table);
     int st;
@@ -1098,7 +1103,9 @@ static void print_report(const compile_state *s)
                     (s->how[i] == KN_LOWERED_RUNTIME && (n->op == KN_OP_Attention || n->op == KN_OP_PackedAttention) &&
                      n->compute == KN_BF16);
         printf("%-32s  %-20s  %s%s%s\n", n->name, n->op_type, names[s->how[i]], bf16 ? ", bf16" : "",
-               s->node_nhwc && s->node_nhwc[i] ? ", NHWC" : "");
+               !s->node_nhwc || !s->node_nhwc[i]                 ? ""
+               : s->node_nhwc[i] == KN_OPNODE_NATIVE_ALL ? ", native layout"
+                                                         : ", NHWC");
         if (s->how[i] == KN_LOWERED_RUNTIME && s->fallback_why[i])
             printf("  remark: node '%s' (%s) has a lowering but runs its runtime kernel: %s\n", n->name, n->op_type,
                    s->fallback_why[i]);
@@ -1150,58 +1157,11 @@ static bool runs_dyn_deconv(compile_state *s, const kn_node *n)
  * when the compiler says so. */
 static bool takes_nhwc(compile_state *s, const kn_node *n) { return runs_dynconv(s, n) || runs_dyn_deconv(s, n); }
 
-/* True if the bytes of a rank-4 value are the same in NCHW and NHWC: one
- * channel, or one pixel. */
-static bool layout_free(const kn_value *v)
-{
-    const kn_shape *sh = &v->shape;
-    return sh->rank == 4 && (sh->dims[1] == 1 || (sh->dims[2] == 1 && sh->dims[3] == 1));
-}
-
-/* True if v is an operand a binary op may broadcast against rank-4 NHWC
- * values unchanged: a single element. */
-static bool one_element(const kn_value *v)
-{
-    if (!kn_shape_is_static(&v->shape)) return false;
-    for (int d = 0; d < v->shape.rank; d++)
-        if (v->shape.dims[d] != 1) return false;
-    return true;
-}
-
-/* A runtime kernel at the run's shape that is indifferent to layout: run
- * on its rank-4 operands' dims in NHWC order, with its axis mapped
- * (kn_rt_opnode_exec, KN_OPNODE_NHWC_ALL), it computes the NHWC form of its
- * NCHW result. Concat and Split of rank-4 values, Add, Sub, Mul and Div of
- * rank-4 values or of one by a single element, and a Resize of a rank-4
- * value over all its axes (its scales and sizes permuted at run time). */
+/* A runtime kernel at the run's shape that is indifferent to layout
+ * (kn_cg_layout_agnostic): run channels-last (KN_OPNODE_NHWC_ALL). */
 static bool layout_agnostic(compile_state *s, const kn_node *n)
 {
-    if (!n || n->n_outputs < 1 || !runs_at_run_shape(s, n)) return false;
-    for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] && n->outputs[k]->shape.rank != 4) return false;
-    switch (n->op) {
-    case KN_OP_Concat:
-        for (int k = 0; k < n->n_inputs; k++)
-            if (!n->inputs[k] || n->inputs[k]->shape.rank != 4) return false;
-        return n->n_inputs > 0;
-    case KN_OP_Split: return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4;
-    case KN_OP_Resize:
-        return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4 && !kn_node_attr(n, "axes") &&
-               strcmp(kn_attr_string(n, "coordinate_transformation_mode", ""), "tf_crop_and_resize") != 0;
-    case KN_OP_Add: case KN_OP_Sub: case KN_OP_Mul: case KN_OP_Div:
-        if (n->n_inputs != 2 || n->n_outputs != 1 || kn_attr_int(n, "broadcast", 0)) return false;
-        for (int k = 0; k < 2; k++)
-            if (!n->inputs[k] || (n->inputs[k]->shape.rank != 4 && !one_element(n->inputs[k]))) return false;
-        return true;
-    default: return false;
-    }
-}
-
-/* True if input `index` of a layout-agnostic node carries its layout (Split's
- * sizes and Resize's scales do not). */
-static bool agnostic_operand(const kn_node *n, int index)
-{
-    return (n->op != KN_OP_Split && n->op != KN_OP_Resize) || index == 0;
+    return kn_cg_layout_agnostic(n) && runs_at_run_shape(s, n);
 }
 
 /* True if a layout-agnostic node's operands and results can all be NHWC:
@@ -1212,7 +1172,7 @@ static bool agnostic_consistent(compile_state *s, const kn_node *n)
         if (n->outputs[k] && !s->nhwc[n->outputs[k]->id]) return false;
     for (int k = 0; k < n->n_inputs; k++) {
         const kn_value *v = n->inputs[k];
-        if (v && agnostic_operand(n, k) && v->shape.rank == 4 && !s->nhwc[v->id] && !layout_free(v)) return false;
+        if (v && kn_cg_agnostic_operand(n, k) && v->shape.rank == 4 && !s->nhwc[v->id] && !kn_cg_layout_free(v)) return false;
     }
     return true;
 }
@@ -1226,7 +1186,7 @@ static bool agnostic_clear(compile_state *s, const kn_node *n)
         if (n->outputs[k] && s->nhwc[n->outputs[k]->id]) s->nhwc[n->outputs[k]->id] = false, changed = true;
     for (int k = 0; k < n->n_inputs; k++) {
         const kn_value *v = n->inputs[k];
-        if (v && agnostic_operand(n, k) && v->id >= 0 && s->nhwc[v->id]) s->nhwc[v->id] = false, changed = true;
+        if (v && kn_cg_agnostic_operand(n, k) && v->id >= 0 && s->nhwc[v->id]) s->nhwc[v->id] = false, changed = true;
     }
     return changed;
 }
@@ -1256,6 +1216,8 @@ static int plan_dyn_nhwc(compile_state *s)
     s->nhwc = calloc((size_t)n_ids + 1, sizeof *s->nhwc);
     s->node_nhwc = calloc((size_t)g->n_nodes + 1, sizeof *s->node_nhwc);
     if (!s->nhwc || !s->node_nhwc) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) /* static ones, on the session's layout */
+        if (s->cg.native_all && s->cg.native_all[i]) s->node_nhwc[i] = KN_OPNODE_NATIVE_ALL;
     if (s->o->layout == KN_CG_LAYOUT_NCHW) return KN_OK;
     for (int i = 0; i < g->n_values; i++) {
         const kn_value *v = g->values[i];
@@ -1268,7 +1230,7 @@ static int plan_dyn_nhwc(compile_state *s)
             const kn_use *u = &v->users[k];
             ok = (takes_nhwc(s, u->node) &&
                   (u->index == 0 || (u->index == KN_FUSED_RESIDUAL && u->node->op == KN_OP_FusedConv))) ||
-                 (layout_agnostic(s, u->node) && agnostic_operand(u->node, u->index));
+                 (layout_agnostic(s, u->node) && kn_cg_agnostic_operand(u->node, u->index));
         }
         s->nhwc[v->id] = ok;
     }
@@ -1444,6 +1406,7 @@ int kn_compile_cpu(kn_model *m, const kn_compile_opts *opts)
     kn_plan_free(&s.plan);
     kn_dyn_free(&s.dyn);
     free(s.cg.layouts);
+    free(s.cg.native_all);
     if (s.cg.b) LLVMDisposeBuilder(s.cg.b);
     if (s.cg.mod) LLVMDisposeModule(s.cg.mod);
     if (s.cg.tm) LLVMDisposeTargetMachine(s.cg.tm);

@@ -426,25 +426,91 @@ static bool conv_lowerable(const kn_cg *cg, const kn_node *n)
     return n && !runs_at_runtime_shape(cg, n) && conv_like_lowerable(cg, n);
 }
 
+bool kn_cg_layout_free(const kn_value *v)
+{
+    const kn_shape *sh = &v->shape;
+    return sh->rank == 4 && (sh->dims[1] == 1 || (sh->dims[2] == 1 && sh->dims[3] == 1));
+}
+
+/* True if v is an operand a binary op may broadcast against rank-4 NHWC
+ * values unchanged: a single element. */
+static bool one_element(const kn_value *v)
+{
+    if (!kn_shape_is_static(&v->shape)) return false;
+    for (int d = 0; d < v->shape.rank; d++)
+        if (v->shape.dims[d] != 1) return false;
+    return true;
+}
+
+bool kn_cg_agnostic_operand(const kn_node *n, int index)
+{
+    return (n->op != KN_OP_Split && n->op != KN_OP_Resize) || index == 0;
+}
+
+bool kn_cg_layout_agnostic(const kn_node *n)
+{
+    if (!n || n->n_outputs < 1) return false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] && (n->outputs[k]->shape.rank != 4 || n->outputs[k]->dtype != KN_F32)) return false;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] && kn_cg_agnostic_operand(n, k) && n->inputs[k]->dtype != KN_F32) return false;
+    switch (n->op) {
+    case KN_OP_Concat:
+        for (int k = 0; k < n->n_inputs; k++)
+            if (!n->inputs[k] || n->inputs[k]->shape.rank != 4) return false;
+        return n->n_inputs > 0;
+    case KN_OP_Split: return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4;
+    case KN_OP_Resize:
+        return n->n_inputs >= 1 && n->inputs[0] && n->inputs[0]->shape.rank == 4 && !kn_node_attr(n, "axes") &&
+               strcmp(kn_attr_string(n, "coordinate_transformation_mode", ""), "tf_crop_and_resize") != 0;
+    case KN_OP_Add: case KN_OP_Sub: case KN_OP_Mul: case KN_OP_Div:
+        if (n->n_inputs != 2 || n->n_outputs != 1 || kn_attr_int(n, "broadcast", 0)) return false;
+        for (int k = 0; k < 2; k++)
+            if (!n->inputs[k] || (n->inputs[k]->shape.rank != 4 && !one_element(n->inputs[k]))) return false;
+        return true;
+    default: return false;
+    }
+}
+
+/* A layout-agnostic node of static shapes that may run on the session's
+ * layout: its rank-4 operands and results are activations in the arena,
+ * it is not an alias of the plan, and no oneDNN binary record takes it. */
+static bool static_agnostic(const kn_cg *cg, const kn_node *n)
+{
+    if (cg->plain_layout || !kn_cg_layout_agnostic(n) || runs_at_runtime_shape(cg, n) ||
+        kn_plan_is_alias(cg->plan, n) || binary_lowerable(cg, n, NULL))
+        return false;
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < (side ? n->n_outputs : n->n_inputs); k++) {
+            const kn_value *v = side ? n->outputs[k] : n->inputs[k];
+            if (!v || (!side && (!kn_cg_agnostic_operand(n, k) || v->shape.rank != 4))) continue;
+            if (!usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return false;
+        }
+    return true;
+}
+
 /* The layout of activation v of a convolution. Convolutions hand each other
  * their activations in oneDNN's preferred layout (KN_LAYOUT_NATIVE), so that
  * a network of fused convolutions reorders only at its edges: v must be an
  * arena value (never the user's buffers) of a 2-D convolution, written by a
  * convolution, pooling or binary op oneDNN runs and read only by such
  * convolutions (as src or as residual), poolings, and binary ops (as the
- * activation operand: a squeeze-and-excitation scale). Any channel count:
- * where the session's layout would pad it (24 channels in nChw16c), the
- * runtime keeps the value plain on both sides. */
+ * activation operand: a squeeze-and-excitation scale), or by layout-
+ * agnostic nodes between them (static_agnostic: Concat, Split, Resize,
+ * elementwise; kn_cg_plan_layouts keeps those consistent). Any channel
+ * count: where the session's layout would pad it (24 channels in
+ * nChw16c), the runtime keeps the value plain on both sides. */
 static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
 {
     if (cg->plain_layout || !v || !usable_act(cg, v) || where_of(cg, v).loc != KN_LOC_ARENA) return KN_LAYOUT_PLAIN;
     if (v->shape.rank != 4 || v->n_users == 0) return KN_LAYOUT_PLAIN;
     if (!conv_lowerable(cg, v->producer) && !pool_lowerable(cg, v->producer) &&
-        !binary_lowerable(cg, v->producer, NULL))
+        !binary_lowerable(cg, v->producer, NULL) && !(v->dtype == KN_F32 && static_agnostic(cg, v->producer)))
         return KN_LAYOUT_PLAIN;
     for (int i = 0; i < v->n_users; i++) {
         const kn_use *u = &v->users[i];
         if (binary_lowerable(cg, u->node, v)) continue;
+        if (v->dtype == KN_F32 && static_agnostic(cg, u->node) && kn_cg_agnostic_operand(u->node, u->index)) continue;
         bool role = u->index == 0 || (u->index == KN_FUSED_RESIDUAL &&
                                       (u->node->op == KN_OP_FusedConv || u->node->op == KN_OP_QConv ||
                                        u->node->op == KN_OP_FusedConvTranspose));
@@ -453,16 +519,107 @@ static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
     return KN_LAYOUT_NATIVE;
 }
 
+/* True if value v of node n is native (KN_LAYOUT_NATIVE planned). */
+static bool is_native(const kn_cg *cg, const kn_value *v)
+{
+    return v && v->id >= 0 && v->id < cg->plan->n_where && cg->layouts[v->id] == KN_LAYOUT_NATIVE + 1;
+}
+
+/* The rank-4 operands and results of a layout-agnostic node, in turn
+ * (Split's sizes and Resize's scales left out): *k from 0 on; NULL at the
+ * end. */
+static const kn_value *agnostic_value(const kn_node *n, int *k)
+{
+    for (; *k < n->n_inputs + n->n_outputs; (*k)++) {
+        bool in = *k < n->n_inputs;
+        const kn_value *v = in ? n->inputs[*k] : n->outputs[*k - n->n_inputs];
+        if (v && v->shape.rank == 4 && (!in || kn_cg_agnostic_operand(n, *k))) return (*k)++, v;
+    }
+    return NULL;
+}
+
+/* True if node n's oneDNN neighbours reach it: a value it reads or writes
+ * is written or read by a convolution, pooling or binary record. */
+static bool touches_dnnl(const kn_cg *cg, const kn_value *v)
+{
+    const kn_node *p = v->producer;
+    if (p && (conv_lowerable(cg, p) || pool_lowerable(cg, p) || binary_lowerable(cg, p, NULL))) return true;
+    for (int i = 0; i < v->n_users; i++) {
+        const kn_node *u = v->users[i].node;
+        if (conv_lowerable(cg, u) || pool_lowerable(cg, u) || binary_lowerable(cg, u, v)) return true;
+    }
+    return false;
+}
+
+/* Layout-agnostic nodes between convolutions (static_agnostic) run on the
+ * session's layout only where all of them can: each of a node's rank-4
+ * operands and results is native, or has the same bytes in every layout
+ * (kn_cg_layout_free), and the group of such nodes joined by their values
+ * touches a oneDNN record (an elementwise chain alone stays generated code,
+ * fused). A node that cannot makes its values plain, until none changes. */
+static int plan_native_agnostic(kn_cg *cg)
+{
+    const kn_graph *g = cg->g;
+    bool *anchored = calloc((size_t)cg->plan->n_where + 1, sizeof *anchored);
+    cg->native_all = calloc((size_t)g->n_nodes + 1, sizeof *cg->native_all);
+    if (!anchored || !cg->native_all) {
+        free(anchored);
+        return kn_error(KN_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) cg->native_all[i] = static_agnostic(cg, g->nodes[i]);
+    for (int i = 0; i < g->n_values; i++) {
+        const kn_value *v = g->values[i];
+        if (is_native(cg, v)) anchored[v->id] = touches_dnnl(cg, v);
+    }
+    for (bool changed = true; changed;) { /* anchoring spreads through agnostic nodes */
+        changed = false;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kn_node *n = g->nodes[i];
+            bool any = false;
+            const kn_value *v;
+            for (int k = 0; cg->native_all[i] && (v = agnostic_value(n, &k));) any |= is_native(cg, v) && anchored[v->id];
+            for (int k = 0; any && (v = agnostic_value(n, &k));)
+                if (is_native(cg, v) && !anchored[v->id]) anchored[v->id] = true, changed = true;
+        }
+    }
+    for (int i = 0; i < g->n_values; i++) { /* native only between agnostic nodes: plain */
+        const kn_value *v = g->values[i];
+        if (is_native(cg, v) && !anchored[v->id]) cg->layouts[v->id] = KN_LAYOUT_PLAIN + 1;
+    }
+    free(anchored);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kn_node *n = g->nodes[i];
+            if (!cg->native_all[i]) continue;
+            bool ok = true, any = false;
+            const kn_value *v;
+            for (int k = 0; (v = agnostic_value(n, &k));) {
+                bool out = k > n->n_inputs;
+                any |= is_native(cg, v);
+                ok &= is_native(cg, v) || (!out && kn_cg_layout_free(v));
+            }
+            if (ok && any) continue;
+            cg->native_all[i] = false;
+            for (int k = 0; (v = agnostic_value(n, &k));)
+                if (is_native(cg, v)) cg->layouts[v->id] = KN_LAYOUT_PLAIN + 1, changed = true;
+        }
+    }
+    return KN_OK;
+}
+
 int kn_cg_plan_layouts(kn_cg *cg)
 {
     free(cg->layouts);
+    free(cg->native_all);
+    cg->native_all = NULL;
     cg->layouts = calloc((size_t)cg->plan->n_where + 1, 1);
     if (!cg->layouts) return kn_error(KN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < cg->g->n_values; i++) {
         const kn_value *v = cg->g->values[i];
         if (v->id >= 0 && v->id < cg->plan->n_where) cg->layouts[v->id] = (int8_t)(decide_layout(cg, v) + 1);
     }
-    return KN_OK;
+    return plan_native_agnostic(cg);
 }
 
 /* The layout planned for v (kn_cg_plan_layouts); plain for a value the plan

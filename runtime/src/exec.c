@@ -315,9 +315,70 @@ static int nhwc_attrs(const kn_opdesc *d, kn_attr **attrs, int *n_attrs)
     return KN_OK;
 }
 
+/* ---- the same on the session's layout (KN_OPNODE_NATIVE_ALL) ------------- */
+
+/* What KN_LAYOUT_NATIVE stands for in s (kn_dnnl_native_block: 0 NHWC, 8 or
+ * 16 a channel block, -1 plain). */
+static int native_block(kn_session *s)
+{
+    return s->dnnl ? kn_dnnl_native_block(s->dnnl) : -1;
+}
+
+/* True if a rank-4 f32 tensor of these dims is blocked by b in memory (the
+ * session keeps one whose channels do not fill whole blocks plain). */
+static bool is_blocked(const int64_t *dims, int b) { return b > 0 && dims[1] > 0 && dims[1] % b == 0; }
+
+/* nChw{b}c to NCHW (to_plain) or back, f32. */
+static void reblock(const float *src, float *dst, const int64_t *dims, int b, bool to_plain)
+{
+    int64_t N = dims[0], C = dims[1], HW = dims[2] * dims[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++) {
+                int64_t bi = ((n * (C / b) + c / b) * HW + p) * b + c % b, pi = (n * C + c) * HW + p;
+                if (to_plain) dst[pi] = src[bi];
+                else dst[bi] = src[pi];
+            }
+}
+
+/* Plain copies (in plain[i], to free) of the node's blocked rank-4 operands. */
+static int unblock_inputs(const kn_rt_opnode *rt, int b, kn_tensor *views, const kn_tensor **in, void **plain)
+{
+    for (int i = 0; i < rt->abi->n_inputs; i++) {
+        if (!in[i] || in[i]->rank != 4 || !is_blocked(in[i]->dims, b) || (rt->desc.op == KN_OP_Split && i > 0) ||
+            (rt->desc.op == KN_OP_Resize && i > 0))
+            continue;
+        if (in[i]->dtype != KN_F32)
+            return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "input %d is %s: a node on the session's layout takes f32",
+                               i, kn_dtype_name(in[i]->dtype));
+        if (!(plain[i] = malloc(in[i]->nbytes ? in[i]->nbytes : 1))) return kn_error(KN_ERR_NOMEM, "out of memory");
+        reblock(in[i]->data, plain[i], in[i]->dims, b, true);
+        views[i].data = plain[i];
+    }
+    return KN_OK;
+}
+
+/* Output k (plain, as the kernel made it) into the session's blocked layout. */
+static int block_output(const kn_rt_opnode *rt, int k, int b, kn_tensor *out)
+{
+    if (out->rank != 4 || !is_blocked(out->dims, b) || !out->data) return KN_OK;
+    if (out->dtype != KN_F32)
+        return kn_op_error(&rt->desc, KN_ERR_INTERNAL, "output %d is %s: a node on the session's layout makes f32", k,
+                           kn_dtype_name(out->dtype));
+    void *blk = malloc(out->nbytes ? out->nbytes : 1);
+    if (!blk) return kn_error(KN_ERR_NOMEM, "out of memory");
+    reblock(out->data, blk, out->dims, b, false);
+    kn_tensor t = *out;
+    kn_tensor_free(out);
+    *out = t;
+    out->data = blk, out->own = KN_OWNED, out->map_base = NULL;
+    return KN_OK;
+}
+
 /* Runs the kernel of a node; a control-flow node's bodies find the outer
- * values they read among its captures, the inputs after the op's own. */
-static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs)
+ * values they read among its captures, the inputs after the op's own.
+ * nhwc: its rank-4 operands run on NHWC dims (nhwc_attrs). */
+static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs, bool nhwc)
 {
     int n_caps = rt->abi->n_captures, first = rt->abi->n_inputs - n_caps;
     const char **names = calloc((size_t)n_caps + 1, sizeof *names);
@@ -329,7 +390,7 @@ static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tens
     d.body = &body;
     d.sess = sess;
     kn_attr *attrs = NULL;
-    int st = rt->abi->nhwc == KN_OPNODE_NHWC_ALL ? nhwc_attrs(&rt->desc, &attrs, &d.n_attrs) : KN_OK;
+    int st = nhwc ? nhwc_attrs(&rt->desc, &attrs, &d.n_attrs) : KN_OK;
     if (attrs) d.attrs = attrs;
     if (!st) st = kn_op_exec(d.op)(&d, in, outs);
     free(attrs);
@@ -352,21 +413,30 @@ int kn_rt_opnode_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, vo
     kn_tensor *outs = calloc((size_t)n_out + 1, sizeof *outs);
     int st = views && in && outs ? KN_OK : kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st) st = input_views(s, rt, in_ptrs, views, in);
-    bool all_nhwc = rt->abi->nhwc == KN_OPNODE_NHWC_ALL;
+    /* layout-agnostic nodes: on NHWC dims, or on plain copies of the
+     * session's blocked layout */
+    int block = rt->abi->nhwc == KN_OPNODE_NATIVE_ALL ? native_block(s) : -1;
+    bool all_nhwc = rt->abi->nhwc == KN_OPNODE_NHWC_ALL || (rt->abi->nhwc == KN_OPNODE_NATIVE_ALL && block == 0);
     int64_t resize_args[3][8]; /* Resize's roi, scales and sizes in NHWC order */
+    void **plain = block > 0 ? calloc((size_t)n_in + 1, sizeof *plain) : NULL;
+    if (!st && block > 0 && !plain) st = kn_error(KN_ERR_NOMEM, "out of memory");
     if (!st && all_nhwc) st = nhwc_inputs(rt, views, in, resize_args);
+    if (!st && block > 0) st = unblock_inputs(rt, block, views, in, plain);
     void **dest = calloc((size_t)n_out + 1, sizeof *dest);
     size_t *dest_bytes = calloc((size_t)n_out + 1, sizeof *dest_bytes);
     kn_op_session *os = s->opsess ? &s->opsess[index] : NULL;
     if (!st && (!dest || !dest_bytes)) st = kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int k = 0; !st && os && out_ptrs && k < n_out; k++)
+    for (int k = 0; !st && os && out_ptrs && k < n_out && block <= 0; k++) /* a blocked output is copied */
         if (output_dest(ex, rt, k, in, out_ptrs[k], &dest_bytes[k])) dest[k] = out_ptrs[k];
     if (os) os->outs = outs, os->out_dest = dest, os->out_dest_bytes = dest_bytes, os->n_outs = n_out;
-    if (!st) st = run_kernel(rt, os, in, outs);
+    if (!st) st = run_kernel(rt, os, in, outs, all_nhwc);
     if (os) os->outs = NULL, os->out_dest = NULL, os->out_dest_bytes = NULL, os->n_outs = 0;
     free(dest);
     free(dest_bytes);
+    for (int i = 0; plain && i < n_in; i++) free(plain[i]);
+    free(plain);
     for (int k = 0; !st && all_nhwc && k < n_out; k++) dims_to_nchw(&outs[k]); /* the values' dims stay NCHW */
+    for (int k = 0; !st && block > 0 && k < n_out; k++) st = block_output(rt, k, block, &outs[k]);
     for (int k = 0; k < n_out && !st; k++) {
         if (!rt->has_output[k]) continue;
         if (rt->abi->outputs[k].slot > 0) st = keep_dynamic(s, rt, k, &outs[k]);

@@ -487,7 +487,7 @@ static int r_opnode(rbuf *r, kn_abi_opnode *o, int index)
     bool convt = o->op == KN_OP_ConvTranspose || o->op == KN_OP_FusedConvTranspose;
     bool agnostic = o->op == KN_OP_Concat || o->op == KN_OP_Split || o->op == KN_OP_Resize || o->op == KN_OP_Add ||
                     o->op == KN_OP_Sub || o->op == KN_OP_Mul || o->op == KN_OP_Div;
-    if (o->nhwc == KN_OPNODE_NHWC_ALL) {
+    if (o->nhwc == KN_OPNODE_NHWC_ALL || o->nhwc == KN_OPNODE_NATIVE_ALL) {
         if (!agnostic)
             return kn_rbuf_bad(&r->in, what,
                                "NHWC bits %#x (all operands: Concat, Split, Resize and binary ops only)",

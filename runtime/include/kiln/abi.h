@@ -61,7 +61,8 @@ extern "C" {
  * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization);
  * 12: kn_abi_sym.from_data (token packing); 13: KN_DNNL_BINARY records,
  * kn_abi_dnnl.pool_alg renamed alg, and kn_abi_opnode.nhwc; 14:
- * KN_OPNODE_NHWC_ALL (Concat, Split, Resize and binary ops channels-last) */
+ * KN_OPNODE_NHWC_ALL and NATIVE_ALL (Concat, Split, Resize and binary ops
+ * channels-last) */
 #define KN_ABI_VERSION 14u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
@@ -284,7 +285,7 @@ typedef struct kn_abi_opnode {
      * KN_OPNODE_NHWC_SRC/DST/RES bits for the activations it exchanges
      * channels-last (NHWC) with its neighbours instead of plain NCHW. A
      * Concat, Split, Resize, Add, Sub, Mul or Div run by its runtime
-     * kernel: KN_OPNODE_NHWC_ALL alone. 0 elsewhere; bits on another op are
+     * kernel: KN_OPNODE_NHWC_ALL or KN_OPNODE_NATIVE_ALL alone. 0 elsewhere; bits on another op are
      * refused when the artifact is opened. */
     int32_t nhwc;
 } kn_abi_opnode;
@@ -293,8 +294,16 @@ typedef struct kn_abi_opnode {
  * is NHWC exactly when output 0 is); ALL: every rank-4 operand and result
  * (the node runs on their dims in NHWC order, its axis, or Resize's scales
  * and sizes, permuted to match; a binary op's other operands are single
- * elements). */
-enum { KN_OPNODE_NHWC_SRC = 1, KN_OPNODE_NHWC_DST = 2, KN_OPNODE_NHWC_RES = 4, KN_OPNODE_NHWC_ALL = 8 };
+ * elements); NATIVE_ALL: every rank-4 operand and result is in the
+ * session's KN_LAYOUT_NATIVE layout (as ALL where that is NHWC; a blocked
+ * one is unblocked around the kernel). */
+enum {
+    KN_OPNODE_NHWC_SRC = 1,
+    KN_OPNODE_NHWC_DST = 2,
+    KN_OPNODE_NHWC_RES = 4,
+    KN_OPNODE_NHWC_ALL = 8,
+    KN_OPNODE_NATIVE_ALL = 16
+};
 
 typedef struct kn_exec kn_exec; /* per-session execution state, runtime-private */
 

@@ -139,10 +139,24 @@ static void probe_native(struct kn_dnnl_session *s)
     }
 }
 
+/* KILN_NATIVE_LAYOUT=plain|nhwc|block8|block16 sets what KN_LAYOUT_NATIVE
+ * stands for instead of the probe: for tests of the layouts other CPUs
+ * pick (an AVX2 CPU's nChw8c on an AVX-512 one); unset or another value:
+ * the probe. */
+static int native_override(void)
+{
+    static const char *const names[] = {[NATIVE_PLAIN] = "plain", [NATIVE_NHWC] = "nhwc", [NATIVE_BLOCK8] = "block8",
+                                        [NATIVE_BLOCK16] = "block16"};
+    const char *v = getenv("KILN_NATIVE_LAYOUT");
+    for (int k = NATIVE_PLAIN; v && k <= NATIVE_BLOCK16; k++)
+        if (!strcmp(v, names[k])) return k;
+    return NATIVE_UNKNOWN;
+}
+
 /* What KN_LAYOUT_NATIVE stands for in this session (probed on first use). */
 int kn_dnnl_native_layout(struct kn_dnnl_session *s)
 {
-    if (s->native == NATIVE_UNKNOWN) probe_native(s);
+    if (s->native == NATIVE_UNKNOWN && (s->native = native_override()) == NATIVE_UNKNOWN) probe_native(s);
     return s->native;
 }
 
