@@ -61,9 +61,10 @@ extern "C" {
  * KN_POST_QDQ_* post-ops (int8 groups round at their inner quantization);
  * 12: kn_abi_sym.from_data (token packing); 13: KN_DNNL_BINARY records,
  * kn_abi_dnnl.pool_alg renamed alg, and kn_abi_opnode.nhwc; 14:
- * KN_OPNODE_NHWC_ALL and NATIVE_ALL (Concat, Split, Resize and binary ops
- * channels-last) */
-#define KN_ABI_VERSION 14u
+ * KN_OPNODE_NHWC_ALL (Concat, Split, Resize and binary ops channels-last at
+ * a run-time shape); 15: KN_OPNODE_NATIVE_ALL (the same in static graphs,
+ * on the session's layout) */
+#define KN_ABI_VERSION 15u
 #define KN_MAX_SYMS 4 /* dynamic dims (symbols) one artifact may have */
 
 /* CPU features an artifact may need (kn_artifact_desc.cpu_features). */
