@@ -182,6 +182,7 @@ typedef struct blk {
     int64_t b, t, u;
     const float *x, *hp; /* the projection's row, h_prev's row */
     float *hn;           /* h_next's row */
+    const float *pre;    /* the gates' pre-activations, recurrent product added (step_rows), or NULL */
 } blk;
 
 static void clip16(const kn_rnn_params *p, float *x, int n)
@@ -225,8 +226,12 @@ static void lstm_block(const dir_run *r, const blk *k)
     const kn_rnn_params *p = r->p;
     int64_t Hp = st->Hp, H = st->H, u = k->u;
     float acc[4 * L], hnew[L], gi_pre[L];
-    memcpy(acc, k->x + u * 4 * L, sizeof acc);
-    st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
+    if (k->pre) {
+        memcpy(acc, k->pre, sizeof acc);
+    } else {
+        memcpy(acc, k->x + u * 4 * L, sizeof acc);
+        st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
+    }
     float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + k->b * Hp + u * L;
     const float *pe = st->peep + r->d * 3 * Hp + u * L;
     bool peep = st->src[3] != NULL;
@@ -291,9 +296,13 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
     /* 1 - z kept apart (in c, which GRU has no use for) */
     float acc[3 * L], hnew[L], *z = r->z + b * Hp + u * L, *zc = r->c + b * Hp + u * L;
     if (st->lbr || phase == 0) {
-        memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
-        memcpy(acc + 2 * L, bh, sizeof(float) * L);
-        st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
+        if (k->pre) { /* linear_before_reset: all three gates (step_rows) */
+            memcpy(acc, k->pre, sizeof acc);
+        } else {
+            memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
+            memcpy(acc + 2 * L, bh, sizeof(float) * L);
+            st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
+        }
         if (st->lbr && st->k->gru16 && p->act[r->d][0] == KN_ACT_SIGMOID && p->act[r->d][1] == KN_ACT_TANH) {
             st->k->gru16(acc, xh, hp + u * L, p->clip > 0 ? (float)p->clip : 0.0f, hnew);
             put_h(r, k, hnew);
@@ -321,20 +330,83 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
     put_h(r, k, hnew);
 }
 
+/* Row b's work in step s (k.t, k.x), false when s is past its length. */
+static bool row_of(const dir_run *r, int64_t s, int64_t b, blk *k)
+{
+    const rnn_state *st = r->st;
+    int64_t len = r->lens ? r->lens[b] : r->T;
+    *k = (blk){.b = b, .hp = r->h[s & 1] + b * st->Hp, .hn = r->h[(s + 1) & 1] + b * st->Hp};
+    if (s >= len) return false;
+    k->t = r->rev ? len - 1 - s : s;
+    k->x = r->xw + (r->p->layout ? b * r->T + k->t : k->t * r->Bn + b) * r->ldx;
+    return true;
+}
+
+/* True if step_rows runs the steps: several batch rows, an LSTM or a GRU
+ * with linear_before_reset (all gates in one product), a kernel for it. */
+static bool by_rows(const dir_run *r)
+{
+    const rnn_state *st = r->st;
+    return r->Bn > 1 && st->k->gemv_rows && (st->kind == KN_RNN_LSTM || (st->kind == KN_RNN_GRU && st->lbr));
+}
+
+/* step_blocks for several rows at a time: per block, the recurrent
+ * product of up to KN_RNN_ROWS rows in one pass over its R (gemv_rows, each
+ * row's result the same bits as gemv's), then each row's cell. */
+static void step_rows(const dir_run *r, int64_t s, int64_t u0, int64_t u1)
+{
+    const rnn_state *st = r->st;
+    int np = st->kind == KN_RNN_LSTM ? 4 : 3;
+    int64_t H = st->H;
+    blk ks[KN_RNN_ROWS];
+    float acc[KN_RNN_ROWS][4 * L];
+    const float *hp[KN_RNN_ROWS];
+    float *ap[KN_RNN_ROWS];
+    int n = 0;
+    for (int64_t b = 0; b <= r->Bn; b++) {
+        if (b < r->Bn) {
+            if (!row_of(r, s, b, &ks[n])) { /* past its length: the state carries over */
+                memcpy(ks[n].hn + u0 * L, ks[n].hp + u0 * L, sizeof(float) * (size_t)((u1 - u0) * L));
+                continue;
+            }
+            if (++n < KN_RNN_ROWS) continue;
+        }
+        for (int64_t u = u0; n && u < u1; u++) {
+            for (int i = 0; i < n; i++) {
+                if (np == 4) {
+                    memcpy(acc[i], ks[i].x + u * 4 * L, sizeof(float) * 4 * L);
+                } else {
+                    memcpy(acc[i], ks[i].x + u * 3 * L, sizeof(float) * 2 * L);
+                    memcpy(acc[i] + 2 * L, st->bh + r->d * st->Hp + u * L, sizeof(float) * L);
+                }
+                hp[i] = ks[i].hp, ap[i] = acc[i];
+            }
+            st->k->gemv_rows(n, hp, H, st->rp + r->d * st->GHp * H + u * H * np * L, np * L, np, ap);
+            for (int i = 0; i < n; i++) {
+                ks[i].u = u, ks[i].pre = acc[i];
+                if (np == 4) lstm_block(r, &ks[i]);
+                else gru_block(r, &ks[i], 0);
+            }
+        }
+        n = 0;
+    }
+}
+
 /* Blocks [u0, u1) of step s (GRU without linear_before_reset: of its
  * phase) for every batch row; a row past its length carries its state. */
 static void step_blocks(const dir_run *r, int64_t s, int phase, int64_t u0, int64_t u1)
 {
     const rnn_state *st = r->st;
+    if (by_rows(r)) {
+        step_rows(r, s, u0, u1);
+        return;
+    }
     for (int64_t b = 0; b < r->Bn; b++) {
-        int64_t len = r->lens ? r->lens[b] : r->T;
-        blk k = {.b = b, .hp = r->h[s & 1] + b * st->Hp, .hn = r->h[(s + 1) & 1] + b * st->Hp};
-        if (s >= len) {
+        blk k;
+        if (!row_of(r, s, b, &k)) {
             if (phase == 0) memcpy(k.hn + u0 * L, k.hp + u0 * L, sizeof(float) * (size_t)((u1 - u0) * L));
             continue;
         }
-        k.t = r->rev ? len - 1 - s : s;
-        k.x = r->xw + (r->p->layout ? b * r->T + k.t : k.t * r->Bn + b) * r->ldx;
         for (k.u = u0; k.u < u1; k.u++) {
             if (st->kind == KN_RNN_LSTM) lstm_block(r, &k);
             else if (st->kind == KN_RNN_GRU) gru_block(r, &k, phase);

@@ -15,9 +15,11 @@
  *   2. per time step, per block of 16 units: the recurrent product of the
  *      previous h by that block's packed R (kernel `gemv`, all its gates at
  *      once), then the gates' activations and the cell update on the
- *      block's units (kernel `act` and plain loops of 16), so that a block
- *      never waits for another (GRU without linear_before_reset waits once
- *      per step, for r ⊙ h). Blocks split across threads when a step is
+ *      block's units (kernel `act` and plain loops of 16, or `lstm16` and
+ *      `gru16` in registers), so that a block never waits for another (GRU
+ *      without linear_before_reset waits once per step, for r ⊙ h); with
+ *      several batch rows, up to KN_RNN_ROWS rows' products in one pass
+ *      over the block's R (`gemv_rows`). Blocks split across threads when a step is
  *      large enough; the two directions of a bidirectional layer run on two
  *      threads.
  * Each output is computed the same way whatever the thread count: results
@@ -41,6 +43,7 @@ int kn_rnn_fast(kn_op_session *os, const kn_rnn_params *p, const kn_tensor *X, c
                 const kn_tensor *init_c, const kn_tensor *P, kn_tensor *Y, kn_tensor *Y_h, kn_tensor *Y_c);
 
 enum { KN_RNN_LANES = 16 }; /* units per block, columns per panel */
+enum { KN_RNN_ROWS = 4 };   /* batch rows per gemv_rows call */
 
 /* One implementation of the three kernels. */
 typedef struct kn_rnn_kern {
@@ -52,6 +55,12 @@ typedef struct kn_rnn_kern {
                  float *C, int64_t ldc);
     /* acc[0..16 np) += sum_k h[k] P[k ldp + ..] (np 1..4; P 64-byte aligned, ldp a multiple of 16). */
     void (*gemv)(const float *h, int64_t K, const float *P, int64_t ldp, int np, float *acc);
+    /* The same for `rows` (1..KN_RNN_ROWS) rows h[i] into acc[i] at once,
+     * P read once for all; np 3 or 4, where gemv adds in k order into one
+     * accumulator per 16 columns: each row's result is gemv's, bit for bit.
+     * NULL: the caller runs gemv per row. */
+    void (*gemv_rows)(int rows, const float *const *h, int64_t K, const float *P, int64_t ldp, int np,
+                      float *const *acc);
     /* x[i] = act(x[i]) for i < n (n a multiple of 8), alpha and beta as ONNX's. */
     void (*act)(kn_rnn_act a, float alpha, float beta, float *x, int n);
     /* The LSTM cell of 16 units with the default activations (sigmoid,

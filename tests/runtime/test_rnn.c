@@ -11,7 +11,9 @@
  *  - whole layers: each kind, direction, layout, sequence lengths (0, short,
  *    full), initial states, peepholes, clip, input_forget,
  *    linear_before_reset, hidden sizes that are not multiples of 16,
- *    batches of 1 and 3, and non-default activations, within 2e-5 of the
+ *    batches of 1, 3, 5 and 6 (several rows' recurrent products at once,
+ *    each row's bit for bit the one-row product's), and non-default
+ *    activations, within 2e-5 of the
  *    reference; 1 and 2 threads bitwise equal; the packed weights kept
  *    across runs only while they are the artifact's constants. Each table
  *    this CPU has runs them and must be the one the session names (on an
@@ -152,6 +154,22 @@ static void test_products(void **state)
             }
             free(R);
         }
+        /* several rows at once: each row bit for bit gemv's (3 and 4 panels) */
+        for (int n = 3; ks[ki]->gemv_rows && n <= 4; n++)
+            for (int rows = 1; rows <= KN_RNN_ROWS; rows++) {
+                int64_t ldp = 4 * 16;
+                float *R = aligned_rand((size_t)(K * ldp)), acc[KN_RNN_ROWS][64], want[KN_RNN_ROWS][64];
+                const float *h[KN_RNN_ROWS];
+                float *ap[KN_RNN_ROWS];
+                for (int i = 0; i < rows; i++) {
+                    for (int c = 0; c < 64; c++) acc[i][c] = want[i][c] = frand();
+                    h[i] = A + (i * 3 % M) * lda, ap[i] = acc[i];
+                    ks[ki]->gemv(h[i], K, R, ldp, n, want[i]);
+                }
+                ks[ki]->gemv_rows(rows, h, K, R, ldp, n, ap);
+                for (int i = 0; i < rows; i++) assert_memory_equal(acc[i], want[i], sizeof(float) * 16 * (size_t)n);
+                free(R);
+            }
     }
     free(A), free(P), free(bias), free(C);
 }
@@ -285,6 +303,13 @@ static void test_lstm(void **state)
     run_case(&big);
     big.lens = lens, big.B = 3, big.num_dir = 2;
     run_case(&big);
+    /* batches that step_rows runs in groups of KN_RNN_ROWS, rows ending early */
+    static const int64_t lens6[6] = {6, 2, 0, 6, 5, 1};
+    lcase rows = {.kind = KN_RNN_LSTM, .num_dir = 2, .T = 6, .B = 6, .I = 10, .H = 40, .bias = true,
+                  .init_h = true, .init_c = true, .lens = lens6};
+    run_case(&rows);
+    rows.layout = 1, rows.lens = NULL, rows.B = 5, rows.clip = 0.8;
+    run_case(&rows);
     lcase acts = {.kind = KN_RNN_LSTM, .num_dir = 2, .T = 4, .B = 2, .I = 5, .H = 17, .bias = true,
                   .acts = {KN_ACT_HARDSIGMOID, KN_ACT_SOFTSIGN, KN_ACT_SOFTPLUS}};
     run_case(&acts);
@@ -303,6 +328,10 @@ static void test_gru(void **state)
         run_case(&c);
         lcase big = {.kind = KN_RNN_GRU, .num_dir = 1, .T = 5, .B = 1, .I = 16, .H = 112, .bias = true, .lbr = lbr};
         run_case(&big);
+        static const int64_t lens6[6] = {6, 2, 0, 6, 5, 1};
+        lcase rows = {.kind = KN_RNN_GRU, .num_dir = 2, .T = 6, .B = 6, .I = 10, .H = 40, .bias = true,
+                      .init_h = true, .lens = lens6, .lbr = lbr};
+        run_case(&rows);
         lcase acts = {.kind = KN_RNN_GRU, .num_dir = 1, .T = 3, .B = 1, .I = 3, .H = 8, .bias = true, .lbr = lbr,
                       .acts = {KN_ACT_SCALEDTANH, KN_ACT_LEAKYRELU}};
         run_case(&acts);

@@ -277,12 +277,65 @@ AVX2 static void gemv_avx2(const float *h, int64_t K, const float *P, int64_t ld
     }
 }
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, act_avx2, lstm16_avx2, gru16_avx2};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", gemm_avx512, gemv_avx2, act_avx2, lstm16_avx2, gru16_avx2};
+/* Several batch rows' recurrent products, R read once for all of them: a
+ * row's accumulators add in k order as gemv_np's do with 3 or 4 panels
+ * (one accumulator per 16 columns; an 8-lane FMA is a 16-lane one's half),
+ * so each row's result is gemv's bit for bit. At batch 8 the step read R 8
+ * times: the audio model's layers at 1.5-1.8x onnxruntime. */
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+AVX512 INLINE void gemv512_rows(const int R, const int NP, const float *const *h, int64_t K, const float *P,
+                                int64_t ldp, float *const *acc)
+{
+    __m512 c[KN_RNN_ROWS][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+        for (int v = 0; v < NP; v++) c[r][v] = _mm512_loadu_ps(acc[r] + 16 * v);
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const float *row = P + k * ldp;
+        __m512 w[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NP; v++) {
+            _mm_prefetch((const char *)(row + PF_ROWS * ldp + 16 * v), _MM_HINT_T0);
+            w[v] = _mm512_load_ps(row + 16 * v);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512 hk = _mm512_set1_ps(h[r][k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NP; v++) c[r][v] = _mm512_fmadd_ps(hk, w[v], c[r][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+        for (int v = 0; v < NP; v++) _mm512_storeu_ps(acc[r] + 16 * v, c[r][v]);
+    }
+}
+
+#define GEMV_ROWS_NP(R)                                                                                                \
+    (np == 3 ? gemv512_rows(R, 3, h, K, P, ldp, acc) : gemv512_rows(R, 4, h, K, P, ldp, acc))
+
+AVX512 static void gemv_rows_avx512(int rows, const float *const *h, int64_t K, const float *P, int64_t ldp, int np,
+                                    float *const *acc)
+{
+    switch (rows) {
+    case 1: GEMV_ROWS_NP(1); break;
+    case 2: GEMV_ROWS_NP(2); break;
+    case 3: GEMV_ROWS_NP(3); break;
+    default: GEMV_ROWS_NP(4); break;
+    }
+}
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, NULL, act_avx2, lstm16_avx2, gru16_avx2};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512",    gemm_avx512, gemv_avx2, gemv_rows_avx512,
+                                        act_avx2,    lstm16_avx2, gru16_avx2};
 
 #else
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL, NULL};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL, NULL, NULL};
 
 #endif
