@@ -519,7 +519,7 @@ static int32_t decide_layout(const kn_cg *cg, const kn_value *v)
     return KN_LAYOUT_NATIVE;
 }
 
-/* True if value v of node n is native (KN_LAYOUT_NATIVE planned). */
+/* True if v is planned KN_LAYOUT_NATIVE. */
 static bool is_native(const kn_cg *cg, const kn_value *v)
 {
     return v && v->id >= 0 && v->id < cg->plan->n_where && cg->layouts[v->id] == KN_LAYOUT_NATIVE + 1;
@@ -538,8 +538,8 @@ static const kn_value *agnostic_value(const kn_node *n, int *k)
     return NULL;
 }
 
-/* True if node n's oneDNN neighbours reach it: a value it reads or writes
- * is written or read by a convolution, pooling or binary record. */
+/* True if value v is written or read by a convolution, pooling or binary
+ * record. */
 static bool touches_dnnl(const kn_cg *cg, const kn_value *v)
 {
     const kn_node *p = v->producer;
