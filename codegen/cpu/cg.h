@@ -268,6 +268,10 @@ bool kn_cg_layout_agnostic(const kn_node *n);
 /* True if input `index` of such a node carries its layout (Split's sizes
  * and Resize's scales do not). */
 bool kn_cg_agnostic_operand(const kn_node *n, int index);
+/* The rank-4 operands and results of such a node, in turn (Split's sizes
+ * and Resize's scales left out): *k from 0 on; NULL at the end. After a
+ * call, *k > n->n_inputs says the value returned is a result. */
+const kn_value *kn_cg_agnostic_value(const kn_node *n, int *k);
 /* True if the bytes of a rank-4 value are the same in NCHW and NHWC (and in
  * a blocked layout): one channel, or one pixel. */
 bool kn_cg_layout_free(const kn_value *v);

@@ -1168,12 +1168,9 @@ static bool layout_agnostic(compile_state *s, const kn_node *n)
  * each that is rank 4 is NHWC or has the same bytes either way. */
 static bool agnostic_consistent(compile_state *s, const kn_node *n)
 {
-    for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] && !s->nhwc[n->outputs[k]->id]) return false;
-    for (int k = 0; k < n->n_inputs; k++) {
-        const kn_value *v = n->inputs[k];
-        if (v && kn_cg_agnostic_operand(n, k) && v->shape.rank == 4 && !s->nhwc[v->id] && !kn_cg_layout_free(v)) return false;
-    }
+    const kn_value *v;
+    for (int k = 0; (v = kn_cg_agnostic_value(n, &k));)
+        if (!s->nhwc[v->id] && (k > n->n_inputs || !kn_cg_layout_free(v))) return false;
     return true;
 }
 
@@ -1182,12 +1179,9 @@ static bool agnostic_consistent(compile_state *s, const kn_node *n)
 static bool agnostic_clear(compile_state *s, const kn_node *n)
 {
     bool changed = false;
-    for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] && s->nhwc[n->outputs[k]->id]) s->nhwc[n->outputs[k]->id] = false, changed = true;
-    for (int k = 0; k < n->n_inputs; k++) {
-        const kn_value *v = n->inputs[k];
-        if (v && kn_cg_agnostic_operand(n, k) && v->id >= 0 && s->nhwc[v->id]) s->nhwc[v->id] = false, changed = true;
-    }
+    const kn_value *v;
+    for (int k = 0; (v = kn_cg_agnostic_value(n, &k));)
+        if (v->id >= 0 && s->nhwc[v->id]) s->nhwc[v->id] = false, changed = true;
     return changed;
 }
 

@@ -525,10 +525,7 @@ static bool is_native(const kn_cg *cg, const kn_value *v)
     return v && v->id >= 0 && v->id < cg->plan->n_where && cg->layouts[v->id] == KN_LAYOUT_NATIVE + 1;
 }
 
-/* The rank-4 operands and results of a layout-agnostic node, in turn
- * (Split's sizes and Resize's scales left out): *k from 0 on; NULL at the
- * end. */
-static const kn_value *agnostic_value(const kn_node *n, int *k)
+const kn_value *kn_cg_agnostic_value(const kn_node *n, int *k)
 {
     for (; *k < n->n_inputs + n->n_outputs; (*k)++) {
         bool in = *k < n->n_inputs;
@@ -577,8 +574,9 @@ static int plan_native_agnostic(kn_cg *cg)
             const kn_node *n = g->nodes[i];
             bool any = false;
             const kn_value *v;
-            for (int k = 0; cg->native_all[i] && (v = agnostic_value(n, &k));) any |= is_native(cg, v) && anchored[v->id];
-            for (int k = 0; any && (v = agnostic_value(n, &k));)
+            for (int k = 0; cg->native_all[i] && (v = kn_cg_agnostic_value(n, &k));)
+                any |= is_native(cg, v) && anchored[v->id];
+            for (int k = 0; any && (v = kn_cg_agnostic_value(n, &k));)
                 if (is_native(cg, v) && !anchored[v->id]) anchored[v->id] = true, changed = true;
         }
     }
@@ -594,14 +592,14 @@ static int plan_native_agnostic(kn_cg *cg)
             if (!cg->native_all[i]) continue;
             bool ok = true, any = false;
             const kn_value *v;
-            for (int k = 0; (v = agnostic_value(n, &k));) {
+            for (int k = 0; (v = kn_cg_agnostic_value(n, &k));) {
                 bool out = k > n->n_inputs;
                 any |= is_native(cg, v);
                 ok &= is_native(cg, v) || (!out && kn_cg_layout_free(v));
             }
             if (ok && any) continue;
             cg->native_all[i] = false;
-            for (int k = 0; (v = agnostic_value(n, &k));)
+            for (int k = 0; (v = kn_cg_agnostic_value(n, &k));)
                 if (is_native(cg, v)) cg->layouts[v->id] = KN_LAYOUT_PLAIN + 1, changed = true;
         }
     }

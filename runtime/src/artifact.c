@@ -210,6 +210,30 @@ static kn_op resolve_op(const kn_abi_opnode *o)
     return KN_OP_UNKNOWN;
 }
 
+/* A Concat's or Split's attributes with the axis mapped to NHWC order, for
+ * a node that runs on NHWC dims (kn_rt_opnode.nhwc_attrs); an axis out of
+ * range is left for the kernel to report. */
+static int map_nhwc_axis(kn_rt_opnode *rt)
+{
+    static const int to_nhwc[4] = {0, 3, 1, 2};
+    const kn_opdesc *d = &rt->desc;
+    bool all = rt->abi->nhwc == KN_OPNODE_NHWC_ALL || rt->abi->nhwc == KN_OPNODE_NATIVE_ALL;
+    if (!all || (d->op != KN_OP_Concat && d->op != KN_OP_Split)) return KN_OK;
+    kn_attr *a = calloc((size_t)d->n_attrs + 1, sizeof *a);
+    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (d->n_attrs) memcpy(a, d->attrs, sizeof *a * (size_t)d->n_attrs);
+    int n = d->n_attrs, at = -1;
+    for (int k = 0; k < n; k++)
+        if (a[k].name && !strcmp(a[k].name, "axis")) at = k;
+    int64_t axis = at >= 0 ? a[at].i : d->op == KN_OP_Concat ? 1 : 0;
+    if ((at < 0 || a[at].kind == KN_ATTR_INT) && axis >= -4 && axis < 4) {
+        if (at < 0) at = n++, a[at].name = "axis", a[at].kind = KN_ATTR_INT;
+        a[at].i = to_nhwc[axis < 0 ? axis + 4 : axis];
+    }
+    rt->nhwc_attrs = a, rt->n_nhwc_attrs = n;
+    return KN_OK;
+}
+
 static int prepare_opnode(kn_artifact *a, int i)
 {
     const kn_abi_opnode *o = &a->meta.opnodes[i];
@@ -247,7 +271,7 @@ static int prepare_opnode(kn_artifact *a, int i)
         kn_error_prefix("%s: ", label_of(a));
         return KN_ERR_INVALID;
     }
-    return KN_OK;
+    return map_nhwc_axis(rt);
 }
 
 /* The opnode after which each dynamic value can be freed within a run
@@ -624,6 +648,7 @@ void kn_artifact_close(kn_artifact *a)
         for (int i = 0; i < a->meta.n_opnodes; i++) {
             kn_attrs_free(a->opnodes[i].attrs_block);
             free(a->opnodes[i].has_output);
+            free(a->opnodes[i].nhwc_attrs);
         }
     free(a->opnodes);
     free(a->slot_last_use);

@@ -292,29 +292,6 @@ static int nhwc_inputs(const kn_rt_opnode *rt, kn_tensor *views, const kn_tensor
     return KN_OK;
 }
 
-/* Concat's and Split's attributes with the axis mapped to NHWC order
- * (*attrs NULL: the node's own, for the other ops); an axis out of range
- * is left for the kernel to report. */
-static int nhwc_attrs(const kn_opdesc *d, kn_attr **attrs, int *n_attrs)
-{
-    static const int to_nhwc[4] = {0, 3, 1, 2};
-    *attrs = NULL, *n_attrs = d->n_attrs;
-    if (d->op != KN_OP_Concat && d->op != KN_OP_Split) return KN_OK;
-    kn_attr *a = calloc((size_t)d->n_attrs + 1, sizeof *a);
-    if (!a) return kn_error(KN_ERR_NOMEM, "out of memory");
-    if (d->n_attrs) memcpy(a, d->attrs, sizeof *a * (size_t)d->n_attrs);
-    int n = d->n_attrs, at = -1;
-    for (int k = 0; k < n; k++)
-        if (a[k].name && !strcmp(a[k].name, "axis")) at = k;
-    int64_t axis = at >= 0 ? a[at].i : d->op == KN_OP_Concat ? 1 : 0;
-    if ((at < 0 || a[at].kind == KN_ATTR_INT) && axis >= -4 && axis < 4) {
-        if (at < 0) at = n++, a[at].name = "axis", a[at].kind = KN_ATTR_INT;
-        a[at].i = to_nhwc[axis < 0 ? axis + 4 : axis];
-    }
-    *attrs = a, *n_attrs = n;
-    return KN_OK;
-}
-
 /* ---- the same on the session's layout (KN_OPNODE_NATIVE_ALL) ------------- */
 
 /* What KN_LAYOUT_NATIVE stands for in s (kn_dnnl_native_block: 0 NHWC, 8 or
@@ -377,7 +354,7 @@ static int block_output(const kn_rt_opnode *rt, int k, int b, kn_tensor *out)
 
 /* Runs the kernel of a node; a control-flow node's bodies find the outer
  * values they read among its captures, the inputs after the op's own.
- * nhwc: its rank-4 operands run on NHWC dims (nhwc_attrs). */
+ * nhwc: its rank-4 operands run on NHWC dims (kn_rt_opnode.nhwc_attrs). */
 static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tensor **in, kn_tensor *outs, bool nhwc)
 {
     int n_caps = rt->abi->n_captures, first = rt->abi->n_inputs - n_caps;
@@ -389,11 +366,8 @@ static int run_kernel(const kn_rt_opnode *rt, kn_op_session *sess, const kn_tens
     kn_opdesc d = rt->desc;
     d.body = &body;
     d.sess = sess;
-    kn_attr *attrs = NULL;
-    int st = nhwc ? nhwc_attrs(&rt->desc, &attrs, &d.n_attrs) : KN_OK;
-    if (attrs) d.attrs = attrs;
-    if (!st) st = kn_op_exec(d.op)(&d, in, outs);
-    free(attrs);
+    if (nhwc && rt->nhwc_attrs) d.attrs = rt->nhwc_attrs, d.n_attrs = rt->n_nhwc_attrs;
+    int st = kn_op_exec(d.op)(&d, in, outs);
     free(names);
     return st;
 }

@@ -220,6 +220,19 @@ static void put_h(const dir_run *r, const blk *k, const float *hnew)
     memcpy(r->Y + yo + k->u * L, hnew, sizeof(float) * (size_t)n);
 }
 
+/* The pre-activations of block u before the recurrent product: the
+ * projection's gates, and for a GRU its h gate's recurrent bias (np: LSTM
+ * 4, GRU 3 gates; a GRU's third is its recurrent part alone). */
+static void gates_init(const dir_run *r, const float *x, int64_t u, int np, float *acc)
+{
+    if (np == 4) {
+        memcpy(acc, x + u * 4 * L, sizeof(float) * 4 * L);
+        return;
+    }
+    memcpy(acc, x + u * 3 * L, sizeof(float) * 2 * L);
+    memcpy(acc + 2 * L, r->st->bh + r->d * r->st->Hp + u * L, sizeof(float) * L);
+}
+
 static void lstm_block(const dir_run *r, const blk *k)
 {
     const rnn_state *st = r->st;
@@ -229,7 +242,7 @@ static void lstm_block(const dir_run *r, const blk *k)
     if (k->pre) {
         memcpy(acc, k->pre, sizeof acc);
     } else {
-        memcpy(acc, k->x + u * 4 * L, sizeof acc);
+        gates_init(r, k->x, u, 4, acc);
         st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * 4 * L, 4 * L, 4, acc);
     }
     float *gi = acc, *go = acc + L, *gf = acc + 2 * L, *gc = acc + 3 * L, *c = r->c + k->b * Hp + u * L;
@@ -299,8 +312,7 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
         if (k->pre) { /* linear_before_reset: all three gates (step_rows) */
             memcpy(acc, k->pre, sizeof acc);
         } else {
-            memcpy(acc, k->x + u * 3 * L, sizeof(float) * 2 * L);
-            memcpy(acc + 2 * L, bh, sizeof(float) * L);
+            gates_init(r, k->x, u, 3, acc);
             st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
         }
         if (st->lbr && st->k->gru16 && p->act[r->d][0] == KN_ACT_SIGMOID && p->act[r->d][1] == KN_ACT_TANH) {
@@ -373,12 +385,7 @@ static void step_rows(const dir_run *r, int64_t s, int64_t u0, int64_t u1)
         }
         for (int64_t u = u0; n && u < u1; u++) {
             for (int i = 0; i < n; i++) {
-                if (np == 4) {
-                    memcpy(acc[i], ks[i].x + u * 4 * L, sizeof(float) * 4 * L);
-                } else {
-                    memcpy(acc[i], ks[i].x + u * 3 * L, sizeof(float) * 2 * L);
-                    memcpy(acc[i] + 2 * L, st->bh + r->d * st->Hp + u * L, sizeof(float) * L);
-                }
+                gates_init(r, ks[i].x, u, np, acc[i]);
                 hp[i] = ks[i].hp, ap[i] = acc[i];
             }
             st->k->gemv_rows(n, hp, H, st->rp + r->d * st->GHp * H + u * H * np * L, np * L, np, ap);

@@ -189,6 +189,11 @@ typedef struct kn_rt_opnode {
     bool *has_output;
     void *attrs_block;
     const kn_abi_opnode *abi;
+    /* A Concat or Split that may run on NHWC dims (KN_OPNODE_NHWC_ALL or
+     * NATIVE_ALL): its attributes with the axis mapped to NHWC order, made
+     * when the artifact is opened; NULL for every other node. */
+    kn_attr *nhwc_attrs;
+    int n_nhwc_attrs;
 } kn_rt_opnode;
 
 struct kn_artifact {

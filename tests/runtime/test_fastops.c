@@ -234,27 +234,31 @@ static void test_alloc_output(void **st)
     kn_tensor_free(&outs[0]);
 }
 
+/* The resizes both Resize tests run: nearest 2x (the row and column
+ * repeats), nearest by 1.5, linear by 2 and cubic by 3. */
+static const struct {
+    kn_resize_mode mode;
+    kn_resize_coord coord;
+    double s;
+} RESIZES[] = {{KN_RESIZE_NEAREST, KN_COORD_ASYMMETRIC, 2.0},
+               {KN_RESIZE_NEAREST, KN_COORD_HALF_PIXEL, 1.5},
+               {KN_RESIZE_LINEAR, KN_COORD_HALF_PIXEL, 2.0},
+               {KN_RESIZE_CUBIC, KN_COORD_ALIGN_CORNERS, 3.0}};
+enum { N_RESIZES = sizeof RESIZES / sizeof *RESIZES };
+
 /* Resize on groups of planes against the reference over the whole tensor,
- * bit for bit: nearest 2x (the row and column repeats), nearest by 1.5,
- * and linear by 2, over 2 x 5 planes (uneven groups). */
+ * bit for bit, each of RESIZES, over 2 x 5 planes (uneven groups). */
 static void test_resize(void **st)
 {
     (void)st;
-    struct {
-        kn_resize_mode mode;
-        kn_resize_coord coord;
-        double s;
-    } cases[] = {{KN_RESIZE_NEAREST, KN_COORD_ASYMMETRIC, 2.0},
-                 {KN_RESIZE_NEAREST, KN_COORD_HALF_PIXEL, 1.5},
-                 {KN_RESIZE_LINEAR, KN_COORD_HALF_PIXEL, 2.0}};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (size_t c = 0; c < N_RESIZES; c++)
         for (int threads = 1; threads <= 2; threads++) {
-            int64_t xd[4] = {2, 5, 24, 40}, od[4] = {2, 5, (int64_t)(24 * cases[c].s), (int64_t)(40 * cases[c].s)};
+            int64_t xd[4] = {2, 5, 24, 40}, od[4] = {2, 5, (int64_t)(24 * RESIZES[c].s), (int64_t)(40 * RESIZES[c].s)};
             kn_tensor x = make(4, xd, true), y = make(4, od, false), want = make(4, od, false);
             kn_resize_params p;
             memset(&p, 0, sizeof p);
-            p.mode = cases[c].mode, p.coord = cases[c].coord, p.cubic_a = -0.75;
-            p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = cases[c].s;
+            p.mode = RESIZES[c].mode, p.coord = RESIZES[c].coord, p.cubic_a = -0.75;
+            p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = RESIZES[c].s;
             assert_int_equal(kn_k_resize(&x, &p, &want), KN_OK);
             kn_op_session os = {.threads = threads};
             int rc = kn_fast_resize(&os, &x, &p, &y);
@@ -276,29 +280,21 @@ static void test_resize(void **st)
 static void test_resize_nhwc(void **st)
 {
     (void)st;
-    struct {
-        kn_resize_mode mode;
-        kn_resize_coord coord;
-        double s;
-    } cases[] = {{KN_RESIZE_NEAREST, KN_COORD_ASYMMETRIC, 2.0},
-                 {KN_RESIZE_NEAREST, KN_COORD_HALF_PIXEL, 1.5},
-                 {KN_RESIZE_LINEAR, KN_COORD_HALF_PIXEL, 2.0},
-                 {KN_RESIZE_CUBIC, KN_COORD_ALIGN_CORNERS, 3.0}};
     int to_nhwc[4] = {0, 2, 3, 1};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        int64_t oh = (int64_t)(12 * cases[c].s), ow = (int64_t)(20 * cases[c].s);
+    for (size_t c = 0; c < N_RESIZES; c++) {
+        int64_t oh = (int64_t)(12 * RESIZES[c].s), ow = (int64_t)(20 * RESIZES[c].s);
         int64_t xd[4] = {2, 70, 12, 20}, od[4] = {2, 70, oh, ow};
         int64_t xl[4] = {2, 12, 20, 70}, ol[4] = {2, oh, ow, 70};
         kn_tensor x = make(4, xd, true), y = make(4, od, false), xn = make(4, xl, false), want = make(4, ol, false);
         kn_resize_params p;
         memset(&p, 0, sizeof p);
-        p.mode = cases[c].mode, p.coord = cases[c].coord, p.cubic_a = -0.75;
-        p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = cases[c].s;
+        p.mode = RESIZES[c].mode, p.coord = RESIZES[c].coord, p.cubic_a = -0.75;
+        p.scales[0] = p.scales[1] = 1.0, p.scales[2] = p.scales[3] = RESIZES[c].s;
         assert_int_equal(kn_k_resize(&x, &p, &y), KN_OK);
         assert_int_equal(kn_k_transpose(&y, to_nhwc, &want), KN_OK);
         assert_int_equal(kn_k_transpose(&x, to_nhwc, &xn), KN_OK);
         kn_resize_params q = p;
-        q.scales[1] = q.scales[2] = cases[c].s, q.scales[3] = 1.0;
+        q.scales[1] = q.scales[2] = RESIZES[c].s, q.scales[3] = 1.0;
         kn_tensor got = make(4, ol, false);
         assert_int_equal(kn_k_resize(&xn, &q, &got), KN_OK);
         assert_memory_equal(got.data, want.data, (size_t)kn_tensor_numel(&got) * sizeof(float));

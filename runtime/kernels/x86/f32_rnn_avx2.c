@@ -155,7 +155,8 @@ AVX2 INLINE void gru8(const float *x, const float *xh, const float *hp, __m256 l
 AVX2 static void gru16_avx2(const float *acc, const float *xh, const float *hp, float clip, float *h)
 {
     __m256 lo = _mm256_set1_ps(-clip), hi = _mm256_set1_ps(clip);
-    for (int half = 0; half < 2; half++) gru8(acc + 8 * half, xh + 8 * half, hp + 8 * half, lo, hi, clip > 0, h + 8 * half);
+    for (int half = 0; half < 2; half++)
+        gru8(acc + 8 * half, xh + 8 * half, hp + 8 * half, lo, hi, clip > 0, h + 8 * half);
 }
 
 /* ---- the input projection ------------------------------------------------------------------ */
