@@ -25,8 +25,11 @@
  *             every layout, and the kernel blocks along the long dim;
  *  matmul     a plain NC(D)HW 1x1 stride-1 conv as oneDNN's matmul
  *             W[O, C] x X[C, HW] (no reorders);
- *  direct     oneDNN's convolution primitive.
+ *  direct     oneDNN's convolution primitive; an int8 one with its zero
+ *             points folded into the bias where that is exact (zp_fold:
+ *             AMX kernels on CPUs that have them), else with oneDNN's.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -285,9 +288,11 @@ void kn_dnnl_window_dims(const kn_abi_dnnl *rec, dnnl_dims_t sd, dnnl_dims_t dd,
 }
 
 /* oneDNN's convolution, activations in the record's layouts (reordered
- * around it where oneDNN wants others). */
-static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
-                         dnnl_primitive_attr_t attr)
+ * around it where oneDNN wants others). `folded`: the bias of an int8
+ * record whose zero points it holds (zp_fold_create), in place of the
+ * record's. */
+static int direct_build(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr, const float *folded)
 {
     int sp = rec->spatial, nd = sp + 2, st;
     int64_t g = rec->groups, O = rec->wei.dims[0];
@@ -324,8 +329,11 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     KN_DN(dnnl_memory_desc_init_by_tag(&src_any, nd, sd, bf16 ? dnnl_bf16 : sdt, dnnl_format_tag_any),
           "describing the conv src");
     KN_DN(dnnl_memory_desc_init_by_tag(&dst_any, nd, dd, ddt, dnnl_format_tag_any), "describing the conv dst");
-    bool hb = kn_dnnl_has_bias(rec);
-    if (hb) {
+    bool hb = folded || kn_dnnl_has_bias(rec);
+    if (folded) {
+        bd[0] = O;
+        if ((st = kn_dnnl_plain_md(&bias_md, 1, bd, "describing the conv bias"))) return st;
+    } else if (hb) {
         if ((st = kn_dnnl_check_tensor(&rec->bias, "conv bias", 1, 1))) return st;
         if (rec->bias.dims[0] != O)
             return kn_error(KN_ERR_INVALID, "oneDNN conv: bias has %lld values, expected %lld",
@@ -335,7 +343,10 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     }
     const void *wconst, *bconst = NULL;
     if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &wconst))) return st;
-    if (hb && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst))) return st;
+    if (folded)
+        bconst = folded;
+    else if (hb && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &bconst)))
+        return st;
     p->has_bias = hb;
     p->bias_const = hb ? bconst : NULL;
     p->bias_arg = DNNL_ARG_BIAS;
@@ -346,7 +357,8 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     if (kn_dnnl_is_int8(rec)) {
         /* the sum reads the residual with its own scale and zero point:
          * always a sum post-op (a binary add has neither) */
-        if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O, 1)) || (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
+        if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O, 1)) ||
+            (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
             return st;
     } else if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr,
                                                    rec->post_layout == rec->dst_layout ? &post_md : NULL, &p->has_sum))) {
@@ -354,6 +366,105 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     }
     return kn_dnnl_finish_prim(s, p, &cd, attr, &src_md, &wei_user, hb ? &bias_md : NULL, &dst_md, &post_md, wconst,
                                "creating the convolution");
+}
+
+static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                         dnnl_primitive_attr_t attr)
+{
+    return direct_build(s, rec, weights, p, attr, NULL);
+}
+
+/* ---- zp_fold: an int8 conv's zero points in its bias ------------------- */
+
+/* Which zero points of rec can move into its bias (ZP_SRC, ZP_DST).
+ *
+ * The source's, where no window reaches past the image: every product of
+ * the zero point with a weight is then in the sum, so that
+ *     sum (x - zx) w = sum x w - zx * sum w,
+ * and the second term, one constant per output channel, joins the bias
+ * (which is in accumulator units). A padded window would count zx at the
+ * pad.
+ *
+ * The destination's, where the post-ops are residual sums alone (linear:
+ * MobileNet's projections): S (acc + B) + zy = S (acc + B + zy / S). The
+ * rounding then sees zy added before it, not after: they differ only at
+ * an exact tie.
+ *
+ * oneDNN runs faster without them: on CPUs with AMX its 1x1 convolutions
+ * take the AMX kernel, which refuses either zero point. */
+enum { ZP_SRC = 1, ZP_DST = 2 };
+
+static int zp_foldable(const kn_abi_dnnl *rec)
+{
+    if (!kn_dnnl_is_int8(rec) || rec->dst.dtype == KN_F32 ||
+        (kn_dnnl_has_bias(rec) && rec->bias_ref.loc != KN_LOC_WEIGHTS))
+        return 0;
+    int fold = 0;
+    if (rec->src_zp && rec->wei_ref.loc == KN_LOC_WEIGHTS) {
+        fold = ZP_SRC;
+        for (int i = 0; i < rec->spatial; i++)
+            if (rec->pads_begin[i] || rec->pads_end[i]) fold = 0;
+    }
+    if (rec->dst_zp && rec->scale_ref.loc == KN_LOC_WEIGHTS && rec->n_post >= 0 && rec->n_post <= 4) {
+        bool linear = true;
+        for (int i = 0; i < rec->n_post; i++)
+            if (rec->post[i].kind != KN_POST_SUM && rec->post[i].kind != KN_POST_NONE) linear = false;
+        if (linear) fold |= ZP_DST;
+    }
+    return fold;
+}
+
+static bool zp_fold_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s;
+    return zp_foldable(rec) != 0;
+}
+
+static int zp_fold_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
+                          kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
+{
+    int fold = zp_foldable(rec);
+    int64_t O = rec->wei.dims[0], per = O > 0 ? rec->wei.nbytes / O : 0;
+    const void *w = NULL, *b = NULL, *sc = NULL;
+    int st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc);
+    if (!st && (fold & ZP_SRC)) st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w);
+    if (!st && kn_dnnl_has_bias(rec)) {
+        if (rec->bias.dtype != KN_F32 || rec->bias.nbytes != O * 4)
+            return kn_error(KN_ERR_INVALID, "oneDNN conv: an int8 bias of %lld bytes for %lld channels",
+                            (long long)rec->bias.nbytes, (long long)O);
+        st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b);
+    }
+    if (st) return st;
+    if (O < 1 || per < 1 || per * O != rec->wei.nbytes || (rec->n_scale != 1 && rec->n_scale != O))
+        return kn_error(KN_ERR_INVALID, "oneDNN conv: %lld weight bytes and %d scales for %lld output channels",
+                        (long long)rec->wei.nbytes, rec->n_scale, (long long)O);
+    const int8_t *w8 = w;
+    const float *scale = sc;
+    for (int32_t i = 0; i < rec->n_scale; i++)
+        if (!isnormal(scale[i])) fold &= ~ZP_DST; /* zy / S would not be finite */
+    if (!fold) return KN_ERR_UNSUPPORTED; /* the next row: oneDNN's own zero points */
+    float *folded = kn_dnnl_alloc((size_t)O * sizeof(float));
+    if (!folded) return kn_error(KN_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < O; o++) {
+        double v = b ? ((const float *)b)[o] : 0.0;
+        if (fold & ZP_SRC) {
+            int64_t sum = 0;
+            for (int64_t i = 0; i < per; i++) sum += w8[o * per + i];
+            v -= (double)rec->src_zp * (double)sum;
+        }
+        if (fold & ZP_DST) v += rec->dst_zp / (double)scale[rec->n_scale == 1 ? 0 : o];
+        folded[o] = (float)v;
+    }
+    kn_abi_dnnl q = *rec;
+    if (fold & ZP_SRC) q.src_zp = 0;
+    if (fold & ZP_DST) q.dst_zp = 0;
+    st = direct_build(s, &q, weights, p, attr, folded);
+    if (st) {
+        free(folded);
+        return st;
+    }
+    p->state = folded;
+    return KN_OK;
 }
 
 /* ---- thin: a k x 1 conv over width-1 images as a 1-D conv ---------------- */
@@ -437,7 +548,14 @@ static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, 
 static const kn_dnnl_algo DIRECT_BF16 = {KN_ALGO_DIRECT, KN_BF16, kn_dnnl_any_record, kn_dnnl_always_worth,
                                          direct_create,  NULL,    NULL,               NULL,
                                          NULL};
-/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations */
+/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations, the
+ * source zero point folded into the bias where no window is padded */
+static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports, kn_dnnl_always_worth,
+                                        zp_fold_create, NULL,  free,             NULL,
+                                        NULL};
+static const kn_dnnl_algo ZP_FOLD_S8 = {KN_ALGO_DIRECT, KN_I8, zp_fold_supports, kn_dnnl_always_worth,
+                                        zp_fold_create, NULL,  free,             NULL,
+                                        NULL};
 static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
 static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
@@ -445,7 +563,7 @@ static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record
 
 /* The table, in the order rows are tried. */
 static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
-                                             &DIRECT_BF16, &DIRECT_U8, &DIRECT_S8};
+                                             &DIRECT_BF16, &ZP_FOLD_U8, &ZP_FOLD_S8, &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
  * it must first be worth it. */
