@@ -288,11 +288,11 @@ void kn_dnnl_window_dims(const kn_abi_dnnl *rec, dnnl_dims_t sd, dnnl_dims_t dd,
 }
 
 /* oneDNN's convolution, activations in the record's layouts (reordered
- * around it where oneDNN wants others). `folded`: the bias of an int8
- * record whose zero points it holds (zp_fold_create), in place of the
- * record's. */
+ * around it where oneDNN wants others). An int8 record's zero points
+ * moved by zp_fold_create: `folded` is the bias that holds some, in place
+ * of the record's, and qdq_shift what its last QDQ post-op adds. */
 static int direct_build(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
-                        dnnl_primitive_attr_t attr, const float *folded)
+                        dnnl_primitive_attr_t attr, const float *folded, float qdq_shift)
 {
     int sp = rec->spatial, nd = sp + 2, st;
     int64_t g = rec->groups, O = rec->wei.dims[0];
@@ -358,7 +358,7 @@ static int direct_build(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
         /* the sum reads the residual with its own scale and zero point:
          * always a sum post-op (a binary add has neither) */
         if ((st = kn_dnnl_set_int8_attr(rec, weights, attr, O, 1)) ||
-            (st = kn_dnnl_set_post_ops(rec, attr, NULL, &p->has_sum)))
+            (st = kn_dnnl_set_post_ops_qdq_shift(rec, attr, qdq_shift, &p->has_sum)))
             return st;
     } else if ((st = kn_dnnl_set_residual_post_ops(s, p, rec, &cd, attr,
                                                    rec->post_layout == rec->dst_layout ? &post_md : NULL, &p->has_sum))) {
@@ -371,12 +371,12 @@ static int direct_build(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
 static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
                          dnnl_primitive_attr_t attr)
 {
-    return direct_build(s, rec, weights, p, attr, NULL);
+    return direct_build(s, rec, weights, p, attr, NULL, 0.f);
 }
 
 /* ---- zp_fold: an int8 conv's zero points in its bias ------------------- */
 
-/* Which zero points of rec can move into its bias (ZP_SRC, ZP_DST).
+/* Which zero points of rec can move out of oneDNN's hands, and where to.
  *
  * The source's, where no window reaches past the image: every product of
  * the zero point with a weight is then in the sum, so that
@@ -385,50 +385,71 @@ static int direct_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
  * (which is in accumulator units). A padded window would count zx at the
  * pad.
  *
- * The destination's, where the post-ops are residual sums alone (linear:
- * MobileNet's projections): S (acc + B) + zy = S (acc + B + zy / S). The
- * rounding then sees zy added before it, not after: they differ only at
- * an exact tie.
+ * The destination's, and those of the residual sums after the last
+ * post-op that is not linear: a constant c = zy - sum(a zr) in output
+ * units, added where that post-op leaves off,
+ *     ... + a (R - zr) + zy = ... + c + a R.
+ * With no such post-op (MobileNet's projections), c / S joins the bias; a
+ * QDQ post-op (a projection quantized before its residual Add) adds c in
+ * its scaling; after any other, they stay. The rounding then sees c added
+ * before it rather than after: they differ only at an exact tie.
  *
  * oneDNN runs faster without them: on CPUs with AMX its 1x1 convolutions
- * take the AMX kernel, which refuses either zero point. */
-enum { ZP_SRC = 1, ZP_DST = 2 };
+ * take the AMX kernel, which refuses any of the three. */
+typedef struct zp_plan {
+    bool src;   /* the source's zero point into the bias */
+    bool out;   /* the destination's and the residuals' from post-op `from` on */
+    bool shift; /* ... into the QDQ post-op from - 1 (else the bias) */
+    int from;
+} zp_plan;
 
-static int zp_foldable(const kn_abi_dnnl *rec)
+static bool zp_foldable(const kn_abi_dnnl *rec, zp_plan *z)
 {
-    if (!kn_dnnl_is_int8(rec) || rec->dst.dtype == KN_F32 ||
+    *z = (zp_plan){0};
+    if (!kn_dnnl_is_int8(rec) || rec->dst.dtype == KN_F32 || rec->n_post < 0 || rec->n_post > 4 ||
         (kn_dnnl_has_bias(rec) && rec->bias_ref.loc != KN_LOC_WEIGHTS))
-        return 0;
-    int fold = 0;
+        return false;
     if (rec->src_zp && rec->wei_ref.loc == KN_LOC_WEIGHTS) {
-        fold = ZP_SRC;
+        z->src = true;
         for (int i = 0; i < rec->spatial; i++)
-            if (rec->pads_begin[i] || rec->pads_end[i]) fold = 0;
+            if (rec->pads_begin[i] || rec->pads_end[i]) z->src = false;
     }
-    if (rec->dst_zp && rec->scale_ref.loc == KN_LOC_WEIGHTS && rec->n_post >= 0 && rec->n_post <= 4) {
-        bool linear = true;
-        for (int i = 0; i < rec->n_post; i++)
-            if (rec->post[i].kind != KN_POST_SUM && rec->post[i].kind != KN_POST_NONE) linear = false;
-        if (linear) fold |= ZP_DST;
+    for (int i = 0; i < rec->n_post; i++)
+        if (rec->post[i].kind != KN_POST_SUM && rec->post[i].kind != KN_POST_NONE) z->from = i + 1;
+    int last = z->from - 1;
+    z->shift = last >= 0;
+    bool where = last < 0 ? rec->scale_ref.loc == KN_LOC_WEIGHTS
+                          : rec->post[last].kind == KN_POST_QDQ_U8 || rec->post[last].kind == KN_POST_QDQ_S8;
+    bool any = rec->dst_zp != 0;
+    for (int i = z->from; i < rec->n_post; i++) {
+        const kn_abi_post *p = &rec->post[i];
+        if (p->kind != KN_POST_SUM) continue;
+        if (!isfinite(p->alpha) || p->beta != (float)(int32_t)p->beta) return z->src; /* kn_dnnl_set_post_ops refuses it */
+        any |= p->beta != 0;
     }
-    return fold;
+    z->out = where && any;
+    return z->src || z->out;
 }
 
 static bool zp_fold_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
 {
     (void)s;
-    return zp_foldable(rec) != 0;
+    zp_plan z;
+    return zp_foldable(rec, &z);
 }
 
 static int zp_fold_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights,
                           kn_dnnl_prim *p, dnnl_primitive_attr_t attr)
 {
-    int fold = zp_foldable(rec);
+    zp_plan z;
+    zp_foldable(rec, &z);
     int64_t O = rec->wei.dims[0], per = O > 0 ? rec->wei.nbytes / O : 0;
     const void *w = NULL, *b = NULL, *sc = NULL;
-    int st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc);
-    if (!st && (fold & ZP_SRC)) st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w);
-    if (!st && kn_dnnl_has_bias(rec)) {
+    int st = KN_OK;
+    bool to_bias = z.src || (z.out && !z.shift);
+    if (z.out && !z.shift) st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc);
+    if (!st && z.src) st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w);
+    if (!st && to_bias && kn_dnnl_has_bias(rec)) {
         if (rec->bias.dtype != KN_F32 || rec->bias.nbytes != O * 4)
             return kn_error(KN_ERR_INVALID, "oneDNN conv: an int8 bias of %lld bytes for %lld channels",
                             (long long)rec->bias.nbytes, (long long)O);
@@ -438,27 +459,39 @@ static int zp_fold_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     if (O < 1 || per < 1 || per * O != rec->wei.nbytes || (rec->n_scale != 1 && rec->n_scale != O))
         return kn_error(KN_ERR_INVALID, "oneDNN conv: %lld weight bytes and %d scales for %lld output channels",
                         (long long)rec->wei.nbytes, rec->n_scale, (long long)O);
-    const int8_t *w8 = w;
     const float *scale = sc;
-    for (int32_t i = 0; i < rec->n_scale; i++)
-        if (!isnormal(scale[i])) fold &= ~ZP_DST; /* zy / S would not be finite */
-    if (!fold) return KN_ERR_UNSUPPORTED; /* the next row: oneDNN's own zero points */
-    float *folded = kn_dnnl_alloc((size_t)O * sizeof(float));
-    if (!folded) return kn_error(KN_ERR_NOMEM, "out of memory");
-    for (int64_t o = 0; o < O; o++) {
-        double v = b ? ((const float *)b)[o] : 0.0;
-        if (fold & ZP_SRC) {
-            int64_t sum = 0;
-            for (int64_t i = 0; i < per; i++) sum += w8[o * per + i];
-            v -= (double)rec->src_zp * (double)sum;
-        }
-        if (fold & ZP_DST) v += rec->dst_zp / (double)scale[rec->n_scale == 1 ? 0 : o];
-        folded[o] = (float)v;
-    }
+    for (int32_t i = 0; sc && i < rec->n_scale; i++)
+        if (!isnormal(scale[i])) z.out = false; /* c / S would not be finite */
+    if (!z.src && !z.out) return KN_ERR_UNSUPPORTED; /* the next row: oneDNN's own zero points */
     kn_abi_dnnl q = *rec;
-    if (fold & ZP_SRC) q.src_zp = 0;
-    if (fold & ZP_DST) q.dst_zp = 0;
-    st = direct_build(s, &q, weights, p, attr, folded);
+    double c = 0; /* output units */
+    if (z.out) {
+        c = rec->dst_zp;
+        q.dst_zp = 0;
+        for (int i = z.from; i < rec->n_post; i++)
+            if (rec->post[i].kind == KN_POST_SUM) {
+                c -= (double)rec->post[i].alpha * rec->post[i].beta;
+                q.post[i].beta = 0;
+            }
+    }
+    float *folded = NULL;
+    if (z.src || !z.shift) {
+        folded = kn_dnnl_alloc((size_t)O * sizeof(float));
+        if (!folded) return kn_error(KN_ERR_NOMEM, "out of memory");
+        const int8_t *w8 = w;
+        for (int64_t o = 0; o < O; o++) {
+            double v = b ? ((const float *)b)[o] : 0.0;
+            if (z.src) {
+                int64_t sum = 0;
+                for (int64_t i = 0; i < per; i++) sum += w8[o * per + i];
+                v -= (double)rec->src_zp * (double)sum;
+            }
+            if (z.out && !z.shift) v += c / scale[rec->n_scale == 1 ? 0 : o];
+            folded[o] = (float)v;
+        }
+        if (z.src) q.src_zp = 0;
+    }
+    st = direct_build(s, &q, weights, p, attr, folded, z.out && z.shift ? (float)c : 0.f);
     if (st) {
         free(folded);
         return st;

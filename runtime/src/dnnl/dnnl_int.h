@@ -233,6 +233,10 @@ int kn_dnnl_finish_prim(kn_dnnl_session *s, kn_dnnl_prim *p, const void *op_desc
  * dim out_dim of the primitive (1 for a conv, the last for a matmul). */
 int kn_dnnl_set_int8_attr(const kn_abi_dnnl *rec, const unsigned char *weights, dnnl_primitive_attr_t attr,
                           int64_t chans, int out_dim);
+/* kn_dnnl_set_post_ops without a bias, the last QDQ post-op adding
+ * qdq_shift (output units) after its scaling. */
+int kn_dnnl_set_post_ops_qdq_shift(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, float qdq_shift,
+                                   bool *has_sum);
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
                          bool *has_sum);
 /* The same after a binary multiply by scale_md (the dynamic int8 matmul's

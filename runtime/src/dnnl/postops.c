@@ -20,11 +20,15 @@
  * `scale_md` and a binary add of `bias_md` when given (a bias that the
  * output scale must not scale). With res_md, the record's residual sum
  * becomes a binary add of a tensor described by res_md (its index among the
- * post-ops in *res_idx); otherwise a sum. */
-static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
-                            const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md, bool *has_sum,
-                            int *res_idx)
+ * post-ops in *res_idx); otherwise a sum. qdq_shift is added by the last
+ * QDQ post-op's scaling (conv.c's zp_fold: zero points moved there). */
+static int set_post_ops_shift(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                              const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md, bool *has_sum,
+                              int *res_idx, float qdq_shift)
 {
+    int last_qdq = -1;
+    for (int i = 0; i < rec->n_post && i < 4; i++)
+        if (rec->post[i].kind == KN_POST_QDQ_U8 || rec->post[i].kind == KN_POST_QDQ_S8) last_qdq = i;
     *has_sum = false;
     if (res_idx) *res_idx = -1;
     if (rec->n_post < 0 || rec->n_post > 4)
@@ -65,7 +69,8 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
             else if ((st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_round, 0.f, 0.f)) == dnnl_success &&
                      (st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_clip, lo - p->beta, hi - p->beta)) ==
                          dnnl_success)
-                st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_linear, p->alpha, 0.f);
+                st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_linear, p->alpha,
+                                                  i == last_qdq ? qdq_shift : 0.f);
             break;
         }
         case KN_POST_SUM:
@@ -113,6 +118,19 @@ static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, 
     dnnl_post_ops_destroy(po);
     if (st != dnnl_success) return kn_dnnl_fail(st, "appending post-ops");
     return KN_OK;
+}
+
+static int set_post_ops_res(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *scale_md,
+                            const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *res_md, bool *has_sum,
+                            int *res_idx)
+{
+    return set_post_ops_shift(rec, attr, scale_md, bias_md, res_md, has_sum, res_idx, 0.f);
+}
+
+int kn_dnnl_set_post_ops_qdq_shift(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, float qdq_shift,
+                                   bool *has_sum)
+{
+    return set_post_ops_shift(rec, attr, NULL, NULL, NULL, has_sum, NULL, qdq_shift);
 }
 
 int kn_dnnl_set_post_ops(const kn_abi_dnnl *rec, dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *bias_md,
