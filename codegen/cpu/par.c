@@ -11,6 +11,8 @@
 #include "eval.h"
 #include "reduce_int.h"
 
+static int par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn);
+
 /* At most this many units per node: more only adds calls. */
 #define PAR_MAX_UNITS 256
 /* Elements of work per unit below which units are merged. */
@@ -346,7 +348,89 @@ static LLVMValueRef emit_node_fn(kn_cg *cg, const char *name, LLVMValueRef chunk
     return fn;
 }
 
+/* ---- flat views: elementwise nodes over a short leading dim ---------------
+ * A node is cut along its first dim that is not 1: 3 rows for an image's
+ * [1, 3, H, W] preprocessing (a QuantizeLinear, a normalization), which 2
+ * threads split 2:1 and more threads cannot share at all. An elementwise
+ * node whose operands all have its output's shape (or are single
+ * elements) computes the same thing on any shape of the same elements, so
+ * it is lowered on [M, numel / M] views instead, M the leading dims merged
+ * up to at least FLAT_MIN_ROWS rows. */
+#define FLAT_MIN_ROWS 16
+
+typedef struct flat_view {
+    int n;
+    kn_value *vals[KN_CG_ROWS_MAX];
+    kn_shape saved[KN_CG_ROWS_MAX];
+} flat_view;
+
+static bool same_dims(const kn_value *v, const kn_value *y)
+{
+    if (!v || v->shape.rank != y->shape.rank) return false;
+    for (int d = 0; d < y->shape.rank; d++)
+        if (v->shape.dims[d] != y->shape.dims[d]) return false;
+    return true;
+}
+
+static bool flat_add(flat_view *f, kn_value *v)
+{
+    for (int j = 0; j < f->n; j++)
+        if (f->vals[j] == v) return true;
+    if (f->n == KN_CG_ROWS_MAX) return false;
+    f->vals[f->n] = v;
+    f->saved[f->n++] = v->shape;
+    return true;
+}
+
+static void flat_restore(flat_view *f)
+{
+    for (int j = 0; j < f->n; j++) f->vals[j]->shape = f->saved[j];
+    f->n = 0;
+}
+
+/* Gives n's operands their [M, numel / M] views where that is safe and
+ * worth it (f records what to restore); false leaves n as it is. */
+static bool flat_enter(const kn_node *n, flat_view *f)
+{
+    f->n = 0;
+    const kn_value *y = n->n_outputs > 0 ? n->outputs[0] : NULL;
+    if (!y || n->op == KN_OP_Expand || !in_table(kn_cg_lower_elementwise, n->op) || !kn_shape_is_static(&y->shape))
+        return false;
+    int r = y->shape.rank, sd = 0;
+    while (sd < r && y->shape.dims[sd] == 1) sd++;
+    if (sd >= r - 1 || y->shape.dims[sd] >= FLAT_MIN_ROWS) return false;
+    int64_t M = 1, numel = kn_cg_numel(y);
+    for (int d = sd; d < r - 1 && M < FLAT_MIN_ROWS; d++) M *= y->shape.dims[d];
+    if (M < 2 || numel % M) return false;
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        kn_value *v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        if (!v) continue;
+        if (!kn_shape_is_static(&v->shape)) return false;
+        if (kn_cg_numel(v) == 1 && !same_dims(v, y)) continue; /* read whole */
+        if (!same_dims(v, y) || !flat_add(f, v)) {
+            f->n = 0;
+            return false;
+        }
+    }
+    for (int j = 0; j < f->n; j++) {
+        kn_shape *sh = &f->vals[j]->shape;
+        memset(sh, 0, sizeof *sh);
+        sh->rank = 2;
+        sh->dims[0] = M, sh->dims[1] = numel / M;
+    }
+    return f->n > 0;
+}
+
 int kn_par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn)
+{
+    flat_view f;
+    bool flat = lower && flat_enter(n, &f);
+    int st = par_emit(cg, n, lower, fname, out_fn);
+    if (flat) flat_restore(&f);
+    return st;
+}
+
+static int par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn)
 {
     *out_fn = NULL;
     split s;

@@ -5,7 +5,8 @@
  * attention heads), ReduceMean, Concat, Slice, Pad, Resize, LayerNorm,
  * ArgMax, Gather, BatchNormalization (parameters cut with the channels)
  * and Softmax over 197 tokens (a prime: units of 22 rows and a tail of 21)
- * nodes is compiled (poolings that oneDNN does not take: it runs the
+ * nodes, and elementwise nodes over an image's 3 channels (cut along
+ * [360, 112] views of their elements, the per-channel one along the 3), is compiled (poolings that oneDNN does not take: it runs the
  * others); `--report` says each of them is parallel; outputs are bitwise identical at 1, 2 and 4 threads (also
  * after switching counts on one session) and match the reference evaluator.
  * A small node, and a MaxPool asked for its Indices, stay on one thread.
@@ -32,7 +33,8 @@ static const char *const k_model =
     "kiln-ir v1\n"
     "opset \"\" 17\n"
     "graph main(%x: f32[1,64,32,32], %t: f32[1,128,256], %ls: f32[256], %lb: f32[256], %emb: f32[300,512],\n"
-    "           %idx: i64[1,128], %att: f32[1,4,128,128], %small: f32[1,8,16], %v: f32[1,197,192]) {\n"
+    "           %idx: i64[1,128], %att: f32[1,4,128,128], %small: f32[1,8,16], %v: f32[1,197,192],\n"
+    "           %img: f32[1,3,120,112]) {\n"
     "  %bias = const f32[64,1,1] [BIAS]\n"
     "  %b64 = const f32[64] [BIAS]\n"
     "  %a: f32[1,64,32,32] = Add(%x, %bias) #\"add\"\n"
@@ -63,17 +65,22 @@ static const char *const k_model =
     "  %bn: f32[1,64,32,32] = BatchNormalization(%x, %bvar, %b64, %b64, %bvar) #\"batchnorm\"\n"
     "  %mq: f32[1,64,16,16], %mi: i64[1,64,16,16] = MaxPool(%tr) {kernel_shape=[2,2], strides=[2,2]} #\"maxpool_idx\"\n"
     "  %vs: f32[1,197,192] = Softmax(%v) {axis=-1} #\"prime_softmax\"\n"
-    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn, %mq, %mi, %vs\n"
+    "  %half = const f32[] [0.5]\n"
+    "  %mean = const f32[1,3,1,1] [0.25, -0.5, 1.0]\n"
+    "  %ic: f32[1,3,120,112] = Sub(%img, %half) #\"img_sub\"\n"
+    "  %iq: f32[1,3,120,112] = Mul(%ic, %img) #\"img_mul\"\n"
+    "  %in: f32[1,3,120,112] = Sub(%iq, %mean) #\"img_norm\"\n"
+    "  return %mp, %gp, %rm, %sl, %pd, %rs, %mu, %am, %ga, %as, %ss, %bn, %mq, %mi, %vs, %in\n"
     "}\n";
 
 /* the nodes expected to be parallel, and one that is too small */
 static const char *const k_parallel[] = {"add", "relu", "transpose", "maxpool", "gmp", "softmax", "reducemean",
                                          "concat", "slice", "pad", "resize", "layernorm", "tanh", "mul",
                                          "argmax", "gather", "attn_softmax", "batchnorm",
-                                         "prime_softmax"};
+                                         "prime_softmax", "img_sub", "img_mul", "img_norm"};
 
-#define N_IN 9
-#define N_OUT 15
+#define N_IN 10
+#define N_OUT 16
 
 static uint32_t g_seed = 777;
 static float frand(void)
