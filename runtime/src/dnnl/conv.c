@@ -414,12 +414,18 @@ static bool zp_foldable(const kn_abi_dnnl *rec, zp_plan *z)
         for (int i = 0; i < rec->spatial; i++)
             if (rec->pads_begin[i] || rec->pads_end[i]) z->src = false;
     }
-    for (int i = 0; i < rec->n_post; i++)
-        if (rec->post[i].kind != KN_POST_SUM && rec->post[i].kind != KN_POST_NONE) z->from = i + 1;
+    int qdq = 0;
+    for (int i = 0; i < rec->n_post; i++) {
+        int k = rec->post[i].kind;
+        qdq += k == KN_POST_QDQ_U8 || k == KN_POST_QDQ_S8;
+        if (k != KN_POST_SUM && k != KN_POST_NONE) z->from = i + 1;
+    }
     int last = z->from - 1;
     z->shift = last >= 0;
+    /* one QDQ post-op: oneDNN 2.6 would run a second one's scaling with the
+     * first one's parameters (postops.c) */
     bool where = last < 0 ? rec->scale_ref.loc == KN_LOC_WEIGHTS
-                          : rec->post[last].kind == KN_POST_QDQ_U8 || rec->post[last].kind == KN_POST_QDQ_S8;
+                          : qdq == 1 && (rec->post[last].kind == KN_POST_QDQ_U8 || rec->post[last].kind == KN_POST_QDQ_S8);
     bool any = rec->dst_zp != 0;
     for (int i = z->from; i < rec->n_post; i++) {
         const kn_abi_post *p = &rec->post[i];
@@ -581,8 +587,8 @@ static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, 
 static const kn_dnnl_algo DIRECT_BF16 = {KN_ALGO_DIRECT, KN_BF16, kn_dnnl_any_record, kn_dnnl_always_worth,
                                          direct_create,  NULL,    NULL,               NULL,
                                          NULL};
-/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations, the
- * source zero point folded into the bias where no window is padded */
+/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations, its
+ * zero points moved out first where that is exact (zp_fold) */
 static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports, kn_dnnl_always_worth,
                                         zp_fold_create, NULL,  free,             NULL,
                                         NULL};
