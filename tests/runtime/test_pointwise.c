@@ -11,7 +11,8 @@
  * record by it between two NHWC activations, and not when the record asks
  * for oneDNN's direct kernel. And matmuls by constant weights through the
  * same kernel (2-D and batched A, B transposed or not, bias, GELU, the
- * residual sum), which it refuses, and the matmul it takes over.
+ * residual sum, N not a multiple of 16), which it refuses, and the matmul
+ * it takes over.
  * Skipped on CPUs without AVX-512F (the kernel is not used there).
  */
 #include <math.h>
@@ -337,6 +338,18 @@ static void test_matmul(void **st)
     run_mm(&d);
     d.n_post = 1, d.post[0] = (kn_abi_post){KN_POST_HARDSWISH, 0, 0};
     run_mm(&d);
+    /* N not a multiple of 16: the short last panel computed aside. An
+     * ImageNet classifier (Gemm, transB, 1000 classes), one row; 33
+     * columns (the short panel alone in its pair) over 19 rows with ReLU;
+     * 24 (the short panel second in its pair), with and without a bias, GELU */
+    mcase head = {.rank = 2, .M = 1, .K = 1280, .N = 1000, .trans_b = true, .bias = true};
+    run_mm(&head);
+    mcase odd = {.rank = 2, .M = 19, .K = 40, .N = 33, .bias = true, .n_post = 1, .post = {RELU}};
+    run_mm(&odd);
+    mcase pair = {.rank = 3, .B = 2, .M = 7, .K = 24, .N = 24, .n_post = 1, .post = {gelu}};
+    run_mm(&pair);
+    pair.bias = true;
+    run_mm(&pair);
 }
 
 static void test_matmul_refusals(void **st)
@@ -353,7 +366,15 @@ static void test_matmul_refusals(void **st)
     assert_false(kn_pw_matmul_supported(&r));
     r = base, r.wei.rank = 3, r.wei.dims[0] = 2, r.wei.dims[1] = 512, r.wei.dims[2] = 512; /* weights per batch */
     assert_false(kn_pw_matmul_supported(&r));
-    r = base, r.wei.dims[1] = r.dst.dims[2] = 24; /* not whole 16-column panels */
+    r = base, r.wei.dims[1] = r.dst.dims[2] = 8; /* not one whole panel */
+    assert_false(kn_pw_matmul_supported(&r));
+    /* a short last panel is computed aside: with no residual to read there,
+     * and a bias it can pad once */
+    r = base, r.wei.dims[1] = r.dst.dims[2] = 24, r.bias.dims[0] = 24, r.bias.nbytes = 24 * 4;
+    if (cpu_has_avx512()) assert_true(kn_pw_matmul_supported(&r));
+    r.n_post = 1, r.post[0] = SUM;
+    assert_false(kn_pw_matmul_supported(&r));
+    r.n_post = 0, r.bias_ref.loc = KN_LOC_ARENA;
     assert_false(kn_pw_matmul_supported(&r));
     r = base, r.wei_ref.loc = KN_LOC_ARENA;
     assert_false(kn_pw_matmul_supported(&r));

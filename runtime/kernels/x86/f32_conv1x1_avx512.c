@@ -49,8 +49,11 @@ struct kn_pw {
     int rows;          /* rows per block (kn_gemm512_row_block) */
     int64_t per_line;  /* blocks per line */
     int64_t group;     /* blocks per group */
-    float *wei;        /* [O/16][C][16] */
+    int64_t panels;    /* 16-column panels: O / 16 rounded up */
+    int tail;          /* columns of the last panel when O is not a multiple of 16 (a matmul's); else 0 */
+    float *wei;        /* [panels][C][16], zeros past O */
     const float *bias; /* [O], constant (or NULL: per run, or none) */
+    float *bias_pad;   /* the constant bias padded to panels * 16 (a tail), owned */
     bool has_bias, has_sum;
     int n_post;
     kn_abi_post post[4];
@@ -112,16 +115,21 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
         free(w);
         return st;
     }
-    size_t bytes = (size_t)w->O * (size_t)w->C * sizeof(float);
-    if (posix_memalign((void **)&w->wei, 64, bytes)) {
-        free(w);
+    w->panels = (w->O + KN_GEMM512_COLS - 1) / KN_GEMM512_COLS;
+    w->tail = (int)(w->O % KN_GEMM512_COLS);
+    size_t bytes = (size_t)(w->panels * KN_GEMM512_COLS) * (size_t)w->C * sizeof(float);
+    if (posix_memalign((void **)&w->wei, 64, bytes) ||
+        (w->tail && w->has_bias && !(w->bias_pad = calloc((size_t)(w->panels * KN_GEMM512_COLS), sizeof(float))))) {
+        kn_pw_free(w);
         return kn_error(KN_ERR_NOMEM, "%s: out of memory for %zu bytes of weights", what, bytes);
     }
+    memset(w->wei, 0, bytes);
     const float *g = (const float *)(weights + rec->wei_ref.offset);
     for (int64_t o = 0; o < w->O; o++)
         for (int64_t c = 0; c < w->C; c++)
             w->wei[((o / KN_GEMM512_COLS) * w->C + c) * KN_GEMM512_COLS + o % KN_GEMM512_COLS] = g[o * so + c * sc];
     if (w->has_bias && rec->bias_ref.loc == KN_LOC_WEIGHTS) w->bias = (const float *)(weights + rec->bias_ref.offset);
+    if (w->bias_pad) memcpy(w->bias_pad, w->bias, (size_t)w->O * sizeof(float)); /* a tail's bias is constant */
     *out = w;
     return KN_OK;
 }
@@ -145,7 +153,10 @@ int kn_pw_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **o
 /* A matmul record it runs: plain row-major operands, A [.., M, K] not
  * transposed, B a constant [K, N] matrix (or [N, K] with trans_b) shared by
  * every batch, so that the product is one [rows, K] x [K, N]; no scale; a
- * bias of N values; N a multiple of 16. Sets *rows and *K. */
+ * bias of N values; N at least 16. Where N is not a multiple of 16 (an
+ * ImageNet classifier's 1000), the last panel is computed aside and its
+ * columns copied: then no residual, and a constant bias or none. Sets
+ * *rows and *K. */
 static bool matmul_shape(const kn_abi_dnnl *rec, int64_t *rows, int64_t *K)
 {
     const kn_abi_tensor *a = &rec->src, *b = &rec->wei, *d = &rec->dst;
@@ -155,7 +166,11 @@ static bool matmul_shape(const kn_abi_dnnl *rec, int64_t *rows, int64_t *K)
         if (b->dims[i] != 1) return false;
     int64_t k = a->dims[a->rank - 1], n = d->dims[d->rank - 1], r = 1;
     int64_t bk = b->dims[b->rank - (rec->trans_b ? 1 : 2)], bn = b->dims[b->rank - (rec->trans_b ? 2 : 1)];
-    if (k < 1 || bk != k || bn != n || n < KN_GEMM512_COLS || n % KN_GEMM512_COLS) return false;
+    if (k < 1 || bk != k || bn != n || n < KN_GEMM512_COLS) return false;
+    bool has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
+    if (n % KN_GEMM512_COLS &&
+        (kn_fused_has_sum(rec->post, rec->n_post) || (has_bias && rec->bias_ref.loc != KN_LOC_WEIGHTS)))
+        return false;
     for (int i = 0; i < a->rank - 1; i++) {
         if (a->dims[i] != d->dims[i] || a->dims[i] < 1) return false;
         r *= a->dims[i];
@@ -192,6 +207,7 @@ void kn_pw_free(kn_pw *w)
 {
     if (!w) return;
     free(w->wei);
+    free(w->bias_pad);
     free(w);
 }
 
@@ -209,7 +225,7 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const pw_run *r = args;
     const kn_pw *w = r->w;
-    int64_t panels = w->O / KN_GEMM512_COLS, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * r->per_line;
+    int64_t panels = w->panels, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * r->per_line;
     for (int64_t it = lo; it < hi; it++) {
         int64_t g = it / pairs, q = it % pairs * 2;
         int64_t b0 = g * w->group, b1 = b0 + w->group < blocks ? b0 + w->group : blocks;
@@ -229,8 +245,22 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
             e.bias = r->bias ? r->bias + q * KN_GEMM512_COLS : NULL;
             e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
             const float *pf = b - b0 < next_panels ? next + (b - b0) * K * KN_GEMM512_COLS : B;
-            kn_gemm512_rows(rows, np, r->src + in0 * K, w->sw * K, B, K * KN_GEMM512_COLS, K, pf,
-                            r->dst + p0 * w->O + q * KN_GEMM512_COLS, w->O, &e);
+            const float *a = r->src + in0 * K;
+            float *d = r->dst + p0 * w->O + q * KN_GEMM512_COLS;
+            if (!w->tail || q + np < panels) {
+                kn_gemm512_rows(rows, np, a, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, d, w->O, &e);
+                continue;
+            }
+            /* the pair ends with the short panel: its 16 columns into a block
+             * aside, then its real ones into dst (no residual here) */
+            if (np == 2) kn_gemm512_rows(rows, 1, a, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, d, w->O, &e);
+            float aside[KN_GEMM512_ROWS * KN_GEMM512_COLS];
+            int64_t last = (np - 1) * KN_GEMM512_COLS;
+            e.bias = r->bias ? w->bias_pad + q * KN_GEMM512_COLS + last : NULL;
+            kn_gemm512_rows(rows, 1, a, w->sw * K, B + last * K, K * KN_GEMM512_COLS, K, pf, aside, KN_GEMM512_COLS,
+                            &e);
+            for (int i = 0; i < rows; i++)
+                memcpy(d + i * w->O + last, aside + i * KN_GEMM512_COLS, (size_t)w->tail * sizeof(float));
         }
     }
     return KN_OK;
@@ -251,7 +281,7 @@ int kn_pw_exec_rows(const kn_pw *w, int64_t rows, const float *src, const float 
     if (w->lines == 1 && rows > 0 && rows < w->len) /* a matmul's first rows: one line, fewer blocks */
         r.len = rows, r.per_line = (rows + w->rows - 1) / w->rows;
     int64_t blocks = w->lines * r.per_line, groups = (blocks + w->group - 1) / w->group;
-    int64_t pairs = (w->O / KN_GEMM512_COLS + 1) / 2;
+    int64_t pairs = (w->panels + 1) / 2;
     return kn_rt_parallel_for_threads(threads, pw_chunk, &r, groups * pairs);
 }
 
