@@ -11,8 +11,6 @@
 #include "eval.h"
 #include "reduce_int.h"
 
-static int par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn);
-
 /* At most this many units per node: more only adds calls. */
 #define PAR_MAX_UNITS 256
 /* Elements of work per unit below which units are merged. */
@@ -421,15 +419,6 @@ static bool flat_enter(const kn_node *n, flat_view *f)
     return f->n > 0;
 }
 
-int kn_par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn)
-{
-    flat_view f;
-    bool flat = lower && flat_enter(n, &f);
-    int st = par_emit(cg, n, lower, fname, out_fn);
-    if (flat) flat_restore(&f);
-    return st;
-}
-
 static int par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn)
 {
     *out_fn = NULL;
@@ -453,4 +442,13 @@ static int par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const cha
     LLVMValueRef chunk = emit_chunk_fn(cg, name, unit, g, full, tail);
     *out_fn = emit_node_fn(cg, fname, chunk, full + (rest > 0));
     return KN_OK;
+}
+
+int kn_par_emit(kn_cg *cg, const kn_node *n, kn_cg_lower_fn lower, const char *fname, LLVMValueRef *out_fn)
+{
+    flat_view f;
+    bool flat = lower && flat_enter(n, &f);
+    int st = par_emit(cg, n, lower, fname, out_fn);
+    if (flat) flat_restore(&f);
+    return st;
 }

@@ -309,40 +309,29 @@ def cases():
                          helper.make_node("QuantizeLinear", ["t1", "ys", "yz"], ["t2"], name="n_q"),
                          helper.make_node("DequantizeLinear", ["t2", "ys", "yz"], ["out"], name="n_dq")],
                   tol=(0.5 * 1.001, 0)))
-    # the residual sum of a group: its own scale and zero point (oneDNN's sum post-op)
-    c.append(Case("QConv_residual", D, None, [("x", u8(IMG)), ("r", u8([2, 32, 32, 32]))], domain_op="QConv",
-                  consts=[("xs", qs), ("xz", qz), ("wq", i8([32, 32, 3, 3])), ("ws", ws),
-                          ("cs", np.array(0.25, np.float32)), ("cz", np.array(60, np.uint8)),
-                          ("rs", np.array(0.03, np.float32)), ("rz", np.array(100, np.uint8)),
-                          ("ys", ys), ("yz", np.array(20, np.uint8))],
-                  nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
-                         helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw", axis=0),
-                         helper.make_node("Conv", ["xd", "wd"], ["t0"], name="n_conv", pads=[1, 1, 1, 1]),
-                         helper.make_node("QuantizeLinear", ["t0", "cs", "cz"], ["t1"], name="n_qc"),
-                         helper.make_node("DequantizeLinear", ["t1", "cs", "cz"], ["t2"], name="n_dqc"),
-                         helper.make_node("DequantizeLinear", ["r", "rs", "rz"], ["rd"], name="n_dqr"),
-                         helper.make_node("Add", ["t2", "rd"], ["t3"], name="n_add"),
-                         helper.make_node("QuantizeLinear", ["t3", "ys", "yz"], ["t4"], name="n_q"),
-                         helper.make_node("DequantizeLinear", ["t4", "ys", "yz"], ["out"], name="n_dq")],
-                  tol=(0.5 * 1.001 + 0.25 * 0.5, 0)))  # one output step, and half a step of the dropped inner rounding
-    # the same with a Relu after the Add (ResNet's blocks): the residual's zero point then stays oneDNN's
-    # (runtime/src/dnnl/conv.c's zp_fold moves it only after the last post-op that is not linear)
-    c.append(Case("QConv_residual_relu", D, None, [("x", u8(IMG)), ("r", u8([2, 32, 32, 32]))], domain_op="QConv",
-                  consts=[("xs", qs), ("xz", qz), ("wq", i8([32, 32, 3, 3])), ("ws", ws),
-                          ("cs", np.array(0.25, np.float32)), ("cz", np.array(60, np.uint8)),
-                          ("rs", np.array(0.03, np.float32)), ("rz", np.array(100, np.uint8)),
-                          ("ys", ys), ("yz", np.array(20, np.uint8))],
-                  nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
-                         helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw", axis=0),
-                         helper.make_node("Conv", ["xd", "wd"], ["t0"], name="n_conv", pads=[1, 1, 1, 1]),
-                         helper.make_node("QuantizeLinear", ["t0", "cs", "cz"], ["t1"], name="n_qc"),
-                         helper.make_node("DequantizeLinear", ["t1", "cs", "cz"], ["t2"], name="n_dqc"),
-                         helper.make_node("DequantizeLinear", ["r", "rs", "rz"], ["rd"], name="n_dqr"),
-                         helper.make_node("Add", ["t2", "rd"], ["t3"], name="n_add"),
-                         helper.make_node("Relu", ["t3"], ["t5"], name="n_relu"),
-                         helper.make_node("QuantizeLinear", ["t5", "ys", "yz"], ["t4"], name="n_q"),
-                         helper.make_node("DequantizeLinear", ["t4", "ys", "yz"], ["out"], name="n_dq")],
-                  tol=(0.5 * 1.001 + 0.25 * 0.5, 0)))
+    # the residual sum of a group: its own scale and zero point (oneDNN's sum post-op); with a Relu after
+    # the Add (ResNet's blocks) the residual's zero point stays oneDNN's (runtime/src/dnnl/conv.c's zp_fold
+    # moves it only after the last post-op that is not linear)
+    def residual_case(name, relu):
+        tail = [helper.make_node("Relu", ["t3"], ["t5"], name="n_relu")] if relu else []
+        return Case(name, D, None, [("x", u8(IMG)), ("r", u8([2, 32, 32, 32]))], domain_op="QConv",
+                    consts=[("xs", qs), ("xz", qz), ("wq", i8([32, 32, 3, 3])), ("ws", ws),
+                            ("cs", np.array(0.25, np.float32)), ("cz", np.array(60, np.uint8)),
+                            ("rs", np.array(0.03, np.float32)), ("rz", np.array(100, np.uint8)),
+                            ("ys", ys), ("yz", np.array(20, np.uint8))],
+                    nodes=[helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="n_dqx"),
+                           helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="n_dqw", axis=0),
+                           helper.make_node("Conv", ["xd", "wd"], ["t0"], name="n_conv", pads=[1, 1, 1, 1]),
+                           helper.make_node("QuantizeLinear", ["t0", "cs", "cz"], ["t1"], name="n_qc"),
+                           helper.make_node("DequantizeLinear", ["t1", "cs", "cz"], ["t2"], name="n_dqc"),
+                           helper.make_node("DequantizeLinear", ["r", "rs", "rz"], ["rd"], name="n_dqr"),
+                           helper.make_node("Add", ["t2", "rd"], ["t3"], name="n_add")] + tail +
+                          [helper.make_node("QuantizeLinear", ["t5" if relu else "t3", "ys", "yz"], ["t4"],
+                                            name="n_q"),
+                           helper.make_node("DequantizeLinear", ["t4", "ys", "yz"], ["out"], name="n_dq")],
+                    tol=(0.5 * 1.001 + 0.25 * 0.5, 0))  # one output step, and half a step of the dropped inner rounding
+    c.append(residual_case("QConv_residual", relu=False))
+    c.append(residual_case("QConv_residual_relu", relu=True))
     c.append(Case("QMatMul", D, None, [("a", u8([64, 256]))], domain_op="QMatMul",
                   consts=[("xs", qs), ("xz", qz), ("wq", i8([256, 128])), ("ws", np.array(0.004, np.float32)),
                           ("ys", ys), ("yz", np.array(3, np.int8))],
