@@ -164,6 +164,15 @@ static void test_shapes(void **st)
     /* a single input channel, no bias */
     pcase d = {.N = 2, .C = 1, .O = 32, .H = 5, .W = 5};
     run_case(&d);
+    /* K in parts (over 256 input channels, several row blocks per group):
+     * 600 channels in 3 parts, one group of 100 pixels, the residual sum
+     * (also in place); 300 channels in 2 parts over 400 pixels, groups of
+     * 64 rows, a per-run bias */
+    pcase e = {.N = 1, .C = 600, .O = 48, .H = 10, .W = 10, .bias = true, .const_bias = true, .n_post = 2,
+               .post = {SUM, RELU}};
+    run_case(&e);
+    pcase f = {.N = 1, .C = 300, .O = 32, .H = 20, .W = 20, .bias = true};
+    run_case(&f);
 }
 
 static void test_strides(void **st)
@@ -179,6 +188,10 @@ static void test_strides(void **st)
     run_case(&b);
     pcase c = {.N = 1, .C = 32, .O = 16, .H = 7, .W = 30, .sh = 3, .sw = 1, .n_post = 1, .post = {RELU}};
     run_case(&c);
+    /* K in parts over lines of a strided convolution (10 lines of 7 pixels) */
+    pcase d = {.N = 2, .C = 520, .O = 64, .H = 9, .W = 13, .sh = 2, .sw = 2, .bias = true, .const_bias = true,
+               .n_post = 1, .post = {RELU}};
+    run_case(&d);
 }
 
 static void test_bias_per_run(void **st)
@@ -350,6 +363,18 @@ static void test_matmul(void **st)
     run_mm(&pair);
     pair.bias = true;
     run_mm(&pair);
+    /* K in parts (over 256) with the short panel: second in its pair (56
+     * columns), then alone (40), with and without a bias */
+    mcase kp = {.rank = 3, .B = 2, .M = 45, .K = 700, .N = 56, .trans_b = true, .bias = true, .n_post = 1,
+                .post = {gelu}};
+    run_mm(&kp);
+    mcase kq = {.rank = 2, .M = 130, .K = 1030, .N = 40, .n_post = 1, .post = {RELU}};
+    run_mm(&kq);
+    kq.bias = true;
+    run_mm(&kq);
+    /* and whole panels with the residual, BERT's output projection's shape */
+    mcase kr = {.rank = 3, .B = 1, .M = 128, .K = 3072, .N = 768, .bias = true, .n_post = 1, .post = {SUM}};
+    run_mm(&kr);
 }
 
 static void test_matmul_refusals(void **st)

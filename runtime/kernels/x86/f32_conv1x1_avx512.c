@@ -39,6 +39,14 @@
 #define GROUP_ROWS 64
 #define ONE_GROUP_ROWS 256
 
+/* K is cut in parts of at most K_PART when a group has several row blocks:
+ * a part of a panel pair (K_PART x 32 floats, 32 KB) then stays in L1 while
+ * every block of the group uses it, where a whole pair (BERT's 3072 x 32:
+ * 384 KB) came from L2 once per block; the partial sums wait in a block
+ * aside (at most ACC_ROWS rows of 32 floats on the stack). */
+#define K_PART 256
+#define ACC_ROWS 256
+
 struct kn_pw {
     int64_t C, O;      /* input and output channels */
     int64_t H, W;      /* input image */
@@ -51,6 +59,7 @@ struct kn_pw {
     int64_t group;     /* blocks per group */
     int64_t panels;    /* 16-column panels: O / 16 rounded up */
     int tail;          /* columns of the last panel when O is not a multiple of 16 (a matmul's); else 0 */
+    int64_t kparts;    /* parts K is cut in (1: whole) */
     float *wei;        /* [panels][C][16], zeros past O */
     const float *bias; /* [O], constant (or NULL: per run, or none) */
     float *bias_pad;   /* the constant bias padded to panels * 16 (a tail), owned */
@@ -115,6 +124,7 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
         free(w);
         return st;
     }
+    w->kparts = w->group > 1 && w->group * w->rows <= ACC_ROWS ? (w->C + K_PART - 1) / K_PART : 1;
     w->panels = (w->O + KN_GEMM512_COLS - 1) / KN_GEMM512_COLS;
     w->tail = (int)(w->O % KN_GEMM512_COLS);
     size_t bytes = (size_t)(w->panels * KN_GEMM512_COLS) * (size_t)w->C * sizeof(float);
@@ -220,11 +230,95 @@ typedef struct pw_run {
     int64_t len, per_line; /* this run's pixels per line and blocks per line (a matmul's rows may be fewer) */
 } pw_run;
 
+/* Block b's rows (returned), its first output pixel p0 and the offset in
+ * src of that pixel's input pixel a0. */
+static inline int pw_block(const pw_run *r, int64_t b, int64_t *p0, int64_t *a0)
+{
+    const kn_pw *w = r->w;
+    int64_t line = b / r->per_line, x0 = b % r->per_line * w->rows;
+    *p0 = line * w->len + x0;
+    /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
+    int64_t in0 = w->lines == 1 ? *p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
+    *a0 = in0 * w->C;
+    return r->len - x0 < w->rows ? (int)(r->len - x0) : w->rows;
+}
+
+/* Item `it` (blocks [b0, b1) times the panel pair from panel q) with K in
+ * w->kparts parts: each part over every block, partial sums aside in acc,
+ * the epilogue with the last. Each part's first two blocks prefetch the
+ * next part's panels (the next item's first part after the last). */
+KN_TARGET_AVX512 static void pw_item_parts(const pw_run *r, int64_t it, int64_t hi, int64_t b0, int64_t b1, int64_t q,
+                                           float *acc)
+{
+    const kn_pw *w = r->w;
+    int64_t panels = w->panels, pairs = (panels + 1) / 2, K = w->C, step = K * KN_GEMM512_COLS;
+    int64_t kc = (K + w->kparts - 1) / w->kparts;
+    int np = q + 1 < panels ? 2 : 1;
+    bool short_pair = w->tail && q + np == panels;
+    const float *B = w->wei + q * step;
+    /* the pair's bias, padded when it ends with the short panel */
+    const float *bias = !r->bias ? NULL : short_pair ? w->bias_pad + q * KN_GEMM512_COLS : r->bias + q * KN_GEMM512_COLS;
+    kn_gemm512_epi first = {.bias = bias};
+    int64_t nq = (it + 1) % pairs * 2;
+    for (int64_t part = 0; part < w->kparts; part++) {
+        int64_t k0 = part * kc, kn = K - k0 < kc ? K - k0 : kc;
+        bool last = part + 1 == w->kparts;
+        /* the next part's panels: this pair's, or the next item's unless it
+         * is the next group's first (read at this group's start) */
+        const float *next = last ? w->wei + nq * step : B + (k0 + kc) * KN_GEMM512_COLS;
+        int next_panels = !last ? np : it + 1 >= hi || nq == 0 ? 0 : nq + 1 < panels ? 2 : 1;
+        /* the next part's lines of each panel, a share of them per block */
+        int64_t nb = b1 - b0, per_panel = next_panels ? (nb + next_panels - 1) / next_panels : 1;
+        int64_t share = (kc + per_panel - 1) / per_panel;
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t p0, a0, j = b - b0, from = j % per_panel * share;
+            int rows = pw_block(r, b, &p0, &a0);
+            const float *a = r->src + a0 + k0, *Bk = B + k0 * KN_GEMM512_COLS;
+            const float *pf = next + j / per_panel * step + from * KN_GEMM512_COLS;
+            int64_t npf = j / per_panel < next_panels && from < kc ? (kc - from < share ? kc - from : share) : 0;
+            npf = npf < kn ? npf : kn;
+            float *ab = acc + (b - b0) * w->rows * 2 * KN_GEMM512_COLS;
+            const float *cin = part ? ab : NULL;
+            int64_t lda = w->sw * K, lacc = 2 * KN_GEMM512_COLS;
+            if (!last) {
+                kn_gemm512_rows_acc(rows, np, a, lda, Bk, step, kn, pf, npf, cin, lacc, ab, lacc,
+                                    part ? NULL : &first);
+                continue;
+            }
+            kn_gemm512_epi e = w->epi;
+            e.bias = NULL; /* in the partial sums since the first part */
+            e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
+            float *d = r->dst + p0 * w->O + q * KN_GEMM512_COLS;
+            if (!short_pair) {
+                kn_gemm512_rows_acc(rows, np, a, lda, Bk, step, kn, pf, npf, cin, lacc, d, w->O, &e);
+                continue;
+            }
+            /* as pw_chunk: the short panel into a block aside, then its real columns into dst */
+            if (np == 2) kn_gemm512_rows_acc(rows, 1, a, lda, Bk, step, kn, pf, npf, cin, lacc, d, w->O, &e);
+            float aside[KN_GEMM512_ROWS * KN_GEMM512_COLS];
+            int64_t at = (np - 1) * KN_GEMM512_COLS;
+            kn_gemm512_rows_acc(rows, 1, a, lda, Bk + at * K, step, kn, pf, 0, cin + at, lacc, aside,
+                                KN_GEMM512_COLS, &e);
+            for (int i = 0; i < rows; i++)
+                memcpy(d + i * w->O + at, aside + i * KN_GEMM512_COLS, (size_t)w->tail * sizeof(float));
+        }
+    }
+}
+
 /* (block group, panel pair) items [lo, hi). */
 KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
 {
     const pw_run *r = args;
     const kn_pw *w = r->w;
+    if (w->kparts > 1) {
+        float acc[ACC_ROWS * 2 * KN_GEMM512_COLS] __attribute__((aligned(64)));
+        int64_t pairs = (w->panels + 1) / 2, blocks = w->lines * r->per_line;
+        for (int64_t it = lo; it < hi; it++) {
+            int64_t b0 = it / pairs * w->group, b1 = b0 + w->group < blocks ? b0 + w->group : blocks;
+            pw_item_parts(r, it, hi, b0, b1, it % pairs * 2, acc);
+        }
+        return KN_OK;
+    }
     int64_t panels = w->panels, pairs = (panels + 1) / 2, K = w->C, blocks = w->lines * r->per_line;
     for (int64_t it = lo; it < hi; it++) {
         int64_t g = it / pairs, q = it % pairs * 2;
@@ -236,16 +330,13 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
         int64_t next_panels = it + 1 >= hi || nq == 0 ? 0 : nq + 1 < panels ? 2 : 1;
         const float *next = w->wei + nq * K * KN_GEMM512_COLS;
         for (int64_t b = b0; b < b1; b++) {
-            int64_t line = b / r->per_line, x0 = b % r->per_line * w->rows;
-            int rows = r->len - x0 < w->rows ? (int)(r->len - x0) : w->rows;
-            int64_t p0 = line * w->len + x0; /* the first output pixel */
-            /* its input pixel: p0 itself with stride 1, else (n, oy * sh, x0 * sw) */
-            int64_t in0 = w->lines == 1 ? p0 : ((line / w->OH * w->H + line % w->OH * w->sh) * w->W + x0 * w->sw);
+            int64_t p0, a0;
+            int rows = pw_block(r, b, &p0, &a0);
             kn_gemm512_epi e = w->epi;
             e.bias = r->bias ? r->bias + q * KN_GEMM512_COLS : NULL;
             e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
             const float *pf = b - b0 < next_panels ? next + (b - b0) * K * KN_GEMM512_COLS : B;
-            const float *a = r->src + in0 * K;
+            const float *a = r->src + a0;
             float *d = r->dst + p0 * w->O + q * KN_GEMM512_COLS;
             if (!w->tail || q + np < panels) {
                 kn_gemm512_rows(rows, np, a, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, d, w->O, &e);

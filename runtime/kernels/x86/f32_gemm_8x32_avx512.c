@@ -140,22 +140,30 @@ KN_TARGET_AVX512 void kn_gemm512_posts(const kn_gemm512_epi *e, int rows, int np
     } while (0)
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, const int np, const float *a,
                                                                            int64_t lda, const float *b, int64_t next,
-                                                                           int64_t K, const float *pf, float *out,
+                                                                           int64_t K, const float *pf, int64_t npf,
+                                                                           const float *cin, int64_t ldc, float *out,
                                                                            int64_t ldo, const kn_gemm512_epi *e)
 {
-    /* the accumulators start from the bias: one add less per vector */
+    /* the accumulators start from the bias (one add less per vector), or
+     * from the partial sums of the K before this call's */
     __m512 c[KN_GEMM512_ROWS][2], bias0 = _mm512_setzero_ps(), bias1 = bias0;
-    if (e && e->bias) {
+    if (!cin && e && e->bias) {
         bias0 = _mm512_loadu_ps(e->bias);
         if (np == 2) bias1 = _mm512_loadu_ps(e->bias + KN_GEMM512_COLS);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < KN_GEMM512_ROWS; i++) c[i][0] = bias0, c[i][1] = bias1;
+    if (cin) {
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            c[i][0] = _mm512_loadu_ps(cin + i * ldc);
+            if (np == 2) c[i][1] = _mm512_loadu_ps(cin + i * ldc + KN_GEMM512_COLS);
+        }
+    }
     const float *bn = b + next;
-    const bool fetch = pf != b;
     for (int64_t k = 0; k < K; k++) {
         const float *ak = a + k;
-        if (fetch) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
+        if (k < npf) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
         __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS),
                b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
         ROW512(0);
@@ -195,13 +203,14 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
 #undef ROW512
 
 /* gemm512 with rows (1..KN_GEMM512_ROWS) and np made constants. */
-KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
-                                      int64_t K, const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)
+KN_TARGET_AVX512 void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda, const float *b,
+                                          int64_t next, int64_t K, const float *pf, int64_t npf, const float *cin,
+                                          int64_t ldc, float *out, int64_t ldo, const kn_gemm512_epi *e)
 {
 #define CASE(R)                                                                                                    \
     case R:                                                                                                        \
-        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, out, ldo, e);                                           \
-        else gemm512(R, 1, a, lda, b, next, K, pf, out, ldo, e);                                                   \
+        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                            \
+        else gemm512(R, 1, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                                    \
         break
     switch (rows) {
         CASE(1);
@@ -217,7 +226,21 @@ KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t 
 #undef CASE
 }
 
+KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
+                                      int64_t K, const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)
+{
+    kn_gemm512_rows_acc(rows, np, a, lda, b, next, K, pf, pf != b ? K : 0, NULL, 0, out, ldo, e);
+}
+
 #else
+
+void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next, int64_t K,
+                         const float *pf, int64_t npf, const float *cin, int64_t ldc, float *out, int64_t ldo,
+                         const kn_gemm512_epi *e)
+{
+    (void)rows, (void)np, (void)a, (void)lda, (void)b, (void)next, (void)K, (void)pf, (void)npf, (void)cin, (void)ldc,
+        (void)out, (void)ldo, (void)e;
+}
 
 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next, int64_t K,
                      const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)

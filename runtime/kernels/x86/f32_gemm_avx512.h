@@ -103,5 +103,17 @@ __attribute__((visibility("hidden"))) void kn_gemm512_rows(int rows, int np, con
                                                            const float *b, int64_t next, int64_t K, const float *pf,
                                                            float *out, int64_t ldo, const kn_gemm512_epi *e);
 
+/* kn_gemm512_rows over a part of K: the accumulators start from cin (ldc
+ * floats between rows) instead of the bias when cin is not NULL, and only
+ * the first npf lines from pf are prefetched (0: none). A caller
+ * that cuts K in parts (so that a part of the panels stays in L1 across
+ * row blocks) stores the first parts raw (e with only a bias, or NULL)
+ * into a block of its own and gives the last the whole epilogue. */
+__attribute__((visibility("hidden"))) void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda,
+                                                               const float *b, int64_t next, int64_t K,
+                                                               const float *pf, int64_t npf, const float *cin,
+                                                               int64_t ldc,
+                                                               float *out, int64_t ldo, const kn_gemm512_epi *e);
+
 #endif /* x86-64 */
 #endif
