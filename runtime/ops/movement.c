@@ -535,8 +535,12 @@ static int exec_split(const kn_opdesc *d, const kn_tensor *const *in, kn_tensor 
     for (int i = 0; !st && i < d->n_outputs; i++) {
         kn_mv_shape o = a.shp[0];
         o.dims[axis] = sizes[i];
-        if (kn_op_has_output(d, i) && !(st = kn_mv_alloc_written(d, &out[i], in[0]->dtype, &o)))
-            if ((st = kn_k_slice(in[0], starts, steps, &out[i]))) st = kn_mv_fail(d, st);
+        if (kn_op_has_output(d, i) && !(st = kn_mv_alloc_written(d, &out[i], in[0]->dtype, &o))) {
+            /* a Split's piece: the fast path in a compiled artifact (d->sess), else the slice kernel */
+            st = kn_fast_split(d->sess, in[0], axis, starts[axis], &out[i]);
+            if (st == KN_ERR_UNSUPPORTED) st = kn_k_slice(in[0], starts, steps, &out[i]);
+            if (st) st = kn_mv_fail(d, st);
+        }
         starts[axis] += sizes[i];
     }
     free(sizes);

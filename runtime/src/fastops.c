@@ -1,7 +1,7 @@
 /*
  * runtime/src/fastops.c — f32 fast paths of runtime kernels in compiled
- * artifacts: Sigmoid, Softmax, Add/Sub/Mul/Div, Transpose, Concat and
- * Resize, where a node's shape varies at run time and it is not a
+ * artifacts: Sigmoid, Softmax, Add/Sub/Mul/Div, Transpose, Concat, Split
+ * and Resize, where a node's shape varies at run time and it is not a
  * generated loop (a YOLOv8n-style detector's head at a run-time image
  * width: the class scores' Sigmoid, the box distributions' Softmax, two
  * dozen Concats; a text detector's upsamplings). Each runs on the
@@ -200,21 +200,45 @@ int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_
     return kn_rt_parallel_for_threads(threads_for(os, n), sm_chunk, &j, units);
 }
 
-/* ---- Concat ------------------------------------------------------------------ */
+/* ---- Concat and Split ---------------------------------------------------------- */
+
+/* len bytes from src to dst. A channels-last Concat or Split moves a run
+ * of a few channels per pixel (YOLOv8n's C2f blocks: 16 floats, 64 bytes),
+ * where a call to memcpy per run cost more than the copy (its Concats ran
+ * at 10-12 GB/s): short runs in pieces of fixed size, which the compiler
+ * moves in registers. */
+static inline void copy_run(char *dst, const char *src, size_t len)
+{
+    if (len > 256) {
+        memcpy(dst, src, len);
+        return;
+    }
+    for (; len >= 32; len -= 32, dst += 32, src += 32) memcpy(dst, src, 32);
+    for (; len >= 4; len -= 4, dst += 4, src += 4) memcpy(dst, src, 4);
+    for (; len; len--) *dst++ = *src++;
+}
+
+enum { CAT_PIECE = 64 << 10 }; /* output bytes per parallel unit */
+
+/* True if [a, a + na) and [b, b + nb) share a byte. */
+static bool overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    return na && nb && (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
+}
 
 typedef struct cat_job {
     int n;
     const kn_tensor *const *xs;
     const size_t *chunk; /* bytes of input i per outer index */
     size_t row, bytes;   /* bytes of the output per outer index, and in all */
+    int64_t outer, per;  /* outer indices, and per parallel unit (rows mode) */
     char *dst;
 } cat_job;
 
-enum { CAT_PIECE = 64 << 10 }; /* output bytes per parallel unit */
-
-/* Output bytes [lo, hi) pieces: each piece walks the inputs' runs it
- * covers (input i's run of outer index o starts at o row + the chunks of
- * the inputs before it). */
+/* Output bytes [lo, hi) pieces, for rows of at least CAT_PIECE bytes (a
+ * plain NCHW Concat: one row per image): each piece walks the inputs' runs
+ * it covers (input i's run of outer index o starts at o row + the chunks
+ * of the inputs before it). */
 static int cat_chunk(void *args, int64_t lo, int64_t hi)
 {
     const cat_job *j = args;
@@ -226,6 +250,22 @@ static int cat_chunk(void *args, int64_t lo, int64_t hi)
         size_t len = start + j->chunk[i] - r < b - a ? start + j->chunk[i] - r : b - a;
         memcpy(j->dst + a, (const char *)j->xs[i]->data + o * j->chunk[i] + (r - start), len);
         a += len;
+    }
+    return KN_OK;
+}
+
+/* Outer indices [lo per, hi per), for short rows (a channels-last Concat:
+ * one row per pixel): each row's runs one after the other. */
+static int cat_rows_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const cat_job *j = args;
+    int64_t o1 = hi * j->per < j->outer ? hi * j->per : j->outer;
+    for (int64_t o = lo * j->per; o < o1; o++) {
+        char *d = j->dst + (size_t)o * j->row;
+        for (int i = 0; i < j->n; i++) {
+            copy_run(d, (const char *)j->xs[i]->data + (size_t)o * j->chunk[i], j->chunk[i]);
+            d += j->chunk[i];
+        }
     }
     return KN_OK;
 }
@@ -245,14 +285,55 @@ int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axi
     }
     size_t bytes = row * (size_t)outer;
     int64_t total = (int64_t)(bytes / es);
-    if (row == 0 || total != kn_tensor_numel(out) || threads_for(os, total) == 1) return KN_ERR_UNSUPPORTED;
+    if (row == 0 || total != kn_tensor_numel(out)) return KN_ERR_UNSUPPORTED;
     for (int i = 0; i < n; i++) /* the runs must not overlap the output (the plan never does that) */
-        if (chunk[i] && (const char *)xs[i]->data < (char *)out->data + bytes &&
-            (char *)out->data < (const char *)xs[i]->data + chunk[i] * (size_t)outer)
-            return KN_ERR_UNSUPPORTED;
-    cat_job j = {n, xs, chunk, row, bytes, out->data};
+        if (overlap(xs[i]->data, chunk[i] * (size_t)outer, out->data, bytes)) return KN_ERR_UNSUPPORTED;
+    int threads = threads_for(os, total);
+    cat_job j = {n, xs, chunk, row, bytes, outer, 1, out->data};
     os->impl = "kiln concat";
-    return kn_rt_parallel_for_threads(os->threads, cat_chunk, &j, (int64_t)((bytes + CAT_PIECE - 1) / CAT_PIECE));
+    if (row >= CAT_PIECE)
+        return kn_rt_parallel_for_threads(threads, cat_chunk, &j, (int64_t)((bytes + CAT_PIECE - 1) / CAT_PIECE));
+    j.per = (int64_t)(CAT_PIECE / row);
+    return kn_rt_parallel_for_threads(threads, cat_rows_chunk, &j, (outer + j.per - 1) / j.per);
+}
+
+typedef struct split_job {
+    const char *src;
+    char *dst;
+    size_t row, run, at; /* bytes of x per outer index, of the piece, and the piece's offset in the row */
+    int64_t outer, per;  /* outer indices, and per parallel unit */
+} split_job;
+
+static int split_chunk(void *args, int64_t lo, int64_t hi)
+{
+    const split_job *j = args;
+    int64_t o1 = hi * j->per < j->outer ? hi * j->per : j->outer;
+    for (int64_t o = lo * j->per; o < o1; o++)
+        copy_run(j->dst + (size_t)o * j->run, j->src + (size_t)o * j->row + j->at, j->run);
+    return KN_OK;
+}
+
+int kn_fast_split(kn_op_session *os, const kn_tensor *x, int axis, int64_t start, kn_tensor *out)
+{
+    if (!os || axis < 0 || axis >= x->rank || out->rank != x->rank || out->dtype != x->dtype) return KN_ERR_UNSUPPORTED;
+    size_t es = kn_dtype_size(x->dtype);
+    if (es == 0 || x->dtype == KN_STRING) return KN_ERR_UNSUPPORTED;
+    int64_t outer = 1;
+    size_t inner = es;
+    for (int k = 0; k < x->rank; k++) {
+        if (k != axis && out->dims[k] != x->dims[k]) return KN_ERR_UNSUPPORTED;
+        if (k < axis) outer *= x->dims[k];
+        if (k > axis) inner *= (size_t)x->dims[k];
+    }
+    if (start < 0 || out->dims[axis] < 0 || start + out->dims[axis] > x->dims[axis]) return KN_ERR_UNSUPPORTED;
+    split_job j = {x->data, out->data, inner * (size_t)x->dims[axis], inner * (size_t)out->dims[axis],
+                   inner * (size_t)start, outer, 1};
+    size_t bytes = j.run * (size_t)outer;
+    if (bytes == 0 || overlap(x->data, j.row * (size_t)outer, out->data, bytes)) return KN_ERR_UNSUPPORTED;
+    j.per = j.run >= CAT_PIECE ? 1 : (int64_t)(CAT_PIECE / j.run);
+    os->impl = "kiln split";
+    return kn_rt_parallel_for_threads(threads_for(os, (int64_t)(bytes / es)), split_chunk, &j,
+                                      (outer + j.per - 1) / j.per);
 }
 
 /* ---- Resize ------------------------------------------------------------------ */

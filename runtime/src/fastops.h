@@ -29,6 +29,9 @@ int kn_fast_binary(kn_op_session *os, kn_binary_op op, const kn_tensor *a, const
 int kn_fast_transpose(kn_op_session *os, const kn_tensor *x, const int *perm, kn_tensor *y);
 /* out = Concat(xs, axis), out allocated; any dtype of fixed size. */
 int kn_fast_concat(kn_op_session *os, int n, const kn_tensor *const *xs, int axis, kn_tensor *out);
+/* out = the piece of x from `start` along axis (out->dims[axis] long: a
+ * Split's output), out allocated; any dtype of fixed size. */
+int kn_fast_split(kn_op_session *os, const kn_tensor *x, int axis, int64_t start, kn_tensor *out);
 /* out = Resize(x) of 4-D f32 images whose leading axes stay (scales 1):
  * the reference kernel on groups of image planes, one group per unit of
  * the session's threads. */

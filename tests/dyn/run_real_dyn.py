@@ -164,7 +164,7 @@ def main():
         kernels = {st["op"]: set() for st in steps}
         for st in steps:
             kernels[st["op"]].add(st["kernel"] or "")
-        want = {"Concat": "kiln concat"}
+        want = {"Concat": "kiln concat", "Split": "kiln split"}
         if "avx2" in flags and "fma" in flags:
             want.update({"Sigmoid": "kiln sigmoid:avx2", "Softmax": "kiln softmax:avx2"})
         for op, k in want.items():

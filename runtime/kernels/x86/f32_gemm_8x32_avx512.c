@@ -119,6 +119,38 @@ KN_TARGET_AVX512 void kn_gemm512_posts(const kn_gemm512_epi *e, int rows, int np
         }
 }
 
+/* The epilogue of a block in registers c (R x np vectors): the post-ops
+ * (a clamp in registers, others from a copy in L1) and the store. */
+KN_TARGET_AVX512 static inline __attribute__((always_inline)) void store512(const int R, const int np,
+                                                                            __m512 (*c)[2], float *out, int64_t ldo,
+                                                                            const kn_gemm512_epi *e)
+{
+    if (e && e->clamp) {
+        __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            c[i][0] = _mm512_min_ps(_mm512_max_ps(c[i][0], lo), hi);
+            if (np == 2) c[i][1] = _mm512_min_ps(_mm512_max_ps(c[i][1], lo), hi);
+        }
+    } else if (e && e->n_post > 0) {
+        /* other post-ops (a residual, GELU, LeakyReLU) from the block kept
+         * in L1: their switch per post-op and vector costs more than that */
+        float acc[KN_GEMM512_ROWS][2 * KN_GEMM512_COLS];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            _mm512_storeu_ps(acc[i], c[i][0]);
+            if (np == 2) _mm512_storeu_ps(acc[i] + KN_GEMM512_COLS, c[i][1]);
+        }
+        kn_gemm512_posts(e, R, np, acc[0], out, ldo, e->res, e->ldr);
+        return;
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+        _mm512_storeu_ps(out + i * ldo, c[i][0]);
+        if (np == 2) _mm512_storeu_ps(out + i * ldo + KN_GEMM512_COLS, c[i][1]);
+    }
+}
+
 /* out[i][0..16 np] = epi(sum_k a[i lda + k] * b[k][..]) for i < R: a at R
  * consecutive rows of A, b at np (1 or 2) panels of B `next` floats apart.
  * Inlined with R and np constant, so that the R x np accumulators stay in
@@ -140,12 +172,77 @@ KN_TARGET_AVX512 void kn_gemm512_posts(const kn_gemm512_epi *e, int rows, int np
     } while (0)
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, const int np, const float *a,
                                                                            int64_t lda, const float *b, int64_t next,
-                                                                           int64_t K, const float *pf, int64_t npf,
-                                                                           const float *cin, int64_t ldc, float *out,
+                                                                           int64_t K, const float *pf, float *out,
                                                                            int64_t ldo, const kn_gemm512_epi *e)
 {
-    /* the accumulators start from the bias (one add less per vector), or
-     * from the partial sums of the K before this call's */
+    /* the accumulators start from the bias: one add less per vector */
+    __m512 c[KN_GEMM512_ROWS][2], bias0 = _mm512_setzero_ps(), bias1 = bias0;
+    if (e && e->bias) {
+        bias0 = _mm512_loadu_ps(e->bias);
+        if (np == 2) bias1 = _mm512_loadu_ps(e->bias + KN_GEMM512_COLS);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < KN_GEMM512_ROWS; i++) c[i][0] = bias0, c[i][1] = bias1;
+    const float *bn = b + next;
+    const bool fetch = pf != b;
+    for (int64_t k = 0; k < K; k++) {
+        const float *ak = a + k;
+        if (fetch) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
+        __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS),
+               b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
+        ROW512(0);
+        ROW512(1);
+        ROW512(2);
+        ROW512(3);
+        ROW512(4);
+        ROW512(5);
+        ROW512(6);
+        ROW512(7);
+    }
+    store512(R, np, c, out, ldo, e);
+}
+#undef ROW512
+
+/* gemm512 with rows (1..KN_GEMM512_ROWS) and np made constants. */
+KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
+                                      int64_t K, const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)
+{
+#define CASE(R)                                                                                                    \
+    case R:                                                                                                        \
+        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, out, ldo, e);                                           \
+        else gemm512(R, 1, a, lda, b, next, K, pf, out, ldo, e);                                                   \
+        break
+    switch (rows) {
+        CASE(1);
+        CASE(2);
+        CASE(3);
+        CASE(4);
+        CASE(5);
+        CASE(6);
+        CASE(7);
+        CASE(8);
+    default: break;
+    }
+#undef CASE
+}
+
+/* gemm512 over a part of K (kn_gemm512_rows_acc): the accumulators start
+ * from cin when it is not NULL, and only the first npf k prefetch. Its own
+ * function rather than flags of gemm512: with them, the whole-K instances
+ * that Winograd and the recurrent layers call ran 5-8% slower. */
+#define ROW512(i)                                                                                                  \
+    do {                                                                                                           \
+        if (R > i) {                                                                                               \
+            __m512 x_ = _mm512_set1_ps(ak[i * lda]);                                                               \
+            c[i][0] = _mm512_fmadd_ps(x_, b0, c[i][0]);                                                            \
+            if (np == 2) c[i][1] = _mm512_fmadd_ps(x_, b1, c[i][1]);                                               \
+        }                                                                                                          \
+    } while (0)
+KN_TARGET_AVX512 static inline __attribute__((always_inline)) void
+gemm512_part(const int R, const int np, const float *a, int64_t lda, const float *b, int64_t next, int64_t K,
+             const float *pf, int64_t npf, const float *cin, int64_t ldc, float *out, int64_t ldo,
+             const kn_gemm512_epi *e)
+{
     __m512 c[KN_GEMM512_ROWS][2], bias0 = _mm512_setzero_ps(), bias1 = bias0;
     if (!cin && e && e->bias) {
         bias0 = _mm512_loadu_ps(e->bias);
@@ -175,42 +272,18 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
         ROW512(6);
         ROW512(7);
     }
-    if (e && e->clamp) {
-        __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            c[i][0] = _mm512_min_ps(_mm512_max_ps(c[i][0], lo), hi);
-            if (np == 2) c[i][1] = _mm512_min_ps(_mm512_max_ps(c[i][1], lo), hi);
-        }
-    } else if (e && e->n_post > 0) {
-        /* other post-ops (a residual, GELU, LeakyReLU) from the block kept
-         * in L1: their switch per post-op and vector costs more than that */
-        float acc[KN_GEMM512_ROWS][2 * KN_GEMM512_COLS];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            _mm512_storeu_ps(acc[i], c[i][0]);
-            if (np == 2) _mm512_storeu_ps(acc[i] + KN_GEMM512_COLS, c[i][1]);
-        }
-        kn_gemm512_posts(e, R, np, acc[0], out, ldo, e->res, e->ldr);
-        return;
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-        _mm512_storeu_ps(out + i * ldo, c[i][0]);
-        if (np == 2) _mm512_storeu_ps(out + i * ldo + KN_GEMM512_COLS, c[i][1]);
-    }
+    store512(R, np, c, out, ldo, e);
 }
 #undef ROW512
 
-/* gemm512 with rows (1..KN_GEMM512_ROWS) and np made constants. */
 KN_TARGET_AVX512 void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda, const float *b,
                                           int64_t next, int64_t K, const float *pf, int64_t npf, const float *cin,
                                           int64_t ldc, float *out, int64_t ldo, const kn_gemm512_epi *e)
 {
 #define CASE(R)                                                                                                    \
     case R:                                                                                                        \
-        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                            \
-        else gemm512(R, 1, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                                    \
+        if (np == 2) gemm512_part(R, 2, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                      \
+        else gemm512_part(R, 1, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                              \
         break
     switch (rows) {
         CASE(1);
@@ -224,12 +297,6 @@ KN_TARGET_AVX512 void kn_gemm512_rows_acc(int rows, int np, const float *a, int6
     default: break;
     }
 #undef CASE
-}
-
-KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
-                                      int64_t K, const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)
-{
-    kn_gemm512_rows_acc(rows, np, a, lda, b, next, K, pf, pf != b ? K : 0, NULL, 0, out, ldo, e);
 }
 
 #else
