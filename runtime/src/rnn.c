@@ -250,7 +250,10 @@ static void lstm_block(const dir_run *r, const blk *k)
     bool peep = st->src[3] != NULL;
     const kn_rnn_act *a = p->act[r->d];
     if (st->k->lstm16 && a[0] == KN_ACT_SIGMOID && a[1] == KN_ACT_TANH && a[2] == KN_ACT_TANH) {
-        st->k->lstm16(acc, c, peep ? pe : NULL, Hp, p->clip > 0 ? (float)p->clip : 0.0f, p->input_forget, hnew);
+        /* k->pre: step_rows runs several rows' cells back to back */
+        void (*cell)(const float *, float *, const float *, int64_t, float, bool, float *) =
+            k->pre && st->k->lstm16_rows ? st->k->lstm16_rows : st->k->lstm16;
+        cell(acc, c, peep ? pe : NULL, Hp, p->clip > 0 ? (float)p->clip : 0.0f, p->input_forget, hnew);
         put_h(r, k, hnew);
         return;
     }
@@ -316,7 +319,9 @@ static void gru_block(const dir_run *r, const blk *k, int phase)
             st->k->gemv(hp, H, rp, 3 * L, st->lbr ? 3 : 2, acc);
         }
         if (st->lbr && st->k->gru16 && p->act[r->d][0] == KN_ACT_SIGMOID && p->act[r->d][1] == KN_ACT_TANH) {
-            st->k->gru16(acc, xh, hp + u * L, p->clip > 0 ? (float)p->clip : 0.0f, hnew);
+            void (*cell)(const float *, const float *, const float *, float, float *) =
+                k->pre && st->k->gru16_rows ? st->k->gru16_rows : st->k->gru16; /* as lstm_block's */
+            cell(acc, xh, hp + u * L, p->clip > 0 ? (float)p->clip : 0.0f, hnew);
             put_h(r, k, hnew);
             return;
         }

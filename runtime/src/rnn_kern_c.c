@@ -48,4 +48,4 @@ static void act_c(kn_rnn_act a, float alpha, float beta, float *x, int n)
     }
 }
 
-const kn_rnn_kern kn_rnn_kern_portable = {"portable", gemm_c, gemv_c, NULL, act_c, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_portable = {"portable", gemm_c, gemv_c, NULL, act_c, NULL, NULL, NULL, NULL};

@@ -5,8 +5,9 @@
  * block's gates (up to 4 panels of 16 columns), and the gates' activations
  * 8 lanes at a time (an LSTM's and a linear_before_reset GRU's cell with
  * the default activations whole, in registers). kn_rnn_kern_avx512 is the same with the projection by
- * AVX-512's 8x32 kernel (f32_gemm_8x32_avx512.c); the recurrent product
- * streams R from the caches and gains nothing from wider vectors.
+ * AVX-512's 8x32 kernel (f32_gemm_8x32_avx512.c), several batch rows' recurrent products in one pass
+ * and their cells on 16 lanes; the recurrent product of one row streams R from the caches and gains
+ * nothing from wider vectors.
  *
  * exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-5
  * polynomial; about 1 ulp on [-87, 88]), sigmoid 1 / (1 + exp(-x)) with
@@ -330,13 +331,79 @@ AVX512 static void gemv_rows_avx512(int rows, const float *const *h, int64_t K, 
     }
 }
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", gemm_avx2, gemv_avx2, NULL, act_avx2, lstm16_avx2, gru16_avx2};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512",    gemm_avx512, gemv_avx2, gemv_rows_avx512,
-                                        act_avx2,    lstm16_avx2, gru16_avx2};
+/* The cells of a 16-unit block on 16 lanes (kn_rnn_kern.lstm16_rows and
+ * gru16_rows): lstm8 and gru8 above, whole. The same formulas; the
+ * reciprocal's estimate has 14 bits instead of 12 before its Newton step. */
+AVX512 INLINE __m512 sigmoid16(__m512 x)
+{
+    __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), kn_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x)));
+    __m512 r = _mm512_rcp14_ps(d);
+    return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+
+AVX512 INLINE __m512 tanh16(__m512 x)
+{
+    static const float a[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                               5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                               4.89352455891786e-03f};
+    static const float b[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                               4.89352518554385e-03f};
+    __m512 c = _mm512_set1_ps(7.90531110763549805f);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), c)), c);
+    __m512 x2 = _mm512_mul_ps(xc, xc), p = _mm512_set1_ps(a[0]), q = _mm512_set1_ps(b[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 7; i++) p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(a[i]));
+#pragma GCC unroll 8
+    for (int i = 1; i < 4; i++) q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(b[i]));
+    __m512 r = _mm512_div_ps(_mm512_mul_ps(p, xc), q);
+    __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(0.0004f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(tiny, r, x);
+}
+
+AVX512 INLINE __m512 clamp16(__m512 x, __m512 lo, __m512 hi) { return _mm512_min_ps(_mm512_max_ps(x, lo), hi); }
+
+AVX512 static void lstm16_avx512(const float *acc, float *c, const float *pe, int64_t ps, float clip,
+                                 bool input_forget, float *h)
+{
+    __m512 lo = _mm512_set1_ps(-clip), hi = _mm512_set1_ps(clip);
+    bool cl = clip > 0;
+    __m512 gi = _mm512_loadu_ps(acc), go = _mm512_loadu_ps(acc + 16), gf = _mm512_loadu_ps(acc + 32),
+           gc = _mm512_loadu_ps(acc + 48), cp = _mm512_loadu_ps(c);
+    if (pe) {
+        gi = _mm512_fmadd_ps(_mm512_loadu_ps(pe), cp, gi);
+        gf = _mm512_fmadd_ps(_mm512_loadu_ps(pe + 2 * ps), cp, gf);
+    }
+    if (cl) gi = clamp16(gi, lo, hi), gf = clamp16(gf, lo, hi), gc = clamp16(gc, lo, hi);
+    gf = sigmoid16(input_forget ? _mm512_sub_ps(_mm512_setzero_ps(), gi) : gf);
+    gi = sigmoid16(gi);
+    __m512 cn = _mm512_fmadd_ps(gf, cp, _mm512_mul_ps(gi, tanh16(gc)));
+    _mm512_storeu_ps(c, cn);
+    if (pe) go = _mm512_fmadd_ps(_mm512_loadu_ps(pe + ps), cn, go);
+    if (cl) go = clamp16(go, lo, hi);
+    _mm512_storeu_ps(h, _mm512_mul_ps(sigmoid16(go), tanh16(cn)));
+}
+
+AVX512 static void gru16_avx512(const float *acc, const float *xh, const float *hp, float clip, float *h)
+{
+    __m512 lo = _mm512_set1_ps(-clip), hi = _mm512_set1_ps(clip);
+    bool cl = clip > 0;
+    __m512 gz = _mm512_loadu_ps(acc), gr = _mm512_loadu_ps(acc + 16), rh = _mm512_loadu_ps(acc + 32);
+    if (cl) gz = clamp16(gz, lo, hi), gr = clamp16(gr, lo, hi);
+    __m512 zc = sigmoid16(_mm512_sub_ps(_mm512_setzero_ps(), gz)), z = sigmoid16(gz), r = sigmoid16(gr);
+    __m512 c = _mm512_add_ps(_mm512_loadu_ps(xh), _mm512_mul_ps(r, rh));
+    if (cl) c = clamp16(c, lo, hi);
+    c = tanh16(c);
+    _mm512_storeu_ps(h, _mm512_add_ps(_mm512_mul_ps(zc, c), _mm512_mul_ps(z, _mm512_loadu_ps(hp))));
+}
+
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2",   gemm_avx2, gemv_avx2, NULL, act_avx2, lstm16_avx2, gru16_avx2,
+                                      NULL,     NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512",      gemm_avx512,  gemv_avx2,   gemv_rows_avx512, act_avx2,
+                                        lstm16_avx2,   gru16_avx2,   lstm16_avx512, gru16_avx512}; static void *keep_[] __attribute__((unused)) = {(void *)lstm16_avx512, (void *)gru16_avx512};
 
 #else
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL, NULL, NULL};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 #endif
