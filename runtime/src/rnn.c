@@ -439,8 +439,13 @@ static int phases_of(const rnn_state *st) { return st->kind == KN_RNN_GRU && !st
 /* A member that waits this long for another one's part of a step takes
  * over the layer's remaining work: the other one has lost its CPU (steps
  * take microseconds). Without it, a machine whose other core was busy made
- * every step wait for a scheduler time slice: 40 ms runs instead of 0.5. */
-#define RNN_TEAM_MAX_WAIT_NS 100000
+ * every step wait for a scheduler time slice: 40 ms runs instead of 0.5.
+ * 1 ms, under the scheduler's slices: at 100 us a quiet virtual machine's
+ * brief stalls of a vCPU passed for contention, and the audio model on the
+ * AMX Xeon's 2 vCPUs ran most layers alone (batch 8, 2 threads: 3.02 ms
+ * median, 2.54 at 1 ms; with one busy process beside it 3.63 and 3.46;
+ * batch 1: 0.62 and 0.52 quiet, 0.735 and 0.72 beside it). */
+#define RNN_TEAM_MAX_WAIT_NS 1000000
 
 /* Notes a thread of a parallel loop that started long after the call: the
  * machine has more work than CPUs, and the loop's end waits for its
