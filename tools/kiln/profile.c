@@ -219,6 +219,21 @@ static int64_t timed_flops(const kn_prof *p, int i)
 /* Step i's GFLOP/s (timed_flops over its time). */
 static double step_rate(const kn_prof *p, int i) { return gflops_per_s(timed_flops(p, i), p->step_ms[i]); }
 
+/* True if the artifact has dynamic dims: its steps' FLOPs and bytes were
+ * counted at the compiled maximum sizes (kn_abi_step), so a rate over a
+ * run at another size would be wrong (a CRNN bounded to width 640 and run
+ * at 200 showed 1,000 GFLOP/s on a 215 GFLOP/s core). Rates are then not
+ * printed. */
+static bool counts_at_max(const kn_prof *p) { return p->m->n_syms > 0; }
+
+/* "%9.2f" of a rate, or "-" where counts_at_max. */
+static const char *rate_text(const kn_prof *p, double g, char *buf, size_t n)
+{
+    if (counts_at_max(p)) snprintf(buf, n, "%9s", "-");
+    else snprintf(buf, n, "%9.2f", g);
+    return buf;
+}
+
 /* Op types in order of first appearance, with their totals. */
 typedef struct op_sum {
     const char *op;
@@ -264,15 +279,18 @@ static void print_steps(const kn_prof *p, const int *order)
         int l = (int)strlen(m->steps[i].name);
         if (l > w) w = l < 40 ? l : 40;
     }
+    if (counts_at_max(p))
+        printf("dynamic dims: MFLOP, read and written are counted at the compiled maximum sizes, not this run's; "
+               "no GFLOP/s\n\n");
     printf("%5s  %-*s  %-18s %9s %7s %10s %9s %11s %11s %11s  %s\n", "#", w, "step", "op", "time ms", "share",
            "MFLOP", "GFLOP/s", "read", "written", "live", "kernel");
     for (int k = 0; k < m->n_steps; k++) {
         int i = order[k];
         const kn_abi_step *t = &m->steps[i];
-        char r[32], wr[32], lv[32];
-        printf("%5d  %-*s  %-18s %9.4f %6.2f%% %10.3f %9.2f %11s %11s %11s  %s\n", i, w, t->name, t->op_type,
+        char r[32], wr[32], lv[32], g[32];
+        printf("%5d  %-*s  %-18s %9.4f %6.2f%% %10.3f %s %11s %11s %11s  %s\n", i, w, t->name, t->op_type,
                p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (double)t->flops / 1e6,
-               step_rate(p, i), human_bytes(t->bytes_read, r, sizeof r),
+               rate_text(p, step_rate(p, i), g, sizeof g), human_bytes(t->bytes_read, r, sizeof r),
                human_bytes(t->bytes_written, wr, sizeof wr), human_bytes(p->live[i], lv, sizeof lv),
                p->impl && p->impl[i] ? p->impl[i] : "-");
     }
@@ -283,9 +301,11 @@ static void print_ops(const kn_prof *p, op_sum *ops, int n_ops)
     printf("\n%-18s %5s %9s %7s %10s %9s %8s\n", "op", "steps", "time ms", "share", "MFLOP", "GFLOP/s", "% peak");
     for (int k = 0; k < n_ops; k++) {
         double g = gflops_per_s(ops[k].flops, ops[k].ms);
-        printf("%-18s %5d %9.4f %6.2f%% %10.3f %9.2f", ops[k].op, ops[k].count, ops[k].ms,
-               p->total_ms > 0 ? 100 * ops[k].ms / p->total_ms : 0, (double)ops[k].flops / 1e6, g);
-        if (p->have_peak && ops[k].flops > 0) printf(" %7.1f%%\n", 100 * g / p->peak.gflops);
+        char gt[32];
+        printf("%-18s %5d %9.4f %6.2f%% %10.3f %s", ops[k].op, ops[k].count, ops[k].ms,
+               p->total_ms > 0 ? 100 * ops[k].ms / p->total_ms : 0, (double)ops[k].flops / 1e6,
+               rate_text(p, g, gt, sizeof gt));
+        if (p->have_peak && ops[k].flops > 0 && !counts_at_max(p)) printf(" %7.1f%%\n", 100 * g / p->peak.gflops);
         else printf(" %8s\n", "-");
     }
 }
@@ -294,15 +314,19 @@ static void print_summary(const kn_prof *p, int64_t total_flops)
 {
     const kn_meta *m = p->m;
     char a[32], b[32], c[32];
-    printf("\ntotal: %.4f ms (sum of step medians) over %d steps, %.4f GFLOP, %.2f GFLOP/s\n", p->total_ms,
-           m->n_steps, (double)total_flops / 1e9, gflops_per_s(total_flops, p->total_ms));
+    if (counts_at_max(p))
+        printf("\ntotal: %.4f ms (sum of step medians) over %d steps, %.4f GFLOP at the compiled maximum sizes\n",
+               p->total_ms, m->n_steps, (double)total_flops / 1e9);
+    else
+        printf("\ntotal: %.4f ms (sum of step medians) over %d steps, %.4f GFLOP, %.2f GFLOP/s\n", p->total_ms,
+               m->n_steps, (double)total_flops / 1e9, gflops_per_s(total_flops, p->total_ms));
     printf("run: %.4f ms median of kn_session_run (not instrumented) in the same runs\n", p->run_ms);
     printf("arena: %s peak (%lld bytes) for %s of intermediates without reuse (%.1f%%); weights %s\n",
            human_bytes(m->arena_bytes, a, sizeof a), (long long)m->arena_bytes,
            human_bytes(m->intermediate_bytes, b, sizeof b),
            m->intermediate_bytes ? 100.0 * (double)m->arena_bytes / (double)m->intermediate_bytes : 100.0,
            human_bytes(m->weights_bytes, c, sizeof c));
-    if (!p->have_peak) return;
+    if (!p->have_peak || counts_at_max(p)) return;
     printf("FP32 FMA peak: %.1f GFLOP/s measured with %d thread%s (%s)\n", p->peak.gflops, p->peak.threads,
            p->peak.threads > 1 ? "s" : "", p->peak.isa);
     /* a step faster than the peak means the peak loop was starved (a busy
@@ -331,15 +355,23 @@ static void json_escaped(const char *s)
     putchar('"');
 }
 
+/* A rate as JSON: null where counts_at_max. */
+static void json_rate(const kn_prof *p, double v)
+{
+    if (counts_at_max(p)) printf("null");
+    else printf("%.6g", v);
+}
+
 static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
 {
     const kn_meta *m = p->m;
     printf("{\"model\": ");
     json_escaped(p->path);
     printf(", \"threads\": %d, \"runs\": %d, \"total_ms\": %.6f, \"run_ms\": %.6f, \"arena_bytes\": %lld, "
-           "\"intermediate_bytes\": %lld, \"weights_bytes\": %lld, \"peak_gflops\": %.3f,\n \"steps\": [",
+           "\"intermediate_bytes\": %lld, \"weights_bytes\": %lld, \"peak_gflops\": %.3f, \"counts_at_max\": %s,\n "
+           "\"steps\": [",
            p->threads, p->runs, p->total_ms, p->run_ms, (long long)m->arena_bytes, (long long)m->intermediate_bytes,
-           (long long)m->weights_bytes, p->have_peak ? p->peak.gflops : 0.0);
+           (long long)m->weights_bytes, p->have_peak ? p->peak.gflops : 0.0, counts_at_max(p) ? "true" : "false");
     for (int i = 0; i < m->n_steps; i++) {
         const kn_abi_step *t = &m->steps[i];
         printf("%s\n  {\"index\": %d, \"name\": ", i ? "," : "", i);
@@ -349,19 +381,23 @@ static void print_json(const kn_prof *p, const op_sum *ops, int n_ops)
         printf(", \"kernel\": ");
         if (p->impl && p->impl[i]) json_escaped(p->impl[i]);
         else printf("null");
-        printf(", \"ms\": %.6f, \"share\": %.6f, \"flops\": %lld, \"gflops_per_s\": %.4f, \"bytes_read\": %lld, "
-               "\"bytes_written\": %lld, \"bytes_live\": %lld}",
-               p->step_ms[i], p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (long long)t->flops,
-               step_rate(p, i), (long long)t->bytes_read, (long long)t->bytes_written,
-               (long long)p->live[i]);
+        printf(", \"ms\": %.6f, \"share\": %.6f, \"flops\": %lld, \"gflops_per_s\": ", p->step_ms[i],
+               p->total_ms > 0 ? 100 * p->step_ms[i] / p->total_ms : 0, (long long)t->flops);
+        json_rate(p, step_rate(p, i));
+        printf(", \"bytes_read\": %lld, \"bytes_written\": %lld, \"bytes_live\": %lld}", (long long)t->bytes_read,
+               (long long)t->bytes_written, (long long)p->live[i]);
     }
     printf("],\n \"ops\": [");
     for (int k = 0; k < n_ops; k++) {
         double g = gflops_per_s(ops[k].flops, ops[k].ms);
         printf("%s\n  {\"op\": ", k ? "," : "");
         json_escaped(ops[k].op);
-        printf(", \"steps\": %d, \"ms\": %.6f, \"flops\": %lld, \"gflops_per_s\": %.4f, \"peak_fraction\": %.6f}",
-               ops[k].count, ops[k].ms, (long long)ops[k].flops, g, p->have_peak ? g / p->peak.gflops : 0.0);
+        printf(", \"steps\": %d, \"ms\": %.6f, \"flops\": %lld, \"gflops_per_s\": ", ops[k].count, ops[k].ms,
+               (long long)ops[k].flops);
+        json_rate(p, g);
+        printf(", \"peak_fraction\": ");
+        json_rate(p, p->have_peak ? g / p->peak.gflops : 0.0);
+        printf("}");
     }
     printf("]}\n");
 }

@@ -48,6 +48,7 @@ typedef struct dc_prim {
     bool has_sum;
     int wei;     /* index into dc_node.wei, -1: a pooling or Winograd */
     kn_wino *wv; /* Winograd at this shape (a view of dc_node.wino), else NULL */
+    char impl[48]; /* what kiln profile names: oneDNN's implementation, or Winograd's tile */
 } dc_prim;
 
 typedef struct dc_wei {
@@ -374,6 +375,9 @@ static int build(kn_dnnl_session *s, dc_node *n, const kn_rt_opnode *rt, const i
         dnnl_primitive_desc_destroy(pd);
         return st;
     }
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(p->impl, sizeof p->impl, "%s", impl);
     return kn_dnnl_run_make(s, pd, &p->main, conv ? "conv primitive" : "pooling primitive");
 }
 
@@ -488,10 +492,11 @@ int kn_rt_dynconv_exec(kn_exec *ex, int32_t index, const void *const *in_ptrs, v
         p->nthr = threads;
     }
     p->used = ++n->clock;
-    if (s->opsess) /* what kiln profile names (the plain "-" for oneDNN's) */
-        s->opsess[index].impl = !p->wv                             ? NULL
-                                : kn_wino_tile_of(p->wv) == 4 ? "winograd F(4x4,3x3)"
-                                                              : "winograd F(2x2,3x3)";
+    if (s->opsess) /* what kiln profile names */
+        s->opsess[index].impl = p->wv                         ? kn_wino_tile_of(p->wv) == 4 ? "winograd F(4x4,3x3)"
+                                                                                            : "winograd F(2x2,3x3)"
+                                : p->impl[0] ? p->impl
+                                             : NULL;
     size_t ybytes = kn_rt_tensor_nbytes(ex, &on->outputs[0]);
     st = run(s->dnnl, p, in_ptrs[0], bias, res, out_ptrs[0], ybytes, threads);
     if (st) kn_error_prefix("node '%s' (%s): ", on->name, on->op_type);
