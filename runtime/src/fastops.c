@@ -204,9 +204,8 @@ int kn_fast_softmax(kn_op_session *os, const kn_tensor *x, int64_t outer, int64_
 
 /* len bytes from src to dst. A channels-last Concat or Split moves a run
  * of a few channels per pixel (YOLOv8n's C2f blocks: 16 floats, 64 bytes),
- * where a call to memcpy per run cost more than the copy (its Concats ran
- * at 10-12 GB/s): short runs in pieces of fixed size, which the compiler
- * moves in registers. */
+ * where a memcpy call per run costs about as much as the copy: short runs
+ * in pieces of fixed size, which the compiler moves in registers. */
 static inline void copy_run(char *dst, const char *src, size_t len)
 {
     if (len > 256) {

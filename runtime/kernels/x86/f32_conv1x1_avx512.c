@@ -245,8 +245,9 @@ static inline int pw_block(const pw_run *r, int64_t b, int64_t *p0, int64_t *a0)
 
 /* Item `it` (blocks [b0, b1) times the panel pair from panel q) with K in
  * w->kparts parts: each part over every block, partial sums aside in acc,
- * the epilogue with the last. Each part's first two blocks prefetch the
- * next part's panels (the next item's first part after the last). */
+ * the epilogue with the last. While a part runs, each block prefetches a
+ * share of the next part's panels (after the last part, of the next
+ * item's first). */
 KN_TARGET_AVX512 static void pw_item_parts(const pw_run *r, int64_t it, int64_t hi, int64_t b0, int64_t b1, int64_t q,
                                            float *acc)
 {
@@ -271,12 +272,12 @@ KN_TARGET_AVX512 static void pw_item_parts(const pw_run *r, int64_t it, int64_t 
         int64_t nb = b1 - b0, per_panel = next_panels ? (nb + next_panels - 1) / next_panels : 1;
         int64_t share = (kc + per_panel - 1) / per_panel;
         for (int64_t b = b0; b < b1; b++) {
-            int64_t p0, a0, j = b - b0, from = j % per_panel * share;
+            int64_t p0, a0, panel = (b - b0) / per_panel, from = (b - b0) % per_panel * share;
             int rows = pw_block(r, b, &p0, &a0);
             const float *a = r->src + a0 + k0, *Bk = B + k0 * KN_GEMM512_COLS;
-            const float *pf = next + j / per_panel * step + from * KN_GEMM512_COLS;
-            int64_t npf = j / per_panel < next_panels && from < kc ? (kc - from < share ? kc - from : share) : 0;
+            int64_t npf = panel < next_panels && from < kc ? (kc - from < share ? kc - from : share) : 0;
             npf = npf < kn ? npf : kn;
+            const float *pf = npf ? next + panel * step + from * KN_GEMM512_COLS : Bk;
             float *ab = acc + (b - b0) * w->rows * 2 * KN_GEMM512_COLS;
             const float *cin = part ? ab : NULL;
             int64_t lda = w->sw * K, lacc = 2 * KN_GEMM512_COLS;
