@@ -80,8 +80,8 @@ typedef struct kn_rnn_kern {
      * (step_rows), where they are bound by throughput and AVX-512's 16
      * lanes do them in half the instructions; at batch 1 a cell is a chain
      * of dependent operations, which two 8-lane halves run faster (the
-     * audio model on the AMX Xeon, 1 thread: batch 8 3.98 -> 3.35 ms,
-     * batch 1 0.71 -> 0.77 had it served there too). NULL: lstm16, gru16. */
+     * audio model on the AMX Xeon, 1 thread: batch 8 4.0 -> 3.5 ms, batch
+     * 1 0.71 -> 0.77 had it served there too). NULL: lstm16, gru16. */
     void (*lstm16_rows)(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
                         bool input_forget, float *h);
     void (*gru16_rows)(const float *acc, const float *xh, const float *hp, float clip, float *h);
@@ -92,8 +92,9 @@ extern const kn_rnn_kern kn_rnn_kern_portable;
 /* AVX2+FMA (kernels/x86/f32_rnn_avx2.c): only where kn_cpu_features() has both. */
 extern const kn_rnn_kern kn_rnn_kern_avx2;
 /* The AVX2 kernels with the projection by AVX-512's 8x32 product kernel
- * (f32_gemm_8x32_avx512.c), gemv_rows and the rows' cells on 16 lanes:
- * only where the CPU has AVX-512F too. */
+ * (f32_gemm_8x32_avx512.c), the recurrent products of 3 or 4 gates
+ * (gemv, gemv_rows) and the rows' cells on 16 lanes: only where the CPU
+ * has AVX-512F too. */
 extern const kn_rnn_kern kn_rnn_kern_avx512;
 
 #endif

@@ -48,7 +48,7 @@ typedef struct dc_prim {
     bool has_sum;
     int wei;     /* index into dc_node.wei, -1: a pooling or Winograd */
     kn_wino *wv; /* Winograd at this shape (a view of dc_node.wino), else NULL */
-    char impl[48]; /* what kiln profile names: oneDNN's implementation, or Winograd's tile */
+    char impl[48]; /* oneDNN's implementation, for kiln profile ("": Winograd's, named by its tile) */
 } dc_prim;
 
 typedef struct dc_wei {
