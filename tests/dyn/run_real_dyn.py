@@ -156,6 +156,10 @@ def main():
         wino = [st["name"] for st in (json.loads(prof)["steps"] if rc == 0 else [])
                 if (st["kernel"] or "").startswith("winograd")]
         check(rc == 0 and len(wino) >= 4, f"{MODEL}: convolutions on Winograd at width 100: {wino or se.strip()[-300:]}")
+        # FLOPs are counted at the compiled maximum: no rate at a run-time size (docs/profiling.md)
+        rep = json.loads(prof) if rc == 0 else {}
+        check(rep.get("counts_at_max") is True and all(st["gflops_per_s"] is None for st in rep.get("steps", [1])),
+              f"{MODEL}: profile at width 100 gives rates from counts at the maximum: {str(rep)[:300]}")
     if MODEL == "yolov8n":
         # the head at a run-time width: runtime kernels, on their f32 fast paths (runtime/src/fastops.c)
         rc, prof, se = kiln("profile", art, "--runs", "1", "--no-peak", "--json", "--threads", "2",
