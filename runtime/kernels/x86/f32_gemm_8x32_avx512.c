@@ -201,43 +201,36 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
     }
     store512(R, np, c, out, ldo, e);
 }
-#undef ROW512
 
-/* gemm512 with rows (1..KN_GEMM512_ROWS) and np made constants. */
+/* CALL(R, NP) with the row count (1..KN_GEMM512_ROWS) and the panel count
+ * (1 or 2) made constants, so that each instance keeps its accumulators in
+ * registers. */
+#define ROWS_DISPATCH(rows, np, CALL)                                                                             \
+    switch (rows) {                                                                                                \
+    case 1: np == 2 ? CALL(1, 2) : CALL(1, 1); break;                                                             \
+    case 2: np == 2 ? CALL(2, 2) : CALL(2, 1); break;                                                             \
+    case 3: np == 2 ? CALL(3, 2) : CALL(3, 1); break;                                                             \
+    case 4: np == 2 ? CALL(4, 2) : CALL(4, 1); break;                                                             \
+    case 5: np == 2 ? CALL(5, 2) : CALL(5, 1); break;                                                             \
+    case 6: np == 2 ? CALL(6, 2) : CALL(6, 1); break;                                                             \
+    case 7: np == 2 ? CALL(7, 2) : CALL(7, 1); break;                                                             \
+    case 8: np == 2 ? CALL(8, 2) : CALL(8, 1); break;                                                             \
+    default: break;                                                                                                \
+    }
+
 KN_TARGET_AVX512 void kn_gemm512_rows(int rows, int np, const float *a, int64_t lda, const float *b, int64_t next,
                                       int64_t K, const float *pf, float *out, int64_t ldo, const kn_gemm512_epi *e)
 {
-#define CASE(R)                                                                                                    \
-    case R:                                                                                                        \
-        if (np == 2) gemm512(R, 2, a, lda, b, next, K, pf, out, ldo, e);                                           \
-        else gemm512(R, 1, a, lda, b, next, K, pf, out, ldo, e);                                                   \
-        break
-    switch (rows) {
-        CASE(1);
-        CASE(2);
-        CASE(3);
-        CASE(4);
-        CASE(5);
-        CASE(6);
-        CASE(7);
-        CASE(8);
-    default: break;
-    }
-#undef CASE
+#define CALL(R, NP) gemm512(R, NP, a, lda, b, next, K, pf, out, ldo, e)
+    ROWS_DISPATCH(rows, np, CALL)
+#undef CALL
 }
 
 /* gemm512 over a part of K (kn_gemm512_rows_acc): the accumulators start
  * from cin when it is not NULL, and only the first npf k prefetch. Its own
  * function rather than flags of gemm512: with them, the whole-K instances
- * that Winograd and the recurrent layers call ran 5-8% slower. */
-#define ROW512(i)                                                                                                  \
-    do {                                                                                                           \
-        if (R > i) {                                                                                               \
-            __m512 x_ = _mm512_set1_ps(ak[i * lda]);                                                               \
-            c[i][0] = _mm512_fmadd_ps(x_, b0, c[i][0]);                                                            \
-            if (np == 2) c[i][1] = _mm512_fmadd_ps(x_, b1, c[i][1]);                                               \
-        }                                                                                                          \
-    } while (0)
+ * that Winograd and the recurrent layers call compiled differently and
+ * measured slower (by about as much as this host's noise, 4-8%). */
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void
 gemm512_part(const int R, const int np, const float *a, int64_t lda, const float *b, int64_t next, int64_t K,
              const float *pf, int64_t npf, const float *cin, int64_t ldc, float *out, int64_t ldo,
@@ -280,24 +273,11 @@ KN_TARGET_AVX512 void kn_gemm512_rows_acc(int rows, int np, const float *a, int6
                                           int64_t next, int64_t K, const float *pf, int64_t npf, const float *cin,
                                           int64_t ldc, float *out, int64_t ldo, const kn_gemm512_epi *e)
 {
-#define CASE(R)                                                                                                    \
-    case R:                                                                                                        \
-        if (np == 2) gemm512_part(R, 2, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                      \
-        else gemm512_part(R, 1, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e);                              \
-        break
-    switch (rows) {
-        CASE(1);
-        CASE(2);
-        CASE(3);
-        CASE(4);
-        CASE(5);
-        CASE(6);
-        CASE(7);
-        CASE(8);
-    default: break;
-    }
-#undef CASE
+#define CALL(R, NP) gemm512_part(R, NP, a, lda, b, next, K, pf, npf, cin, ldc, out, ldo, e)
+    ROWS_DISPATCH(rows, np, CALL)
+#undef CALL
 }
+#undef ROWS_DISPATCH
 
 #else
 

@@ -49,13 +49,15 @@ AVX2 INLINE __m256 sigmoid8(__m256 x)
 /* tanh as Eigen's rational approximation (odd degree 13 over even degree
  * 6, on x clamped to +-7.9053, where tanh is 1 to float precision): a
  * third of exp's cost plus a division; |x| < 4e-4 returns x itself. */
+static const float k_tanh_a[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                                  5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                                  4.89352455891786e-03f};
+static const float k_tanh_b[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                                  4.89352518554385e-03f};
+
 AVX2 INLINE __m256 tanh8(__m256 x)
 {
-    static const float a[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
-                               5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
-                               4.89352455891786e-03f};
-    static const float b[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
-                               4.89352518554385e-03f};
+    const float *a = k_tanh_a, *b = k_tanh_b;
     __m256 c = _mm256_set1_ps(7.90531110763549805f);
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), c)), c);
     __m256 x2 = _mm256_mul_ps(xc, xc), p = _mm256_set1_ps(a[0]), q = _mm256_set1_ps(b[0]);
@@ -342,11 +344,7 @@ AVX512 INLINE __m512 sigmoid16(__m512 x)
 
 AVX512 INLINE __m512 tanh16(__m512 x)
 {
-    static const float a[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
-                               5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
-                               4.89352455891786e-03f};
-    static const float b[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
-                               4.89352518554385e-03f};
+    const float *a = k_tanh_a, *b = k_tanh_b; /* tanh8's */
     __m512 c = _mm512_set1_ps(7.90531110763549805f);
     __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), c)), c);
     __m512 x2 = _mm512_mul_ps(xc, xc), p = _mm512_set1_ps(a[0]), q = _mm512_set1_ps(b[0]);
