@@ -243,6 +243,27 @@ static inline int pw_block(const pw_run *r, int64_t b, int64_t *p0, int64_t *a0)
     return r->len - x0 < w->rows ? (int)(r->len - x0) : w->rows;
 }
 
+/* A block of the pair that ends with the short panel (N not a multiple of
+ * 16; no residual then): the pair's first panel, if it has two, straight
+ * into dst, the short one into a block aside, then its real columns into
+ * dst, so that dst is never written past N. a, B, kn, pf, npf and cin as
+ * kn_gemm512_rows_acc's (cin NULL: from the bias, whole K); pad: the
+ * pair's part of the padded bias, or NULL where the bias is in cin. */
+KN_TARGET_AVX512 static void pw_short_pair(const kn_pw *w, int rows, int np, const float *a, int64_t lda,
+                                           const float *B, int64_t kn, const float *pf, int64_t npf,
+                                           const float *cin, int64_t ldc, float *d, kn_gemm512_epi e,
+                                           const float *pad)
+{
+    int64_t step = w->C * KN_GEMM512_COLS, at = (np - 1) * KN_GEMM512_COLS;
+    if (np == 2) kn_gemm512_rows_acc(rows, 1, a, lda, B, step, kn, pf, npf, cin, ldc, d, w->O, &e);
+    float aside[KN_GEMM512_ROWS * KN_GEMM512_COLS];
+    e.bias = pad ? pad + at : NULL;
+    kn_gemm512_rows_acc(rows, 1, a, lda, B + at * w->C, step, kn, pf, 0, cin ? cin + at : NULL, ldc, aside,
+                        KN_GEMM512_COLS, &e);
+    for (int i = 0; i < rows; i++)
+        memcpy(d + i * w->O + at, aside + i * KN_GEMM512_COLS, (size_t)w->tail * sizeof(float));
+}
+
 /* Item `it` (blocks [b0, b1) times the panel pair from panel q) with K in
  * w->kparts parts: each part over every block, partial sums aside in acc,
  * the epilogue with the last. While a part runs, each block prefetches a
@@ -290,18 +311,8 @@ KN_TARGET_AVX512 static void pw_item_parts(const pw_run *r, int64_t it, int64_t 
             e.bias = NULL; /* in the partial sums since the first part */
             e.res = r->res ? r->res + p0 * w->O + q * KN_GEMM512_COLS : NULL, e.ldr = w->O;
             float *d = r->dst + p0 * w->O + q * KN_GEMM512_COLS;
-            if (!short_pair) {
-                kn_gemm512_rows_acc(rows, np, a, lda, Bk, step, kn, pf, npf, cin, lacc, d, w->O, &e);
-                continue;
-            }
-            /* as pw_chunk: the short panel into a block aside, then its real columns into dst */
-            if (np == 2) kn_gemm512_rows_acc(rows, 1, a, lda, Bk, step, kn, pf, npf, cin, lacc, d, w->O, &e);
-            float aside[KN_GEMM512_ROWS * KN_GEMM512_COLS];
-            int64_t at = (np - 1) * KN_GEMM512_COLS;
-            kn_gemm512_rows_acc(rows, 1, a, lda, Bk + at * K, step, kn, pf, 0, cin + at, lacc, aside,
-                                KN_GEMM512_COLS, &e);
-            for (int i = 0; i < rows; i++)
-                memcpy(d + i * w->O + at, aside + i * KN_GEMM512_COLS, (size_t)w->tail * sizeof(float));
+            if (short_pair) pw_short_pair(w, rows, np, a, lda, Bk, kn, pf, npf, cin, lacc, d, e, NULL);
+            else kn_gemm512_rows_acc(rows, np, a, lda, Bk, step, kn, pf, npf, cin, lacc, d, w->O, &e);
         }
     }
 }
@@ -339,20 +350,11 @@ KN_TARGET_AVX512 static int pw_chunk(void *args, int64_t lo, int64_t hi)
             const float *pf = b - b0 < next_panels ? next + (b - b0) * K * KN_GEMM512_COLS : B;
             const float *a = r->src + a0;
             float *d = r->dst + p0 * w->O + q * KN_GEMM512_COLS;
-            if (!w->tail || q + np < panels) {
+            if (!w->tail || q + np < panels)
                 kn_gemm512_rows(rows, np, a, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, d, w->O, &e);
-                continue;
-            }
-            /* the pair ends with the short panel: its 16 columns into a block
-             * aside, then its real ones into dst (no residual here) */
-            if (np == 2) kn_gemm512_rows(rows, 1, a, w->sw * K, B, K * KN_GEMM512_COLS, K, pf, d, w->O, &e);
-            float aside[KN_GEMM512_ROWS * KN_GEMM512_COLS];
-            int64_t last = (np - 1) * KN_GEMM512_COLS;
-            e.bias = r->bias ? w->bias_pad + q * KN_GEMM512_COLS + last : NULL;
-            kn_gemm512_rows(rows, 1, a, w->sw * K, B + last * K, K * KN_GEMM512_COLS, K, pf, aside, KN_GEMM512_COLS,
-                            &e);
-            for (int i = 0; i < rows; i++)
-                memcpy(d + i * w->O + last, aside + i * KN_GEMM512_COLS, (size_t)w->tail * sizeof(float));
+            else
+                pw_short_pair(w, rows, np, a, w->sw * K, B, K, pf, pf != B ? K : 0, NULL, 0, d, e,
+                              r->bias ? w->bias_pad + q * KN_GEMM512_COLS : NULL);
         }
     }
     return KN_OK;

@@ -112,8 +112,8 @@ __attribute__((visibility("hidden"))) void kn_gemm512_rows(int rows, int np, con
 __attribute__((visibility("hidden"))) void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda,
                                                                const float *b, int64_t next, int64_t K,
                                                                const float *pf, int64_t npf, const float *cin,
-                                                               int64_t ldc,
-                                                               float *out, int64_t ldo, const kn_gemm512_epi *e);
+                                                               int64_t ldc, float *out, int64_t ldo,
+                                                               const kn_gemm512_epi *e);
 
 #endif /* x86-64 */
 #endif

@@ -404,10 +404,10 @@ AVX512 static void gemv_avx512(const float *h, int64_t K, const float *P, int64_
     else gemv_avx2(h, K, P, ldp, np, acc);
 }
 
-const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2",   gemm_avx2, gemv_avx2, NULL, act_avx2, lstm16_avx2, gru16_avx2,
-                                      NULL,     NULL};
-const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512",      gemm_avx512,  gemv_avx512,   gemv_rows_avx512, act_avx2,
-                                        lstm16_avx2,   gru16_avx2,   lstm16_avx512, gru16_avx512}; static void *keep_[] __attribute__((unused)) = {(void *)lstm16_avx512, (void *)gru16_avx512};
+const kn_rnn_kern kn_rnn_kern_avx2 = {"avx2",   gemm_avx2,   gemv_avx2, NULL, act_avx2,
+                                      lstm16_avx2, gru16_avx2, NULL,     NULL};
+const kn_rnn_kern kn_rnn_kern_avx512 = {"avx512",    gemm_avx512, gemv_avx512,   gemv_rows_avx512, act_avx2,
+                                        lstm16_avx2, gru16_avx2,  lstm16_avx512, gru16_avx512};
 
 #else
 
