@@ -3,6 +3,7 @@
  * style (attention.h): per task, a block of query rows of one head against
  * blocks of keys, with an online softmax, so that no S x T matrix exists.
  */
+#include "bigmem.h"
 #include "attention.h"
 
 #include <math.h>
@@ -58,7 +59,7 @@ static int prepare(kn_op_session *os, const kn_attn_dims *dm, int threads, int32
     st->D = dm->D, st->Dv = dm->Dv, st->threads = threads, st->compute = compute;
     size_t D = (size_t)dm->D, Dv = (size_t)dm->Dv, QB = KN_ATTN_QBLOCK, KB = KN_ATTN_KBLOCK;
     st->per_thread = round16(QB * D) + round16(D * KB) + round16(KN_ATTN_ROWS * KB) + round16(QB * Dv) + round16(2 * QB);
-    st->scratch = aligned_alloc(64, st->per_thread * (size_t)threads * sizeof(float));
+    st->scratch = kn_big_alloc(st->per_thread * (size_t)threads * sizeof(float));
     if (!st->scratch) {
         state_free(st);
         os->state = NULL;

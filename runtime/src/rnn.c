@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bigmem.h"
 #include "config.h"
 #include "rnn.h"
 #include "rt_internal.h"
@@ -63,8 +64,8 @@ static void state_free(void *v)
 
 static float *alloc_f(size_t n)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float))) return NULL;
+    void *p = kn_big_alloc((n ? n : 1) * sizeof(float));
+    if (!p) return NULL;
     memset(p, 0, (n ? n : 1) * sizeof(float));
     return p;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "config.h"
 #include "kiln/profile.h"
 #include "rt_internal.h"
@@ -146,8 +147,8 @@ int kn_session_create(const kn_artifact *a, kn_session **out)
             return kn_error(KN_ERR_NOMEM, "%s: arena of %lld bytes is too large", label_of(a), (long long)bytes);
         }
         size_t size = ((size_t)bytes + 63) & ~(size_t)63;
-        void *p = NULL;
-        if (posix_memalign(&p, 64, size)) {
+        void *p = kn_big_alloc(size);
+        if (!p) {
             kn_session_free(s);
             return kn_error(KN_ERR_NOMEM, "%s: arena of %zu bytes: out of memory", label_of(a), size);
         }

@@ -30,6 +30,7 @@
 #include "fused_int.h"
 #include "f32_gemm_avx512.h"
 #include "rt_internal.h"
+#include "bigmem.h"
 
 /* Rows per group: enough for the weights of a panel pair (in L1/L2) to
  * serve many rows, few enough that a large image has many groups per
@@ -128,7 +129,7 @@ static int pw_make(kn_pw *w, const kn_abi_dnnl *rec, const unsigned char *weight
     w->panels = (w->O + KN_GEMM512_COLS - 1) / KN_GEMM512_COLS;
     w->tail = (int)(w->O % KN_GEMM512_COLS);
     size_t bytes = (size_t)(w->panels * KN_GEMM512_COLS) * (size_t)w->C * sizeof(float);
-    if (posix_memalign((void **)&w->wei, 64, bytes) ||
+    if (!(w->wei = kn_big_alloc(bytes)) ||
         (w->tail && w->has_bias && !(w->bias_pad = calloc((size_t)(w->panels * KN_GEMM512_COLS), sizeof(float))))) {
         kn_pw_free(w);
         return kn_error(KN_ERR_NOMEM, "%s: out of memory for %zu bytes of weights", what, bytes);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "f32_gemm_avx512.h"
 #include "fused_int.h"
 #include "rt_internal.h"
@@ -102,7 +103,7 @@ int kn_pdc_create(const kn_abi_dnnl *rec, const float *w, const float *bias, boo
     k->cols = k->kh * k->kw * k->O;
     k->panels = (k->cols + KN_GEMM512_COLS - 1) / KN_GEMM512_COLS;
     size_t padded = (size_t)(k->panels * KN_GEMM512_COLS);
-    if (posix_memalign((void **)&k->b, 64, padded * (size_t)k->C * sizeof(float)) ||
+    if (!(k->b = kn_big_alloc(padded * (size_t)k->C * sizeof(float))) ||
         !(k->bias = calloc(padded, sizeof(float)))) {
         kn_pdc_free(k);
         return kn_error(KN_ERR_NOMEM, "out of memory for a transposed convolution's packed weights");

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "fused_int.h"
 #include "f32_gemm_avx512.h"
 #include "rt_internal.h"
@@ -143,7 +144,7 @@ int kn_xdw_create(const kn_abi_dnnl *pw, const kn_abi_dnnl *dw, const unsigned c
     kn_gemm512_clamp(&x->epi2);
     x->has_sum = kn_fused_has_sum(dw->post, dw->n_post);
     size_t w1 = (size_t)(x->E * x->C), wd = (size_t)(x->E * x->KH * x->KW), zero = (size_t)(x->Wp * x->E);
-    if (posix_memalign((void **)&x->w1, 64, w1 * sizeof(float)) ||
+    if (!(x->w1 = kn_big_alloc(w1 * sizeof(float))) ||
         posix_memalign((void **)&x->wd, 64, wd * sizeof(float)) ||
         posix_memalign((void **)&x->zero, 64, zero * sizeof(float))) {
         kn_xdw_free(x);

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "fused_int.h"
 #include "config.h"
 #include "f32_exp_avx2.h"
@@ -268,7 +269,7 @@ int kn_wino_create(const kn_abi_dnnl *rec, const unsigned char *weights, int til
         return st;
     }
     size_t ubytes = (size_t)w->npos * (size_t)w->O * (size_t)w->C * sizeof(float);
-    if (posix_memalign((void **)&w->U, 64, ubytes)) {
+    if (!(w->U = kn_big_alloc(ubytes))) {
         free(w);
         return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of Winograd filters", ubytes);
     }

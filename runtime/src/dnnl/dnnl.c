@@ -56,6 +56,7 @@
 
 #include "dnnl_int.h"
 #include "kiln/profile.h"
+#include "bigmem.h"
 
 /* ---- errors and small helpers --------------------------------------------- */
 
@@ -70,9 +71,7 @@ int kn_dnnl_fail(dnnl_status_t s, const char *what)
 
 void *kn_dnnl_alloc(size_t n)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-    return p;
+    return kn_big_alloc(n);
 }
 
 typedef void (*omp_set_fn)(int);
