@@ -26,7 +26,7 @@ typedef struct attn_state {
 static void state_free(void *p)
 {
     attn_state *st = p;
-    if (st) free(st->scratch);
+    if (st) kn_big_free(st->scratch);
     free(st);
 }
 

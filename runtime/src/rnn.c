@@ -58,7 +58,8 @@ static void state_free(void *v)
 {
     rnn_state *st = v;
     if (!st) return;
-    free(st->wp), free(st->rp), free(st->bx), free(st->bh), free(st->peep), free(st->xw), free(st->scr);
+    kn_big_free(st->wp), kn_big_free(st->rp), kn_big_free(st->bx), kn_big_free(st->bh), kn_big_free(st->peep);
+    kn_big_free(st->xw), kn_big_free(st->scr);
     free(st);
 }
 
@@ -74,7 +75,7 @@ static float *alloc_f(size_t n)
 static int reserve(float **buf, size_t *cap, size_t n)
 {
     if (*cap >= n) return KN_OK;
-    free(*buf);
+    kn_big_free(*buf);
     *cap = 0;
     if (!(*buf = alloc_f(n))) return kn_error(KN_ERR_NOMEM, "recurrent layer: out of memory (%zu floats)", n);
     *cap = n;

@@ -495,6 +495,6 @@ void kn_session_free(kn_session *s)
         if (s->opsess[i].free_state) s->opsess[i].free_state(s->opsess[i].state);
     free(s->opsess);
     free(s->slots);
-    free(s->arena);
+    kn_big_free(s->arena);
     free(s);
 }

@@ -1,10 +1,12 @@
 /*
- * tests/runtime/test_bigmem.c — runtime/src/bigmem.c: a session's large
- * buffers (arena, packed weights, scratch) are 64-byte aligned, and from
- * KN_BIG_MIN bytes on start on a 2 MiB boundary with their whole 2 MiB pages
- * marked for transparent huge pages (the "hg" flag of their mapping in
- * /proc/self/smaps), unless KILN_HUGEPAGES=0; small ones are plain blocks.
- * Every block is writable to its last byte and freed with free().
+ * tests/runtime/test_bigmem.c — runtime/src/bigmem.c: a session's buffers
+ * (arena, packed weights, scratch) are 64-byte aligned and marked for
+ * transparent huge pages (the "hg" flag of their mapping in
+ * /proc/self/smaps), unless KILN_HUGEPAGES=0: from KN_BIG_MIN bytes on each
+ * in a mapping of its own starting on a 2 MiB boundary, smaller ones cut
+ * from shared 2 MiB slabs without overlapping; a slab goes back once its
+ * last block is freed, and the one in use starts over. Every block is
+ * writable to its last byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,41 +63,87 @@ static void fill_and_check(unsigned char *p, size_t n)
     assert_int_equal(p[n - 1], 0xa5);
 }
 
-static void test_small_blocks(void **st)
+/* Blocks cut from slabs: aligned, marked, disjoint, and the slabs given
+ * back when every block is freed. */
+static void test_small_blocks_share_slabs(void **st)
 {
     (void)st;
-    size_t sizes[] = {0, 1, 63, 4096, 100000, KN_BIG_MIN - 1};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        unsigned char *p = kn_big_alloc(sizes[i]);
-        assert_non_null(p);
-        assert_int_equal((uintptr_t)p % 64, 0);
-        fill_and_check(p, sizes[i] ? sizes[i] : 64);
-        free(p);
+    enum { N = 600 };
+    static unsigned char *p[N];
+    static size_t len[N];
+    int before = kn_big_slab_count();
+    for (int i = 0; i < N; i++) {
+        len[i] = i % 7 == 0 ? 0 : (size_t)(i * 977) % 20000 + 1; /* 0 is served as 64 */
+        p[i] = kn_big_alloc(len[i]);
+        assert_non_null(p[i]);
+        assert_int_equal((uintptr_t)p[i] % 64, 0);
+        if (!len[i]) len[i] = 64;
+        memset(p[i], i & 0xff, len[i]);
+        if (thp_available()) assert_int_equal(marked_huge(p[i]), 1);
     }
+    /* about 6 MB: several slabs, and no block overwrote another */
+    assert_true(kn_big_slab_count() >= before + 2);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(p[i][0], i & 0xff);
+        assert_int_equal(p[i][len[i] - 1], i & 0xff);
+    }
+    for (int i = 0; i < N; i++) kn_big_free(p[i]);
+    /* only the slab in use stays */
+    assert_true(kn_big_slab_count() <= 1);
+    /* it starts over: the next block is its first */
+    unsigned char *a = kn_big_alloc(100), *b = kn_big_alloc(100);
+    assert_int_equal((uintptr_t)a % (2u << 20), 0);
+    assert_ptr_equal(b, a + 128);
+    kn_big_free(b);
+    kn_big_free(a);
+    kn_big_free(NULL);
+}
+
+/* A block that does not fit what is left of a slab starts a new one; the
+ * full one goes back when its blocks do, the new one stays. */
+static void test_full_slab_released(void **st)
+{
+    (void)st;
+    unsigned char *a = kn_big_alloc(700000), *b = kn_big_alloc(700000), *c = kn_big_alloc(700000);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    int n = kn_big_slab_count();
+    assert_true(n >= 2);
+    memset(c, 3, 700000);
+    kn_big_free(a);
+    kn_big_free(b);
+    assert_int_equal(kn_big_slab_count(), n - 1);
+    assert_int_equal(c[699999], 3);
+    kn_big_free(c);
 }
 
 static void test_large_blocks_on_huge_pages(void **st)
 {
     (void)st;
-    size_t sizes[] = {KN_BIG_MIN, KN_BIG_MIN + 4096, 5 * KN_BIG_MIN + 12345};
+    size_t sizes[] = {KN_BIG_MIN, KN_HUGE_PAGE, KN_HUGE_PAGE + 4096, 5 * KN_HUGE_PAGE + 12345};
+    int slabs = kn_big_slab_count();
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         unsigned char *p = kn_big_alloc(sizes[i]);
         assert_non_null(p);
-        assert_int_equal((uintptr_t)p % KN_BIG_MIN, 0);
+        assert_int_equal((uintptr_t)p % KN_HUGE_PAGE, 0);
         fill_and_check(p, sizes[i]);
         if (thp_available()) assert_int_equal(marked_huge(p), 1);
-        free(p);
+        kn_big_free(p);
     }
+    assert_int_equal(kn_big_slab_count(), slabs); /* none from a slab */
     if (!thp_available()) print_message("no transparent huge pages here: the hint itself is not checked\n");
 }
 
 /* Run as a child with KILN_HUGEPAGES=0: a large block, not marked. */
 static int child_env_off(void)
 {
-    unsigned char *p = kn_big_alloc(3 * KN_BIG_MIN);
-    int ok = p && (uintptr_t)p % 64 == 0 && marked_huge(p) == 0;
+    unsigned char *p = kn_big_alloc(3 * KN_BIG_MIN), *q = kn_big_alloc(1000);
+    int ok = p && q && (uintptr_t)p % 64 == 0 && (uintptr_t)q % 64 == 0 && marked_huge(p) == 0 &&
+             marked_huge(q) == 0 && kn_big_slab_count() == 0;
     if (p) memset(p, 1, 3 * KN_BIG_MIN);
-    free(p);
+    kn_big_free(p);
+    kn_big_free(q);
     return ok ? 0 : 1;
 }
 
@@ -122,7 +170,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--env-off") == 0) return child_env_off();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_small_blocks),
+        cmocka_unit_test(test_small_blocks_share_slabs),
+        cmocka_unit_test(test_full_slab_released),
         cmocka_unit_test(test_large_blocks_on_huge_pages),
         cmocka_unit_test(test_env_turns_the_hint_off),
     };

@@ -217,7 +217,7 @@ int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn
 void kn_pw_free(kn_pw *w)
 {
     if (!w) return;
-    free(w->wei);
+    kn_big_free(w->wei);
     free(w->bias_pad);
     free(w);
 }

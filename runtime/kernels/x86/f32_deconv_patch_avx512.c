@@ -84,7 +84,7 @@ bool kn_pdc_supported(const kn_abi_dnnl *rec, bool dst_nhwc)
 void kn_pdc_free(kn_pdc *k)
 {
     if (!k) return;
-    free(k->b);
+    kn_big_free(k->b);
     free(k->bias);
     free(k);
 }

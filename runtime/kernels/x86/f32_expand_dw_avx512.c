@@ -190,7 +190,7 @@ int kn_xdw_reserve(kn_xdw *x, int threads)
 void kn_xdw_free(kn_xdw *x)
 {
     if (!x) return;
-    free(x->w1);
+    kn_big_free(x->w1);
     free(x->wd);
     free(x->zero);
     free(x->ring);

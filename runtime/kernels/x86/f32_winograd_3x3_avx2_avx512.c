@@ -299,7 +299,7 @@ int kn_wino_view(const kn_wino *w, int64_t N, int64_t H, int64_t W, kn_wino **ou
 void kn_wino_free(kn_wino *w)
 {
     if (!w) return;
-    if (!w->view) free(w->U);
+    if (!w->view) kn_big_free(w->U);
     free(w);
 }
 

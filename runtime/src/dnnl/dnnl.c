@@ -71,7 +71,9 @@ int kn_dnnl_fail(dnnl_status_t s, const char *what)
 
 void *kn_dnnl_alloc(size_t n)
 {
-    return kn_big_alloc(n);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    return p;
 }
 
 typedef void (*omp_set_fn)(int);
@@ -288,7 +290,7 @@ void kn_dnnl_session_free(kn_dnnl_session *s)
     if (!s) return;
     if (s->stream) dnnl_stream_destroy(s->stream);
     if (s->engine) dnnl_engine_destroy(s->engine);
-    for (int i = 0; i < 3; i++) free(s->act[i]);
+    for (int i = 0; i < 3; i++) kn_big_free(s->act[i]);
     free(s);
 }
 
@@ -298,7 +300,7 @@ void kn_dnnl_run_free(prim_run *r)
 {
     if (r->prim) dnnl_primitive_destroy(r->prim);
     if (r->scratch_mem) dnnl_memory_destroy(r->scratch_mem);
-    free(r->scratch);
+    kn_big_free(r->scratch);
     memset(r, 0, sizeof *r);
 }
 
@@ -313,7 +315,7 @@ int kn_dnnl_run_make(kn_dnnl_session *s, dnnl_primitive_desc_t pd, prim_run *r, 
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t n = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (n > 0) {
-        r->scratch = kn_dnnl_alloc(n);
+        r->scratch = kn_big_alloc(n);
         if (!r->scratch) st = dnnl_out_of_memory;
         else st = dnnl_memory_create(&r->scratch_mem, smd, s->engine, r->scratch);
     }
@@ -426,7 +428,7 @@ void kn_dnnl_prim_clear(kn_dnnl_prim *p)
                             p->m_post_user, p->m_res};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
-    free(p->wei_buf);
+    kn_big_free(p->wei_buf);
     if (p->algo && p->algo->free) p->algo->free(p->state);
     kn_dnnl_dynq_free(p->dynq);
     memset(p, 0, sizeof *p);

@@ -31,6 +31,7 @@
 
 #include <dnnl.h>
 
+#include "bigmem.h"
 #include "dnnl_int.h"
 #include "fused_int.h"
 #include "nn_int.h"
@@ -81,8 +82,8 @@ static void prim_free(dc_prim *p)
                              &p->m_bias};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (*mems[i]) dnnl_memory_destroy(*mems[i]);
-    free(p->src_buf);
-    free(p->dst_buf);
+    kn_big_free(p->src_buf);
+    kn_big_free(p->dst_buf);
     kn_wino_free(p->wv);
     memset(p, 0, sizeof *p);
 }
@@ -95,7 +96,7 @@ void kn_dynconv_free(kn_dynconv *c)
         if (!n) continue;
         for (int k = 0; k < DC_WAYS; k++) prim_free(&n->p[k]); /* the Winograd views before their filter */
         kn_wino_free(n->wino);
-        for (int k = 0; k < n->n_wei; k++) free(n->wei[k].buf);
+        for (int k = 0; k < n->n_wei; k++) kn_big_free(n->wei[k].buf);
         free(n);
     }
     free(c->nodes);
@@ -136,7 +137,7 @@ static int side(kn_dnnl_session *s, const dnnl_memory_desc_t *user, const dnnl_m
     if (st) return st;
     if (dnnl_memory_desc_equal(user, prim)) return mem(s, prim, NULL, m_prim);
     size_t n = dnnl_memory_desc_get_size(prim);
-    if (!(*buf = kn_dnnl_alloc(n ? n : 64))) return kn_error(KN_ERR_NOMEM, "out of memory");
+    if (!(*buf = kn_big_alloc(n))) return kn_error(KN_ERR_NOMEM, "out of memory");
     st = mem(s, prim, *buf, m_prim);
     if (!st) st = to_prim ? kn_dnnl_make_reorder(s, user, prim, ro, "reordering src")
                           : kn_dnnl_make_reorder(s, prim, user, ro, "reordering dst");
@@ -157,11 +158,11 @@ static int weights_for(kn_dnnl_session *s, dc_node *n, const dnnl_memory_desc_t 
         /* no primitive may keep using it */
         for (int j = 0; j < DC_WAYS; j++)
             if (n->p[j].key[0] && n->p[j].wei == k) prim_free(&n->p[j]);
-        free(n->wei[k].buf);
+        kn_big_free(n->wei[k].buf);
         n->wei[k].buf = NULL;
     }
     size_t bytes = dnnl_memory_desc_get_size(md);
-    void *buf = kn_dnnl_alloc(bytes ? bytes : 64);
+    void *buf = kn_big_alloc(bytes);
     if (!buf) return kn_error(KN_ERR_NOMEM, "out of memory");
     prim_run ro = {0};
     dnnl_memory_t mu = NULL, mp = NULL;
@@ -177,7 +178,7 @@ static int weights_for(kn_dnnl_session *s, dc_node *n, const dnnl_memory_desc_t 
     if (mu) dnnl_memory_destroy(mu);
     if (mp) dnnl_memory_destroy(mp);
     if (st) {
-        free(buf);
+        kn_big_free(buf);
         if (k == n->n_wei - 1) n->n_wei--;
         return st;
     }

@@ -12,6 +12,7 @@
 
 #include <dnnl.h>
 
+#include "bigmem.h"
 #include "dnnl_int.h"
 /* Largest column buffer (ResNet-50 at batch 8 needs 14.5 MB). */
 #define IM2COL_MAX_BYTES (INT64_C(256) << 20)
@@ -59,7 +60,7 @@ static void im2col_free(void *state)
 {
     struct im2col *g = state;
     if (!g) return;
-    free(g->wei);
+    kn_big_free(g->wei);
     free(g);
 }
 
@@ -113,7 +114,7 @@ static int im2col_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
                          .KH = KH, .KW = KW, .sh = rec->strides[0], .sw = rec->strides[1],
                          .ph = rec->pads_begin[0], .pw = rec->pads_begin[1], .dh = rec->dilations[0],
                          .dw = rec->dilations[1], .b = b};
-    g->wei = kn_dnnl_alloc((size_t)(O * K) * sizeof(float));
+    g->wei = kn_big_alloc((size_t)(O * K) * sizeof(float));
     if (!g->wei) {
         free(g);
         return kn_error(KN_ERR_NOMEM, "out of memory for %lld bytes of im2col weights", (long long)(O * K * 4));
@@ -162,7 +163,7 @@ static int im2col_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsig
     st = kn_dnnl_finish_prim(s, p, &cd, attr, &x_md, &w_user, hb ? &b_md : NULL, &y_md, NULL, g->wei,
                              "creating the im2col convolution");
     if (!st && p->wei_reorder) { /* reordered into wei_buf: the copy is not needed any more */
-        free(g->wei);
+        kn_big_free(g->wei);
         g->wei = NULL;
     }
     char impl[sizeof p->impl];

@@ -12,6 +12,7 @@
 
 #include <dnnl.h>
 
+#include "bigmem.h"
 #include "dnnl_int.h"
 
 dnnl_primitive_attr_t kn_dnnl_scratch_attr(void)
@@ -42,9 +43,9 @@ int kn_dnnl_make_reorder(kn_dnnl_session *s, const dnnl_memory_desc_t *from, con
 int kn_dnnl_reserve(kn_dnnl_session *s, int i, size_t n)
 {
     if (n <= s->act_cap[i]) return KN_OK;
-    void *p = kn_dnnl_alloc(n);
+    void *p = kn_big_alloc(n);
     if (!p) return kn_error(KN_ERR_NOMEM, "out of memory for a %zu-byte oneDNN activation buffer", n);
-    free(s->act[i]);
+    kn_big_free(s->act[i]);
     s->act[i] = p;
     s->act_cap[i] = n;
     return KN_OK;
@@ -74,7 +75,7 @@ static int setup_weights(kn_dnnl_session *s, kn_dnnl_prim *p, const dnnl_memory_
         }
     }
     size_t n = dnnl_memory_desc_get_size(want);
-    p->wei_buf = kn_dnnl_alloc(n);
+    p->wei_buf = kn_big_alloc(n);
     if (!p->wei_buf) return kn_error(KN_ERR_NOMEM, "out of memory for %zu bytes of reordered weights", n);
     KN_DN(dnnl_memory_create(&p->m_wei, want, s->engine, p->wei_buf), "creating the weights memory");
     KN_DN(dnnl_memory_create(&p->m_wei_user, user, s->engine, (void *)wconst), "creating the user weights memory");
