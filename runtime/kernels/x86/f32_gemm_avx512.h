@@ -42,11 +42,14 @@ typedef struct kn_gemm512_epi {
      * switch per post-op and vector, which costs a product over few input
      * channels a third of its speed */
     bool clamp;
+    /* a residual sum, then such a clamp (ResNet's blocks): in registers too */
+    bool sum_clamp;
     float lo, hi;
 } kn_gemm512_epi;
 
-/* Sets e->clamp, lo and hi from the post-ops: clamping [lo, hi] to [a, b]
- * gives the interval of the two clamps in a row. */
+/* Sets e->clamp (or, after a first SUM, e->sum_clamp), lo and hi from the
+ * post-ops: clamping [lo, hi] to [a, b] gives the interval of the two
+ * clamps in a row. */
 __attribute__((visibility("hidden"))) void kn_gemm512_clamp(kn_gemm512_epi *e);
 
 /* True if the epilogue applies every one of the n post-ops (at most 4);
