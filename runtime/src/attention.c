@@ -3,13 +3,13 @@
  * style (attention.h): per task, a block of query rows of one head against
  * blocks of keys, with an online softmax, so that no S x T matrix exists.
  */
-#include "bigmem.h"
 #include "attention.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "config.h"
 #include "rt_internal.h"
 
