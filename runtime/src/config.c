@@ -11,6 +11,8 @@
  *    threads, layer by layer against oneDNN 2.6's brgconv/brgemm kernels;
  *  - zen4: which of oneDNN's depthwise kernels to take (AVOID_ZEN4, below),
  *    on an AMD Zen 4 EPYC (KVM, 2 vCPUs); its other figures are Zen 5's;
+ *  - avx512: kiln's matmul on one thread (pw_matmul_min_filter_bytes_1t),
+ *    on an Intel Xeon with AMX (KVM, 2 vCPUs); its other figures are Zen 5's;
  *  - avx2: an AMD Zen 2 core (AVX2+FMA), Winograd's 6x16 product kernel
  *    against oneDNN's jit:avx2 direct kernel, and im2col against it on 7x7,
  *    14x14 and 28x28 outputs; an AMD Zen 3 core for thin (k x 1) convs.
@@ -64,11 +66,12 @@ static const char *const AVOID_AMX_JIT_INT8[] = {"jit_1x1:avx512_core_amx_int8",
  * others: kept.) Not measured elsewhere, so only this row avoids it. */
 static const char *const AVOID_ZEN4[] = {"jit_1x1:avx512_core_amx_int8", "jit:avx512_core_amx_int8", "brdgmm_dw",
                                          NULL};
-#define ZEN5_FIGURES                                                                                               \
+#define ZEN5_FIGURES_BUT_1T                                                                                        \
     .wino = {200e9, 230e9, 20e9, 40e9, 60e9}, .wino_min_gain = 0.8, .wino_block_max_u = 768 << 10,                 \
     .wino_block_vm_bytes = 256 << 10, .pw_min_sum_bytes = 8 << 20, .pw_max_pixels = 256,                           \
     .pw_min_filter_bytes = 1 << 20, .pw_matmul_min_filter_bytes = 1 << 20, .im2col_max_pixels = 256,               \
     .thin_im2col_max_pixels = 0, .thin_min_height = 1, .xdw_min_bytes = 4 << 20
+#define ZEN5_FIGURES ZEN5_FIGURES_BUT_1T, .pw_matmul_min_filter_bytes_1t = 1 << 20
 
 static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
     [KN_FAMILY_ZEN5] = {.name = "zen5",
@@ -81,7 +84,16 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
                         ZEN5_FIGURES,
                         .avoid_impls = AVOID_ZEN4},
     [KN_FAMILY_INTEL_SPR] = {.name = "intel-spr", .inherits = "zen5", ZEN5_FIGURES, .avoid_impls = AVOID_AMX_JIT_INT8},
-    [KN_FAMILY_AVX512] = {.name = "avx512", .inherits = "zen5", ZEN5_FIGURES, .avoid_impls = AVOID_AMX_JIT_INT8},
+    /* kiln's matmul on one thread against brg:avx512_core, ViT-Tiny's
+     * matmuls (197 rows; filters of 147-590 KB), 2 rounds alternated:
+     * 13.97 -> 13.05 ms in all (each shape 6-14% faster); on 2 threads
+     * 7.62 -> 7.69 (qkv and fc2 11-21% slower), so the 1 MB stays there */
+    [KN_FAMILY_AVX512] = {.name = "avx512",
+                          .measured_on = "Intel Xeon with AMX (KVM, 2 vCPUs, CPUID model A7h): kiln's matmul on "
+                                         "one thread; the other figures are Zen 5's",
+                          ZEN5_FIGURES_BUT_1T,
+                          .pw_matmul_min_filter_bytes_1t = 128 << 10,
+                          .avoid_impls = AVOID_AMX_JIT_INT8},
     [KN_FAMILY_AVX2] =
         {
             .name = "avx2",
@@ -97,6 +109,7 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
             .pw_max_pixels = 256,
             .pw_min_filter_bytes = 1 << 20,
             .pw_matmul_min_filter_bytes = 1 << 20,
+            .pw_matmul_min_filter_bytes_1t = 1 << 20,
             /* against jit:avx2's direct kernel at batch 1, one thread and
              * two: 7x7 outputs 1.1-1.6x faster, 14x14 1.1-1.3x, 28x28 0.9x */
             .im2col_max_pixels = 256,

@@ -48,6 +48,7 @@ typedef struct kn_tuning {
     int64_t pw_max_pixels;       /* ... or at most this many pixels */
     int64_t pw_min_filter_bytes; /* ... against at least this filter */
     int64_t pw_matmul_min_filter_bytes; /* kiln's matmul: filters at least this large */
+    int64_t pw_matmul_min_filter_bytes_1t; /* ... on one thread */
     int64_t im2col_max_pixels;   /* im2col: output images of at most this many pixels */
     int64_t thin_im2col_max_pixels; /* ... of width 1 (k x 1 convs): at most this many */
     int64_t thin_min_height;     /* a k x 1 conv over width 1 as 1-D: outputs at least this tall */

@@ -107,8 +107,13 @@ int kn_pw_exec_rows(const kn_pw *w, int64_t rows, const float *src, const float 
 /* The same kernel for a matmul by constant weights shared by every batch
  * (see f32_conv1x1_avx512.c), and whether it runs it. */
 bool kn_pw_matmul_supported(const kn_abi_dnnl *rec);
-/* True if it should run such a matmul, by the tuning table (dnnl/matmul.c). */
-bool kn_pw_matmul_worth(const kn_abi_dnnl *rec);
+/* True if it should run such a matmul on `threads` threads, by the tuning
+ * table (dnnl/matmul.c). */
+bool kn_pw_matmul_worth(const kn_abi_dnnl *rec, int threads);
+/* Whether kiln's kernel runs a float matmul on `threads` threads: where it
+ * supports it and it is worth it, every time with KILN_CONV_ALGO=pointwise,
+ * never with another forced algorithm. */
+bool kn_pw_matmul_wanted(const kn_abi_dnnl *rec, int threads);
 int kn_pw_create_matmul(const kn_abi_dnnl *rec, const unsigned char *weights, kn_pw **out);
 void kn_pw_free(kn_pw *w);
 

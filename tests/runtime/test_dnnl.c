@@ -507,6 +507,51 @@ static void test_thread_change(void **st)
     free(blob), free(x), free(y[0]), free(y[1]), free(y[2]);
 }
 
+/* A matmul's kernel follows the thread count it is built for: under the
+ * avx512 row a 576 KB filter runs on kiln's kernel on one thread and on
+ * oneDNN's on two (pw_matmul_min_filter_bytes_1t), rebuilt when the count
+ * changes, with the same results within float rounding. */
+static void test_matmul_kernel_per_threads(void **st)
+{
+    (void)st;
+    setenv("KILN_TUNE_FAMILY", "avx512", 1);
+    kn_abi_dnnl r;
+    memset(&r, 0, sizeof r);
+    r.kind = KN_DNNL_MATMUL;
+    int64_t ad[2] = {20, 192}, bd[2] = {192, 768}, yd[2] = {20, 768};
+    r.src = tens(2, ad), r.wei = tens(2, bd), r.dst = tens(2, yd);
+    r.alpha = 1.0f;
+    r.wei_ref.loc = KN_LOC_WEIGHTS, r.wei_ref.offset = 64;
+    float *blob = rand_buf(16 + 192 * 768), *x = rand_buf(20 * 192), *y1 = rand_buf(20 * 768),
+          *y2 = rand_buf(20 * 768);
+    kn_dnnl_session *s;
+    kn_dnnl_prim *p;
+    assert_int_equal(kn_dnnl_session_init(&s), KN_OK);
+    /* where the CPU (or KILN_CPU_MASK) lacks AVX-512F, oneDNN's throughout */
+    bool kiln = kn_pw_matmul_supported(&r);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p), KN_OK);
+    assert_int_equal(strstr(kn_dnnl_prim_impl(p), "kiln matmul") != NULL, kiln);
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y1, NULL, 1), KN_OK);
+    assert_int_equal(kn_dnnl_prim_set_threads(s, p, 2), KN_OK);
+    assert_null(strstr(kn_dnnl_prim_impl(p), "kiln"));
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y2, NULL, 2), KN_OK);
+    assert_close(y2, y1, 20 * 768, 1e-5f);
+    /* a run on one thread of the 2-thread primitive: its 1-thread build */
+    assert_int_equal(kn_dnnl_prim_exec(s, p, x, NULL, NULL, y2, NULL, 1), KN_OK);
+    assert_non_null(p->alt);
+    assert_int_equal(strstr(kn_dnnl_prim_impl(p->alt), "kiln matmul") != NULL, kiln);
+    assert_memory_equal(y2, y1, (size_t)20 * 768 * 4);
+    kn_dnnl_prim_free(p);
+    /* Zen 5's row: oneDNN's on any count */
+    setenv("KILN_TUNE_FAMILY", "zen5", 1);
+    assert_int_equal(kn_dnnl_prim_create(s, &r, (const unsigned char *)blob, &p), KN_OK);
+    assert_null(strstr(kn_dnnl_prim_impl(p), "kiln"));
+    kn_dnnl_prim_free(p);
+    unsetenv("KILN_TUNE_FAMILY");
+    kn_dnnl_session_free(s);
+    free(blob), free(x), free(y1), free(y2);
+}
+
 /* Gemm with a full C: alpha * A x B + C through a sum post-op. */
 static void test_matmul_sum(void **st)
 {
@@ -728,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_matmul_bias_alpha),
         cmocka_unit_test(test_deterministic_2_threads),
         cmocka_unit_test(test_thread_change),
+        cmocka_unit_test(test_matmul_kernel_per_threads),
         cmocka_unit_test(test_matmul_sum),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_binary),

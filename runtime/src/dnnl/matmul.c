@@ -17,19 +17,18 @@
 /* BERT-base's projections (2.4 MB and up) are 4-9% faster by kiln's
  * kernel than by oneDNN's brgemm at batch 1 and 0-6% at batch 8 on Zen 5;
  * ViT-Tiny's (0.6 MB) stay on oneDNN: the tuning table's threshold. */
-bool kn_pw_matmul_worth(const kn_abi_dnnl *rec)
+bool kn_pw_matmul_worth(const kn_abi_dnnl *rec, int threads)
 {
-    return rec->wei.nbytes >= kn_config_tuning()->pw_matmul_min_filter_bytes;
+    const kn_tuning *t = kn_config_tuning();
+    return rec->wei.nbytes >= (threads <= 1 ? t->pw_matmul_min_filter_bytes_1t : t->pw_matmul_min_filter_bytes);
 }
 
-/* kiln's own kernel for a matmul it supports: where it is worth it, every
- * time with KILN_CONV_ALGO=pointwise, never with another forced algorithm. */
-static bool kiln_matmul_wanted(const kn_abi_dnnl *rec)
+bool kn_pw_matmul_wanted(const kn_abi_dnnl *rec, int threads)
 {
     if (!kn_pw_matmul_supported(rec)) return false;
     kn_conv_algo a = kn_config_conv_algo();
     if (a == KN_ALGO_POINTWISE) return true;
-    return (a == KN_ALGO_AUTO || a == KN_ALGO_XDW) && kn_pw_matmul_worth(rec);
+    return (a == KN_ALGO_AUTO || a == KN_ALGO_XDW) && kn_pw_matmul_worth(rec, threads);
 }
 
 static int64_t numel(const kn_abi_tensor *t)
@@ -160,7 +159,7 @@ int kn_dnnl_create_matmul(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsi
     /* bf16 autocast: the kernel's src and weights are bf16, reordered from
      * the caller's f32 (the weights once, src at every run) */
     bool bf16 = rec->compute == KN_BF16;
-    if (!q && !bf16 && kiln_matmul_wanted(rec)) {
+    if (!q && !bf16 && kn_pw_matmul_wanted(rec, p->nthr)) {
         kn_pw *k = NULL;
         int made = kn_pw_create_matmul(rec, weights, &k);
         if (!made) p->algo = &kn_dnnl_algo_pw_matmul, p->state = k;
