@@ -244,7 +244,6 @@ static const char *pw_matmul_impl(const kn_dnnl_prim *p)
     return "kiln matmul:avx512";
 }
 
-/* The same kernel for matmul records (matmul.c picks it). */
 /* A matmul on kiln's kernel splits its work at each run, but whether the
  * kernel is the one to take depends on the thread count (the tuning
  * table's 1-thread threshold): another count rebuilds it unless the choice
@@ -254,6 +253,7 @@ static bool pw_matmul_keeps(const kn_dnnl_prim *p, int threads)
     return kn_pw_matmul_wanted(&p->rec, threads);
 }
 
+/* The same kernel for matmul records (matmul.c picks it). */
 const kn_dnnl_algo kn_dnnl_algo_pw_matmul = {
     .id = KN_ALGO_POINTWISE,
     .dtype = KN_F32,

@@ -16,7 +16,8 @@
 
 /* BERT-base's projections (2.4 MB and up) are 4-9% faster by kiln's
  * kernel than by oneDNN's brgemm at batch 1 and 0-6% at batch 8 on Zen 5;
- * ViT-Tiny's (0.6 MB) stay on oneDNN: the tuning table's threshold. */
+ * ViT-Tiny's (0.6 MB) stay on oneDNN on more than one thread, and on one
+ * where the tuning row says so (the avx512 row takes them: config.c). */
 bool kn_pw_matmul_worth(const kn_abi_dnnl *rec, int threads)
 {
     const kn_tuning *t = kn_config_tuning();
