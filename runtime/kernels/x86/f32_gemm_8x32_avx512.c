@@ -201,6 +201,21 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void prefetch_res(
             if (np == 2) c[i][1] = _mm512_fmadd_ps(x_, b1, c[i][1]);                                               \
         }                                                                                                          \
     } while (0)
+/* One k of a block's products: B's line of each panel, then every row's
+ * broadcast A element against them (ak = a + k). */
+#define KSTEP512(k)                                                                                                \
+    do {                                                                                                           \
+        __m512 b0 = _mm512_load_ps(b + (k) * KN_GEMM512_COLS),                                                     \
+               b1 = np == 2 ? _mm512_load_ps(bn + (k) * KN_GEMM512_COLS) : b0;                                     \
+        ROW512(0);                                                                                                 \
+        ROW512(1);                                                                                                 \
+        ROW512(2);                                                                                                 \
+        ROW512(3);                                                                                                 \
+        ROW512(4);                                                                                                 \
+        ROW512(5);                                                                                                 \
+        ROW512(6);                                                                                                 \
+        ROW512(7);                                                                                                 \
+    } while (0)
 KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const int R, const int np, const float *a,
                                                                            int64_t lda, const float *b, int64_t next,
                                                                            int64_t K, const float *pf, float *out,
@@ -220,16 +235,7 @@ KN_TARGET_AVX512 static inline __attribute__((always_inline)) void gemm512(const
     for (int64_t k = 0; k < K; k++) {
         const float *ak = a + k;
         if (fetch) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
-        __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS),
-               b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
-        ROW512(0);
-        ROW512(1);
-        ROW512(2);
-        ROW512(3);
-        ROW512(4);
-        ROW512(5);
-        ROW512(6);
-        ROW512(7);
+        KSTEP512(k);
     }
     store512(R, np, c, out, ldo, e);
 }
@@ -287,19 +293,11 @@ gemm512_part(const int R, const int np, const float *a, int64_t lda, const float
     for (int64_t k = 0; k < K; k++) {
         const float *ak = a + k;
         if (k < npf) _mm_prefetch((const char *)(pf + k * KN_GEMM512_COLS), _MM_HINT_T0);
-        __m512 b0 = _mm512_load_ps(b + k * KN_GEMM512_COLS),
-               b1 = np == 2 ? _mm512_load_ps(bn + k * KN_GEMM512_COLS) : b0;
-        ROW512(0);
-        ROW512(1);
-        ROW512(2);
-        ROW512(3);
-        ROW512(4);
-        ROW512(5);
-        ROW512(6);
-        ROW512(7);
+        KSTEP512(k);
     }
     store512(R, np, c, out, ldo, e);
 }
+#undef KSTEP512
 #undef ROW512
 
 KN_TARGET_AVX512 void kn_gemm512_rows_acc(int rows, int np, const float *a, int64_t lda, const float *b,
