@@ -130,7 +130,7 @@ static const kn_tuning TABLE[KN_FAMILY_COUNT] = {
 static const char *const ALGO_NAMES[KN_ALGO_COUNT] = {
     [KN_ALGO_WINOGRAD] = "winograd", [KN_ALGO_POINTWISE] = "pointwise", [KN_ALGO_IM2COL] = "im2col",
     [KN_ALGO_THIN] = "thin",         [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
-    [KN_ALGO_DNNL] = "dnnl",
+    [KN_ALGO_DNNL] = "dnnl",         [KN_ALGO_DEPTHWISE] = "depthwise",
 };
 
 const kn_tuning *kn_config_row(kn_cpu_family f)
@@ -251,7 +251,7 @@ int kn_config_check(void)
     if (env_algo() == KN_ALGO_COUNT)
         return kn_error(KN_ERR_INVALID,
                         "KILN_CONV_ALGO='%s': not a convolution algorithm "
-                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl)",
+                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl, depthwise)",
                         getenv("KILN_CONV_ALGO"));
     return KN_OK;
 }

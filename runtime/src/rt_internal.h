@@ -137,6 +137,24 @@ int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float 
                 const float *residual, int threads);
 void kn_xdw_free(kn_xdw *x);
 
+/* ---- int8 depthwise 3x3 convolution (kernels/x86/u8_dw3x3_avx512.c) --------------------------- */
+
+/* A depthwise 3x3 int8 convolution (kiln::QConv: u8 NHWC input, s8
+ * weights, u8 or s8 output, stride 1 or 2) by kiln's AVX-512 VNNI kernel. */
+typedef struct kn_dw8 kn_dw8;
+/* True if it runs rec on this CPU (layouts are the caller's to check:
+ * NHWC only). */
+bool kn_dw8_supported(const kn_abi_dnnl *rec);
+/* True if it should run rec (a supported one) rather than oneDNN: where its
+ * 64-channel chunks are full enough (see u8_dw3x3_avx512.c). */
+bool kn_dw8_worth(const kn_abi_dnnl *rec);
+/* Packs the constant filter w ([C][3][3]), with the bias (f32, accumulator
+ * units, or NULL) and the output scales (1 or C), once. */
+int kn_dw8_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, const float *scales, kn_dw8 **out);
+/* src and dst NHWC, apart. */
+int kn_dw8_exec(const kn_dw8 *k, const uint8_t *src, uint8_t *dst, int threads);
+void kn_dw8_free(kn_dw8 *k);
+
 /* ---- Sigmoid and Softmax on 8 lanes (kernels/x86/f32_sigmoid_softmax_avx2.c; AVX2 + FMA) ---- */
 
 void kn_sigmoid256(const float *x, float *y, int64_t n);

@@ -25,6 +25,9 @@
  *             every layout, and the kernel blocks along the long dim;
  *  matmul     a plain NC(D)HW 1x1 stride-1 conv as oneDNN's matmul
  *             W[O, C] x X[C, HW] (no reorders);
+ *  depthwise  an int8 depthwise 3x3 conv, stride 1 or 2, between NHWC
+ *             activations (AVX-512 VNNI) by kernels/x86/u8_dw3x3_avx512.c
+ *             where its channel chunks are full enough (kn_dw8_worth);
  *  direct     oneDNN's convolution primitive; an int8 one with its zero
  *             points folded into the bias where that is exact (zp_fold:
  *             AMX kernels on CPUs that have them), else with oneDNN's.
@@ -262,6 +265,58 @@ const kn_dnnl_algo kn_dnnl_algo_pw_matmul = {
     .keeps = pw_matmul_keeps,
     .impl = pw_matmul_impl,
 };
+
+/* ---- depthwise (kiln's int8 depthwise 3x3 kernel, AVX-512 VNNI) ----------- */
+
+static bool dw8_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s;
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->src_layout == KN_LAYOUT_NATIVE &&
+           rec->dst_layout == KN_LAYOUT_NATIVE && kn_dw8_supported(rec);
+}
+
+static bool dw8_worth(kn_dnnl_session *s, const kn_abi_dnnl *rec, int threads)
+{
+    (void)s, (void)threads;
+    return kn_dw8_worth(rec);
+}
+
+static int dw8_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                      dnnl_primitive_attr_t attr)
+{
+    (void)s, (void)attr;
+    const void *w, *b = NULL, *sc;
+    int st;
+    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w)) ||
+        (kn_dnnl_has_bias(rec) && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b))) ||
+        (st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc)))
+        return st;
+    kn_dw8 *k = NULL;
+    st = kn_dw8_create(rec, w, b, sc, &k);
+    if (!st) p->state = k;
+    return st;
+}
+
+static int dw8_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                   const void *post_src, int threads)
+{
+    (void)s, (void)wei, (void)bias, (void)post_src;
+    return kn_dw8_exec(p->state, src, dst, threads);
+}
+
+static void dw8_free(void *state) { kn_dw8_free(state); }
+
+static bool dw8_keeps(const kn_dnnl_prim *p, int threads)
+{
+    (void)p, (void)threads;
+    return true; /* it splits its work at each run */
+}
+
+static const char *dw8_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln dw3x3:avx512_vnni";
+}
 
 /* ---- oneDNN: matmul for plain 1x1, direct convolution --------------------- */
 
@@ -596,7 +651,8 @@ static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, 
 static const kn_dnnl_algo DIRECT_BF16 = {KN_ALGO_DIRECT, KN_BF16, kn_dnnl_any_record, kn_dnnl_always_worth,
                                          direct_create,  NULL,    NULL,               NULL,
                                          NULL};
-/* int8 (kiln::QConv): oneDNN's convolution with u8 or s8 activations, its
+/* int8 (kiln::QConv): kiln's depthwise 3x3 kernel where it runs the record
+ * and is worth it, else oneDNN's convolution with u8 or s8 activations, its
  * zero points moved out first where that is exact (zp_fold) */
 static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports, kn_dnnl_always_worth,
                                         zp_fold_create, NULL,  free,             NULL,
@@ -604,6 +660,9 @@ static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports,
 static const kn_dnnl_algo ZP_FOLD_S8 = {KN_ALGO_DIRECT, KN_I8, zp_fold_supports, kn_dnnl_always_worth,
                                         zp_fold_create, NULL,  free,             NULL,
                                         NULL};
+static const kn_dnnl_algo DEPTHWISE_U8 = {KN_ALGO_DEPTHWISE, KN_U8,    dw8_supports, dw8_worth,
+                                          dw8_create,        dw8_run,  dw8_free,     dw8_keeps,
+                                          dw8_impl};
 static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
 static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
@@ -611,7 +670,7 @@ static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record
 
 /* The table, in the order rows are tried. */
 static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
-                                             &DIRECT_BF16, &ZP_FOLD_U8, &ZP_FOLD_S8, &DIRECT_U8, &DIRECT_S8};
+                                             &DIRECT_BF16, &DEPTHWISE_U8, &ZP_FOLD_U8, &ZP_FOLD_S8, &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
  * it must first be worth it. */
