@@ -45,7 +45,10 @@
  *
  * The work is split over (image, pair of output rows, 64-channel chunk);
  * the last chunk of a channel count that is not a multiple of 64 uses
- * masked loads and stores.
+ * masked loads and stores. With 16 or 32 channels (stride 1, one column
+ * of padding each side) a chunk is 4 or 2 whole pixels instead, and the
+ * window's outer columns are lane shifts of the chunks before and after
+ * (dw8_rows_narrow).
  */
 #include <math.h>
 #include <stdint.h>
@@ -64,7 +67,8 @@ enum {
 struct kn_dw8 {
     int64_t N, C, H, W, OH, OW;
     int64_t stride, pt, pl; /* the same stride both ways; top and left padding */
-    int64_t chunks;         /* ceil(C / 64) */
+    int64_t chunks;         /* ceil(C / 64); 1 when narrow */
+    int64_t narrow;         /* C = 16 or 32 at stride 1, same padding: a chunk is 64 / C pixels; else 0 */
     int64_t pairs;          /* groups of output rows per image: pairs (stride 1) or rows */
     bool s8_out;            /* s8 output, else u8 */
     uint8_t zx;             /* the input's zero point */
@@ -145,17 +149,27 @@ bool kn_dw8_supported(const kn_abi_dnnl *rec)
 #endif
 }
 
+/* True if rec's chunks are pixels (64 / C of them): 16 or 32 channels at
+ * stride 1 with one column of padding each side, so that the columns a
+ * window reads are the chunk's own pixels shifted by one (dw8_rows_narrow). */
+static bool dw8_narrow(const kn_abi_dnnl *rec)
+{
+    int64_t C = rec->src.dims[1];
+    return (C == 16 || C == 32) && rec->strides[0] == 1 && rec->pads_begin[1] == 1 && rec->pads_end[1] == 1;
+}
+
 /* Whether it beats oneDNN's depthwise kernel on rec (a supported one): a
  * 64-channel chunk that is partly empty (the last one of a count that is no
  * multiple of 64) costs as much as a full one, and at stride 2 each output
  * builds two columns of lanes instead of one. On MobileNetV2's layers (one
  * thread, Xeon with AMX) against oneDNN's brdgmm: 0.63-0.71 of its time with
  * full chunks at either stride, 0.90 at stride 1 with 3/4 of the lanes used
- * (144 channels), 1.04-1.08 at stride 2 so (96, 144), 1.28 with half (32). */
+ * (144 channels), 1.04-1.08 at stride 2 so (96, 144), 0.66 with 32 narrow
+ * (1.28 as a half-empty chunk). */
 bool kn_dw8_worth(const kn_abi_dnnl *rec)
 {
     int64_t C = rec->src.dims[1], lanes = (C + DW8_CHUNK - 1) / DW8_CHUNK * DW8_CHUNK;
-    return C == lanes || (rec->strides[0] == 1 && 4 * C >= 3 * lanes);
+    return C == lanes || dw8_narrow(rec) || (rec->strides[0] == 1 && 4 * C >= 3 * lanes);
 }
 
 void kn_dw8_free(kn_dw8 *k)
@@ -180,6 +194,7 @@ int kn_dw8_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, co
     k->OH = rec->dst.dims[2], k->OW = rec->dst.dims[3];
     k->stride = rec->strides[0], k->pt = rec->pads_begin[0], k->pl = rec->pads_begin[1];
     k->chunks = (k->C + DW8_CHUNK - 1) / DW8_CHUNK;
+    k->narrow = dw8_narrow(rec) ? k->C : 0;
     k->pairs = k->stride == 1 ? (k->OH + 1) / 2 : k->OH;
     k->s8_out = rec->dst.dtype == KN_I8;
     k->zx = (uint8_t)rec->src_zp;
@@ -205,6 +220,7 @@ int kn_dw8_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, co
         /* slot s of chunk ch: Q vector j, lane l, dword i */
         int64_t ch = s / DW8_CHUNK, e = s % DW8_CHUNK, j = e / 16, ln = e % 16 / 4, i = e % 4;
         int64_t c = ch * DW8_CHUNK + 16 * ln + 4 * j + i;
+        if (k->narrow) c %= C; /* the chunk's 64 lanes are 64 / C pixels */
         if (c >= C) {
             k->scale[s] = k->offset[s] = 0.f;
             continue;
@@ -351,6 +367,85 @@ KN_TARGET_VNNI static inline __attribute__((always_inline)) void dw8_rows(const 
     }
 }
 
+/* Rows r[0..3] as lanes, 64 bytes from byte o of each row: the pixels
+ * past the row (n bytes left) read zx. */
+KN_TARGET_VNNI static inline __attribute__((always_inline)) dw8_col dw8_load_bytes(const uint8_t *const *r,
+                                                                                  int64_t o, int64_t n,
+                                                                                  const kn_dw8 *k)
+{
+    dw8_col v;
+    if (n <= 0) {
+        v.q[0] = v.q[1] = v.q[2] = v.q[3] = _mm512_set1_epi8((char)k->zx);
+        return v;
+    }
+    __mmask64 m = n >= DW8_CHUNK ? ~(__mmask64)0 : (~(__mmask64)0) >> (DW8_CHUNK - n);
+    __m512i z = _mm512_set1_epi8((char)k->zx);
+    __m512i a = _mm512_mask_loadu_epi8(z, m, r[0] + o), b = _mm512_mask_loadu_epi8(z, m, r[1] + o);
+    __m512i c = _mm512_mask_loadu_epi8(z, m, r[2] + o), d = _mm512_mask_loadu_epi8(z, m, r[3] + o);
+    __m512i p = _mm512_unpacklo_epi8(a, b), q = _mm512_unpackhi_epi8(a, b);
+    __m512i s = _mm512_unpacklo_epi8(c, d), t = _mm512_unpackhi_epi8(c, d);
+    v.q[0] = _mm512_unpacklo_epi16(p, s), v.q[1] = _mm512_unpackhi_epi16(p, s);
+    v.q[2] = _mm512_unpacklo_epi16(q, t), v.q[3] = _mm512_unpackhi_epi16(q, t);
+    return v;
+}
+
+/* The lanes of the pixel before each of cur's (L = C / 16 lanes per
+ * pixel): prev's last pixel, then cur's but its last. */
+KN_TARGET_VNNI static inline __attribute__((always_inline)) dw8_col dw8_before(const dw8_col *cur,
+                                                                              const dw8_col *prev, const int L)
+{
+    dw8_col v;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        v.q[j] = L == 2 ? _mm512_alignr_epi64(cur->q[j], prev->q[j], 4) : _mm512_alignr_epi64(cur->q[j], prev->q[j], 6);
+    return v;
+}
+
+/* The lanes of the pixel after each of cur's: cur's but its first, then
+ * next's first pixel. */
+KN_TARGET_VNNI static inline __attribute__((always_inline)) dw8_col dw8_after(const dw8_col *cur,
+                                                                             const dw8_col *next, const int L)
+{
+    dw8_col v;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        v.q[j] = L == 2 ? _mm512_alignr_epi64(next->q[j], cur->q[j], 4) : _mm512_alignr_epi64(next->q[j], cur->q[j], 2);
+    return v;
+}
+
+/* dw8_rows for narrow channels (dw8_narrow): each chunk is 64 / C whole
+ * pixels, the three columns of a window the chunk, and it shifted by one
+ * pixel either way (lane shifts of the chunks before and after), at L
+ * lanes per pixel. */
+KN_TARGET_VNNI static inline __attribute__((always_inline)) void dw8_rows_narrow(const kn_dw8 *k, const uint8_t *in,
+                                                                                uint8_t *out, int64_t oy,
+                                                                                const int L, const bool two)
+{
+    int64_t rowb = k->W * k->C, iy0 = oy - k->pt;
+    const uint8_t *r[4];
+    for (int b = 0; b < 4; b++) {
+        int64_t iy = iy0 + b;
+        r[b] = iy >= 0 && iy < k->H ? in + iy * rowb : k->pad;
+    }
+    const __m512i *ft = (const __m512i *)k->filter, *fb = ft + 12;
+    uint8_t *d0 = out + oy * rowb, *d1 = d0 + rowb; /* OW = W at stride 1, same padding */
+    dw8_col prev = dw8_load_bytes(r, 0, 0, k), cur = dw8_load_bytes(r, 0, rowb, k);
+    for (int64_t o = 0; o < rowb; o += DW8_CHUNK) {
+        dw8_col next = dw8_load_bytes(r, o + DW8_CHUNK, rowb - o - DW8_CHUNK, k);
+        dw8_col a = dw8_before(&cur, &prev, L), c = dw8_after(&cur, &next, L);
+        int64_t n = rowb - o;
+        __mmask64 m = n >= DW8_CHUNK ? ~(__mmask64)0 : (~(__mmask64)0) >> (DW8_CHUNK - n);
+        __m512i acc[4];
+        dw8_taps(acc, &a, &cur, &c, ft);
+        dw8_store(k, acc, k->scale, k->offset, d0 + o, m, n >= DW8_CHUNK);
+        if (two) {
+            dw8_taps(acc, &a, &cur, &c, fb);
+            dw8_store(k, acc, k->scale, k->offset, d1 + o, m, n >= DW8_CHUNK);
+        }
+        prev = cur, cur = next;
+    }
+}
+
 typedef struct dw8_run {
     const kn_dw8 *k;
     const uint8_t *src;
@@ -370,13 +465,23 @@ KN_TARGET_VNNI static int dw8_chunk(void *args, int64_t lo, int64_t hi)
         int64_t ch = u % k->chunks, g = u / k->chunks % k->pairs, n = u / (k->chunks * k->pairs);
         const uint8_t *in = r->src + n * k->H * k->W * k->C;
         uint8_t *out = r->dst + n * k->OH * k->OW * k->C;
-        bool full = (ch + 1) * DW8_CHUNK <= k->C;
-        if (k->stride == 2) {
+        bool full = (ch + 1) * DW8_CHUNK <= k->C, two = 2 * g + 1 < k->OH;
+        if (k->narrow == 32) {
+            if (two)
+                dw8_rows_narrow(k, in, out, 2 * g, 2, true);
+            else
+                dw8_rows_narrow(k, in, out, 2 * g, 2, false);
+        } else if (k->narrow == 16) {
+            if (two)
+                dw8_rows_narrow(k, in, out, 2 * g, 1, true);
+            else
+                dw8_rows_narrow(k, in, out, 2 * g, 1, false);
+        } else if (k->stride == 2) {
             if (full)
                 dw8_rows(k, in, out, g, ch, 2, false, true);
             else
                 dw8_rows(k, in, out, g, ch, 2, false, false);
-        } else if (2 * g + 1 < k->OH) {
+        } else if (two) {
             if (full)
                 dw8_rows(k, in, out, 2 * g, ch, 1, true, true);
             else
