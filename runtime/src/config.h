@@ -53,6 +53,7 @@ typedef struct kn_tuning {
     int64_t thin_im2col_max_pixels; /* ... of width 1 (k x 1 convs): at most this many */
     int64_t thin_min_height;     /* a k x 1 conv over width 1 as 1-D: outputs at least this tall */
     int64_t xdw_min_bytes;       /* 1x1 + depthwise pairs: expansions at least this large */
+    bool rnn_prefetch;           /* recurrent products prefetch R's rows in software (AVX-512) */
     /* oneDNN implementations (name prefixes, NULL-terminated) measured
      * slower than the next one oneDNN offers for the same primitive: the
      * next one that is not a reference kernel runs instead */
@@ -78,9 +79,9 @@ typedef enum kn_conv_algo {
     KN_ALGO_THIN,      /* a k x 1 conv over width 1 as oneDNN's 1-D conv */
     KN_ALGO_MATMUL,    /* a plain 1x1 conv as oneDNN's matmul */
     KN_ALGO_DIRECT,    /* oneDNN's convolution primitive */
+    KN_ALGO_DEPTHWISE, /* kiln's int8 depthwise 3x3 (AVX-512 VNNI) */
     KN_ALGO_XDW,       /* kiln's fused 1x1 + depthwise pair (not a table row) */
     KN_ALGO_DNNL,      /* oneDNN only: matmul or direct, no kiln kernel */
-    KN_ALGO_DEPTHWISE, /* kiln's int8 depthwise 3x3 (AVX-512 VNNI) */
     KN_ALGO_COUNT
 } kn_conv_algo;
 

@@ -406,6 +406,39 @@ static void step_rows(const dir_run *r, int64_t s, int64_t u0, int64_t u1)
     }
 }
 
+/* Blocks per group of one_row: their pre-activations on the stack (2 KiB). */
+enum { ROW_GROUP = 8 };
+
+/* step_blocks' blocks [u0, u1) of one row k (an LSTM, or a GRU with
+ * linear_before_reset): the recurrent products of a group of blocks first,
+ * then the group's cells. A cell is a chain of dependent operations (exp,
+ * reciprocal, tanh) that the next block's product, which streams R from
+ * L2, cannot hide; cells back to back overlap one another (and take
+ * lstm16_rows' 16 lanes, as a batch's rows do: the same bits). Back (odd
+ * steps): the blocks last to first, so that a step starts with the part of
+ * R the step before read last, still in L1. */
+static void one_row(const dir_run *r, blk *k, int64_t u0, int64_t u1, bool back)
+{
+    const rnn_state *st = r->st;
+    int np = st->kind == KN_RNN_LSTM ? 4 : 3;
+    int64_t H = st->H, nb = u1 - u0;
+    float acc[ROW_GROUP][4 * L];
+    for (int64_t g = 0; g < nb; g += ROW_GROUP) {
+        int64_t n = nb - g < ROW_GROUP ? nb - g : ROW_GROUP;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t u = back ? u1 - 1 - (g + i) : u0 + g + i;
+            gates_init(r, k->x, u, np, acc[i]);
+            st->k->gemv(k->hp, H, st->rp + r->d * st->GHp * H + u * H * np * L, np * L, np, acc[i]);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            k->u = back ? u1 - 1 - (g + i) : u0 + g + i, k->pre = acc[i];
+            if (np == 4) lstm_block(r, k);
+            else gru_block(r, k, 0);
+        }
+        k->pre = NULL;
+    }
+}
+
 /* Blocks [u0, u1) of step s (GRU without linear_before_reset: of its
  * phase) for every batch row; a row past its length carries its state. */
 static void step_blocks(const dir_run *r, int64_t s, int phase, int64_t u0, int64_t u1)
@@ -415,10 +448,15 @@ static void step_blocks(const dir_run *r, int64_t s, int phase, int64_t u0, int6
         step_rows(r, s, u0, u1);
         return;
     }
+    bool grouped = st->kind == KN_RNN_LSTM || (st->kind == KN_RNN_GRU && st->lbr);
     for (int64_t b = 0; b < r->Bn; b++) {
         blk k;
         if (!row_of(r, s, b, &k)) {
             if (phase == 0) memcpy(k.hn + u0 * L, k.hp + u0 * L, sizeof(float) * (size_t)((u1 - u0) * L));
+            continue;
+        }
+        if (grouped) {
+            one_row(r, &k, u0, u1, s & 1);
             continue;
         }
         for (k.u = u0; k.u < u1; k.u++) {
@@ -553,7 +591,8 @@ static const kn_rnn_kern *pick_kernels(void)
     if (kn_config_rnn_path() == KN_KERNEL_PATH_PORTABLE) return &kn_rnn_kern_portable;
     uint64_t f = kn_cpu_features(), need = KN_CPU_AVX2 | KN_CPU_FMA;
     if ((f & need) != need || !kn_rnn_kern_avx2.gemm) return &kn_rnn_kern_portable;
-    return f & KN_CPU_AVX512F ? &kn_rnn_kern_avx512 : &kn_rnn_kern_avx2;
+    if (!(f & KN_CPU_AVX512F)) return &kn_rnn_kern_avx2;
+    return kn_config_tuning()->rnn_prefetch ? &kn_rnn_kern_avx512 : &kn_rnn_kern_avx512_nopf;
 }
 
 static const char *impl_name(kn_rnn_kind kind, const kn_rnn_kern *k)
@@ -563,7 +602,7 @@ static const char *impl_name(kn_rnn_kind kind, const kn_rnn_kern *k)
         {"kiln gru:portable", "kiln gru:avx2", "kiln gru:avx512"},
         {"kiln lstm:portable", "kiln lstm:avx2", "kiln lstm:avx512"},
     };
-    int i = k == &kn_rnn_kern_avx2 ? 1 : k == &kn_rnn_kern_avx512 ? 2 : 0;
+    int i = k == &kn_rnn_kern_avx2 ? 1 : k == &kn_rnn_kern_avx512 || k == &kn_rnn_kern_avx512_nopf ? 2 : 0;
     return names[kind == KN_RNN_SIMPLE ? 0 : kind == KN_RNN_GRU ? 1 : 2][i];
 }
 

@@ -17,9 +17,12 @@
  *      once), then the gates' activations and the cell update on the
  *      block's units (kernel `act` and plain loops of 16, or `lstm16` and
  *      `gru16` in registers), so that a block never waits for another (GRU
- *      without linear_before_reset waits once per step, for r ⊙ h); with
- *      several batch rows, up to KN_RNN_ROWS rows' products in one pass
- *      over the block's R (`gemv_rows`). Blocks split across threads when a step is
+ *      without linear_before_reset waits once per step, for r ⊙ h); an
+ *      LSTM's or linear_before_reset GRU's products of up to 8 blocks
+ *      first, then their cells back to back (`lstm16_rows`, `gru16_rows`),
+ *      and on odd steps the blocks last to first; with several batch
+ *      rows, up to KN_RNN_ROWS rows' products in one pass over the block's
+ *      R (`gemv_rows`). Blocks split across threads when a step is
  *      large enough; the two directions of a bidirectional layer run on two
  *      threads.
  * Each output is computed the same way whatever the thread count: results
@@ -76,12 +79,13 @@ typedef struct kn_rnn_kern {
      * the h gate's input part, hp the previous state; clip > 0 clips; h
      * gets the new state. NULL: the caller composes it from `act`. */
     void (*gru16)(const float *acc, const float *xh, const float *hp, float clip, float *h);
-    /* The same two cells for several batch rows' cells back to back
-     * (step_rows), where they are bound by throughput and AVX-512's 16
-     * lanes do them in half the instructions; at batch 1 a cell is a chain
-     * of dependent operations, which two 8-lane halves run faster (the
-     * audio model on the AMX Xeon, 1 thread: batch 8 4.0 -> 3.5 ms, batch
-     * 1 0.71 -> 0.77 had it served there too). NULL: lstm16, gru16. */
+    /* The same two cells for cells run back to back (several batch rows'
+     * in step_rows, one row's group of blocks in one_row), where they are
+     * bound by throughput and AVX-512's 16 lanes do them in half the
+     * instructions (the audio model on the AMX Xeon, 1 thread: batch 8 4.0
+     * -> 3.5 ms); a cell alone after its block's product is a chain of
+     * dependent operations, which two 8-lane halves run faster. NULL:
+     * lstm16, gru16. */
     void (*lstm16_rows)(const float *acc, float *c, const float *peep, int64_t peep_stride, float clip,
                         bool input_forget, float *h);
     void (*gru16_rows)(const float *acc, const float *xh, const float *hp, float clip, float *h);
@@ -96,5 +100,8 @@ extern const kn_rnn_kern kn_rnn_kern_avx2;
  * (gemv, gemv_rows) and the rows' cells on 16 lanes: only where the CPU
  * has AVX-512F too. */
 extern const kn_rnn_kern kn_rnn_kern_avx512;
+/* The same without the software prefetch of R in the recurrent products
+ * (kn_tuning.rnn_prefetch false). */
+extern const kn_rnn_kern kn_rnn_kern_avx512_nopf;
 
 #endif

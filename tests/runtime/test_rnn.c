@@ -18,7 +18,9 @@
  *    across runs only while they are the artifact's constants. Each table
  *    this CPU has runs them and must be the one the session names (on an
  *    AVX-512 CPU the AVX2 table with AVX-512F masked out, as auto picks
- *    the AVX-512 one there).
+ *    an AVX-512 one there, and both AVX-512 tables: with and without the
+ *    recurrent products' software prefetch, by the tuning row). One row of
+ *    more than 8 blocks (one_row's groups, blocks in reverse on odd steps).
  * The AVX-512 projection is in test_rnn_avx512.c.
  */
 #include <math.h>
@@ -54,23 +56,29 @@ static int tables(const kn_rnn_kern **out)
     out[n++] = &kn_rnn_kern_portable;
     if (has_avx2() && kn_rnn_kern_avx2.gemm) out[n++] = &kn_rnn_kern_avx2;
     if (has_avx512() && kn_rnn_kern_avx512.gemm) out[n++] = &kn_rnn_kern_avx512;
+    if (has_avx512() && kn_rnn_kern_avx512_nopf.gemm) out[n++] = &kn_rnn_kern_avx512_nopf;
     return n;
 }
 
 /* Makes the session's pick (rnn.c: pick_kernels) the table k: KILN_RNN
- * chooses portable or auto, and auto takes the AVX-512 table wherever the
+ * chooses portable or auto, and auto takes an AVX-512 table wherever the
  * CPU has AVX-512F, so the AVX2 table is reached there by masking AVX-512F
- * out (KILN_CPU_MASK, on top of any mask already set). restore_mask puts
- * the caller's mask back. */
-static char g_saved_mask[64];
-static bool g_had_mask;
+ * out (KILN_CPU_MASK, on top of any mask already set); of the two AVX-512
+ * tables the tuning row's rnn_prefetch picks one (KILN_TUNE_FAMILY: zen5
+ * prefetches, avx512 does not). restore_mask puts the caller's mask and
+ * family back. */
+static char g_saved_mask[64], g_saved_family[64];
+static bool g_had_mask, g_had_family;
 
 static void pick_table(const kn_rnn_kern *k)
 {
-    const char *m = getenv("KILN_CPU_MASK");
-    g_had_mask = m != NULL;
+    const char *m = getenv("KILN_CPU_MASK"), *f = getenv("KILN_TUNE_FAMILY");
+    g_had_mask = m != NULL, g_had_family = f != NULL;
     if (m) snprintf(g_saved_mask, sizeof g_saved_mask, "%s", m);
+    if (f) snprintf(g_saved_family, sizeof g_saved_family, "%s", f);
     setenv("KILN_RNN", k == &kn_rnn_kern_portable ? "portable" : "auto", 1);
+    if (k == &kn_rnn_kern_avx512) setenv("KILN_TUNE_FAMILY", "zen5", 1);
+    if (k == &kn_rnn_kern_avx512_nopf) setenv("KILN_TUNE_FAMILY", "avx512", 1);
     if (k == &kn_rnn_kern_avx2 && has_avx512()) {
         char mask[32];
         snprintf(mask, sizeof mask, "%llu", (unsigned long long)(kn_cpu_features() & ~(uint64_t)KN_CPU_AVX512F));
@@ -82,6 +90,8 @@ static void restore_mask(void)
 {
     if (g_had_mask) setenv("KILN_CPU_MASK", g_saved_mask, 1);
     else unsetenv("KILN_CPU_MASK");
+    if (g_had_family) setenv("KILN_TUNE_FAMILY", g_saved_family, 1);
+    else unsetenv("KILN_TUNE_FAMILY");
 }
 
 static void test_activations(void **state)
@@ -303,6 +313,11 @@ static void test_lstm(void **state)
     run_case(&big);
     big.lens = lens, big.B = 3, big.num_dir = 2;
     run_case(&big);
+    /* one row of more blocks than one_row's group of 8, the last group
+     * partial, both directions (each thread's share of blocks too) */
+    lcase wide = {.kind = KN_RNN_LSTM, .num_dir = 2, .T = 5, .B = 1, .I = 12, .H = 150, .bias = true,
+                  .init_h = true, .init_c = true};
+    run_case(&wide);
     /* batches that step_rows runs in groups of KN_RNN_ROWS, rows ending early */
     static const int64_t lens6[6] = {6, 2, 0, 6, 5, 1};
     lcase rows = {.kind = KN_RNN_LSTM, .num_dir = 2, .T = 6, .B = 6, .I = 10, .H = 40, .bias = true,
@@ -327,6 +342,8 @@ static void test_gru(void **state)
         c.reverse = true, c.num_dir = 1, c.clip = 0.5, c.layout = 0, c.bias = false;
         run_case(&c);
         lcase big = {.kind = KN_RNN_GRU, .num_dir = 1, .T = 5, .B = 1, .I = 16, .H = 112, .bias = true, .lbr = lbr};
+        run_case(&big);
+        big.H = 150, big.num_dir = 2, big.init_h = true; /* more than 8 blocks: as the LSTM's */
         run_case(&big);
         static const int64_t lens6[6] = {6, 2, 0, 6, 5, 1};
         lcase rows = {.kind = KN_RNN_GRU, .num_dir = 2, .T = 6, .B = 6, .I = 10, .H = 40, .bias = true,
