@@ -137,6 +137,7 @@ static const char *const ALGO_NAMES[KN_ALGO_COUNT] = {
     [KN_ALGO_WINOGRAD] = "winograd", [KN_ALGO_POINTWISE] = "pointwise", [KN_ALGO_IM2COL] = "im2col",
     [KN_ALGO_THIN] = "thin",         [KN_ALGO_MATMUL] = "matmul",     [KN_ALGO_DIRECT] = "direct",       [KN_ALGO_XDW] = "xdw",
     [KN_ALGO_DNNL] = "dnnl",         [KN_ALGO_DEPTHWISE] = "depthwise",
+    [KN_ALGO_STEM] = "stem",
 };
 
 const kn_tuning *kn_config_row(kn_cpu_family f)
@@ -257,7 +258,7 @@ int kn_config_check(void)
     if (env_algo() == KN_ALGO_COUNT)
         return kn_error(KN_ERR_INVALID,
                         "KILN_CONV_ALGO='%s': not a convolution algorithm "
-                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl, depthwise)",
+                        "(auto, winograd, pointwise, im2col, thin, xdw, matmul, direct, dnnl, depthwise, stem)",
                         getenv("KILN_CONV_ALGO"));
     return KN_OK;
 }

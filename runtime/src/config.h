@@ -80,6 +80,7 @@ typedef enum kn_conv_algo {
     KN_ALGO_MATMUL,    /* a plain 1x1 conv as oneDNN's matmul */
     KN_ALGO_DIRECT,    /* oneDNN's convolution primitive */
     KN_ALGO_DEPTHWISE, /* kiln's int8 depthwise 3x3 (AVX-512 VNNI) */
+    KN_ALGO_STEM,      /* kiln's first convolution: 1-4 NCHW channels to NHWC (AVX-512) */
     KN_ALGO_XDW,       /* kiln's fused 1x1 + depthwise pair (not a table row) */
     KN_ALGO_DNNL,      /* oneDNN only: matmul or direct, no kiln kernel */
     KN_ALGO_COUNT

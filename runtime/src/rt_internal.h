@@ -137,6 +137,20 @@ int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float 
                 const float *residual, int threads);
 void kn_xdw_free(kn_xdw *x);
 
+/* ---- a network's first convolution (kernels/x86/f32_stem_avx512.c) ---------------------------- */
+
+/* A convolution of 1-4 input channels in plain NCHW (an image) into 16-64
+ * NHWC output channels, any window up to 7x7, stride 1 or 2, by kiln's
+ * AVX-512 kernel, its bias and post-ops (no residual) applied as it stores. */
+typedef struct kn_stem kn_stem;
+/* True if it runs rec on this CPU (layouts are the caller's to check). */
+bool kn_stem_supported(const kn_abi_dnnl *rec);
+/* Packs the constant filter (from `weights`) once. */
+int kn_stem_create(const kn_abi_dnnl *rec, const unsigned char *weights, kn_stem **out);
+/* src NCHW, dst NHWC; bias used only when not constant. */
+int kn_stem_exec(const kn_stem *k, const float *src, const float *bias, float *dst, int threads);
+void kn_stem_free(kn_stem *k);
+
 /* ---- int8 depthwise 3x3 convolution (kernels/x86/u8_dw3x3_avx512.c) --------------------------- */
 
 /* A depthwise 3x3 int8 convolution (kiln::QConv: u8 NHWC input, s8
@@ -154,6 +168,20 @@ int kn_dw8_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, co
 /* src and dst NHWC, apart. */
 int kn_dw8_exec(const kn_dw8 *k, const uint8_t *src, uint8_t *dst, int threads);
 void kn_dw8_free(kn_dw8 *k);
+
+/* ---- an int8 network's first convolution (kernels/x86/u8_stem_avx512.c) ------------------------ */
+
+/* A kiln::QConv of 1-4 u8 input channels in plain NCHW into 16-64 u8/s8
+ * NHWC ones, windows up to 7x7, stride 1 or 2, by kiln's AVX-512 VNNI
+ * kernel. */
+typedef struct kn_qstem kn_qstem;
+/* True if it runs rec on this CPU (layouts are the caller's to check). */
+bool kn_qstem_supported(const kn_abi_dnnl *rec);
+/* Packs the constant filter w ([O][C][KH][KW]), with the bias (f32,
+ * accumulator units, or NULL) and the output scales (1 or O), once. */
+int kn_qstem_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, const float *scales, kn_qstem **out);
+int kn_qstem_exec(const kn_qstem *k, const uint8_t *src, uint8_t *dst, int threads);
+void kn_qstem_free(kn_qstem *k);
 
 /* ---- Sigmoid and Softmax on 8 lanes (kernels/x86/f32_sigmoid_softmax_avx2.c; AVX2 + FMA) ---- */
 

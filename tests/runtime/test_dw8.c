@@ -155,7 +155,8 @@ static const kn_abi_post RELU = {KN_POST_RELU, 0.f, 0.f};
 static void test_shapes(void **state)
 {
     (void)state;
-    if (!cpu_has_vnni()) KN_SKIP("kiln's int8 depthwise kernel needs AVX-512 BW and VNNI, which this CPU (or KILN_CPU_MASK) lacks");
+    if (!cpu_has_vnni()) KN_SKIP("kiln's int8 depthwise kernel needs AVX-512 BW and VNNI, which this CPU (or KILN_CPU_MASK) "
+                                 "lacks");
     const int64_t chans[] = {8, 16, 40, 64, 96, 144, 192};
     unsigned seed = 1;
     for (size_t i = 0; i < sizeof chans / sizeof *chans; i++)
@@ -175,7 +176,8 @@ static void test_shapes(void **state)
 static void test_quantization(void **state)
 {
     (void)state;
-    if (!cpu_has_vnni()) KN_SKIP("kiln's int8 depthwise kernel needs AVX-512 BW and VNNI, which this CPU (or KILN_CPU_MASK) lacks");
+    if (!cpu_has_vnni()) KN_SKIP("kiln's int8 depthwise kernel needs AVX-512 BW and VNNI, which this CPU (or KILN_CPU_MASK) "
+                                 "lacks");
     dcase c = {.N = 2, .C = 72, .H = 10, .W = 6, .stride = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1};
     /* zero points at 0 and inside, u8 and s8 out, per tensor, no bias */
     const int zxs[] = {0, 128, 255};

@@ -18,6 +18,9 @@
  *             kernels/x86/f32_conv1x1_avx512.c: as fast as oneDNN's
  *             brgconv_1x1 at batch 1, 1.4-2x faster with a residual sum at
  *             batch 8 (the tuning table says where);
+ *  stem       a network's first conv: 1-4 plain NCHW input channels into
+ *             16-64 NHWC ones (AVX-512) by kernels/x86/f32_stem_avx512.c;
+ *             int8 (u8 NCHW input, AVX-512 VNNI) by u8_stem_avx512.c;
  *  im2col     a small output image between blocked activations: patches
  *             copied, then oneDNN's 1x1 kernel (im2col.c);
  *  thin       a k x 1 conv over width-1 images (1 x k over height-1 rows
@@ -265,6 +268,86 @@ const kn_dnnl_algo kn_dnnl_algo_pw_matmul = {
     .keeps = pw_matmul_keeps,
     .impl = pw_matmul_impl,
 };
+
+/* ---- stem (kiln's first-convolution kernel, AVX-512) ----------------------- */
+
+static bool stem_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->compute == KN_DT_UNDEFINED &&
+           rec->src_layout == KN_LAYOUT_PLAIN && rec->dst_layout == KN_LAYOUT_NATIVE && kn_dnnl_native_block(s) == 0 &&
+           kn_stem_supported(rec);
+}
+
+static int stem_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                       dnnl_primitive_attr_t attr)
+{
+    (void)s, (void)attr;
+    kn_stem *k = NULL;
+    int st = kn_stem_create(rec, weights, &k);
+    if (!st) p->state = k;
+    return st;
+}
+
+static int stem_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                    const void *post_src, int threads)
+{
+    (void)s, (void)wei, (void)post_src;
+    return kn_stem_exec(p->state, src, bias, dst, threads);
+}
+
+static void stem_free(void *state) { kn_stem_free(state); }
+
+static bool stem_keeps(const kn_dnnl_prim *p, int threads)
+{
+    (void)p, (void)threads;
+    return true; /* it splits its work at each run */
+}
+
+static const char *stem_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln stem:avx512";
+}
+
+/* ---- stem, int8 (kiln's int8 first-convolution kernel, AVX-512 VNNI) ------- */
+
+static bool qstem_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
+{
+    (void)s;
+    return rec->conv_algo != KN_CONV_ALGO_DIRECT && rec->src_layout == KN_LAYOUT_PLAIN &&
+           rec->dst_layout == KN_LAYOUT_NATIVE && kn_qstem_supported(rec);
+}
+
+static int qstem_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned char *weights, kn_dnnl_prim *p,
+                        dnnl_primitive_attr_t attr)
+{
+    (void)s, (void)attr;
+    const void *w, *b = NULL, *sc;
+    int st;
+    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w)) ||
+        (kn_dnnl_has_bias(rec) && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b))) ||
+        (st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc)))
+        return st;
+    kn_qstem *k = NULL;
+    st = kn_qstem_create(rec, w, b, sc, &k);
+    if (!st) p->state = k;
+    return st;
+}
+
+static int qstem_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *wei, const void *bias, void *dst,
+                     const void *post_src, int threads)
+{
+    (void)s, (void)wei, (void)bias, (void)post_src;
+    return kn_qstem_exec(p->state, src, dst, threads);
+}
+
+static void qstem_free(void *state) { kn_qstem_free(state); }
+
+static const char *qstem_impl(const kn_dnnl_prim *p)
+{
+    (void)p;
+    return "kiln stem:avx512_vnni";
+}
 
 /* ---- depthwise (kiln's int8 depthwise 3x3 kernel, AVX-512 VNNI) ----------- */
 
@@ -642,6 +725,8 @@ static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports
                                       wino_run,         wino_free, wino_keeps,    wino_impl};
 static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
                                        pw_free,           pw_keeps, pw_impl};
+static const kn_dnnl_algo STEM = {KN_ALGO_STEM, KN_F32,    stem_supports, kn_dnnl_always_worth, stem_create,
+                                  stem_run,     stem_free, stem_keeps,    stem_impl};
 static const kn_dnnl_algo THIN = {KN_ALGO_THIN, KN_F32, thin_supports, thin_worth, thin_create, NULL, NULL, NULL, NULL};
 static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, kn_dnnl_always_worth, matmul_create, NULL, NULL,
                                     NULL,           NULL};
@@ -660,6 +745,9 @@ static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports,
 static const kn_dnnl_algo ZP_FOLD_S8 = {KN_ALGO_DIRECT, KN_I8, zp_fold_supports, kn_dnnl_always_worth,
                                         zp_fold_create, NULL,  free,             NULL,
                                         NULL};
+static const kn_dnnl_algo STEM_U8 = {KN_ALGO_STEM, KN_U8,      qstem_supports, kn_dnnl_always_worth,
+                                     qstem_create, qstem_run,  qstem_free,     stem_keeps,
+                                     qstem_impl};
 static const kn_dnnl_algo DEPTHWISE_U8 = {KN_ALGO_DEPTHWISE, KN_U8,    dw8_supports, dw8_worth,
                                           dw8_create,        dw8_run,  dw8_free,     dw8_keeps,
                                           dw8_impl};
@@ -669,8 +757,8 @@ static const kn_dnnl_algo DIRECT_S8 = {KN_ALGO_DIRECT, KN_I8, kn_dnnl_any_record
                                        NULL,           NULL,  NULL,       NULL};
 
 /* The table, in the order rows are tried. */
-static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
-                                             &DIRECT_BF16, &DEPTHWISE_U8, &ZP_FOLD_U8, &ZP_FOLD_S8, &DIRECT_U8, &DIRECT_S8};
+static const kn_dnnl_algo *const ALGOS[] = {&WINOGRAD, &POINTWISE, &STEM, &kn_dnnl_algo_im2col, &THIN, &MATMUL, &DIRECT,
+                                             &DIRECT_BF16, &STEM_U8, &DEPTHWISE_U8, &ZP_FOLD_U8, &ZP_FOLD_S8, &DIRECT_U8, &DIRECT_S8};
 
 /* Whether row a may run a conv with KILN_CONV_ALGO as it is, and whether
  * it must first be worth it. */
