@@ -137,6 +137,26 @@ int kn_xdw_exec(const kn_xdw *x, const float *src, const float *b1, const float 
                 const float *residual, int threads);
 void kn_xdw_free(kn_xdw *x);
 
+/* ---- what the int8 convolution kernels ask of a record (kernels/x86/q8_record.c) ------------- */
+
+/* True if t's dims are static (no symbol) and positive, in the arena's slot 0. */
+bool kn_abi_static_dims(const kn_abi_tensor *t);
+/* True for a kiln::QConv record those kernels may take, whatever its
+ * geometry: AVX-512 BW + VNNI, static rank-4 tensors, u8 input, s8
+ * weights, u8/s8 output, constant weights, scales (1 or one per output
+ * channel) and f32 bias, zero points in range, post-ops one clamp. */
+bool kn_q8_record_ok(const kn_abi_dnnl *rec);
+/* The post-ops (ReLU, Clip) as one clamp [lo, hi] in output units, before
+ * the zero point; false for any other post-op. */
+bool kn_q8_posts_clamp(const kn_abi_dnnl *rec, float *lo, float *hi);
+/* That clamp in output bytes (the zero point added, rounded, in the output
+ * type's range; bit patterns of u8 or s8 as the output). */
+void kn_q8_byte_clamp(const kn_abi_dnnl *rec, int8_t *lo, int8_t *hi);
+/* Parallel units for `rows` output rows on `threads` threads: one band of
+ * rows per thread, or 4 per thread where each has 64 rows or more (a
+ * thread slowed by the host is helped out). */
+int64_t kn_row_bands(int64_t rows, int threads);
+
 /* ---- a network's first convolution (kernels/x86/f32_stem_avx512.c) ---------------------------- */
 
 /* A convolution of 1-4 input channels in plain NCHW (an image) into 16-64

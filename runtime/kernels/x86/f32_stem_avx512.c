@@ -40,13 +40,6 @@ struct kn_stem {
     kn_gemm512_epi epi;    /* the post-ops (bias: at the accumulators' start) */
 };
 
-static bool static_dims(const kn_abi_tensor *t)
-{
-    for (int d = 0; d < t->rank && d < 8; d++)
-        if (t->dim_sym[d] || t->dims[d] < 1) return false;
-    return t->slot == 0;
-}
-
 bool kn_stem_supported(const kn_abi_dnnl *rec)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -54,7 +47,7 @@ bool kn_stem_supported(const kn_abi_dnnl *rec)
     if (rec->kind != KN_DNNL_CONV || rec->spatial != 2 || rec->groups != 1 || rec->n_scale != 0) return false;
     const kn_abi_tensor *ts[] = {&rec->src, &rec->wei, &rec->dst};
     for (int i = 0; i < 3; i++)
-        if (ts[i]->rank != 4 || ts[i]->dtype != KN_F32 || !static_dims(ts[i])) return false;
+        if (ts[i]->rank != 4 || ts[i]->dtype != KN_F32 || !kn_abi_static_dims(ts[i])) return false;
     int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0];
     int64_t KH = rec->wei.dims[2], KW = rec->wei.dims[3];
     if (C < 1 || C > STEM_MAX_C || rec->wei.dims[1] != C || O % 16 || O > 64 || KH > STEM_MAX_K || KW > STEM_MAX_K)
@@ -271,11 +264,7 @@ int kn_stem_exec(const kn_stem *k, const float *src, const float *bias, float *d
 {
     stem_run r = {.k = k, .src = src, .bias = k->bias ? k->bias : k->has_bias ? bias : NULL, .dst = dst};
     if (k->has_bias && !r.bias) return kn_error(KN_ERR_INVALID, "stem convolution: no bias given");
-    /* one band of rows per thread, or 4 when each has many rows */
-    int64_t rows = k->N * k->OH;
-    r.parts = threads < 1 ? 1 : threads;
-    if (threads > 1 && rows >= 64 * (int64_t)threads) r.parts = 4 * (int64_t)threads;
-    if (r.parts > rows) r.parts = rows;
+    r.parts = kn_row_bands(k->N * k->OH, threads);
     return kn_rt_parallel_for_threads(threads, stem_chunk, &r, r.parts);
 }
 

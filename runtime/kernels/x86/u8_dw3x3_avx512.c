@@ -78,54 +78,13 @@ struct kn_dw8 {
     uint8_t *pad;           /* a row of W x C bytes zx: the rows outside the image */
 };
 
-static bool static_dims(const kn_abi_tensor *t)
-{
-    for (int d = 0; d < t->rank && d < 8; d++)
-        if (t->dim_sym[d] || t->dims[d] < 1) return false;
-    return t->slot == 0;
-}
-
-/* The post-ops as one clamp [lo, hi] in output units (before the zero
- * point); false for any other post-op. */
-static bool posts_clamp(const kn_abi_dnnl *rec, float *lo, float *hi)
-{
-    *lo = -INFINITY, *hi = INFINITY;
-    if (rec->n_post < 0 || rec->n_post > 4) return false;
-    for (int i = 0; i < rec->n_post; i++) {
-        const kn_abi_post *p = &rec->post[i];
-        float a = -INFINITY, b = INFINITY;
-        if (p->kind == KN_POST_NONE) continue;
-        if (p->kind == KN_POST_RELU && p->alpha == 0.f)
-            a = 0.f;
-        else if (p->kind == KN_POST_CLIP && !isnan(p->alpha) && !isnan(p->beta) && p->alpha <= p->beta)
-            a = p->alpha, b = p->beta;
-        else
-            return false;
-        /* clamp(clamp(v, lo, hi), a, b) is clamp(v, max(lo, a), min(hi, b))
-         * while that range is not empty, else the constant it pins to */
-        float nlo = fmaxf(*lo, a), nhi = fminf(*hi, b);
-        if (nlo > nhi) nlo = nhi = a > *hi ? a : b;
-        *lo = nlo, *hi = nhi;
-    }
-    return true;
-}
-
 bool kn_dw8_supported(const kn_abi_dnnl *rec)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    const uint32_t need = KN_CPU_AVX512F | KN_CPU_AVX512BW | KN_CPU_AVX512VNNI;
-    if ((kn_cpu_features() & need) != need) return false;
-    if (rec->kind != KN_DNNL_CONV || rec->spatial != 2 || rec->n_scale < 1) return false;
-    if (rec->src.dtype != KN_U8 || rec->wei.dtype != KN_I8 || (rec->dst.dtype != KN_U8 && rec->dst.dtype != KN_I8))
-        return false;
-    const kn_abi_tensor *ts[] = {&rec->src, &rec->wei, &rec->dst};
-    for (int i = 0; i < 3; i++)
-        if (ts[i]->rank != 4 || !static_dims(ts[i])) return false;
-    int64_t N = rec->src.dims[0], C = rec->src.dims[1];
+    if (!kn_q8_record_ok(rec)) return false;
+    int64_t C = rec->src.dims[1];
     if (rec->groups != C || rec->wei.dims[0] != C || rec->wei.dims[1] != 1 || rec->wei.dims[2] != 3 ||
         rec->wei.dims[3] != 3 || rec->wei.nbytes != C * 9)
         return false;
-    if (rec->dst.dims[0] != N || rec->dst.dims[1] != C) return false;
     int64_t s = rec->strides[0];
     if ((s != 1 && s != 2) || rec->strides[1] != s) return false;
     for (int i = 0; i < 2; i++) {
@@ -134,19 +93,7 @@ bool kn_dw8_supported(const kn_abi_dnnl *rec)
             rec->dst.dims[2 + i] != (in + pb + pe - 3) / s + 1)
             return false;
     }
-    bool has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
-    if (rec->wei_ref.loc != KN_LOC_WEIGHTS || rec->scale_ref.loc != KN_LOC_WEIGHTS ||
-        (rec->n_scale != 1 && rec->n_scale != C) ||
-        (has_bias && (rec->bias_ref.loc != KN_LOC_WEIGHTS || rec->bias.dtype != KN_F32 || rec->bias.nbytes != C * 4)))
-        return false;
-    int32_t qmin = rec->dst.dtype == KN_U8 ? 0 : -128;
-    if (rec->src_zp < 0 || rec->src_zp > 255 || rec->dst_zp < qmin || rec->dst_zp > qmin + 255) return false;
-    float lo, hi;
-    return posts_clamp(rec, &lo, &hi);
-#else
-    (void)rec;
-    return false;
-#endif
+    return true;
 }
 
 /* True if rec's chunks are pixels (64 / C of them): 16 or 32 channels at
@@ -209,13 +156,7 @@ int kn_dw8_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, co
     }
     memset(k->pad, k->zx, (size_t)(k->W * C));
     memset(k->filter, 0, (size_t)(k->chunks * DW8_FILTER));
-    float lo, hi;
-    posts_clamp(rec, &lo, &hi);
-    /* round(clamp(v, lo, hi)) is clamp(round(v), round(lo), round(hi)) */
-    int qmin = k->s8_out ? -128 : 0, qmax = qmin + 255;
-    double zy = rec->dst_zp, l = nearbyint((double)lo + zy), h = nearbyint((double)hi + zy);
-    k->lo = (int8_t)(l < qmin ? qmin : l > qmax ? qmax : l);
-    k->hi = (int8_t)(h < qmin ? qmin : h > qmax ? qmax : h);
+    kn_q8_byte_clamp(rec, &k->lo, &k->hi);
     for (int64_t s = 0; s < slots; s++) {
         /* slot s of chunk ch: Q vector j, lane l, dword i */
         int64_t ch = s / DW8_CHUNK, e = s % DW8_CHUNK, j = e / 16, ln = e % 16 / 4, i = e % 4;

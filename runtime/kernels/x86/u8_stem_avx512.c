@@ -48,53 +48,13 @@ struct kn_qstem {
     uint8_t *pad;           /* W + 8 bytes of zx: the rows outside the image */
 };
 
-static bool static_dims(const kn_abi_tensor *t)
-{
-    for (int d = 0; d < t->rank && d < 8; d++)
-        if (t->dim_sym[d] || t->dims[d] < 1) return false;
-    return t->slot == 0;
-}
-
-/* The post-ops as one clamp [lo, hi] in output units (before the zero
- * point): ReLU and Clip only. */
-static bool q_posts_clamp(const kn_abi_dnnl *rec, float *lo, float *hi)
-{
-    *lo = -INFINITY, *hi = INFINITY;
-    if (rec->n_post < 0 || rec->n_post > 4) return false;
-    for (int i = 0; i < rec->n_post; i++) {
-        const kn_abi_post *p = &rec->post[i];
-        float a = -INFINITY, b = INFINITY;
-        if (p->kind == KN_POST_NONE) continue;
-        if (p->kind == KN_POST_RELU && p->alpha == 0.f)
-            a = 0.f;
-        else if (p->kind == KN_POST_CLIP && !isnan(p->alpha) && !isnan(p->beta) && p->alpha <= p->beta)
-            a = p->alpha, b = p->beta;
-        else
-            return false;
-        float nlo = fmaxf(*lo, a), nhi = fminf(*hi, b);
-        if (nlo > nhi) nlo = nhi = a > *hi ? a : b;
-        *lo = nlo, *hi = nhi;
-    }
-    return true;
-}
-
 bool kn_qstem_supported(const kn_abi_dnnl *rec)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    const uint32_t need = KN_CPU_AVX512F | KN_CPU_AVX512BW | KN_CPU_AVX512VNNI;
-    if ((kn_cpu_features() & need) != need) return false;
-    if (rec->kind != KN_DNNL_CONV || rec->spatial != 2 || rec->groups != 1 || rec->n_scale < 1) return false;
-    if (rec->src.dtype != KN_U8 || rec->wei.dtype != KN_I8 || (rec->dst.dtype != KN_U8 && rec->dst.dtype != KN_I8))
-        return false;
-    const kn_abi_tensor *ts[] = {&rec->src, &rec->wei, &rec->dst};
-    for (int i = 0; i < 3; i++)
-        if (ts[i]->rank != 4 || !static_dims(ts[i])) return false;
-    int64_t N = rec->src.dims[0], C = rec->src.dims[1], O = rec->wei.dims[0];
-    int64_t KH = rec->wei.dims[2], KW = rec->wei.dims[3];
+    if (!kn_q8_record_ok(rec) || rec->groups != 1) return false;
+    int64_t C = rec->src.dims[1], O = rec->wei.dims[0], KH = rec->wei.dims[2], KW = rec->wei.dims[3];
     if (C < 1 || C > Q_STEM_MAX_C || rec->wei.dims[1] != C || O % 16 || O > 64 || KH > Q_STEM_MAX_K ||
         KW > Q_STEM_MAX_K || rec->wei.nbytes != O * C * KH * KW)
         return false;
-    if (rec->dst.dims[0] != N || rec->dst.dims[1] != O) return false;
     for (int i = 0; i < 2; i++) {
         int64_t k = i ? KW : KH, in = rec->src.dims[2 + i], s = rec->strides[i];
         int64_t pb = rec->pads_begin[i], pe = rec->pads_end[i];
@@ -102,19 +62,7 @@ bool kn_qstem_supported(const kn_abi_dnnl *rec)
             in + pb + pe < k || rec->dst.dims[2 + i] != (in + pb + pe - k) / s + 1)
             return false;
     }
-    bool has_bias = !(rec->bias.rank == 0 && rec->bias.nbytes == 0);
-    if (rec->wei_ref.loc != KN_LOC_WEIGHTS || rec->scale_ref.loc != KN_LOC_WEIGHTS ||
-        (rec->n_scale != 1 && rec->n_scale != O) ||
-        (has_bias && (rec->bias_ref.loc != KN_LOC_WEIGHTS || rec->bias.dtype != KN_F32 || rec->bias.nbytes != O * 4)))
-        return false;
-    int32_t qmin = rec->dst.dtype == KN_U8 ? 0 : -128;
-    if (rec->src_zp < 0 || rec->src_zp > 255 || rec->dst_zp < qmin || rec->dst_zp > qmin + 255) return false;
-    float lo, hi;
-    return q_posts_clamp(rec, &lo, &hi);
-#else
-    (void)rec;
-    return false;
-#endif
+    return true;
 }
 
 void kn_qstem_free(kn_qstem *k)
@@ -177,12 +125,7 @@ int kn_qstem_create(const kn_abi_dnnl *rec, const int8_t *w, const float *bias, 
         k->bias[o] = bias ? bias[o] : 0.f, k->scale[o] = (float)sc;
     }
     k->zy = (float)rec->dst_zp;
-    float lo, hi;
-    q_posts_clamp(rec, &lo, &hi);
-    int qmin = k->s8_out ? -128 : 0, qmax = qmin + 255;
-    double zy = rec->dst_zp, l = nearbyint((double)lo + zy), h = nearbyint((double)hi + zy);
-    k->lo = (int8_t)(l < qmin ? qmin : l > qmax ? qmax : l);
-    k->hi = (int8_t)(h < qmin ? qmin : h > qmax ? qmax : h);
+    kn_q8_byte_clamp(rec, &k->lo, &k->hi);
     *out = k;
     return KN_OK;
 }
@@ -334,11 +277,7 @@ KN_TARGET_VNNI static int qstem_chunk(void *args, int64_t lo, int64_t hi)
 
 int kn_qstem_exec(const kn_qstem *k, const uint8_t *src, uint8_t *dst, int threads)
 {
-    qstem_run r = {.k = k, .src = src, .dst = dst};
-    int64_t rows = k->N * k->OH;
-    r.parts = threads < 1 ? 1 : threads;
-    if (threads > 1 && rows >= 64 * (int64_t)threads) r.parts = 4 * (int64_t)threads;
-    if (r.parts > rows) r.parts = rows;
+    qstem_run r = {.k = k, .src = src, .dst = dst, .parts = kn_row_bands(k->N * k->OH, threads)};
     return kn_rt_parallel_for_threads(threads, qstem_chunk, &r, r.parts);
 }
 

@@ -311,6 +311,18 @@ static const char *stem_impl(const kn_dnnl_prim *p)
 
 /* ---- stem, int8 (kiln's int8 first-convolution kernel, AVX-512 VNNI) ------- */
 
+/* An int8 record's constant weights, bias (NULL: none) and output scales. */
+static int q8_consts(const kn_abi_dnnl *rec, const unsigned char *weights, const void **w, const void **b,
+                     const void **sc)
+{
+    int st;
+    *b = NULL;
+    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", w)) ||
+        (kn_dnnl_has_bias(rec) && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", b))))
+        return st;
+    return kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", sc);
+}
+
 static bool qstem_supports(kn_dnnl_session *s, const kn_abi_dnnl *rec)
 {
     (void)s;
@@ -322,12 +334,9 @@ static int qstem_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsign
                         dnnl_primitive_attr_t attr)
 {
     (void)s, (void)attr;
-    const void *w, *b = NULL, *sc;
-    int st;
-    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w)) ||
-        (kn_dnnl_has_bias(rec) && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b))) ||
-        (st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc)))
-        return st;
+    const void *w, *b, *sc;
+    int st = q8_consts(rec, weights, &w, &b, &sc);
+    if (st) return st;
     kn_qstem *k = NULL;
     st = kn_qstem_create(rec, w, b, sc, &k);
     if (!st) p->state = k;
@@ -368,12 +377,9 @@ static int dw8_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigned
                       dnnl_primitive_attr_t attr)
 {
     (void)s, (void)attr;
-    const void *w, *b = NULL, *sc;
-    int st;
-    if ((st = kn_dnnl_const_ptr(&rec->wei_ref, weights, rec->wei.nbytes, "weights", &w)) ||
-        (kn_dnnl_has_bias(rec) && (st = kn_dnnl_const_ptr(&rec->bias_ref, weights, rec->bias.nbytes, "bias", &b))) ||
-        (st = kn_dnnl_const_ptr(&rec->scale_ref, weights, (int64_t)rec->n_scale * 4, "output scales", &sc)))
-        return st;
+    const void *w, *b, *sc;
+    int st = q8_consts(rec, weights, &w, &b, &sc);
+    if (st) return st;
     kn_dw8 *k = NULL;
     st = kn_dw8_create(rec, w, b, sc, &k);
     if (!st) p->state = k;
