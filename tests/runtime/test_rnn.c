@@ -49,7 +49,8 @@ static float frand(void) /* uniform in [-1, 1) */
 static bool has_avx2(void) { return (kn_cpu_features() & (KN_CPU_AVX2 | KN_CPU_FMA)) == (KN_CPU_AVX2 | KN_CPU_FMA); }
 static bool has_avx512(void) { return has_avx2() && (kn_cpu_features() & KN_CPU_AVX512F); }
 
-/* The kernel tables this CPU runs. */
+/* The kernel tables this CPU runs (at most MAX_TABLES). */
+enum { MAX_TABLES = 4 };
 static int tables(const kn_rnn_kern **out)
 {
     int n = 0;
@@ -97,7 +98,7 @@ static void restore_mask(void)
 static void test_activations(void **state)
 {
     (void)state;
-    const kn_rnn_kern *ks[3];
+    const kn_rnn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
     enum { N = 8192 };
     static float x[N], y[N];
@@ -138,7 +139,7 @@ static float *aligned_rand(size_t n)
 static void test_products(void **state)
 {
     (void)state;
-    const kn_rnn_kern *ks[3];
+    const kn_rnn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
     const int64_t M = 13, K = 37, np = 3, ldc = np * 16 + 5, lda = K + 3;
     float *A = aligned_rand((size_t)(M * lda)), *P = aligned_rand((size_t)(np * K * 16)),
@@ -255,7 +256,7 @@ static void run_case(const lcase *c)
                          KN_OK);
     }
     assert_int_equal(kn_k_rnn(&p, &X, &W, &R, pB, ps, ph, pc, pP, &ref[0], &ref[1], lstm ? &ref[2] : NULL), KN_OK);
-    const kn_rnn_kern *ks[3];
+    const kn_rnn_kern *ks[MAX_TABLES];
     int nk = tables(ks);
     kn_tensor first[3] = {{0}};
     for (int ki = 0; ki < nk; ki++)
