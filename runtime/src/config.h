@@ -69,8 +69,9 @@ typedef enum kn_cpu_family {
     KN_FAMILY_COUNT
 } kn_cpu_family;
 
-/* The convolution algorithms (the rows of dnnl/conv.c's table, in its
- * order), then the override's other values. */
+/* The convolution algorithms (the rows of dnnl/conv.c's table; a kernel
+ * added later comes after DIRECT here, whatever its place there), then the
+ * override's other values. */
 typedef enum kn_conv_algo {
     KN_ALGO_AUTO = -1,
     KN_ALGO_WINOGRAD,  /* kiln's Winograd F(4x4)/F(2x2), 3x3 stride 1 */

@@ -742,9 +742,10 @@ static const kn_dnnl_algo DIRECT = {KN_ALGO_DIRECT, KN_F32, kn_dnnl_any_record, 
 static const kn_dnnl_algo DIRECT_BF16 = {KN_ALGO_DIRECT, KN_BF16, kn_dnnl_any_record, kn_dnnl_always_worth,
                                          direct_create,  NULL,    NULL,               NULL,
                                          NULL};
-/* int8 (kiln::QConv): kiln's depthwise 3x3 kernel where it runs the record
- * and is worth it, else oneDNN's convolution with u8 or s8 activations, its
- * zero points moved out first where that is exact (zp_fold) */
+/* int8 (kiln::QConv): kiln's first-convolution and depthwise 3x3 kernels
+ * where they run the record (the depthwise one where it is worth it), else
+ * oneDNN's convolution with u8 or s8 activations, its zero points moved out
+ * first where that is exact (zp_fold) */
 static const kn_dnnl_algo ZP_FOLD_U8 = {KN_ALGO_DIRECT, KN_U8, zp_fold_supports, kn_dnnl_always_worth,
                                         zp_fold_create, NULL,  free,             NULL,
                                         NULL};
