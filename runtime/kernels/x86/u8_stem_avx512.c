@@ -171,18 +171,18 @@ KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_store(con
     }
 }
 
-/* P output pixels from ox on: rows[c KH + kh] is window row kh's input
- * row of channel c (the zero-point row outside the image); every pixel's
- * window lies inside its row with room for the last dword. */
+/* P output pixels into out, the first one's window starting at column x0
+ * (stride S): rows[c KH + kh] is window row kh's input row of channel c
+ * (the zero-point row outside the image); every pixel's window lies inside
+ * its row with room for the last dword. */
 KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_block(const kn_qstem *k, const int V,
                                                                             const int P, const int S,
-                                                                            const uint8_t *const *rows, int64_t ox,
+                                                                            const uint8_t *const *rows, int64_t x0,
                                                                             uint8_t *out)
 {
     __m512i acc[Q_STEM_ACC];
 #pragma GCC unroll 24
     for (int i = 0; i < P * V; i++) acc[i] = _mm512_setzero_si512();
-    int64_t x0 = ox * S - k->pl;
     const __m512i *wt = (const __m512i *)k->w;
     for (int64_t ckh = 0; ckh < k->C * k->KH; ckh++) {
         const uint8_t *row = rows[ckh] + x0;
@@ -202,7 +202,7 @@ KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_block(con
             }
         }
     }
-    qstem_store(k, V, P, acc, out + ox * k->O);
+    qstem_store(k, V, P, acc, out);
 }
 
 /* One pixel whose window, or its last dword, reaches past its row's ends:
@@ -220,9 +220,7 @@ KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_edge(cons
             if (x0 + kw >= 0 && x0 + kw < k->W) patch[ckh][kw] = rows[ckh][x0 + kw];
         prow[ckh] = patch[ckh];
     }
-    kn_qstem pk = *k;
-    pk.pl = 0; /* the patches start at the window */
-    qstem_block(&pk, V, 1, 1, prow, 0, out + ox * k->O);
+    qstem_block(k, V, 1, 1, prow, 0, out + ox * k->O); /* the patches start at the window */
 }
 
 KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_row(const qstem_run *r, const int V,
@@ -245,11 +243,9 @@ KN_TARGET_VNNI static inline __attribute__((always_inline)) void qstem_row(const
     if (a > b) a = b;
     int64_t ox = 0;
     for (; ox < a; ox++) qstem_edge(k, V, rows, ox, out);
-    for (; ox + PB <= b; ox += PB) qstem_block(k, V, PB, S, rows, ox, out);
-    for (; PB > 8 && ox + 8 <= b; ox += 8) qstem_block(k, V, 8, S, rows, ox, out);
-    if (PB > 4 && ox + 4 <= b) qstem_block(k, V, 4, S, rows, ox, out), ox += 4;
-    if (ox + 2 <= b) qstem_block(k, V, 2, S, rows, ox, out), ox += 2;
-    if (ox < b) qstem_block(k, V, 1, S, rows, ox, out), ox++;
+#define QSTEM_BLOCK(P) qstem_block(k, V, P, S, rows, ox * S - k->pl, out + ox * k->O)
+    KN_ROW_BLOCKS(PB, ox, b, QSTEM_BLOCK);
+#undef QSTEM_BLOCK
     for (; ox < k->OW; ox++) qstem_edge(k, V, rows, ox, out);
 }
 

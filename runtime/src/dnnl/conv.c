@@ -232,10 +232,11 @@ static int pw_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *we
 
 static void pw_free(void *state) { kn_pw_free(state); }
 
-static bool pw_keeps(const kn_dnnl_prim *p, int threads)
+/* kiln's kernels that split their work at each run keep any thread count. */
+static bool splits_each_run(const kn_dnnl_prim *p, int threads)
 {
     (void)p, (void)threads;
-    return true; /* it splits its work at each run */
+    return true;
 }
 
 static const char *pw_impl(const kn_dnnl_prim *p)
@@ -296,12 +297,6 @@ static int stem_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *
 }
 
 static void stem_free(void *state) { kn_stem_free(state); }
-
-static bool stem_keeps(const kn_dnnl_prim *p, int threads)
-{
-    (void)p, (void)threads;
-    return true; /* it splits its work at each run */
-}
 
 static const char *stem_impl(const kn_dnnl_prim *p)
 {
@@ -394,12 +389,6 @@ static int dw8_run(kn_dnnl_session *s, kn_dnnl_prim *p, void *src, const void *w
 }
 
 static void dw8_free(void *state) { kn_dw8_free(state); }
-
-static bool dw8_keeps(const kn_dnnl_prim *p, int threads)
-{
-    (void)p, (void)threads;
-    return true; /* it splits its work at each run */
-}
 
 static const char *dw8_impl(const kn_dnnl_prim *p)
 {
@@ -730,9 +719,9 @@ static int thin_create(kn_dnnl_session *s, const kn_abi_dnnl *rec, const unsigne
 static const kn_dnnl_algo WINOGRAD = {KN_ALGO_WINOGRAD, KN_F32,    wino_supports, wino_worth, wino_create,
                                       wino_run,         wino_free, wino_keeps,    wino_impl};
 static const kn_dnnl_algo POINTWISE = {KN_ALGO_POINTWISE, KN_F32,   pw_supports, pw_worth, pw_create, pw_run,
-                                       pw_free,           pw_keeps, pw_impl};
+                                       pw_free,           splits_each_run, pw_impl};
 static const kn_dnnl_algo STEM = {KN_ALGO_STEM, KN_F32,    stem_supports, kn_dnnl_always_worth, stem_create,
-                                  stem_run,     stem_free, stem_keeps,    stem_impl};
+                                  stem_run,     stem_free, splits_each_run,    stem_impl};
 static const kn_dnnl_algo THIN = {KN_ALGO_THIN, KN_F32, thin_supports, thin_worth, thin_create, NULL, NULL, NULL, NULL};
 static const kn_dnnl_algo MATMUL = {KN_ALGO_MATMUL, KN_F32, matmul_supports, kn_dnnl_always_worth, matmul_create, NULL, NULL,
                                     NULL,           NULL};
@@ -753,10 +742,10 @@ static const kn_dnnl_algo ZP_FOLD_S8 = {KN_ALGO_DIRECT, KN_I8, zp_fold_supports,
                                         zp_fold_create, NULL,  free,             NULL,
                                         NULL};
 static const kn_dnnl_algo STEM_U8 = {KN_ALGO_STEM, KN_U8,      qstem_supports, kn_dnnl_always_worth,
-                                     qstem_create, qstem_run,  qstem_free,     stem_keeps,
+                                     qstem_create, qstem_run,  qstem_free,     splits_each_run,
                                      qstem_impl};
 static const kn_dnnl_algo DEPTHWISE_U8 = {KN_ALGO_DEPTHWISE, KN_U8,    dw8_supports, dw8_worth,
-                                          dw8_create,        dw8_run,  dw8_free,     dw8_keeps,
+                                          dw8_create,        dw8_run,  dw8_free,     splits_each_run,
                                           dw8_impl};
 static const kn_dnnl_algo DIRECT_U8 = {KN_ALGO_DIRECT, KN_U8, kn_dnnl_any_record, kn_dnnl_always_worth, direct_create,
                                        NULL,           NULL,  NULL,       NULL};
